@@ -1,0 +1,6 @@
+//! kapi-core: every rule of the Kubernetes API server as pure state machines, with no I/O.
+//!
+//! See `ARCHITECTURE.md` at the repository root for the map of modules and how a request flows.
+
+pub mod kv;
+pub mod status;

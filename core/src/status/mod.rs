@@ -1,0 +1,398 @@
+//! Typed API errors and their `metav1.Status` form.
+//!
+//! Every error that reaches a client is an [`ApiError`]; its constructors mirror apimachinery's
+//! `k8s.io/apimachinery/pkg/api/errors` so that code, reason, message and details are the ones
+//! kube-apiserver sends for the same situation.
+
+pub mod field;
+
+use serde_json::{Map, Value, json};
+
+pub use field::{FieldError, FieldErrorType};
+
+/// A group and a resource, as in `deployments.apps` (core group: `pods`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GroupResource {
+    pub group: String,
+    pub resource: String,
+}
+
+impl GroupResource {
+    pub fn new(group: &str, resource: &str) -> Self {
+        GroupResource { group: group.to_string(), resource: resource.to_string() }
+    }
+}
+
+impl std::fmt::Display for GroupResource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.group.is_empty() {
+            write!(f, "{}", self.resource)
+        } else {
+            write!(f, "{}.{}", self.resource, self.group)
+        }
+    }
+}
+
+/// A group and a kind, as in `Deployment.apps`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GroupKind {
+    pub group: String,
+    pub kind: String,
+}
+
+impl std::fmt::Display for GroupKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.group.is_empty() {
+            write!(f, "{}", self.kind)
+        } else {
+            write!(f, "{}.{}", self.kind, self.group)
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+pub struct StatusCause {
+    pub reason: String,
+    pub message: String,
+    pub field: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+pub struct StatusDetails {
+    pub name: String,
+    pub group: String,
+    pub kind: String,
+    pub uid: String,
+    pub causes: Vec<StatusCause>,
+    pub retry_after_seconds: i32,
+}
+
+/// An error answered to the client as a `metav1.Status`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ApiError {
+    pub code: u16,
+    /// `metav1.StatusReason`; empty for errors kube-apiserver sends without a reason.
+    pub reason: &'static str,
+    pub message: String,
+    pub details: Option<StatusDetails>,
+}
+
+pub type ApiResult<T> = Result<T, ApiError>;
+
+impl std::fmt::Display for ApiError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for ApiError {}
+
+fn details_for(gr: &GroupResource, name: &str) -> Option<StatusDetails> {
+    Some(StatusDetails {
+        name: name.to_string(),
+        group: gr.group.clone(),
+        kind: gr.resource.clone(),
+        ..Default::default()
+    })
+}
+
+impl ApiError {
+    pub fn new(code: u16, reason: &'static str, message: impl Into<String>) -> Self {
+        ApiError { code, reason, message: message.into(), details: None }
+    }
+
+    pub fn not_found(gr: &GroupResource, name: &str) -> Self {
+        ApiError {
+            details: details_for(gr, name),
+            ..Self::new(404, "NotFound", format!("{gr} {} not found", quote(name)))
+        }
+    }
+
+    pub fn already_exists(gr: &GroupResource, name: &str) -> Self {
+        ApiError {
+            details: details_for(gr, name),
+            ..Self::new(409, "AlreadyExists", format!("{gr} {} already exists", quote(name)))
+        }
+    }
+
+    pub fn conflict(gr: &GroupResource, name: &str, why: &str) -> Self {
+        ApiError {
+            details: details_for(gr, name),
+            ..Self::new(409, "Conflict", format!("Operation cannot be fulfilled on {gr} {}: {why}", quote(name)))
+        }
+    }
+
+    /// The conflict of an update or delete based on a stale `resourceVersion`.
+    pub fn stale_conflict(gr: &GroupResource, name: &str) -> Self {
+        Self::conflict(
+            gr,
+            name,
+            "the object has been modified; please apply your changes to the latest version and try again",
+        )
+    }
+
+    pub fn invalid(gk: &GroupKind, name: &str, errors: &[FieldError]) -> Self {
+        let causes = errors
+            .iter()
+            .map(|e| StatusCause {
+                reason: e.kind.cause_reason().to_string(),
+                message: e.body(),
+                field: e.field.clone(),
+            })
+            .collect();
+        let message = match field::aggregate(errors) {
+            Some(agg) => format!("{gk} {} is invalid: {agg}", quote(name)),
+            None => format!("{gk} {} is invalid", quote(name)),
+        };
+        ApiError {
+            details: Some(StatusDetails {
+                name: name.to_string(),
+                group: gk.group.clone(),
+                kind: gk.kind.clone(),
+                causes,
+                ..Default::default()
+            }),
+            ..Self::new(422, "Invalid", message)
+        }
+    }
+
+    pub fn bad_request(message: impl Into<String>) -> Self {
+        Self::new(400, "BadRequest", message)
+    }
+
+    pub fn method_not_supported(gr: &GroupResource, action: &str) -> Self {
+        ApiError {
+            details: Some(StatusDetails {
+                group: gr.group.clone(),
+                kind: gr.resource.clone(),
+                ..Default::default()
+            }),
+            ..Self::new(
+                405,
+                "MethodNotAllowed",
+                format!("{action} is not supported on resources of kind {}", quote(&gr.to_string())),
+            )
+        }
+    }
+
+    pub fn gone(message: impl Into<String>) -> Self {
+        Self::new(410, "Gone", message)
+    }
+
+    pub fn expired(message: impl Into<String>) -> Self {
+        Self::new(410, "Expired", message)
+    }
+
+    pub fn timeout(message: &str, retry_after_seconds: i32) -> Self {
+        ApiError {
+            details: Some(StatusDetails { retry_after_seconds, ..Default::default() }),
+            ..Self::new(504, "Timeout", format!("Timeout: {message}"))
+        }
+    }
+
+    pub fn server_timeout(gr: &GroupResource, operation: &str, retry_after_seconds: i32) -> Self {
+        ApiError {
+            details: Some(StatusDetails {
+                group: gr.group.clone(),
+                kind: gr.resource.clone(),
+                retry_after_seconds,
+                ..Default::default()
+            }),
+            ..Self::new(
+                500,
+                "ServerTimeout",
+                format!("The {operation} operation against {gr} could not be completed at this time, please try again."),
+            )
+        }
+    }
+
+    pub fn internal(message: impl std::fmt::Display) -> Self {
+        let message = message.to_string();
+        ApiError {
+            details: Some(StatusDetails {
+                causes: vec![StatusCause { message: message.clone(), ..Default::default() }],
+                ..Default::default()
+            }),
+            ..Self::new(500, "InternalError", format!("Internal error occurred: {message}"))
+        }
+    }
+
+    pub fn unauthorized() -> Self {
+        Self::new(401, "Unauthorized", "Unauthorized")
+    }
+
+    pub fn forbidden(gr: &GroupResource, name: &str, why: &str) -> Self {
+        let message = if name.is_empty() {
+            format!("{gr} is forbidden: {why}")
+        } else {
+            format!("{gr} {} is forbidden: {why}", quote(name))
+        };
+        ApiError { details: details_for(gr, name), ..Self::new(403, "Forbidden", message) }
+    }
+
+    pub fn request_entity_too_large(message: &str) -> Self {
+        Self::new(413, "RequestEntityTooLarge", format!("Request entity too large: {message}"))
+    }
+
+    pub fn unsupported_media_type(content_type: &str, accepted: &[&str]) -> Self {
+        let _ = content_type;
+        Self::new(
+            415,
+            "UnsupportedMediaType",
+            format!(
+                "the body of the request was in an unknown format - accepted media types include: {}",
+                accepted.join(", ")
+            ),
+        )
+    }
+
+    pub fn not_acceptable(accepted: &[&str]) -> Self {
+        Self::new(
+            406,
+            "NotAcceptable",
+            format!("only the following media types are accepted: {}", accepted.join(", ")),
+        )
+    }
+
+    pub fn too_many_requests(retry_after_seconds: i32) -> Self {
+        ApiError {
+            details: Some(StatusDetails { retry_after_seconds, ..Default::default() }),
+            ..Self::new(429, "TooManyRequests", "Too many requests, please try again later.")
+        }
+    }
+
+    pub fn service_unavailable(message: impl Into<String>) -> Self {
+        Self::new(503, "ServiceUnavailable", message)
+    }
+
+    /// `404` with no reason details, as for an unknown path.
+    pub fn path_not_found() -> Self {
+        Self::new(404, "NotFound", "the server could not find the requested resource")
+    }
+
+    /// The `metav1.Status` object for this error.
+    pub fn to_status(&self) -> Value {
+        let mut status = Map::new();
+        status.insert("kind".into(), json!("Status"));
+        status.insert("apiVersion".into(), json!("v1"));
+        status.insert("metadata".into(), json!({}));
+        status.insert("status".into(), json!("Failure"));
+        status.insert("message".into(), json!(self.message));
+        if !self.reason.is_empty() {
+            status.insert("reason".into(), json!(self.reason));
+        }
+        if let Some(d) = &self.details {
+            status.insert("details".into(), details_json(d));
+        }
+        status.insert("code".into(), json!(self.code));
+        Value::Object(status)
+    }
+}
+
+fn details_json(d: &StatusDetails) -> Value {
+    let mut m = Map::new();
+    let mut put = |k: &str, v: &str| {
+        if !v.is_empty() {
+            m.insert(k.into(), json!(v));
+        }
+    };
+    put("name", &d.name);
+    put("group", &d.group);
+    put("kind", &d.kind);
+    put("uid", &d.uid);
+    if !d.causes.is_empty() {
+        let causes: Vec<Value> = d
+            .causes
+            .iter()
+            .map(|c| {
+                let mut cm = Map::new();
+                for (k, v) in [("reason", &c.reason), ("message", &c.message), ("field", &c.field)] {
+                    if !v.is_empty() {
+                        cm.insert(k.into(), json!(v));
+                    }
+                }
+                Value::Object(cm)
+            })
+            .collect();
+        m.insert("causes".into(), Value::Array(causes));
+    }
+    if d.retry_after_seconds != 0 {
+        m.insert("retryAfterSeconds".into(), json!(d.retry_after_seconds));
+    }
+    Value::Object(m)
+}
+
+/// The `metav1.Status` of a successful operation (a DELETE answered without the object).
+pub fn success_status(gr: &GroupResource, name: &str, uid: &str) -> Value {
+    let mut details = Map::new();
+    details.insert("name".into(), json!(name));
+    if !gr.group.is_empty() {
+        details.insert("group".into(), json!(gr.group));
+    }
+    details.insert("kind".into(), json!(gr.resource));
+    if !uid.is_empty() {
+        details.insert("uid".into(), json!(uid));
+    }
+    json!({
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Success",
+        "details": Value::Object(details),
+    })
+}
+
+/// Go's `%q` for the strings kube puts in messages.
+pub fn quote(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + 2);
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\t' => out.push_str("\\t"),
+            '\r' => out.push_str("\\r"),
+            c if (c as u32) < 0x20 || c as u32 == 0x7f => out.push_str(&format!("\\x{:02x}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn not_found_matches_kube() {
+        let e = ApiError::not_found(&GroupResource::new("apps", "deployments"), "web");
+        assert_eq!(
+            e.to_status(),
+            json!({"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure",
+                "message":"deployments.apps \"web\" not found","reason":"NotFound",
+                "details":{"name":"web","group":"apps","kind":"deployments"},"code":404})
+        );
+    }
+
+    #[test]
+    fn invalid_aggregates_messages() {
+        let gk = GroupKind { group: String::new(), kind: "Pod".into() };
+        let one = ApiError::invalid(&gk, "p", &[FieldError::required("spec.containers", "")]);
+        assert_eq!(one.message, "Pod \"p\" is invalid: spec.containers: Required value");
+        let two = ApiError::invalid(
+            &gk,
+            "p",
+            &[
+                FieldError::required("spec.containers", ""),
+                FieldError::invalid("metadata.name", json!("A"), "must be lowercase"),
+            ],
+        );
+        assert_eq!(
+            two.message,
+            "Pod \"p\" is invalid: [spec.containers: Required value, metadata.name: Invalid value: \"A\": must be lowercase]"
+        );
+        assert_eq!(two.details.unwrap().causes[1].reason, "FieldValueInvalid");
+    }
+}
