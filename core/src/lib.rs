@@ -3,4 +3,7 @@
 //! See `ARCHITECTURE.md` at the repository root for the map of modules and how a request flows.
 
 pub mod kv;
+pub mod quantity;
+pub mod schema;
 pub mod status;
+pub mod storage;

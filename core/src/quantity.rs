@@ -1,0 +1,224 @@
+//! `resource.Quantity`: parsing and the canonical form kube-apiserver stores (`0.5` -> `500m`,
+//! `1000` -> `1k`, `1024Mi` -> `1Gi`, `1.5Gi` -> `1536Mi`).
+
+use std::cmp::Ordering;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Format {
+    DecimalSI,
+    BinarySI,
+    DecimalExponent,
+}
+
+/// An exact value `mantissa * 10^scale` and the suffix style it was written in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Quantity {
+    mantissa: i128,
+    scale: i32,
+    pub format: Format,
+}
+
+const BINARY: [(&str, u32); 6] = [("Ki", 1), ("Mi", 2), ("Gi", 3), ("Ti", 4), ("Pi", 5), ("Ei", 6)];
+const DECIMAL: [(&str, i32); 10] =
+    [("n", -9), ("u", -6), ("m", -3), ("", 0), ("k", 3), ("M", 6), ("G", 9), ("T", 12), ("P", 15), ("E", 18)];
+/// Largest magnitude kept exactly; kube caps quantities far below this.
+const LIMIT: i128 = 10i128.pow(36);
+
+impl Quantity {
+    pub fn parse(s: &str) -> Option<Quantity> {
+        let b = s.as_bytes();
+        let mut i = 0;
+        let negative = match b.first() {
+            Some(b'-') => {
+                i = 1;
+                true
+            }
+            Some(b'+') => {
+                i = 1;
+                false
+            }
+            _ => false,
+        };
+        let mut mantissa: i128 = 0;
+        let mut scale = 0i32;
+        let mut digits = 0;
+        let mut seen_dot = false;
+        while i < b.len() {
+            match b[i] {
+                c @ b'0'..=b'9' => {
+                    if mantissa < LIMIT {
+                        mantissa = mantissa * 10 + (c - b'0') as i128;
+                        if seen_dot {
+                            scale -= 1;
+                        }
+                    } else if !seen_dot {
+                        scale += 1;
+                    }
+                    digits += 1;
+                }
+                b'.' if !seen_dot => seen_dot = true,
+                _ => break,
+            }
+            i += 1;
+        }
+        if digits == 0 {
+            return None;
+        }
+        let suffix = &s[i..];
+        let format = if let Some((_, pow)) = BINARY.iter().find(|(n, _)| *n == suffix) {
+            mantissa = mantissa.checked_mul(1024i128.pow(*pow))?;
+            Format::BinarySI
+        } else if let Some((_, e)) = DECIMAL.iter().find(|(n, _)| *n == suffix) {
+            scale += e;
+            Format::DecimalSI
+        } else if let Some(exp) = suffix.strip_prefix(['e', 'E']) {
+            let e: i32 = exp.parse().ok()?;
+            if !(-1000..=1000).contains(&e) {
+                return None;
+            }
+            scale += e;
+            Format::DecimalExponent
+        } else {
+            return None;
+        };
+        if negative {
+            mantissa = -mantissa;
+        }
+        Some(Quantity { mantissa, scale, format }.rounded_to_nano())
+    }
+
+    /// Values below a nano are rounded up (away from zero), as kube does.
+    fn rounded_to_nano(mut self) -> Self {
+        while self.scale < -9 {
+            let rem = self.mantissa % 10;
+            self.mantissa /= 10;
+            if rem > 0 {
+                self.mantissa += 1;
+            } else if rem < 0 {
+                self.mantissa -= 1;
+            }
+            self.scale += 1;
+        }
+        self
+    }
+
+    /// The value as an integer, if it is one.
+    fn as_integer(&self) -> Option<i128> {
+        if self.scale >= 0 {
+            self.mantissa.checked_mul(10i128.checked_pow(self.scale as u32)?)
+        } else {
+            let d = 10i128.checked_pow((-self.scale) as u32)?;
+            (self.mantissa % d == 0).then(|| self.mantissa / d)
+        }
+    }
+
+    /// The value in milli-units, rounded up (kube's `MilliValue`).
+    pub fn milli_value(&self) -> i128 {
+        let shifted = Quantity { scale: self.scale + 3, ..*self };
+        match shifted.as_integer() {
+            Some(v) => v,
+            None => {
+                let d = 10i128.pow((-shifted.scale) as u32);
+                let q = shifted.mantissa / d;
+                if shifted.mantissa % d > 0 { q + 1 } else { q }
+            }
+        }
+    }
+
+    /// kube's canonical serialization.
+    pub fn canonical(&self) -> String {
+        if self.mantissa == 0 {
+            return "0".into();
+        }
+        if self.format == Format::BinarySI {
+            if let Some(v) = self.as_integer().filter(|v| v.abs() >= 1024) {
+                let mut n = 0;
+                let mut m = v;
+                while n < 6 && m % 1024 == 0 {
+                    m /= 1024;
+                    n += 1;
+                }
+                let suffix = if n == 0 { "" } else { BINARY[n - 1].0 };
+                return format!("{m}{suffix}");
+            }
+        }
+        // Decimal forms: strip trailing zeros, then settle on an exponent that is a multiple of 3.
+        let (mut m, mut e) = (self.mantissa, self.scale);
+        while m % 10 == 0 {
+            m /= 10;
+            e += 1;
+        }
+        let r = e.rem_euclid(3);
+        if r != 0 {
+            m *= 10i128.pow(r as u32);
+            e -= r;
+        }
+        if self.format == Format::DecimalExponent {
+            return if e == 0 { m.to_string() } else { format!("{m}e{e}") };
+        }
+        // DecimalSI suffixes stop at E; larger exponents keep digits in the mantissa.
+        while e > 18 {
+            m *= 1000;
+            e -= 3;
+        }
+        let suffix = DECIMAL.iter().find(|(_, x)| *x == e).map(|(n, _)| *n).unwrap_or("");
+        format!("{m}{suffix}")
+    }
+}
+
+impl PartialOrd for Quantity {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        let s = self.scale.min(other.scale);
+        let a = self.mantissa.checked_mul(10i128.checked_pow((self.scale - s) as u32)?)?;
+        let b = other.mantissa.checked_mul(10i128.checked_pow((other.scale - s) as u32)?)?;
+        Some(a.cmp(&b))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn canon(s: &str) -> String {
+        Quantity::parse(s).unwrap_or_else(|| panic!("{s} parses")).canonical()
+    }
+
+    #[test]
+    fn canonical_forms_match_kube() {
+        for (input, want) in [
+            ("0.5", "500m"),
+            ("1000", "1k"),
+            ("1500", "1500"),
+            ("1000m", "1"),
+            ("100Mi", "100Mi"),
+            ("1024Mi", "1Gi"),
+            ("1.5Gi", "1536Mi"),
+            ("512", "512"),
+            ("0.1", "100m"),
+            ("5e9", "5e9"),
+            ("1E3", "1e3"),
+            ("128974848", "128974848"),
+            ("129e6", "129e6"), ("129M", "129M"),
+            ("-1.5", "-1500m"),
+            ("0.0000000001", "1n"),
+            ("0", "0"),
+            ("0Mi", "0"),
+        ] {
+            assert_eq!(canon(input), want, "{input}");
+        }
+    }
+
+    #[test]
+    fn rejects_what_kube_rejects() {
+        for bad in ["", "abc", "1.2.3", "1Q", "Mi", "1e", "--1"] {
+            assert!(Quantity::parse(bad).is_none(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn compares_and_converts_to_milli() {
+        assert!(Quantity::parse("500m").unwrap() < Quantity::parse("1").unwrap());
+        assert_eq!(Quantity::parse("1.5").unwrap().milli_value(), 1500);
+        assert_eq!(Quantity::parse("1Ki").unwrap().milli_value(), 1_024_000);
+    }
+}

@@ -1,0 +1,311 @@
+//! The storage protocol: Kubernetes storage operations (create, get, list, count, guaranteed
+//! update, delete) carried out as KV requests, with kube-apiserver's etcd3 store semantics.
+//!
+//! A [`StorageOp`] is a machine. Call order:
+//! 1. [`StorageOp::new`] with a [`StorageRequest`];
+//! 2. loop on [`StorageOp::poll`]: for [`StorageEffect::Kv`], send the request to the store and
+//!    feed its answer with [`StorageOp::handle`] ([`StorageEvent::Kv`]); for
+//!    [`StorageEffect::Transform`], decide what the key becomes and feed
+//!    [`StorageEvent::Transformed`]; [`StorageEffect::Done`] ends the operation.
+//!
+//! At most one request is outstanding at a time; `poll` returns `None` while one is.
+//! A guaranteed update ([`StorageRequest::Mutate`]) writes with a transaction that compares the
+//! key's `mod_revision` with the one its transform saw, and on a conflict asks for the transform
+//! again on the newer value, so no update is ever based on a stale read.
+
+pub mod keys;
+
+use bytes::Bytes;
+use jiff::Timestamp;
+
+use crate::kv::*;
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum StorageRequest {
+    /// One key, at `revision` (0: current).
+    Get { key: Bytes, revision: Revision },
+    /// Keys under `prefix` from `start` (inclusive; default: the prefix itself), at most `limit`
+    /// (0: all), at `revision` (0: current).
+    List { prefix: Bytes, start: Option<Bytes>, limit: i64, revision: Revision },
+    /// Number of keys under `prefix`, with the store's revision.
+    Count { prefix: Bytes },
+    /// Create `key` if it does not exist; with a TTL the key is attached to a new lease.
+    Create { key: Bytes, value: Bytes, ttl_seconds: Option<i64> },
+    /// Read-transform-write `key` until the write lands on the version the transform saw.
+    /// `cached` is a value the caller believes current; it saves the first read, and a conflict
+    /// corrects it.
+    Mutate { key: Bytes, cached: Option<KeyValue> },
+}
+
+/// What a transform decides for the key (the `tryUpdate` of kube's `GuaranteedUpdate`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Transform {
+    Put(Bytes),
+    Delete,
+    /// Leave the key as it is.
+    Keep,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    Found(Option<KeyValue>),
+    Listed(RangeResponse),
+    Counted { count: i64, revision: Revision },
+    Created(KeyValue),
+    /// The key was created or updated by a mutate.
+    Written { kv: KeyValue, prev: Option<KeyValue> },
+    /// The key was deleted at `revision`.
+    Deleted { prev: KeyValue, revision: Revision },
+    /// The transform kept the key as it was (`None`: it does not exist).
+    Unchanged(Option<KeyValue>),
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum StorageError<E> {
+    AlreadyExists,
+    Compacted { compact_revision: Revision },
+    FutureRevision { current: Revision },
+    /// The store failed or could not be reached.
+    Kv(KvError),
+    /// The transform refused the change.
+    Rejected(E),
+}
+
+pub type StorageResult<E> = Result<Outcome, StorageError<E>>;
+
+#[derive(Debug)]
+pub enum StorageEffect<E> {
+    Kv(KvRequest),
+    /// Decide what the key (currently `current`) becomes; answer with [`StorageEvent::Transformed`].
+    Transform(Option<KeyValue>),
+    Done(StorageResult<E>),
+}
+
+#[derive(Debug)]
+pub enum StorageEvent<E> {
+    Kv(KvResult),
+    Transformed(Result<Transform, E>),
+}
+
+#[derive(Debug)]
+enum State<E> {
+    /// The next request to send.
+    Send(KvRequest, Awaiting),
+    /// A request is out; its answer is interpreted as `Awaiting` says.
+    Waiting(Awaiting),
+    /// The transform must be asked about `current`.
+    Ask(Option<KeyValue>),
+    /// The transform was asked about `current`.
+    Asked(Option<KeyValue>),
+    Finished(StorageResult<E>),
+    Gone,
+}
+
+#[derive(Clone, Debug)]
+enum Awaiting {
+    Get,
+    List,
+    Count,
+    Lease { key: Bytes, value: Bytes },
+    Create { key: Bytes, value: Bytes, lease: i64 },
+    MutateRead,
+    MutateWrite { prev: Option<KeyValue>, next: Option<Bytes> },
+}
+
+/// One storage operation; see the module documentation for the call order.
+#[derive(Debug)]
+pub struct StorageOp<E> {
+    key: Bytes,
+    state: State<E>,
+}
+
+impl<E: std::fmt::Debug> StorageOp<E> {
+    pub fn new(req: StorageRequest) -> Self {
+        let (key, state) = match req {
+            StorageRequest::Get { key, revision } => {
+                let r = RangeRequest { revision, ..RangeRequest::key(key.clone()) };
+                (key, State::Send(KvRequest::Range(r), Awaiting::Get))
+            }
+            StorageRequest::List { prefix, start, limit, revision } => {
+                let end = prefix_end(&prefix);
+                let r = RangeRequest { key: start.unwrap_or_else(|| prefix.clone()), range_end: end, limit, revision, ..Default::default() };
+                (prefix, State::Send(KvRequest::Range(r), Awaiting::List))
+            }
+            StorageRequest::Count { prefix } => {
+                let r = RangeRequest { count_only: true, ..RangeRequest::prefix(prefix.clone()) };
+                (prefix, State::Send(KvRequest::Range(r), Awaiting::Count))
+            }
+            StorageRequest::Create { key, value, ttl_seconds: Some(ttl) } => {
+                let awaiting = Awaiting::Lease { key: key.clone(), value };
+                (key, State::Send(KvRequest::LeaseGrant { ttl_seconds: ttl }, awaiting))
+            }
+            StorageRequest::Create { key, value, ttl_seconds: None } => {
+                let state = State::Send(create_txn(&key, &value, 0), Awaiting::Create { key: key.clone(), value, lease: 0 });
+                (key, state)
+            }
+            StorageRequest::Mutate { key, cached: Some(kv) } => (key, State::Ask(Some(kv))),
+            StorageRequest::Mutate { key, cached: None } => {
+                let r = KvRequest::Range(RangeRequest::key(key.clone()));
+                (key, State::Send(r, Awaiting::MutateRead))
+            }
+        };
+        StorageOp { key, state }
+    }
+
+    pub fn poll(&mut self, _now: Timestamp) -> Option<StorageEffect<E>> {
+        match std::mem::replace(&mut self.state, State::Gone) {
+            State::Send(req, awaiting) => {
+                self.state = State::Waiting(awaiting);
+                Some(StorageEffect::Kv(req))
+            }
+            State::Ask(current) => {
+                self.state = State::Asked(current.clone());
+                Some(StorageEffect::Transform(current))
+            }
+            State::Finished(result) => Some(StorageEffect::Done(result)),
+            other => {
+                self.state = other;
+                None
+            }
+        }
+    }
+
+    pub fn handle(&mut self, _now: Timestamp, event: StorageEvent<E>) {
+        self.state = match (std::mem::replace(&mut self.state, State::Gone), event) {
+            (State::Waiting(awaiting), StorageEvent::Kv(result)) => self.answered(awaiting, result),
+            (State::Asked(current), StorageEvent::Transformed(result)) => self.transformed(current, result),
+            (state, event) => panic!("storage op in state {state:?} cannot take {event:?}"),
+        }
+    }
+
+    fn answered(&self, awaiting: Awaiting, result: KvResult) -> State<E> {
+        let resp = match result {
+            Ok(r) => r,
+            Err(KvError::Compacted { compact_revision }) => return State::Finished(Err(StorageError::Compacted { compact_revision })),
+            Err(KvError::FutureRevision { current }) => return State::Finished(Err(StorageError::FutureRevision { current })),
+            Err(e) => return State::Finished(Err(StorageError::Kv(e))),
+        };
+        match (awaiting, resp) {
+            (Awaiting::Get, KvResponse::Range(r)) => State::Finished(Ok(Outcome::Found(r.kvs.into_iter().next()))),
+            (Awaiting::List, KvResponse::Range(r)) => State::Finished(Ok(Outcome::Listed(r))),
+            (Awaiting::Count, KvResponse::Range(r)) => {
+                State::Finished(Ok(Outcome::Counted { count: r.count, revision: r.header_revision }))
+            }
+            (Awaiting::Lease { key, value }, KvResponse::LeaseGrant { id, .. }) => {
+                State::Send(create_txn(&key, &value, id), Awaiting::Create { key, value, lease: id })
+            }
+            (Awaiting::Create { key, value, lease }, KvResponse::Txn(t)) => {
+                if t.succeeded {
+                    let kv = KeyValue { key, value, create_revision: t.header_revision, mod_revision: t.header_revision, version: 1, lease };
+                    State::Finished(Ok(Outcome::Created(kv)))
+                } else {
+                    State::Finished(Err(StorageError::AlreadyExists))
+                }
+            }
+            (Awaiting::MutateRead, KvResponse::Range(r)) => State::Ask(r.kvs.into_iter().next()),
+            (Awaiting::MutateWrite { prev, next }, KvResponse::Txn(t)) => {
+                if !t.succeeded {
+                    // Someone else wrote first: transform again from what is there now.
+                    return State::Ask(current_of(&t));
+                }
+                let rev = t.header_revision;
+                match next {
+                    Some(value) => {
+                        let kv = KeyValue {
+                            key: self.key.clone(),
+                            value,
+                            create_revision: prev.as_ref().map_or(rev, |p| p.create_revision),
+                            mod_revision: rev,
+                            version: prev.as_ref().map_or(1, |p| p.version + 1),
+                            lease: prev.as_ref().map_or(0, |p| p.lease),
+                        };
+                        State::Finished(Ok(Outcome::Written { kv, prev }))
+                    }
+                    None => {
+                        let prev = match t.responses.into_iter().next() {
+                            Some(TxnOpResponse::Delete { prev_kv: Some(p) }) => p,
+                            _ => prev.expect("a delete is only sent for an existing key"),
+                        };
+                        State::Finished(Ok(Outcome::Deleted { prev, revision: rev }))
+                    }
+                }
+            }
+            (awaiting, resp) => State::Finished(Err(StorageError::Kv(KvError::Other(format!(
+                "unexpected answer {resp:?} to a {awaiting:?} request"
+            ))))),
+        }
+    }
+
+    fn transformed(&self, current: Option<KeyValue>, result: Result<Transform, E>) -> State<E> {
+        let transform = match result {
+            Ok(t) => t,
+            Err(e) => return State::Finished(Err(StorageError::Rejected(e))),
+        };
+        let guard = match &current {
+            Some(kv) => Compare::mod_revision(self.key.clone(), kv.mod_revision),
+            None => Compare::absent(self.key.clone()),
+        };
+        let (op, next) = match transform {
+            Transform::Keep => return State::Finished(Ok(Outcome::Unchanged(current))),
+            Transform::Delete if current.is_none() => return State::Finished(Ok(Outcome::Unchanged(None))),
+            Transform::Put(value) if current.as_ref().is_some_and(|kv| kv.value == value) => {
+                return State::Finished(Ok(Outcome::Unchanged(current)));
+            }
+            Transform::Put(value) => {
+                let lease = current.as_ref().map_or(0, |kv| kv.lease);
+                (TxnOp::Put { key: self.key.clone(), value: value.clone(), lease }, Some(value))
+            }
+            Transform::Delete => (TxnOp::Delete { key: self.key.clone() }, None),
+        };
+        let txn = TxnRequest {
+            compare: vec![guard],
+            success: vec![op],
+            failure: vec![TxnOp::Range(RangeRequest::key(self.key.clone()))],
+        };
+        State::Send(KvRequest::Txn(txn), Awaiting::MutateWrite { prev: current, next })
+    }
+}
+
+fn create_txn(key: &Bytes, value: &Bytes, lease: i64) -> KvRequest {
+    KvRequest::Txn(TxnRequest {
+        compare: vec![Compare::absent(key.clone())],
+        success: vec![TxnOp::Put { key: key.clone(), value: value.clone(), lease }],
+        failure: vec![],
+    })
+}
+
+/// The key's value read by a failed guarded write's `failure` branch.
+fn current_of(t: &TxnResponse) -> Option<KeyValue> {
+    t.responses.iter().find_map(|r| match r {
+        TxnOpResponse::Range(r) => r.kvs.first().cloned(),
+        _ => None,
+    })
+}
+
+/// Runs `op` to completion against `model`, answering transforms with `transform`: the
+/// synchronous driver the tests and the simulator's fault-free paths use.
+pub fn run_against_model<E: std::fmt::Debug>(
+    model: &mut Model,
+    now: Timestamp,
+    mut op: StorageOp<E>,
+    mut transform: impl FnMut(Option<&KeyValue>) -> Result<Transform, E>,
+) -> (StorageResult<E>, Vec<Event>) {
+    let mut events = Vec::new();
+    loop {
+        match op.poll(now).expect("a storage op driven synchronously always has a next step") {
+            StorageEffect::Kv(req) => {
+                let (result, evs) = model.apply(now, &req);
+                events.extend(evs);
+                op.handle(now, StorageEvent::Kv(result));
+            }
+            StorageEffect::Transform(current) => {
+                let t = transform(current.as_ref());
+                op.handle(now, StorageEvent::Transformed(t));
+            }
+            StorageEffect::Done(result) => return (result, events),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;
