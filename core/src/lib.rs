@@ -2,6 +2,7 @@
 //!
 //! See `ARCHITECTURE.md` at the repository root for the map of modules and how a request flows.
 
+pub mod codec;
 pub mod kv;
 pub mod quantity;
 pub mod schema;

@@ -136,6 +136,7 @@ fn definition(name: &str, v: &Value) -> Definition {
         })
         .unwrap_or_default();
     Definition {
+        layout: ProtoLayout::of(&properties),
         name: name.to_string(),
         description: text(v, "description"),
         scalar: scalar_of(name),

@@ -105,6 +105,59 @@ pub struct Definition {
     pub gvks: Vec<Gvk>,
     /// Whether the definition is a protobuf message.
     pub proto: bool,
+    /// Its protobuf fields by number.
+    pub layout: ProtoLayout,
+}
+
+/// A message's fields by number: properties, or embedded messages (Go's inlined structs) whose
+/// fields are properties of the enclosing JSON object.
+#[derive(Clone, Debug, PartialEq, Default)]
+pub struct ProtoLayout {
+    pub fields: Vec<(u32, Slot)>,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum Slot {
+    Property(String),
+    Embedded(ProtoLayout),
+}
+
+impl ProtoLayout {
+    pub fn slot(&self, tag: u32) -> Option<&Slot> {
+        self.fields.binary_search_by_key(&tag, |(t, _)| *t).ok().map(|i| &self.fields[i].1)
+    }
+
+    fn insert(&mut self, via: &[u32], tag: u32, prop: &str) {
+        match via.split_first() {
+            None => {
+                if let Err(i) = self.fields.binary_search_by_key(&tag, |(t, _)| *t) {
+                    self.fields.insert(i, (tag, Slot::Property(prop.to_string())));
+                }
+            }
+            Some((outer, rest)) => {
+                let i = match self.fields.binary_search_by_key(outer, |(t, _)| *t) {
+                    Ok(i) => i,
+                    Err(i) => {
+                        self.fields.insert(i, (*outer, Slot::Embedded(ProtoLayout::default())));
+                        i
+                    }
+                };
+                if let Slot::Embedded(inner) = &mut self.fields[i].1 {
+                    inner.insert(rest, tag, prop);
+                }
+            }
+        }
+    }
+
+    pub(crate) fn of(properties: &BTreeMap<String, Property>) -> ProtoLayout {
+        let mut layout = ProtoLayout::default();
+        for p in properties.values() {
+            if let Some(pf) = &p.proto {
+                layout.insert(&pf.via, pf.tag, &p.name);
+            }
+        }
+        layout
+    }
 }
 
 impl Definition {
