@@ -4,7 +4,10 @@
 
 pub mod codec;
 pub mod kv;
+pub mod meta;
 pub mod quantity;
 pub mod schema;
+pub mod selector;
 pub mod status;
 pub mod storage;
+pub mod validation;

@@ -1,0 +1,351 @@
+//! Label and field selectors: the `labelSelector`/`fieldSelector` query syntax and
+//! `metav1.LabelSelector` objects, with kube's parsing rules and error messages.
+
+use serde_json::Value;
+
+use crate::validation::{label_value, qualified_name};
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Op {
+    Equals(String),
+    NotEquals(String),
+    In(Vec<String>),
+    NotIn(Vec<String>),
+    Exists,
+    DoesNotExist,
+    Gt(i64),
+    Lt(i64),
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Requirement {
+    key: String,
+    op: Op,
+}
+
+impl Requirement {
+    fn matches<'a>(&self, get: &impl Fn(&str) -> Option<&'a str>) -> bool {
+        let v = get(&self.key);
+        match &self.op {
+            Op::Equals(x) => v == Some(x.as_str()),
+            Op::NotEquals(x) => v != Some(x.as_str()),
+            Op::In(set) => v.is_some_and(|v| set.iter().any(|x| x == v)),
+            Op::NotIn(set) => v.is_none_or(|v| !set.iter().any(|x| x == v)),
+            Op::Exists => v.is_some(),
+            Op::DoesNotExist => v.is_none(),
+            Op::Gt(n) => v.and_then(|v| v.parse::<i64>().ok()).is_some_and(|v| v > *n),
+            Op::Lt(n) => v.and_then(|v| v.parse::<i64>().ok()).is_some_and(|v| v < *n),
+        }
+    }
+}
+
+/// A parsed label selector; the empty selector matches everything.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct LabelSelector {
+    reqs: Vec<Requirement>,
+}
+
+impl LabelSelector {
+    pub fn is_empty(&self) -> bool {
+        self.reqs.is_empty()
+    }
+
+    /// `labels.Parse`.
+    pub fn parse(s: &str) -> Result<LabelSelector, String> {
+        let mut p = Lexer { s: s.as_bytes(), i: 0 };
+        let mut reqs = Vec::new();
+        loop {
+            p.skip_ws();
+            if p.done() {
+                break;
+            }
+            reqs.push(p.requirement()?);
+            p.skip_ws();
+            if p.done() {
+                break;
+            }
+            if !p.eat(",") {
+                return Err(format!("found '{}', expected: ',' or 'end of string'", p.peek_token()));
+            }
+        }
+        Ok(LabelSelector { reqs })
+    }
+
+    /// A `metav1.LabelSelector` object (`matchLabels`, `matchExpressions`).
+    pub fn from_object(v: &Value) -> Result<LabelSelector, String> {
+        let mut reqs = Vec::new();
+        if let Some(m) = v.get("matchLabels").and_then(Value::as_object) {
+            for (k, val) in m {
+                reqs.push(Requirement { key: k.clone(), op: Op::Equals(val.as_str().unwrap_or_default().to_string()) });
+            }
+        }
+        if let Some(exprs) = v.get("matchExpressions").and_then(Value::as_array) {
+            for e in exprs {
+                let key = e.get("key").and_then(Value::as_str).unwrap_or_default().to_string();
+                let values: Vec<String> = e
+                    .get("values")
+                    .and_then(Value::as_array)
+                    .map(|a| a.iter().filter_map(Value::as_str).map(str::to_string).collect())
+                    .unwrap_or_default();
+                let op = match e.get("operator").and_then(Value::as_str).unwrap_or_default() {
+                    "In" => Op::In(values),
+                    "NotIn" => Op::NotIn(values),
+                    "Exists" => Op::Exists,
+                    "DoesNotExist" => Op::DoesNotExist,
+                    other => return Err(format!("{other:?} is not a valid label selector operator")),
+                };
+                reqs.push(Requirement { key, op });
+            }
+        }
+        Ok(LabelSelector { reqs })
+    }
+
+    pub fn matches(&self, labels: &[(&str, &str)]) -> bool {
+        let get = |k: &str| labels.iter().find(|(lk, _)| *lk == k).map(|(_, v)| *v);
+        self.reqs.iter().all(|r| r.matches(&get))
+    }
+}
+
+struct Lexer<'a> {
+    s: &'a [u8],
+    i: usize,
+}
+
+impl Lexer<'_> {
+    fn done(&self) -> bool {
+        self.i >= self.s.len()
+    }
+
+    fn skip_ws(&mut self) {
+        while self.i < self.s.len() && self.s[self.i].is_ascii_whitespace() {
+            self.i += 1;
+        }
+    }
+
+    fn eat(&mut self, t: &str) -> bool {
+        if self.s[self.i..].starts_with(t.as_bytes()) {
+            self.i += t.len();
+            true
+        } else {
+            false
+        }
+    }
+
+    fn is_ident(c: u8) -> bool {
+        !(c.is_ascii_whitespace() || b",=!()<>".contains(&c))
+    }
+
+    fn ident(&mut self) -> String {
+        let start = self.i;
+        while self.i < self.s.len() && Self::is_ident(self.s[self.i]) {
+            self.i += 1;
+        }
+        String::from_utf8_lossy(&self.s[start..self.i]).into_owned()
+    }
+
+    fn peek_token(&self) -> String {
+        let rest = &self.s[self.i..];
+        let end = rest.iter().position(|c| c.is_ascii_whitespace()).unwrap_or(rest.len());
+        String::from_utf8_lossy(&rest[..end.max(1).min(rest.len())]).into_owned()
+    }
+
+    fn requirement(&mut self) -> Result<Requirement, String> {
+        let negated = self.eat("!");
+        self.skip_ws();
+        let key = self.ident();
+        if key.is_empty() {
+            return Err(format!("found '{}', expected: identifier", self.peek_token()));
+        }
+        if let Some(msg) = qualified_name(&key).into_iter().next() {
+            return Err(format!("unable to parse requirement: key: Invalid value: {}: {msg}", crate::status::quote(&key)));
+        }
+        if negated {
+            return Ok(Requirement { key, op: Op::DoesNotExist });
+        }
+        self.skip_ws();
+        if self.done() || self.s[self.i] == b',' {
+            return Ok(Requirement { key, op: Op::Exists });
+        }
+        let op = if self.eat("==") || self.eat("=") {
+            Op::Equals(self.value()?)
+        } else if self.eat("!=") {
+            Op::NotEquals(self.value()?)
+        } else if self.eat(">") {
+            Op::Gt(self.number()?)
+        } else if self.eat("<") {
+            Op::Lt(self.number()?)
+        } else {
+            let word = self.ident();
+            match word.as_str() {
+                "in" => Op::In(self.set()?),
+                "notin" => Op::NotIn(self.set()?),
+                _ => return Err(format!("found '{word}', expected: in, notin, =, ==, !=, gt, lt")),
+            }
+        };
+        Ok(Requirement { key, op })
+    }
+
+    fn value(&mut self) -> Result<String, String> {
+        self.skip_ws();
+        let v = self.ident();
+        if let Some(msg) = label_value(&v).into_iter().next() {
+            return Err(format!("unable to parse requirement: values[0][{}]: Invalid value: {}: {msg}", "value", crate::status::quote(&v)));
+        }
+        Ok(v)
+    }
+
+    fn number(&mut self) -> Result<i64, String> {
+        self.skip_ws();
+        let v = self.ident();
+        v.parse().map_err(|_| format!("unable to parse requirement: for 'Gt', 'Lt' operators, the value must be an integer, got {v:?}"))
+    }
+
+    fn set(&mut self) -> Result<Vec<String>, String> {
+        self.skip_ws();
+        if !self.eat("(") {
+            return Err(format!("found '{}', expected: '('", self.peek_token()));
+        }
+        let mut values = Vec::new();
+        loop {
+            self.skip_ws();
+            if self.eat(")") {
+                break;
+            }
+            values.push(self.value()?);
+            self.skip_ws();
+            if self.eat(")") {
+                break;
+            }
+            if !self.eat(",") {
+                return Err(format!("found '{}', expected: ',', ')' or identifier", self.peek_token()));
+            }
+        }
+        Ok(values)
+    }
+}
+
+/// A parsed field selector: `a=b`, `a==b`, `a!=b` terms joined by commas.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct FieldSelector {
+    terms: Vec<(String, bool, String)>,
+}
+
+impl FieldSelector {
+    pub fn is_empty(&self) -> bool {
+        self.terms.is_empty()
+    }
+
+    /// `fields.ParseSelector`, with `\`-escapes of `,`, `=`, `!` and `\` in values.
+    pub fn parse(s: &str) -> Result<FieldSelector, String> {
+        let mut terms = Vec::new();
+        for part in split_unescaped(s, ',') {
+            if part.is_empty() {
+                continue;
+            }
+            let (key, eq, value) = if let Some(i) = find_unescaped(&part, "!=") {
+                (&part[..i], false, &part[i + 2..])
+            } else if let Some(i) = find_unescaped(&part, "==") {
+                (&part[..i], true, &part[i + 2..])
+            } else if let Some(i) = find_unescaped(&part, "=") {
+                (&part[..i], true, &part[i + 1..])
+            } else {
+                return Err(format!("invalid selector: '{s}'; can't understand '{part}'"));
+            };
+            terms.push((key.trim().to_string(), eq, unescape(value)));
+        }
+        Ok(FieldSelector { terms })
+    }
+
+    /// The fields named, to check them against what a kind supports.
+    pub fn fields(&self) -> impl Iterator<Item = &str> {
+        self.terms.iter().map(|(k, _, _)| k.as_str())
+    }
+
+    /// The value required by an `=` term on `field`, if any (e.g. `metadata.name` for GETs).
+    pub fn required_value(&self, field: &str) -> Option<&str> {
+        self.terms.iter().find(|(k, eq, _)| *eq && k == field).map(|(_, _, v)| v.as_str())
+    }
+
+    pub fn matches(&self, fields: &[(&str, String)]) -> bool {
+        self.terms.iter().all(|(k, eq, v)| {
+            let actual = fields.iter().find(|(f, _)| f == k).map(|(_, x)| x.as_str()).unwrap_or("");
+            (actual == v) == *eq
+        })
+    }
+}
+
+fn split_unescaped(s: &str, sep: char) -> Vec<String> {
+    let mut out = vec![String::new()];
+    let mut escaped = false;
+    for c in s.chars() {
+        if escaped {
+            out.last_mut().expect("never empty").push('\\');
+            out.last_mut().expect("never empty").push(c);
+            escaped = false;
+        } else if c == '\\' {
+            escaped = true;
+        } else if c == sep {
+            out.push(String::new());
+        } else {
+            out.last_mut().expect("never empty").push(c);
+        }
+    }
+    out
+}
+
+fn find_unescaped(s: &str, pat: &str) -> Option<usize> {
+    let b = s.as_bytes();
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'\\' {
+            i += 2;
+            continue;
+        }
+        if b[i..].starts_with(pat.as_bytes()) {
+            return Some(i);
+        }
+        i += 1;
+    }
+    None
+}
+
+fn unescape(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    let mut escaped = false;
+    for c in s.chars() {
+        if escaped {
+            out.push(c);
+            escaped = false;
+        } else if c == '\\' {
+            escaped = true;
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn label_selector_syntax() {
+        let s = LabelSelector::parse("app=web, tier in (front,back),!legacy,env!=prod,release").unwrap();
+        assert!(s.matches(&[("app", "web"), ("tier", "front"), ("release", "1")]));
+        assert!(!s.matches(&[("app", "web"), ("tier", "front"), ("release", "1"), ("legacy", "")]));
+        assert!(!s.matches(&[("app", "web"), ("tier", "mid"), ("release", "1")]));
+        assert!(LabelSelector::parse("a b").is_err());
+        assert!(LabelSelector::parse("x>3").unwrap().matches(&[("x", "4")]));
+        assert!(LabelSelector::parse("").unwrap().matches(&[]));
+    }
+
+    #[test]
+    fn field_selector_syntax() {
+        let s = FieldSelector::parse("metadata.name=a\\,b,status.phase!=Running").unwrap();
+        assert!(s.matches(&[("metadata.name", "a,b".into()), ("status.phase", "Pending".into())]));
+        assert!(!s.matches(&[("metadata.name", "a,b".into()), ("status.phase", "Running".into())]));
+        assert_eq!(s.required_value("metadata.name"), Some("a,b"));
+        assert!(FieldSelector::parse("nonsense").is_err());
+    }
+}
