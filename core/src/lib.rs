@@ -2,12 +2,20 @@
 //!
 //! See `ARCHITECTURE.md` at the repository root for the map of modules and how a request flows.
 
+pub mod admission;
+pub mod auth;
+pub mod catalog;
 pub mod codec;
 pub mod kv;
 pub mod meta;
+pub mod patch;
 pub mod quantity;
+pub mod rand;
+pub mod registry;
 pub mod schema;
 pub mod selector;
+pub mod ssa;
 pub mod status;
 pub mod storage;
+pub mod table;
 pub mod validation;

@@ -31,10 +31,12 @@ pub enum StorageRequest {
     Count { prefix: Bytes },
     /// Create `key` if it does not exist; with a TTL the key is attached to a new lease.
     Create { key: Bytes, value: Bytes, ttl_seconds: Option<i64> },
+    /// Check that `key` could be created, and write nothing (`dryRun`).
+    CreateDryRun { key: Bytes },
     /// Read-transform-write `key` until the write lands on the version the transform saw.
     /// `cached` is a value the caller believes current; it saves the first read, and a conflict
-    /// corrects it.
-    Mutate { key: Bytes, cached: Option<KeyValue> },
+    /// corrects it. With `dry_run` the transform's decision is reported and not written.
+    Mutate { key: Bytes, cached: Option<KeyValue>, dry_run: bool },
 }
 
 /// What a transform decides for the key (the `tryUpdate` of kube's `GuaranteedUpdate`).
@@ -58,6 +60,9 @@ pub enum Outcome {
     Deleted { prev: KeyValue, revision: Revision },
     /// The transform kept the key as it was (`None`: it does not exist).
     Unchanged(Option<KeyValue>),
+    /// A dry run: what would be written (`None`: a delete; for a create dry run, an empty value)
+    /// over `prev`.
+    WouldWrite { value: Option<Bytes>, prev: Option<KeyValue> },
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -108,6 +113,7 @@ enum Awaiting {
     Count,
     Lease { key: Bytes, value: Bytes },
     Create { key: Bytes, value: Bytes, lease: i64 },
+    CreateDryRun,
     MutateRead,
     MutateWrite { prev: Option<KeyValue>, next: Option<Bytes> },
 }
@@ -116,11 +122,13 @@ enum Awaiting {
 #[derive(Debug)]
 pub struct StorageOp<E> {
     key: Bytes,
+    dry_run: bool,
     state: State<E>,
 }
 
 impl<E: std::fmt::Debug> StorageOp<E> {
     pub fn new(req: StorageRequest) -> Self {
+        let dry_run = matches!(req, StorageRequest::Mutate { dry_run: true, .. });
         let (key, state) = match req {
             StorageRequest::Get { key, revision } => {
                 let r = RangeRequest { revision, ..RangeRequest::key(key.clone()) };
@@ -143,13 +151,17 @@ impl<E: std::fmt::Debug> StorageOp<E> {
                 let state = State::Send(create_txn(&key, &value, 0), Awaiting::Create { key: key.clone(), value, lease: 0 });
                 (key, state)
             }
-            StorageRequest::Mutate { key, cached: Some(kv) } => (key, State::Ask(Some(kv))),
-            StorageRequest::Mutate { key, cached: None } => {
+            StorageRequest::CreateDryRun { key } => {
+                let r = KvRequest::Range(RangeRequest { count_only: true, ..RangeRequest::key(key.clone()) });
+                (key, State::Send(r, Awaiting::CreateDryRun))
+            }
+            StorageRequest::Mutate { key, cached: Some(kv), .. } => (key, State::Ask(Some(kv))),
+            StorageRequest::Mutate { key, cached: None, .. } => {
                 let r = KvRequest::Range(RangeRequest::key(key.clone()));
                 (key, State::Send(r, Awaiting::MutateRead))
             }
         };
-        StorageOp { key, state }
+        StorageOp { key, dry_run, state }
     }
 
     pub fn poll(&mut self, _now: Timestamp) -> Option<StorageEffect<E>> {
@@ -200,6 +212,13 @@ impl<E: std::fmt::Debug> StorageOp<E> {
                     State::Finished(Ok(Outcome::Created(kv)))
                 } else {
                     State::Finished(Err(StorageError::AlreadyExists))
+                }
+            }
+            (Awaiting::CreateDryRun, KvResponse::Range(r)) => {
+                if r.count > 0 {
+                    State::Finished(Err(StorageError::AlreadyExists))
+                } else {
+                    State::Finished(Ok(Outcome::WouldWrite { value: Some(Bytes::new()), prev: None }))
                 }
             }
             (Awaiting::MutateRead, KvResponse::Range(r)) => State::Ask(r.kvs.into_iter().next()),
@@ -257,6 +276,9 @@ impl<E: std::fmt::Debug> StorageOp<E> {
             }
             Transform::Delete => (TxnOp::Delete { key: self.key.clone() }, None),
         };
+        if self.dry_run {
+            return State::Finished(Ok(Outcome::WouldWrite { value: next, prev: current }));
+        }
         let txn = TxnRequest {
             compare: vec![guard],
             success: vec![op],

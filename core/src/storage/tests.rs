@@ -30,11 +30,11 @@ fn mutate_on_a_stale_cached_value_transforms_again() {
     let mut m = Model::new();
     let create = StorageRequest::Create { key: "/r/a".into(), value: "1".into(), ttl_seconds: None };
     let Ok(Outcome::Created(stale)) = run_against_model(&mut m, t0(), Op::new(create), put_value("x")).0 else { panic!() };
-    let update = StorageRequest::Mutate { key: "/r/a".into(), cached: None };
+    let update = StorageRequest::Mutate { key: "/r/a".into(), cached: None, dry_run: false };
     run_against_model(&mut m, t0(), Op::new(update), put_value("2")).0.unwrap();
 
     let mut seen = Vec::new();
-    let op = Op::new(StorageRequest::Mutate { key: "/r/a".into(), cached: Some(stale) });
+    let op = Op::new(StorageRequest::Mutate { key: "/r/a".into(), cached: Some(stale), dry_run: false });
     let (r, _) = run_against_model(&mut m, t0(), op, |cur| {
         let cur = cur.unwrap();
         seen.push(cur.value.clone());
@@ -49,10 +49,10 @@ fn mutate_on_a_stale_cached_value_transforms_again() {
 #[test]
 fn transform_rejection_and_keep_write_nothing() {
     let mut m = Model::new();
-    let op = Op::new(StorageRequest::Mutate { key: "/r/a".into(), cached: None });
+    let op = Op::new(StorageRequest::Mutate { key: "/r/a".into(), cached: None, dry_run: false });
     let (r, _) = run_against_model(&mut m, t0(), op, |_| Err("no".to_string()));
     assert_eq!(r, Err(StorageError::Rejected("no".into())));
-    let op = Op::new(StorageRequest::Mutate { key: "/r/a".into(), cached: None });
+    let op = Op::new(StorageRequest::Mutate { key: "/r/a".into(), cached: None, dry_run: false });
     let (r, _) = run_against_model(&mut m, t0(), op, |_| Ok(Transform::Keep));
     assert_eq!(r, Ok(Outcome::Unchanged(None)));
     assert_eq!(m.revision(), 1);
@@ -120,14 +120,14 @@ proptest! {
                 }
                 Step::Put(k, v) => {
                     let value = Bytes::from(vec![v]);
-                    let r = run_against_model(&mut m, t0(), Op::new(StorageRequest::Mutate { key: key(k), cached: None }), |_| Ok(Transform::Put(value.clone()))).0;
+                    let r = run_against_model(&mut m, t0(), Op::new(StorageRequest::Mutate { key: key(k), cached: None, dry_run: false }), |_| Ok(Transform::Put(value.clone()))).0;
                     let changed = oracle.get(&key(k)) != Some(&value);
                     prop_assert_eq!(matches!(r, Ok(Outcome::Written { .. })), changed);
                     oracle.insert(key(k), value);
                     prop_assert_eq!(m.revision(), before + changed as i64);
                 }
                 Step::Delete(k) => {
-                    let r = run_against_model(&mut m, t0(), Op::new(StorageRequest::Mutate { key: key(k), cached: None }), |_| Ok(Transform::Delete)).0;
+                    let r = run_against_model(&mut m, t0(), Op::new(StorageRequest::Mutate { key: key(k), cached: None, dry_run: false }), |_| Ok(Transform::Delete)).0;
                     let existed = oracle.remove(&key(k)).is_some();
                     prop_assert_eq!(matches!(r, Ok(Outcome::Deleted { .. })), existed);
                 }

@@ -1,0 +1,140 @@
+//! Authentication (client certificates, bearer tokens from `--token-auth-file`) and
+//! authorization (`AlwaysAllow`).
+//!
+//! The shell verifies TLS client certificates against `--client-ca-file`; the core maps a
+//! verified certificate to a user (CN = name, O = groups), as kube's x509 authenticator does.
+
+use std::collections::{BTreeMap, HashMap};
+
+use crate::status::ApiError;
+
+/// `user.Info`.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct UserInfo {
+    pub name: String,
+    pub uid: String,
+    pub groups: Vec<String>,
+    pub extra: BTreeMap<String, Vec<String>>,
+}
+
+pub const AUTHENTICATED_GROUP: &str = "system:authenticated";
+
+impl UserInfo {
+    fn authenticated(mut self) -> UserInfo {
+        if !self.groups.iter().any(|g| g == AUTHENTICATED_GROUP) {
+            self.groups.push(AUTHENTICATED_GROUP.to_string());
+        }
+        self
+    }
+}
+
+/// Static tokens (`--token-auth-file`: `token,user,uid,"group1,group2"` per line).
+#[derive(Clone, Debug, Default)]
+pub struct TokenFile {
+    tokens: HashMap<String, UserInfo>,
+}
+
+impl TokenFile {
+    pub fn parse(text: &str) -> Result<TokenFile, String> {
+        let mut tokens = HashMap::new();
+        for (i, line) in text.lines().enumerate() {
+            let line = line.trim();
+            if line.is_empty() || line.starts_with('#') {
+                continue;
+            }
+            let fields = csv_fields(line);
+            if fields.len() < 3 {
+                return Err(format!("token file line {}: expected at least 3 columns (token,user,uid), got {}", i + 1, fields.len()));
+            }
+            let groups = fields
+                .get(3)
+                .map(|g| g.split(',').map(str::trim).filter(|g| !g.is_empty()).map(str::to_string).collect())
+                .unwrap_or_default();
+            let user = UserInfo { name: fields[1].clone(), uid: fields[2].clone(), groups, extra: BTreeMap::new() };
+            if fields[0].is_empty() {
+                return Err(format!("token file line {}: empty token", i + 1));
+            }
+            tokens.insert(fields[0].clone(), user);
+        }
+        Ok(TokenFile { tokens })
+    }
+}
+
+/// Splits one CSV line, honouring double quotes.
+fn csv_fields(line: &str) -> Vec<String> {
+    let mut out = vec![String::new()];
+    let mut quoted = false;
+    let mut chars = line.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '"' if quoted && chars.peek() == Some(&'"') => {
+                chars.next();
+                out.last_mut().expect("never empty").push('"');
+            }
+            '"' => quoted = !quoted,
+            ',' if !quoted => out.push(String::new()),
+            c => out.last_mut().expect("never empty").push(c),
+        }
+    }
+    out
+}
+
+/// The user a verified client certificate (DER) stands for.
+pub fn user_from_certificate(der: &[u8]) -> Option<UserInfo> {
+    let (_, cert) = x509_parser::parse_x509_certificate(der).ok()?;
+    let subject = cert.subject();
+    let name = subject.iter_common_name().next()?.as_str().ok()?.to_string();
+    let groups = subject.iter_organization().filter_map(|o| o.as_str().ok()).map(str::to_string).collect();
+    Some(UserInfo { name, groups, ..Default::default() })
+}
+
+/// The configured authenticators, tried as kube's union authenticator tries them.
+#[derive(Clone, Debug, Default)]
+pub struct Authenticator {
+    pub tokens: Option<TokenFile>,
+}
+
+/// What the connection proved about the client.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Peer {
+    /// The leaf certificate the client presented, verified against the client CA by the shell.
+    pub client_certificate: Option<Vec<u8>>,
+    pub remote_addr: String,
+}
+
+impl Authenticator {
+    /// Authenticates a request from its `Authorization` header and its peer; 401 when nothing
+    /// vouches for it (anonymous requests are not allowed).
+    pub fn authenticate(&self, authorization: Option<&str>, peer: &Peer) -> Result<UserInfo, ApiError> {
+        if let Some(user) = peer.client_certificate.as_deref().and_then(user_from_certificate) {
+            return Ok(user.authenticated());
+        }
+        if let (Some(tokens), Some(header)) = (&self.tokens, authorization) {
+            let mut parts = header.trim().splitn(2, ' ');
+            if parts.next().is_some_and(|s| s.eq_ignore_ascii_case("bearer")) {
+                let token = parts.next().unwrap_or_default().trim();
+                if let Some(user) = tokens.tokens.get(token) {
+                    return Ok(user.clone().authenticated());
+                }
+            }
+        }
+        Err(ApiError::unauthorized())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn token_file_and_bearer_tokens() {
+        let tf = TokenFile::parse("# comment\nsecret,alice,1001,\"dev,ops\"\nother,bob,1002\n").unwrap();
+        let a = Authenticator { tokens: Some(tf) };
+        let u = a.authenticate(Some("Bearer secret"), &Peer::default()).unwrap();
+        assert_eq!(u.name, "alice");
+        assert_eq!(u.groups, vec!["dev", "ops", "system:authenticated"]);
+        assert_eq!(a.authenticate(Some("Bearer nope"), &Peer::default()).unwrap_err().code, 401);
+        assert_eq!(a.authenticate(None, &Peer::default()).unwrap_err().code, 401);
+        assert!(TokenFile::parse("onlytoken\n").is_err());
+    }
+}

@@ -1,0 +1,288 @@
+//! The resource catalog: the one list of resources that routing, discovery, OpenAPI, storage keys
+//! and authorization names are derived from.
+//!
+//! Each resource pairs its API identity ([`ResourceInfo`]) with a [`Strategy`], kube-apiserver's
+//! per-resource rules (`RESTCreateStrategy`, `RESTUpdateStrategy`, `RESTDeleteStrategy`, the table
+//! printer and the selectable fields).
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use jiff::Timestamp;
+use serde_json::Value;
+
+use crate::meta;
+use crate::status::{FieldError, GroupKind, GroupResource};
+use crate::table::Column;
+
+/// A subresource served under a resource (`pods/status`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Subresource {
+    pub name: &'static str,
+    /// The kind the subresource reads and writes: the parent's kind, or e.g. `Scale`.
+    pub group: &'static str,
+    pub version: &'static str,
+    pub kind: &'static str,
+    pub verbs: &'static [&'static str],
+}
+
+/// What a successful DELETE answers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DeleteReturns {
+    /// `metav1.Status` with details (most kinds).
+    Status,
+    /// The deleted object (pods and a few others, `ReturnDeletedObject`).
+    Object,
+}
+
+pub const ALL_VERBS: &[&str] = &["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"];
+
+/// The API identity of one resource at one version.
+#[derive(Clone, Debug)]
+pub struct ResourceInfo {
+    pub group: &'static str,
+    pub version: &'static str,
+    pub kind: &'static str,
+    /// Plural, lower case (`deployments`).
+    pub resource: &'static str,
+    pub singular: &'static str,
+    pub namespaced: bool,
+    pub short_names: &'static [&'static str],
+    pub categories: &'static [&'static str],
+    pub verbs: &'static [&'static str],
+    pub subresources: Vec<Subresource>,
+    /// The storage key prefix under `--etcd-prefix` (`pods`, `services/specs`, `minions`).
+    pub storage_prefix: &'static str,
+    /// The schema definition of the kind as served.
+    pub definition: &'static str,
+    /// Objects are stored as another group/version of the same kind (events.k8s.io/v1 Events
+    /// are stored as core/v1 Events) and converted on the way in and out.
+    pub stored_as: Option<(&'static str, &'static str)>,
+    pub delete_returns: DeleteReturns,
+}
+
+impl ResourceInfo {
+    pub fn api_version(&self) -> String {
+        if self.group.is_empty() { self.version.to_string() } else { format!("{}/{}", self.group, self.version) }
+    }
+
+    pub fn group_resource(&self) -> GroupResource {
+        GroupResource::new(self.group, self.resource)
+    }
+
+    pub fn group_kind(&self) -> GroupKind {
+        GroupKind { group: self.group.to_string(), kind: self.kind.to_string() }
+    }
+
+    pub fn list_kind(&self) -> String {
+        format!("{}List", self.kind)
+    }
+
+    pub fn subresource(&self, name: &str) -> Option<&Subresource> {
+        self.subresources.iter().find(|s| s.name == name)
+    }
+
+    pub fn has_verb(&self, verb: &str) -> bool {
+        self.verbs.contains(&verb)
+    }
+}
+
+/// What happens when an object is deleted (`BeforeDelete` and graceful deletion).
+#[derive(Clone, Debug, PartialEq)]
+pub enum GracefulDelete {
+    /// Delete now.
+    Immediately,
+    /// Mark the object with `deletionTimestamp = now + seconds` and let its owner finish.
+    After(i64),
+}
+
+/// A resource's rules. Every method has kube's generic behaviour as its default.
+pub trait Strategy: Send + Sync {
+    /// Defaults applied to objects written by clients (`SetDefaults_<Kind>`).
+    fn default(&self, _obj: &mut Value) {}
+
+    /// `PrepareForCreate`: reset what a client may not set on create (usually status).
+    fn prepare_for_create(&self, _obj: &mut Value) {}
+
+    /// `Validate` on create: kind-specific checks (object metadata is checked generically).
+    fn validate(&self, _obj: &Value) -> Vec<FieldError> {
+        Vec::new()
+    }
+
+    /// How `metadata.name` is checked.
+    fn name_check(&self) -> crate::validation::NameCheck {
+        crate::validation::dns1123_subdomain
+    }
+
+    /// `PrepareForUpdate` of the main resource: keep status, bump generation.
+    fn prepare_for_update(&self, _new: &mut Value, _old: &Value) {}
+
+    /// `ValidateUpdate`: by default the create checks again.
+    fn validate_update(&self, new: &Value, _old: &Value) -> Vec<FieldError> {
+        self.validate(new)
+    }
+
+    /// `PrepareForUpdate` of the `status` subresource: only status may change.
+    fn prepare_for_status_update(&self, new: &mut Value, old: &Value) {
+        copy_all_but_status(new, old);
+    }
+
+    fn validate_status_update(&self, _new: &Value, _old: &Value) -> Vec<FieldError> {
+        Vec::new()
+    }
+
+    /// Whether an update (PUT, apply) of a missing object creates it.
+    fn allow_create_on_update(&self) -> bool {
+        false
+    }
+
+    /// Whether an update without `metadata.resourceVersion` is allowed (last write wins).
+    fn allow_unconditional_update(&self) -> bool {
+        true
+    }
+
+    /// `BeforeDelete` for graceful deletion; `grace` is the `gracePeriodSeconds` asked for.
+    fn graceful_delete(&self, _obj: &Value, _grace: Option<i64>) -> GracefulDelete {
+        GracefulDelete::Immediately
+    }
+
+    /// Finalizers added when the object is deleted (namespaces add their own phase logic).
+    fn prepare_for_delete(&self, _obj: &mut Value, _now: Timestamp) {}
+
+    /// The table columns of `kubectl get`.
+    fn columns(&self) -> &'static [Column] {
+        crate::table::DEFAULT_COLUMNS
+    }
+
+    /// One table row's cells, for the columns above.
+    fn row(&self, obj: &Value, _now: Timestamp) -> Vec<Value> {
+        vec![Value::from(meta::name(obj)), Value::from(crate::table::created_at(obj))]
+    }
+
+    /// The fields a field selector may name, beyond `metadata.name` and `metadata.namespace`.
+    fn selectable_fields(&self) -> &'static [&'static str] {
+        &[]
+    }
+
+    /// The value of a selectable field.
+    fn field_value(&self, obj: &Value, field: &str) -> Option<String> {
+        let path: Vec<&str> = field.split('.').collect();
+        meta::at(obj, &path).map(|v| match v {
+            Value::String(s) => s.clone(),
+            other => other.to_string(),
+        })
+    }
+}
+
+/// Every field of `old` except `status` is copied into `new` (status updates may only change
+/// status); metadata keeps `new`'s managedFields and resourceVersion (`ResetObjectMetaForStatus`).
+pub fn copy_all_but_status(new: &mut Value, old: &Value) {
+    let (Some(n), Some(o)) = (new.as_object_mut(), old.as_object()) else { return };
+    let status = n.remove("status");
+    let new_meta = n.remove("metadata");
+    n.clear();
+    for (k, v) in o {
+        if k != "status" {
+            n.insert(k.clone(), v.clone());
+        }
+    }
+    if let Some(s) = status {
+        n.insert("status".into(), s);
+    }
+    if let (Some(Value::Object(nm)), Some(Value::Object(om))) = (new_meta, n.get_mut("metadata")) {
+        for key in ["managedFields", "resourceVersion"] {
+            match nm.get(key) {
+                Some(v) => om.insert(key.into(), v.clone()),
+                None => om.remove(key),
+            };
+        }
+    }
+}
+
+/// `new.status = old.status` (updates of the main resource may not change status).
+pub fn keep_status(new: &mut Value, old: &Value) {
+    let Some(n) = new.as_object_mut() else { return };
+    match old.get("status") {
+        Some(s) => n.insert("status".into(), s.clone()),
+        None => n.remove("status"),
+    };
+}
+
+/// `metadata.generation = old + 1` when `spec` changed (the rule of most kinds with a spec).
+pub fn bump_generation_on_spec_change(new: &mut Value, old: &Value) {
+    let g = meta::generation(old).max(1);
+    let changed = new.get("spec") != old.get("spec");
+    meta::set_meta(new, "generation", Value::from(if changed { g + 1 } else { g }));
+}
+
+/// A resource with its rules.
+#[derive(Clone)]
+pub struct Resource {
+    pub info: ResourceInfo,
+    pub strategy: Arc<dyn Strategy>,
+    /// Objects expire this many seconds after their creation (events, `--event-ttl`).
+    pub ttl_seconds: Option<i64>,
+}
+
+impl std::fmt::Debug for Resource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Resource").field("info", &self.info).finish()
+    }
+}
+
+/// All resources kapi serves.
+#[derive(Clone, Debug, Default)]
+pub struct Catalog {
+    resources: Vec<Arc<Resource>>,
+    by_path: BTreeMap<(String, String, String), usize>,
+}
+
+impl Catalog {
+    pub fn new(resources: Vec<Resource>) -> Self {
+        let mut c = Catalog::default();
+        for r in resources {
+            c.add(r);
+        }
+        c
+    }
+
+    pub fn add(&mut self, r: Resource) {
+        let key = (r.info.group.to_string(), r.info.version.to_string(), r.info.resource.to_string());
+        self.by_path.insert(key, self.resources.len());
+        self.resources.push(Arc::new(r));
+    }
+
+    pub fn get(&self, group: &str, version: &str, resource: &str) -> Option<&Arc<Resource>> {
+        self.by_path.get(&(group.to_string(), version.to_string(), resource.to_string())).map(|i| &self.resources[*i])
+    }
+
+    pub fn resources(&self) -> impl Iterator<Item = &Arc<Resource>> {
+        self.resources.iter()
+    }
+
+    /// Group names in discovery order (the core group first, as kube lists them).
+    pub fn groups(&self) -> Vec<&'static str> {
+        let mut out: Vec<&'static str> = Vec::new();
+        for r in &self.resources {
+            if !out.contains(&r.info.group) {
+                out.push(r.info.group);
+            }
+        }
+        out
+    }
+
+    pub fn versions(&self, group: &str) -> Vec<&'static str> {
+        let mut out: Vec<&'static str> = Vec::new();
+        for r in &self.resources {
+            if r.info.group == group && !out.contains(&r.info.version) {
+                out.push(r.info.version);
+            }
+        }
+        out
+    }
+
+    /// The resource stored under `storage_prefix` with the given group (for shared storage).
+    pub fn by_storage_prefix(&self, prefix: &str) -> impl Iterator<Item = &Arc<Resource>> {
+        self.resources.iter().filter(move |r| r.info.storage_prefix == prefix)
+    }
+}

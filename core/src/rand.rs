@@ -1,0 +1,42 @@
+//! Deterministic randomness for UIDs and generated names: the core never asks the OS; each
+//! request machine gets a seed from its shell (OS entropy in production, the simulator's RNG in
+//! simulation).
+
+/// SplitMix64: small, fast, and good enough for identifiers that must only be unique.
+#[derive(Clone, Debug)]
+pub struct Rng(u64);
+
+/// The alphabet of kube's `utilrand.String` (no vowels, no confusable characters).
+const NAME_ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
+
+impl Rng {
+    pub fn new(seed: u64) -> Rng {
+        Rng(seed)
+    }
+
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+
+    /// A random (version 4) UUID, as kube's `uuid.NewUUID` writes them.
+    pub fn uuid(&mut self) -> String {
+        let hi = self.next_u64();
+        let lo = self.next_u64();
+        let mut b = [0u8; 16];
+        b[..8].copy_from_slice(&hi.to_be_bytes());
+        b[8..].copy_from_slice(&lo.to_be_bytes());
+        b[6] = (b[6] & 0x0f) | 0x40;
+        b[8] = (b[8] & 0x3f) | 0x80;
+        let h: String = b.iter().map(|x| format!("{x:02x}")).collect();
+        format!("{}-{}-{}-{}-{}", &h[0..8], &h[8..12], &h[12..16], &h[16..20], &h[20..32])
+    }
+
+    /// `n` random characters for `generateName` (kube appends 5).
+    pub fn name_suffix(&mut self, n: usize) -> String {
+        (0..n).map(|_| NAME_ALPHABET[(self.next_u64() % NAME_ALPHABET.len() as u64) as usize] as char).collect()
+    }
+}

@@ -1,0 +1,83 @@
+//! Create (`rest.BeforeCreate` and the generic store's create path).
+
+use serde_json::Value;
+
+use super::WriteOp;
+use crate::admission::Operation;
+use crate::meta;
+use crate::schema::normalize::format_time;
+use crate::ssa;
+use crate::status::ApiError;
+use crate::validation;
+
+impl WriteOp {
+    /// Everything before a new object is written: decoding checks, defaults, system fields,
+    /// managed fields, admission and validation. `applied` is set when the object comes from a
+    /// server-side apply, which has already recorded its managed fields.
+    pub(super) fn prepare_create(&mut self, obj: Value) -> Result<Value, ApiError> {
+        self.prepare_new(obj, false)
+    }
+
+    pub(super) fn prepare_new(&mut self, mut obj: Value, applied: bool) -> Result<Value, ApiError> {
+        let info = self.res.info.clone();
+        if !applied {
+            self.decode_check(&mut obj)?;
+        }
+        meta::set_type_meta(&mut obj, &info.api_version(), info.kind);
+        self.fix_namespace(&mut obj)?;
+        if !meta::resource_version(&obj).is_empty() {
+            return Err(ApiError::bad_request("resourceVersion should not be set on objects to be created"));
+        }
+        self.res.strategy.default(&mut obj);
+        if !applied {
+            ssa::record_update(None, &mut obj, &self.ctx.field_manager, self.ctx.subresource.as_deref(), self.ctx.now);
+        }
+        self.admission.check_namespace(&info, meta::name(&obj))?;
+        self.admission.mutate(&info, Operation::Create, self.ctx.subresource.as_deref(), &mut obj, &mut self.rng)?;
+
+        meta::remove_meta(&mut obj, "deletionTimestamp");
+        meta::remove_meta(&mut obj, "deletionGracePeriodSeconds");
+        self.res.strategy.prepare_for_create(&mut obj);
+        meta::set_meta(&mut obj, "creationTimestamp", Value::String(format_time(self.ctx.now, false)));
+        meta::set_meta(&mut obj, "uid", Value::String(self.rng.uuid()));
+        let generate_name = meta::str_at(&obj, &["metadata", "generateName"]).unwrap_or_default().to_string();
+        if meta::name(&obj).is_empty() && !generate_name.is_empty() {
+            let name = format!("{}{}", truncate_for_suffix(&generate_name), self.rng.name_suffix(5));
+            meta::set_meta(&mut obj, "name", Value::String(name));
+        }
+
+        let mut errs = validation::object_meta(&obj, info.namespaced, self.res.strategy.name_check());
+        errs.extend(self.res.strategy.validate(&obj));
+        for msg in validation::path_segment_name(meta::name(&obj)) {
+            errs.push(crate::status::FieldError::invalid("metadata.name", Value::from(meta::name(&obj)), msg));
+        }
+        if !errs.is_empty() {
+            return Err(ApiError::invalid(&info.group_kind(), meta::name(&obj), &errs));
+        }
+        Ok(obj)
+    }
+
+    /// `EnsureObjectNamespaceMatchesRequestNamespace`.
+    pub(super) fn fix_namespace(&self, obj: &mut Value) -> Result<(), ApiError> {
+        let request_ns = if self.res.info.namespaced { self.ctx.namespace.clone().unwrap_or_default() } else { String::new() };
+        let obj_ns = meta::namespace(obj).to_string();
+        if obj_ns == request_ns {
+            return Ok(());
+        }
+        if obj_ns.is_empty() {
+            meta::set_meta(obj, "namespace", Value::String(request_ns));
+            Ok(())
+        } else if request_ns.is_empty() {
+            meta::remove_meta(obj, "namespace");
+            Ok(())
+        } else {
+            Err(ApiError::bad_request("the namespace of the provided object does not match the namespace sent on the request"))
+        }
+    }
+}
+
+/// `names.SimpleNameGenerator`: the prefix is cut so that prefix + 5 characters fit in 63.
+fn truncate_for_suffix(prefix: &str) -> &str {
+    const MAX: usize = 63 - 5;
+    if prefix.len() > MAX { &prefix[..MAX] } else { prefix }
+}

@@ -1,0 +1,183 @@
+//! Update and patch (`rest.BeforeUpdate`, the generic store's update path and the patch handler).
+
+use serde_json::Value;
+
+use super::{PatchType, WriteOp, encode_for_storage};
+use crate::admission::Operation;
+use crate::meta;
+use crate::patch;
+use crate::schema::schema;
+use crate::ssa;
+use crate::status::{ApiError, FieldError};
+use crate::storage::Transform;
+use crate::validation;
+
+impl WriteOp {
+    /// PUT: the client's object replaces the stored one.
+    pub(super) fn update(&mut self, existing: Option<Value>, mut obj: Value) -> Result<Transform, ApiError> {
+        self.warnings.clear();
+        self.check_name(&obj)?;
+        let Some(old) = existing else {
+            if !self.res.strategy.allow_create_on_update() || self.ctx.subresource.is_some() {
+                return Err(ApiError::not_found(&self.res.info.group_resource(), self.ctx.name.as_deref().unwrap_or_default()));
+            }
+            let obj = self.prepare_new(obj, false)?;
+            return self.put_new(obj);
+        };
+        self.decode_check(&mut obj)?;
+        self.check_preconditions(&obj, &old)?;
+        self.res.strategy.default(&mut obj);
+        ssa::record_update(Some(&old), &mut obj, &self.ctx.field_manager, self.ctx.subresource.as_deref(), self.ctx.now);
+        self.finish_update(obj, &old)
+    }
+
+    /// PATCH: the patch applied to the stored object, then the update path.
+    pub(super) fn patch(&mut self, existing: Option<Value>, pt: PatchType, doc: Value) -> Result<Transform, ApiError> {
+        self.warnings.clear();
+        let info = self.res.info.clone();
+        let name = self.ctx.name.clone().unwrap_or_default();
+        let def = schema().get(info.definition).ok_or_else(|| ApiError::internal(format!("no schema for {}", info.definition)))?;
+        let Some(old) = existing else {
+            let PatchType::Apply { .. } = pt else {
+                return Err(ApiError::not_found(&info.group_resource(), &name));
+            };
+            if self.ctx.subresource.is_some() {
+                return Err(ApiError::not_found(&info.group_resource(), &name));
+            }
+            // Server-side apply creates what does not exist.
+            let mut config = doc;
+            self.decode_check(&mut config)?;
+            self.check_name(&config)?;
+            let obj = ssa::apply(None, &config, def, &self.ctx.field_manager, true, self.ctx.now)?;
+            let obj = self.prepare_new(obj, true)?;
+            return self.put_new(obj);
+        };
+        let mut patched = match &pt {
+            PatchType::Json => patch::json_patch(&old, &doc)?,
+            PatchType::Merge => patch::merge_patch(&old, &doc),
+            PatchType::Strategic => patch::strategic_merge_patch(&old, &doc, def)?,
+            PatchType::Apply { force } => {
+                let mut config = doc.clone();
+                self.decode_check(&mut config)?;
+                ssa::apply(Some(&old), &config, def, &self.ctx.field_manager, *force, self.ctx.now)?
+            }
+        };
+        self.check_name(&patched)?;
+        if !matches!(pt, PatchType::Apply { .. }) {
+            self.decode_check(&mut patched)?;
+        }
+        self.check_preconditions(&patched, &old)?;
+        self.res.strategy.default(&mut patched);
+        if !matches!(pt, PatchType::Apply { .. }) {
+            ssa::record_update(Some(&old), &mut patched, &self.ctx.field_manager, self.ctx.subresource.as_deref(), self.ctx.now);
+        }
+        self.finish_update(patched, &old)
+    }
+
+    /// `checkName`: the body may not name another object than the URL.
+    fn check_name(&self, obj: &Value) -> Result<(), ApiError> {
+        let url_name = self.ctx.name.as_deref().unwrap_or_default();
+        let name = meta::name(obj);
+        if !name.is_empty() && name != url_name {
+            return Err(ApiError::bad_request(format!("the name of the object ({name}) does not match the name on the URL ({url_name})")));
+        }
+        if self.res.info.namespaced {
+            let ns = meta::namespace(obj);
+            let url_ns = self.ctx.namespace.as_deref().unwrap_or_default();
+            if !ns.is_empty() && ns != url_ns {
+                return Err(ApiError::bad_request(format!(
+                    "the namespace of the object ({ns}) does not match the namespace on the request ({url_ns})"
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// Optimistic concurrency: a resourceVersion in the new object must be the stored one.
+    fn check_preconditions(&self, obj: &Value, old: &Value) -> Result<(), ApiError> {
+        let gr = self.res.info.group_resource();
+        let name = meta::name(old);
+        let rv = meta::resource_version(obj);
+        if rv.is_empty() {
+            if !self.res.strategy.allow_unconditional_update() {
+                return Err(ApiError::invalid(
+                    &self.res.info.group_kind(),
+                    name,
+                    &[FieldError::required("metadata.resourceVersion", "must be specified for an update")],
+                ));
+            }
+        } else if rv != meta::resource_version(old) {
+            return Err(ApiError::stale_conflict(&gr, name));
+        }
+        let uid = meta::uid(obj);
+        if !uid.is_empty() && uid != meta::uid(old) {
+            return Err(ApiError::conflict(
+                &gr,
+                name,
+                &format!("Precondition failed: UID in precondition: {uid}, UID in object meta: {}", meta::uid(old)),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Everything after the new object is known: `BeforeUpdate`, admission, validation, and the
+    /// deletion of an object whose last finalizer was removed.
+    fn finish_update(&mut self, mut obj: Value, old: &Value) -> Result<Transform, ApiError> {
+        let info = self.res.info.clone();
+        meta::set_type_meta(&mut obj, &info.api_version(), info.kind);
+        self.fix_namespace(&mut obj)?;
+        meta::set_meta(&mut obj, "generation", Value::from(meta::generation(old)));
+        if meta::generation(old) == 0 {
+            meta::remove_meta(&mut obj, "generation");
+        }
+        match self.ctx.subresource.as_deref() {
+            Some("status") => self.res.strategy.prepare_for_status_update(&mut obj, old),
+            _ => self.res.strategy.prepare_for_update(&mut obj, old),
+        }
+        for key in ["uid", "creationTimestamp"] {
+            let keep = meta::at(old, &["metadata", key]).cloned();
+            if meta::at(&obj, &["metadata", key]).is_none_or(|v| v.as_str() == Some("")) {
+                if let Some(v) = keep {
+                    meta::set_meta(&mut obj, key, v);
+                }
+            }
+        }
+        if let Some(ts) = meta::at(old, &["metadata", "creationTimestamp"]).cloned() {
+            meta::set_meta(&mut obj, "creationTimestamp", ts);
+        }
+        for key in ["deletionTimestamp", "deletionGracePeriodSeconds"] {
+            if let Some(v) = meta::at(old, &["metadata", key]).cloned() {
+                if key == "deletionTimestamp" || meta::at(&obj, &["metadata", key]).is_none() {
+                    meta::set_meta(&mut obj, key, v);
+                }
+            }
+        }
+        self.admission.mutate(&info, Operation::Update, self.ctx.subresource.as_deref(), &mut obj, &mut self.rng)?;
+
+        let mut errs = validation::object_meta_update(&obj, old);
+        errs.extend(validation::object_meta(&obj, info.namespaced, self.res.strategy.name_check()));
+        match self.ctx.subresource.as_deref() {
+            Some("status") => errs.extend(self.res.strategy.validate_status_update(&obj, old)),
+            _ => errs.extend(self.res.strategy.validate_update(&obj, old)),
+        }
+        if !errs.is_empty() {
+            return Err(ApiError::invalid(&info.group_kind(), meta::name(&obj), &errs));
+        }
+        let deleting = meta::deletion_timestamp(&obj).is_some()
+            && meta::at(&obj, &["metadata", "deletionGracePeriodSeconds"]).and_then(Value::as_i64) == Some(0)
+            && meta::finalizers(&obj).is_empty();
+        self.result = Some(obj.clone());
+        if deleting {
+            return Ok(Transform::Delete);
+        }
+        Ok(Transform::Put(encode_for_storage(&obj)))
+    }
+
+    /// An update or apply that creates the object.
+    fn put_new(&mut self, obj: Value) -> Result<Transform, ApiError> {
+        self.created = true;
+        let bytes = encode_for_storage(&obj);
+        self.result = Some(obj);
+        Ok(Transform::Put(bytes))
+    }
+}

@@ -1,0 +1,367 @@
+//! Walks of JSON trees typed by the schema, as structured-merge-diff walks its typed values:
+//! the set of fields an object sets, the comparison of two objects, the merge of an applied
+//! configuration into a live object, and the removal of fields.
+//!
+//! Struct nodes never count as set themselves (Go's non-pointer structs always exist); map
+//! entries, list items and leaves do.
+
+use serde_json::{Map, Value};
+
+use super::fieldpath::{Path, PathElement, Set};
+use crate::schema::{Definition, ListType, Type, schema};
+
+/// How a value of a type is walked.
+enum Shape<'a> {
+    Leaf,
+    Struct(&'a Definition),
+    Map(&'a Type),
+    Set,
+    KeyedList(&'a Type, &'a [String]),
+}
+
+fn shape(ty: &Type) -> Shape<'_> {
+    match ty {
+        Type::Object(name) => match schema().get(name) {
+            Some(d) if !d.atomic => Shape::Struct(d),
+            _ => Shape::Leaf,
+        },
+        Type::Map { values, atomic: false } => Shape::Map(values),
+        Type::Array { list_type: ListType::Set, .. } => Shape::Set,
+        Type::Array { items, list_type: ListType::Map, map_keys } if !map_keys.is_empty() => Shape::KeyedList(items, map_keys),
+        _ => Shape::Leaf,
+    }
+}
+
+fn child_type<'a>(shape: &Shape<'a>, key: &str) -> &'a Type {
+    static ANY: Type = Type::Any;
+    match shape {
+        Shape::Struct(d) => d.properties.get(key).map(|p| &p.ty).unwrap_or(&ANY),
+        Shape::Map(values) => values,
+        _ => &ANY,
+    }
+}
+
+/// The path element of a keyed list item.
+fn item_key(item: &Value, keys: &[String]) -> PathElement {
+    let fields: Vec<(String, Value)> = keys.iter().filter_map(|k| item.get(k).map(|v| (k.clone(), v.clone()))).collect();
+    PathElement::key_of(&fields)
+}
+
+fn is_empty_container(v: Option<&Value>) -> bool {
+    match v {
+        None | Some(Value::Null) => true,
+        Some(Value::Object(m)) => m.is_empty(),
+        Some(Value::Array(a)) => a.is_empty(),
+        _ => false,
+    }
+}
+
+/// Every field `v` sets (`ToFieldSet`).
+pub fn to_set(v: &Value, ty: &Type) -> Set {
+    let mut set = Set::default();
+    walk_set(v, ty, &mut Vec::new(), &mut set);
+    set
+}
+
+fn walk_set(v: &Value, ty: &Type, path: &mut Path, set: &mut Set) {
+    let sh = shape(ty);
+    match (&sh, v) {
+        (Shape::Struct(d), Value::Object(m)) => {
+            for (k, child) in m {
+                path.push(PathElement::Field(k.clone()));
+                walk_set(child, child_type(&sh, k), path, set);
+                if is_empty_container(Some(child)) || !d.properties.contains_key(k) {
+                    set.insert(path);
+                }
+                path.pop();
+            }
+        }
+        (Shape::Map(values), Value::Object(m)) => {
+            for (k, child) in m {
+                path.push(PathElement::Field(k.clone()));
+                walk_set(child, values, path, set);
+                set.insert(path);
+                path.pop();
+            }
+        }
+        (Shape::Set, Value::Array(items)) => {
+            for item in items {
+                path.push(PathElement::Value(item.to_string()));
+                set.insert(path);
+                path.pop();
+            }
+        }
+        (Shape::KeyedList(items_ty, keys), Value::Array(items)) => {
+            for item in items {
+                path.push(item_key(item, keys));
+                walk_set(item, items_ty, path, set);
+                set.insert(path);
+                path.pop();
+            }
+        }
+        _ => set.insert(path),
+    }
+}
+
+/// What changed from `lhs` to `rhs` (`typed.Compare`).
+#[derive(Debug, Default)]
+pub struct Comparison {
+    pub added: Set,
+    pub modified: Set,
+    pub removed: Set,
+}
+
+pub fn compare(lhs: Option<&Value>, rhs: Option<&Value>, ty: &Type) -> Comparison {
+    let mut c = Comparison::default();
+    walk_compare(lhs, rhs, ty, &mut Vec::new(), &mut c);
+    c
+}
+
+fn walk_compare(lhs: Option<&Value>, rhs: Option<&Value>, ty: &Type, path: &mut Path, c: &mut Comparison) {
+    let sh = shape(ty);
+    let container = match (&sh, lhs, rhs) {
+        (Shape::Leaf, ..) => false,
+        // Both sides empty: a leaf, so that `{}` versus absent is seen.
+        _ if is_empty_container(lhs) && is_empty_container(rhs) => false,
+        (Shape::Struct(_) | Shape::Map(_), l, r) => {
+            l.is_none_or(Value::is_object) && r.is_none_or(Value::is_object)
+        }
+        (Shape::Set | Shape::KeyedList(..), l, r) => l.is_none_or(Value::is_array) && r.is_none_or(Value::is_array),
+    };
+    if !container {
+        if !path.is_empty() {
+            match (lhs, rhs) {
+                (None, Some(_)) => c.added.insert(path),
+                (Some(_), None) => c.removed.insert(path),
+                (Some(a), Some(b)) if a != b => c.modified.insert(path),
+                _ => {}
+            }
+        }
+        return;
+    }
+    match &sh {
+        Shape::Struct(_) | Shape::Map(_) => {
+            let empty = Map::new();
+            let lm = lhs.and_then(Value::as_object).unwrap_or(&empty);
+            let rm = rhs.and_then(Value::as_object).unwrap_or(&empty);
+            let mut keys: Vec<&String> = lm.keys().chain(rm.keys()).collect();
+            keys.sort();
+            keys.dedup();
+            for k in keys {
+                path.push(PathElement::Field(k.clone()));
+                walk_compare(lm.get(k), rm.get(k), child_type(&sh, k), path, c);
+                path.pop();
+            }
+        }
+        Shape::Set => {
+            let la = lhs.and_then(Value::as_array).map(Vec::as_slice).unwrap_or(&[]);
+            let ra = rhs.and_then(Value::as_array).map(Vec::as_slice).unwrap_or(&[]);
+            for v in ra.iter().filter(|v| !la.contains(v)) {
+                path.push(PathElement::Value(v.to_string()));
+                c.added.insert(path);
+                path.pop();
+            }
+            for v in la.iter().filter(|v| !ra.contains(v)) {
+                path.push(PathElement::Value(v.to_string()));
+                c.removed.insert(path);
+                path.pop();
+            }
+        }
+        Shape::KeyedList(items_ty, keys) => {
+            let la = lhs.and_then(Value::as_array).map(Vec::as_slice).unwrap_or(&[]);
+            let ra = rhs.and_then(Value::as_array).map(Vec::as_slice).unwrap_or(&[]);
+            let mut pes: Vec<PathElement> = la.iter().chain(ra.iter()).map(|i| item_key(i, keys)).collect();
+            pes.sort();
+            pes.dedup();
+            for pe in pes {
+                let l = la.iter().find(|i| item_key(i, keys) == pe);
+                let r = ra.iter().find(|i| item_key(i, keys) == pe);
+                path.push(pe);
+                walk_compare(l, r, items_ty, path, c);
+                path.pop();
+            }
+        }
+        Shape::Leaf => unreachable!("leaves return above"),
+    }
+    if !path.is_empty() && !matches!(sh, Shape::Struct(_)) {
+        match (lhs, rhs) {
+            (None, Some(_)) => c.added.insert(path),
+            (Some(_), None) => c.removed.insert(path),
+            _ => {}
+        }
+    }
+}
+
+/// The applied configuration merged into the live object (`typed.Merge`).
+pub fn merge(live: Option<&Value>, config: Option<&Value>, ty: &Type) -> Option<Value> {
+    let (l, c) = match (live, config) {
+        (l, None) => return l.cloned(),
+        (None, c) => return c.cloned(),
+        (Some(l), Some(c)) => (l, c),
+    };
+    let sh = shape(ty);
+    match (&sh, l, c) {
+        (Shape::Struct(_) | Shape::Map(_), Value::Object(lm), Value::Object(cm)) => {
+            let mut out = lm.clone();
+            for (k, cv) in cm {
+                if let Some(v) = merge(lm.get(k), Some(cv), child_type(&sh, k)) {
+                    out.insert(k.clone(), v);
+                }
+            }
+            Some(Value::Object(out))
+        }
+        (Shape::Set, Value::Array(la), Value::Array(ca)) => {
+            Some(Value::Array(merge_list(la, ca, |v| PathElement::Value(v.to_string()), |_, c| c.clone())))
+        }
+        (Shape::KeyedList(items_ty, keys), Value::Array(la), Value::Array(ca)) => Some(Value::Array(merge_list(
+            la,
+            ca,
+            |v| item_key(v, keys),
+            |l, c| merge(Some(l), Some(c), items_ty).unwrap_or_else(|| c.clone()),
+        ))),
+        _ => Some(c.clone()),
+    }
+}
+
+/// structured-merge-diff's list merge: the configuration's items in its order, with items only
+/// the live list has kept where they were.
+fn merge_list(
+    live: &[Value],
+    config: &[Value],
+    key: impl Fn(&Value) -> PathElement,
+    both: impl Fn(&Value, &Value) -> Value,
+) -> Vec<Value> {
+    let lk: Vec<PathElement> = live.iter().map(&key).collect();
+    let rk: Vec<PathElement> = config.iter().map(&key).collect();
+    let in_live = |pe: &PathElement| lk.iter().position(|x| x == pe);
+    let in_config = |pe: &PathElement| rk.iter().position(|x| x == pe);
+    let mut shared: std::collections::VecDeque<&PathElement> = rk.iter().filter(|pe| in_live(pe).is_some()).collect();
+    let mut next_shared = shared.pop_front();
+    let mut merged_config: Vec<&PathElement> = Vec::new();
+    let mut out = Vec::with_capacity(live.len().max(config.len()));
+    let (mut li, mut ri) = (0, 0);
+    while li < lk.len() || ri < rk.len() {
+        if li < lk.len() && ri < rk.len() {
+            let pe = &lk[li];
+            if *pe == rk[ri] {
+                merged_config.push(pe);
+                out.push(both(&live[li], &config[ri]));
+                li += 1;
+                ri += 1;
+                next_shared = shared.pop_front();
+                continue;
+            }
+            if in_config(pe).is_some() && next_shared.is_some_and(|n| n != pe) {
+                li += 1;
+                continue;
+            }
+        }
+        if li < lk.len() {
+            let pe = &lk[li];
+            if in_config(pe).is_none() {
+                out.push(live[li].clone());
+                li += 1;
+                continue;
+            } else if merged_config.contains(&pe) {
+                li += 1;
+                continue;
+            }
+        }
+        if ri < rk.len() {
+            let pe = &rk[ri];
+            merged_config.push(pe);
+            out.push(match in_live(pe) {
+                Some(i) => both(&live[i], &config[ri]),
+                None => config[ri].clone(),
+            });
+            ri += 1;
+            if next_shared == Some(pe) {
+                next_shared = shared.pop_front();
+            }
+        }
+    }
+    out
+}
+
+/// Removes the node at `path` (a field, map entry or list item) from `v`.
+pub fn remove(v: &mut Value, path: &[PathElement], ty: &Type) {
+    let Some((first, rest)) = path.split_first() else { return };
+    let sh = shape(ty);
+    match (first, v) {
+        (PathElement::Field(k), Value::Object(m)) => {
+            if rest.is_empty() {
+                m.remove(k);
+            } else if let Some(child) = m.get_mut(k) {
+                remove(child, rest, child_type(&sh, k));
+            }
+        }
+        (PathElement::Value(text), Value::Array(items)) if rest.is_empty() => items.retain(|i| i.to_string() != *text),
+        (pe @ PathElement::Key(_), Value::Array(items)) => {
+            let Shape::KeyedList(items_ty, keys) = sh else { return };
+            if rest.is_empty() {
+                items.retain(|i| item_key(i, keys) != *pe);
+            } else if let Some(item) = items.iter_mut().find(|i| item_key(i, keys) == *pe) {
+                remove(item, rest, items_ty);
+            }
+        }
+        (PathElement::Index(i), Value::Array(items)) => {
+            if rest.is_empty() {
+                if *i < items.len() {
+                    items.remove(*i);
+                }
+            } else if let Some(item) = items.get_mut(*i) {
+                let items_ty = match ty {
+                    Type::Array { items, .. } => items.as_ref(),
+                    _ => &Type::Any,
+                };
+                remove(item, rest, items_ty);
+            }
+        }
+        _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn deployment() -> Type {
+        Type::Object("io.k8s.api.apps.v1.Deployment".into())
+    }
+
+    #[test]
+    fn field_sets_of_objects() {
+        let d = json!({"metadata": {"labels": {"app": "x"}}, "spec": {"replicas": 2,
+            "template": {"spec": {"containers": [{"name": "c", "image": "i"}]}}}});
+        let s = to_set(&d, &deployment());
+        assert_eq!(
+            s.to_fields_v1(),
+            json!({"f:metadata": {"f:labels": {"f:app": {}}}, "f:spec": {"f:replicas": {},
+                "f:template": {"f:spec": {"f:containers": {"k:{\"name\":\"c\"}": {".": {}, "f:image": {}, "f:name": {}}}}}}})
+        );
+    }
+
+    #[test]
+    fn compare_sees_added_modified_removed() {
+        let a = json!({"metadata": {"labels": {"a": "1", "b": "2"}}, "spec": {"replicas": 1}});
+        let b = json!({"metadata": {"labels": {"a": "1", "c": "3"}}, "spec": {"replicas": 2}});
+        let c = compare(Some(&a), Some(&b), &deployment());
+        assert_eq!(c.added.to_fields_v1(), json!({"f:metadata": {"f:labels": {"f:c": {}}}}));
+        assert_eq!(c.removed.to_fields_v1(), json!({"f:metadata": {"f:labels": {"f:b": {}}}}));
+        assert_eq!(c.modified.to_fields_v1(), json!({"f:spec": {"f:replicas": {}}}));
+        let created = compare(None, Some(&b), &deployment());
+        assert_eq!(created.added.to_fields_v1(), json!({"f:metadata": {"f:labels": {".": {}, "f:a": {}, "f:c": {}}}, "f:spec": {"f:replicas": {}}}));
+    }
+
+    #[test]
+    fn merge_keeps_live_only_items_in_place() {
+        let live = json!({"spec": {"template": {"spec": {"containers": [{"name": "a", "image": "1"}, {"name": "side"}, {"name": "b"}]}}}});
+        let cfg = json!({"spec": {"template": {"spec": {"containers": [{"name": "b", "image": "2"}, {"name": "a", "image": "3"}]}}}});
+        let m = merge(Some(&live), Some(&cfg), &deployment()).unwrap();
+        let names: Vec<&str> = m["spec"]["template"]["spec"]["containers"].as_array().unwrap().iter().map(|c| c["name"].as_str().unwrap()).collect();
+        assert_eq!(names, vec!["side", "b", "a"]);
+        assert_eq!(m["spec"]["template"]["spec"]["containers"][2]["image"], "3");
+    }
+}
