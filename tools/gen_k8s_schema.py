@@ -210,7 +210,9 @@ def main():
     # Messages kapi serves that the OpenAPI document does not describe.
     for name, props in EXTRA.items():
         fields = {norm(f["name"]): f for f in messages[norm(name)]}
-        d = {"type": "object", "properties": {}, "x-kapi-proto-message": name}
+        kind = name.rsplit(".", 1)[1]
+        d = {"type": "object", "properties": {}, "x-kapi-proto-message": name,
+             "x-kubernetes-group-version-kind": [{"group": "meta.k8s.io", "version": "v1", "kind": kind}]}
         for pname, p in props.items():
             p = dict(p)
             f = fields.get(norm(pname))

@@ -12,7 +12,7 @@ use jiff::Timestamp;
 use serde_json::Value;
 
 use crate::meta;
-use crate::status::{FieldError, GroupKind, GroupResource};
+use crate::status::{ApiError, FieldError, GroupKind, GroupResource};
 use crate::table::Column;
 
 /// A subresource served under a resource (`pods/status`).
@@ -45,7 +45,7 @@ pub struct ResourceInfo {
     pub kind: &'static str,
     /// Plural, lower case (`deployments`).
     pub resource: &'static str,
-    pub singular: &'static str,
+    pub singular: String,
     pub namespaced: bool,
     pub short_names: &'static [&'static str],
     pub categories: &'static [&'static str],
@@ -59,6 +59,8 @@ pub struct ResourceInfo {
     /// are stored as core/v1 Events) and converted on the way in and out.
     pub stored_as: Option<(&'static str, &'static str)>,
     pub delete_returns: DeleteReturns,
+    /// Create-only resources that answer a question and store nothing (access reviews).
+    pub review: bool,
 }
 
 impl ResourceInfo {
@@ -96,8 +98,69 @@ pub enum GracefulDelete {
     After(i64),
 }
 
+/// A unique value an object takes from a shared pool before it is written (a service's cluster
+/// IP, its node ports). The value is taken by creating `<pool>/<value>` in storage, so two
+/// objects never hold the same one; the key is removed when the object goes.
+#[derive(Clone, Debug)]
+pub struct Claim {
+    /// The storage prefix of the pool, under `--etcd-prefix` (`ipaddresses`).
+    pub pool: &'static str,
+    pub candidates: Candidates,
+    /// What the pool key holds.
+    pub record: Value,
+    /// The error when a requested value is taken, or no candidate is free.
+    pub taken: ApiError,
+}
+
+/// The values a claim may take, tried in order.
+#[derive(Clone, Debug)]
+pub enum Candidates {
+    /// Exactly this value (the client asked for it).
+    Fixed(String),
+    /// `count` consecutive integers from `first`, starting at `first + start` and wrapping
+    /// around, each written by `format` (an IPv4 address, a port).
+    Range { first: u64, count: u64, start: u64, format: fn(u64) -> String },
+}
+
+impl Candidates {
+    pub fn len(&self) -> u64 {
+        match self {
+            Candidates::Fixed(_) => 1,
+            Candidates::Range { count, .. } => *count,
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    pub fn get(&self, i: u64) -> Option<String> {
+        match self {
+            Candidates::Fixed(v) => (i == 0).then(|| v.clone()),
+            Candidates::Range { first, count, start, format } => (i < *count).then(|| format(first + (start + i) % count)),
+        }
+    }
+}
+
+/// What a review resource may consult.
+pub struct ReviewContext<'a> {
+    pub user: &'a crate::auth::UserInfo,
+    pub authenticator: &'a crate::auth::Authenticator,
+    pub authorizer: &'a crate::auth::Authorizer,
+}
+
 /// A resource's rules. Every method has kube's generic behaviour as its default.
 pub trait Strategy: Send + Sync {
+    /// The object as served, from what storage holds (kinds stored as another version).
+    fn from_storage(&self, stored: Value) -> Value {
+        stored
+    }
+
+    /// What storage holds for an object as served.
+    fn to_storage(&self, served: Value) -> Value {
+        served
+    }
+
     /// Defaults applied to objects written by clients (`SetDefaults_<Kind>`).
     fn default(&self, _obj: &mut Value) {}
 
@@ -114,6 +177,10 @@ pub trait Strategy: Send + Sync {
         crate::validation::dns1123_subdomain
     }
 
+    /// Changes that need the object's final name and uid, made just before validation
+    /// (jobs derive their selector from their uid).
+    fn finalize_create(&self, _obj: &mut Value) {}
+
     /// `PrepareForUpdate` of the main resource: keep status, bump generation.
     fn prepare_for_update(&self, _new: &mut Value, _old: &Value) {}
 
@@ -122,12 +189,15 @@ pub trait Strategy: Send + Sync {
         self.validate(new)
     }
 
-    /// `PrepareForUpdate` of the `status` subresource: only status may change.
-    fn prepare_for_status_update(&self, new: &mut Value, old: &Value) {
-        copy_all_but_status(new, old);
+    /// `PrepareForUpdate` of a subresource: `status` may change only status.
+    fn prepare_for_subresource_update(&self, subresource: &str, new: &mut Value, old: &Value) {
+        if subresource == "status" {
+            copy_all_but_status(new, old);
+        }
     }
 
-    fn validate_status_update(&self, _new: &Value, _old: &Value) -> Vec<FieldError> {
+    /// `ValidateUpdate` of a subresource.
+    fn validate_subresource_update(&self, _subresource: &str, _new: &Value, _old: &Value) -> Vec<FieldError> {
         Vec::new()
     }
 
@@ -146,8 +216,41 @@ pub trait Strategy: Send + Sync {
         GracefulDelete::Immediately
     }
 
-    /// Finalizers added when the object is deleted (namespaces add their own phase logic).
+    /// Changes made to an object that starts being deleted (namespaces turn `Terminating`).
     fn prepare_for_delete(&self, _obj: &mut Value, _now: Timestamp) {}
+
+    /// The propagation policy of deletes that name none (`DefaultGarbageCollectionPolicy`).
+    fn default_propagation(&self) -> &'static str {
+        "Background"
+    }
+
+    /// A create on a subresource that changes the parent object (`pods/binding`).
+    fn subresource_create(&self, subresource: &str, _parent: &mut Value, _body: &Value, _now: Timestamp) -> Result<(), ApiError> {
+        Err(ApiError::method_not_supported(&GroupResource::new("", subresource), "create"))
+    }
+
+    /// The answer of a review resource (`SelfSubjectAccessReview` and friends) to a create.
+    fn review(&self, obj: Value, _ctx: &ReviewContext) -> Result<Value, ApiError> {
+        Ok(obj)
+    }
+
+    /// The `autoscaling/v1` Scale of an object with a `/scale` subresource.
+    fn scale_of(&self, _obj: &Value) -> Option<Value> {
+        None
+    }
+
+    /// The values a new object must take from shared pools; the rng picks where to start.
+    fn claims(&self, _obj: &Value, _rng: &mut crate::rand::Rng) -> Result<Vec<Claim>, ApiError> {
+        Ok(Vec::new())
+    }
+
+    /// Writes the values the claims got into the object, in claim order.
+    fn grant(&self, _obj: &mut Value, _values: &[String]) {}
+
+    /// The pool keys (`<pool>/<value>`) an object holds, released when it is deleted.
+    fn held(&self, _obj: &Value) -> Vec<(&'static str, String)> {
+        Vec::new()
+    }
 
     /// The table columns of `kubectl get`.
     fn columns(&self) -> &'static [Column] {

@@ -4,6 +4,7 @@
 
 pub mod admission;
 pub mod auth;
+pub mod cache;
 pub mod catalog;
 pub mod codec;
 pub mod kv;
@@ -12,6 +13,7 @@ pub mod patch;
 pub mod quantity;
 pub mod rand;
 pub mod registry;
+pub mod resources;
 pub mod schema;
 pub mod selector;
 pub mod ssa;

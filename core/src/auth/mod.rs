@@ -122,6 +122,42 @@ impl Authenticator {
     }
 }
 
+/// What a request asks to do (`authorizer.Attributes`).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Attributes {
+    pub verb: String,
+    pub group: String,
+    pub resource: String,
+    pub subresource: String,
+    pub namespace: String,
+    pub name: String,
+    /// For non-resource requests (`/healthz`).
+    pub path: String,
+    pub resource_request: bool,
+}
+
+/// `--authorization-mode`: kapi implements `AlwaysAllow`.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum Authorizer {
+    #[default]
+    AlwaysAllow,
+}
+
+/// An authorization decision and its reason.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Decision {
+    pub allowed: bool,
+    pub reason: String,
+}
+
+impl Authorizer {
+    pub fn authorize(&self, _user: &UserInfo, _attrs: &Attributes) -> Decision {
+        match self {
+            Authorizer::AlwaysAllow => Decision { allowed: true, reason: String::new() },
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -46,6 +46,7 @@ impl WriteOp {
             meta::set_meta(&mut obj, "name", Value::String(name));
         }
 
+        self.res.strategy.finalize_create(&mut obj);
         let mut errs = validation::object_meta(&obj, info.namespaced, self.res.strategy.name_check());
         errs.extend(self.res.strategy.validate(&obj));
         for msg in validation::path_segment_name(meta::name(&obj)) {

@@ -62,7 +62,7 @@ impl WriteOp {
             return self.delete_again(obj, opts, now);
         }
 
-        set_propagation_finalizers(&mut obj, opts);
+        set_propagation_finalizers(&mut obj, opts, self.res.strategy.default_propagation());
         self.res.strategy.prepare_for_delete(&mut obj, now);
         let grace = match self.res.strategy.graceful_delete(&obj, opts.grace_period_seconds) {
             GracefulDelete::After(secs) if secs > 0 => Some(secs),
@@ -83,14 +83,14 @@ impl WriteOp {
         }
         bump_generation(&mut obj);
         self.result = Some(obj.clone());
-        Ok(Transform::Put(encode_for_storage(&obj)))
+        Ok(Transform::Put(encode_for_storage(&self.res, &obj)))
     }
 
     /// A delete of an object already being deleted: only a shorter grace period or a change
     /// of propagation finalizers does anything; with nothing left to wait for it is removed.
     fn delete_again(&mut self, mut obj: Value, opts: &DeleteOptions, now: Timestamp) -> Result<Transform, ApiError> {
         let current_grace = meta::at(&obj, &["metadata", "deletionGracePeriodSeconds"]).and_then(Value::as_i64);
-        let finalizers_changed = set_propagation_finalizers(&mut obj, opts);
+        let finalizers_changed = set_propagation_finalizers(&mut obj, opts, self.res.strategy.default_propagation());
         let pending = !meta::finalizers(&obj).is_empty() || pending_spec_finalizers(&obj);
         match (current_grace, opts.grace_period_seconds) {
             (None | Some(0), _) if !pending => {
@@ -117,8 +117,18 @@ impl WriteOp {
             _ => {}
         }
         self.result = Some(obj.clone());
-        Ok(Transform::Put(encode_for_storage(&obj)))
+        Ok(Transform::Put(encode_for_storage(&self.res, &obj)))
     }
+}
+
+/// An update that removed the last finalizer of an object being deleted deletes it
+/// (`ShouldDeleteDuringUpdate`).
+pub(super) fn should_delete_during_update(obj: &Value) -> bool {
+    let grace_over = match obj.get("kind").and_then(Value::as_str) {
+        Some("Namespace") => true,
+        _ => meta::at(obj, &["metadata", "deletionGracePeriodSeconds"]).and_then(Value::as_i64) == Some(0),
+    };
+    meta::deletion_timestamp(obj).is_some() && grace_over && meta::finalizers(obj).is_empty() && !pending_spec_finalizers(obj)
 }
 
 /// Namespaces wait for their `spec.finalizers` as well as `metadata.finalizers`.
@@ -129,13 +139,13 @@ fn pending_spec_finalizers(obj: &Value) -> bool {
 
 /// `deletionFinalizersForGarbageCollection`: the orphan and foreground finalizers as the
 /// propagation policy asks. Returns whether the finalizers changed.
-fn set_propagation_finalizers(obj: &mut Value, opts: &DeleteOptions) -> bool {
+fn set_propagation_finalizers(obj: &mut Value, opts: &DeleteOptions, default_policy: &str) -> bool {
     let old = meta::finalizers(obj);
     let has = |f: &str| old.iter().any(|x| x == f);
     let orphan = match (&opts.propagation_policy, opts.orphan_dependents) {
         (Some(p), _) => p == "Orphan",
         (None, Some(o)) => o,
-        (None, None) => has(ORPHAN_FINALIZER),
+        (None, None) => has(ORPHAN_FINALIZER) || (!has(FOREGROUND_FINALIZER) && default_policy == "Orphan"),
     };
     let foreground = match (&opts.propagation_policy, opts.orphan_dependents) {
         (Some(p), _) => p == "Foreground",

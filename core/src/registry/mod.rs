@@ -1,17 +1,22 @@
 //! The generic store (kube-apiserver's `genericregistry.Store`): create, update, patch, apply
 //! and delete of one object, with the per-resource [`Strategy`](crate::catalog::Strategy).
 //!
-//! A [`WriteOp`] is a machine over a [`StorageOp`]. Call order: [`WriteOp::new`]; then loop on
+//! A [`WriteOp`] is a machine over [`StorageOp`]s. Call order: [`WriteOp::new`]; then loop on
 //! [`WriteOp::poll`]: send each [`WriteEffect::Kv`] to the store and feed the answer with
 //! [`WriteOp::handle`], until [`WriteEffect::Done`]. Everything else (defaulting, validation,
 //! patching, managed fields, graceful deletion) happens inside, synchronously, in the storage
 //! op's transform, so it always works on the object as it is in storage at the time of the write.
+//!
+//! A write goes through up to three phases: taking values from shared pools for a new object
+//! (a service's cluster IP and node ports, [`Claim`]), the object's own write, and giving pool
+//! values back (when a create fails after taking them, or when the object is deleted).
 
 mod create;
 mod delete;
 pub mod objects;
 mod update;
 
+use std::collections::VecDeque;
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -19,7 +24,7 @@ use jiff::Timestamp;
 use serde_json::Value;
 
 use crate::admission::Admission;
-use crate::catalog::Resource;
+use crate::catalog::{Claim, Resource};
 use crate::kv::{KeyValue, KvRequest, KvResult};
 use crate::rand::Rng;
 use crate::schema::{normalize::normalize, schema};
@@ -49,8 +54,8 @@ pub struct WriteContext {
     pub dry_run: bool,
     pub field_manager: String,
     pub field_validation: FieldValidation,
-    /// The storage key root of the resource (`/registry/pods`).
-    pub storage_root: String,
+    /// `--etcd-prefix` (`/registry`).
+    pub prefix: String,
     pub user: crate::auth::UserInfo,
 }
 
@@ -69,6 +74,8 @@ pub enum WriteKind {
     Update(Value),
     Patch(PatchType, Value),
     Delete(DeleteOptions),
+    /// A create on a subresource that changes its parent (`pods/binding`).
+    Action(Value),
 }
 
 /// What a write returns to the client.
@@ -89,6 +96,16 @@ pub enum WriteEffect {
     Done(Result<WriteOutcome, ApiError>),
 }
 
+enum Phase {
+    /// Taking values for a new object: claim `index`, candidate `attempt`.
+    Claiming { obj: Value, claims: Vec<Claim>, index: usize, attempt: u64, granted: Vec<String> },
+    /// The object's own write.
+    Writing,
+    /// Giving pool values back, then answering.
+    Releasing { keys: VecDeque<Bytes>, answer: Result<WriteOutcome, ApiError> },
+    Done,
+}
+
 /// One write; see the module documentation for the call order.
 pub struct WriteOp {
     res: Arc<Resource>,
@@ -96,9 +113,12 @@ pub struct WriteOp {
     kind: WriteKind,
     admission: Admission,
     rng: Rng,
+    phase: Phase,
     storage: Option<StorageOp<ApiError>>,
     /// The object the last transform produced, returned when the write lands.
     result: Option<Value>,
+    /// Pool keys this write took (to give back if the create fails).
+    claimed: Vec<Bytes>,
     /// A create answers 201; an update that created the object too.
     created: bool,
     warnings: Vec<String>,
@@ -113,8 +133,10 @@ impl WriteOp {
             kind,
             admission,
             rng,
+            phase: Phase::Writing,
             storage: None,
             result: None,
+            claimed: Vec::new(),
             created: false,
             warnings: Vec::new(),
             done: None,
@@ -123,53 +145,149 @@ impl WriteOp {
         op
     }
 
+    fn storage_root(&self) -> String {
+        format!("{}/{}", self.ctx.prefix, self.res.info.storage_prefix)
+    }
+
     fn key(&self, name: &str) -> Bytes {
         let ns = if self.res.info.namespaced { self.ctx.namespace.as_deref() } else { None };
-        crate::storage::keys::object_key(&self.ctx.storage_root, ns, name)
+        crate::storage::keys::object_key(&self.storage_root(), ns, name)
+    }
+
+    fn pool_key(&self, pool: &str, value: &str) -> Bytes {
+        Bytes::from(format!("{}/{pool}/{value}", self.ctx.prefix))
     }
 
     fn start(&mut self) {
-        let req = match self.kind.clone() {
-            WriteKind::Create(obj) => match self.prepare_create(obj) {
-                Ok(obj) => {
-                    let key = self.key(crate::meta::name(&obj));
-                    self.created = true;
-                    let req = if self.ctx.dry_run {
-                        StorageRequest::CreateDryRun { key }
-                    } else {
-                        StorageRequest::Create { key, value: encode_for_storage(&obj), ttl_seconds: self.res.ttl_seconds }
-                    };
-                    self.result = Some(obj);
-                    req
+        match self.kind.clone() {
+            WriteKind::Create(obj) => match self.prepare_create(obj).and_then(|obj| Ok((self.res.strategy.claims(&obj, &mut self.rng)?, obj))) {
+                Ok((claims, obj)) if claims.is_empty() => self.write_new(obj),
+                Ok((claims, mut obj)) if self.ctx.dry_run => {
+                    let values: Vec<String> = claims.iter().filter_map(|c| c.candidates.get(0)).collect();
+                    self.res.strategy.grant(&mut obj, &values);
+                    self.write_new(obj);
                 }
-                Err(e) => {
-                    self.done = Some(Err(e));
-                    return;
+                Ok((claims, obj)) => {
+                    self.phase = Phase::Claiming { obj, claims, index: 0, attempt: 0, granted: Vec::new() };
+                    self.claim_next();
                 }
+                Err(e) => self.done = Some(Err(e)),
             },
             _ => {
                 let name = self.ctx.name.clone().unwrap_or_default();
-                StorageRequest::Mutate { key: self.key(&name), cached: None, dry_run: self.ctx.dry_run }
+                self.storage = Some(StorageOp::new(StorageRequest::Mutate { key: self.key(&name), cached: None, dry_run: self.ctx.dry_run }));
             }
+        }
+    }
+
+    /// The create of a prepared object.
+    fn write_new(&mut self, obj: Value) {
+        let key = self.key(crate::meta::name(&obj));
+        self.created = true;
+        let req = if self.ctx.dry_run {
+            StorageRequest::CreateDryRun { key }
+        } else {
+            StorageRequest::Create { key, value: encode_for_storage(&self.res, &obj), ttl_seconds: self.res.ttl_seconds }
         };
+        self.result = Some(obj);
+        self.phase = Phase::Writing;
         self.storage = Some(StorageOp::new(req));
     }
 
-    pub fn poll(&mut self, now: Timestamp) -> Option<WriteEffect> {
-        if let Some(done) = self.done.take() {
-            return Some(WriteEffect::Done(done));
+    /// Tries the current candidate of the current claim, or moves on.
+    fn claim_next(&mut self) {
+        let Phase::Claiming { obj, claims, index, attempt, granted } = &mut self.phase else { return };
+        if *index == claims.len() {
+            let mut obj = obj.clone();
+            let values = std::mem::take(granted);
+            self.res.strategy.grant(&mut obj, &values);
+            self.write_new(obj);
+            return;
         }
+        let claim = &claims[*index];
+        match claim.candidates.get(*attempt) {
+            Some(value) => {
+                let key = Bytes::from(format!("{}/{}/{value}", self.ctx.prefix, claim.pool));
+                let record = Bytes::from(serde_json::to_vec(&claim.record).expect("JSON trees serialize"));
+                self.storage = Some(StorageOp::new(StorageRequest::Create { key, value: record, ttl_seconds: None }));
+            }
+            None => {
+                let err = claim.taken.clone();
+                self.release(Err(err));
+            }
+        }
+    }
+
+    fn claim_answered(&mut self, result: Result<Outcome, StorageError<ApiError>>) {
+        let Phase::Claiming { claims, index, attempt, granted, .. } = &mut self.phase else { return };
+        match result {
+            Ok(Outcome::Created(kv)) => {
+                let value = claims[*index].candidates.get(*attempt).unwrap_or_default();
+                granted.push(value);
+                self.claimed.push(kv.key);
+                *index += 1;
+                *attempt = 0;
+            }
+            Err(StorageError::AlreadyExists) => *attempt += 1,
+            other => {
+                let gr = self.res.info.group_resource();
+                let err = match other {
+                    Err(e) => storage_error(e, &gr, ""),
+                    Ok(o) => ApiError::internal(format!("unexpected storage outcome {o:?}")),
+                };
+                self.release(Err(err));
+                return;
+            }
+        }
+        self.claim_next();
+    }
+
+    /// Gives back `self.claimed`, then answers.
+    fn release(&mut self, answer: Result<WriteOutcome, ApiError>) {
+        let keys: VecDeque<Bytes> = std::mem::take(&mut self.claimed).into();
+        self.phase = Phase::Releasing { keys, answer };
+        self.release_next();
+    }
+
+    fn release_next(&mut self) {
+        let Phase::Releasing { keys, answer } = &mut self.phase else { return };
+        match keys.pop_front() {
+            Some(key) => self.storage = Some(StorageOp::new(StorageRequest::Mutate { key, cached: None, dry_run: false })),
+            None => {
+                let answer = std::mem::replace(answer, Err(ApiError::internal("answered twice")));
+                self.phase = Phase::Done;
+                self.done = Some(answer);
+            }
+        }
+    }
+
+    pub fn poll(&mut self, now: Timestamp) -> Option<WriteEffect> {
         loop {
+            if let Some(done) = self.done.take() {
+                self.phase = Phase::Done;
+                return Some(WriteEffect::Done(done));
+            }
             let storage = self.storage.as_mut()?;
             match storage.poll(now)? {
                 StorageEffect::Kv(req) => return Some(WriteEffect::Kv(req)),
                 StorageEffect::Transform(current) => {
-                    let t = self.transform(current.as_ref());
+                    let t = match self.phase {
+                        Phase::Releasing { .. } => Ok(Transform::Delete),
+                        _ => self.transform(current.as_ref()),
+                    };
                     self.storage.as_mut().expect("storage op is running").handle(now, StorageEvent::Transformed(t));
                 }
                 StorageEffect::Done(result) => {
                     self.storage = None;
-                    return Some(WriteEffect::Done(self.finish(result)));
+                    match self.phase {
+                        Phase::Claiming { .. } => self.claim_answered(result),
+                        Phase::Releasing { .. } => self.release_next(),
+                        Phase::Writing => {
+                            let answer = self.finish(result);
+                            self.after_write(answer);
+                        }
+                        Phase::Done => {}
+                    }
                 }
             }
         }
@@ -181,13 +299,32 @@ impl WriteOp {
         }
     }
 
+    /// After the object's write: a failed create gives its pool values back, a deleted
+    /// object gives back the ones it held.
+    fn after_write(&mut self, answer: Result<WriteOutcome, ApiError>) {
+        match &answer {
+            Err(_) if !self.claimed.is_empty() => self.release(answer),
+            Ok(o) if o.deleted && !self.ctx.dry_run => {
+                let held = self.res.strategy.held(&o.object);
+                self.claimed = held.iter().map(|(pool, value)| self.pool_key(pool, value)).collect();
+                self.release(answer);
+            }
+            _ => {
+                self.phase = Phase::Done;
+                self.done = Some(answer);
+            }
+        }
+    }
+
     /// Decides what the key becomes, given what is stored now.
     fn transform(&mut self, current: Option<&KeyValue>) -> Result<Transform, ApiError> {
-        let existing = current.map(decode_stored).transpose()?;
+        let existing = current.map(|kv| decode_stored(&self.res, kv)).transpose()?;
         match self.kind.clone() {
+            WriteKind::Update(obj) if self.ctx.subresource.as_deref() == Some("scale") => self.update_scale(existing, obj),
             WriteKind::Update(obj) => self.update(existing, obj),
             WriteKind::Patch(pt, patch) => self.patch(existing, pt, patch),
             WriteKind::Delete(opts) => self.delete(existing, &opts),
+            WriteKind::Action(body) => self.action(existing, body),
             WriteKind::Create(_) => unreachable!("creates do not transform"),
         }
     }
@@ -197,28 +334,30 @@ impl WriteOp {
         let name = self.ctx.name.clone().or_else(|| self.result.as_ref().map(|o| crate::meta::name(o).to_string())).unwrap_or_default();
         let outcome = result.map_err(|e| storage_error(e, &gr, &name))?;
         let warnings = std::mem::take(&mut self.warnings);
+        let scale = self.ctx.subresource.as_deref() == Some("scale");
+        let view = |obj: Value| if scale { self.res.strategy.scale_of(&obj).unwrap_or(obj) } else { obj };
         let done = |object: Value, code: u16, deleted: bool| Ok(WriteOutcome { code, object, deleted, warnings: warnings.clone() });
         match outcome {
             Outcome::Created(kv) | Outcome::Written { kv, .. } => {
                 let mut obj = self.result.take().expect("a transform or create produced the object");
                 objects::set_resource_version(&mut obj, kv.mod_revision);
-                done(obj, if self.created { 201 } else { 200 }, false)
+                done(view(obj), if self.created { 201 } else { 200 }, false)
             }
             Outcome::WouldWrite { value: Some(_), .. } => {
                 let obj = self.result.take().expect("a transform or create produced the object");
-                done(obj, if self.created { 201 } else { 200 }, false)
+                done(view(obj), if self.created { 201 } else { 200 }, false)
             }
             Outcome::Deleted { prev, .. } | Outcome::WouldWrite { value: None, prev: Some(prev) } => {
-                let obj = self.result.take().map(Ok).unwrap_or_else(|| decode_stored(&prev))?;
+                let obj = self.result.take().map(Ok).unwrap_or_else(|| decode_stored(&self.res, &prev))?;
                 done(obj, 200, true)
             }
             Outcome::Unchanged(Some(kv)) => {
                 let obj = match self.result.take() {
                     // A delete that only marked the object (or found it marked) answers with it.
                     Some(obj) if matches!(self.kind, WriteKind::Delete(_)) => obj,
-                    _ => decode_stored(&kv)?,
+                    _ => decode_stored(&self.res, &kv)?,
                 };
-                done(obj, 200, false)
+                done(view(obj), 200, false)
             }
             Outcome::Unchanged(None) | Outcome::WouldWrite { value: None, prev: None } => Err(ApiError::not_found(&gr, &name)),
             other => Err(ApiError::internal(format!("unexpected storage outcome {other:?}"))),
@@ -229,9 +368,12 @@ impl WriteOp {
     /// `fieldValidation` says.
     fn decode_check(&mut self, obj: &mut Value) -> Result<(), ApiError> {
         let info = &self.res.info;
-        let findings = normalize(schema(), info.definition, obj).map_err(|e| {
-            ApiError::bad_request(format!("{} in version {:?} cannot be handled as a {}: {e}", info.kind, info.version, info.kind))
-        })?;
+        self.decode_as(obj, info.definition, info.kind, info.version)
+    }
+
+    fn decode_as(&mut self, obj: &mut Value, definition: &str, kind: &str, version: &str) -> Result<(), ApiError> {
+        let findings = normalize(schema(), definition, obj)
+            .map_err(|e| ApiError::bad_request(format!("{kind} in version {version:?} cannot be handled as a {kind}: {e}")))?;
         if findings.unknown_fields.is_empty() {
             return Ok(());
         }
@@ -252,11 +394,11 @@ pub fn storage_error(e: StorageError<ApiError>, gr: &crate::status::GroupResourc
     match e {
         StorageError::Rejected(e) => e,
         StorageError::AlreadyExists => ApiError::already_exists(gr, name),
-        StorageError::Compacted { .. } => ApiError::expired("The resourceVersion for the provided watch is too old."),
-        StorageError::FutureRevision { current } => {
-            ApiError::timeout(&format!("Too large resource version: current resource version {current}"), 1)
+        StorageError::Compacted { .. } => ApiError::expired("The resourceVersion for the provided list is too old."),
+        StorageError::FutureRevision { current } => crate::cache::too_large(current + 1, current),
+        StorageError::Kv(crate::kv::KvError::Timeout(m)) => {
+            ApiError::timeout(&format!("request did not complete within the allotted timeout: {m}"), 1)
         }
-        StorageError::Kv(crate::kv::KvError::Timeout(m)) => ApiError::timeout(&format!("request did not complete within the allotted timeout: {m}"), 1),
         StorageError::Kv(e) => ApiError::internal(e),
     }
 }

@@ -52,6 +52,17 @@ impl WriteOp {
             let obj = self.prepare_new(obj, true)?;
             return self.put_new(obj);
         };
+        if self.ctx.subresource.as_deref() == Some("scale") {
+            let current = self.res.strategy.scale_of(&old).unwrap_or_default();
+            let scale_def = schema().get("io.k8s.api.autoscaling.v1.Scale").expect("Scale is in the schema");
+            let scale = match &pt {
+                PatchType::Json => patch::json_patch(&current, &doc)?,
+                PatchType::Merge => patch::merge_patch(&current, &doc),
+                PatchType::Strategic => patch::strategic_merge_patch(&current, &doc, scale_def)?,
+                PatchType::Apply { .. } => patch::merge_patch(&current, &doc),
+            };
+            return self.update_scale(Some(old), scale);
+        }
         let mut patched = match &pt {
             PatchType::Json => patch::json_patch(&old, &doc)?,
             PatchType::Merge => patch::merge_patch(&old, &doc),
@@ -72,6 +83,45 @@ impl WriteOp {
             ssa::record_update(Some(&old), &mut patched, &self.ctx.field_manager, self.ctx.subresource.as_deref(), self.ctx.now);
         }
         self.finish_update(patched, &old)
+    }
+
+    /// PUT on `/scale`: the Scale's replicas land in the object's `spec.replicas`.
+    pub(super) fn update_scale(&mut self, existing: Option<Value>, mut scale: Value) -> Result<Transform, ApiError> {
+        self.warnings.clear();
+        let Some(old) = existing else {
+            return Err(ApiError::not_found(&self.res.info.group_resource(), self.ctx.name.as_deref().unwrap_or_default()));
+        };
+        self.decode_as(&mut scale, "io.k8s.api.autoscaling.v1.Scale", "Scale", "v1")?;
+        self.check_name(&scale)?;
+        let rv = meta::resource_version(&scale);
+        if !rv.is_empty() && rv != meta::resource_version(&old) {
+            return Err(ApiError::stale_conflict(&self.res.info.group_resource(), meta::name(&old)));
+        }
+        let replicas = meta::at(&scale, &["spec", "replicas"]).and_then(Value::as_i64).unwrap_or(0);
+        if replicas < 0 {
+            return Err(ApiError::invalid(
+                &crate::status::GroupKind { group: "autoscaling".into(), kind: "Scale".into() },
+                meta::name(&old),
+                &[FieldError::invalid("spec.replicas", Value::from(replicas), "must be greater than or equal to 0")],
+            ));
+        }
+        let mut new = old.clone();
+        meta::object_at(&mut new, &["spec"]).insert("replicas".into(), Value::from(replicas));
+        ssa::record_update(Some(&old), &mut new, &self.ctx.field_manager, Some("scale"), self.ctx.now);
+        self.finish_update(new, &old)
+    }
+
+    /// A create on a subresource that changes the parent object (`pods/binding`).
+    pub(super) fn action(&mut self, existing: Option<Value>, body: Value) -> Result<Transform, ApiError> {
+        let sub = self.ctx.subresource.clone().unwrap_or_default();
+        let Some(old) = existing else {
+            return Err(ApiError::not_found(&self.res.info.group_resource(), self.ctx.name.as_deref().unwrap_or_default()));
+        };
+        let mut new = old.clone();
+        self.res.strategy.subresource_create(&sub, &mut new, &body, self.ctx.now)?;
+        self.created = true;
+        self.result = Some(new.clone());
+        Ok(Transform::Put(encode_for_storage(&self.res, &new)))
     }
 
     /// `checkName`: the body may not name another object than the URL.
@@ -131,8 +181,8 @@ impl WriteOp {
             meta::remove_meta(&mut obj, "generation");
         }
         match self.ctx.subresource.as_deref() {
-            Some("status") => self.res.strategy.prepare_for_status_update(&mut obj, old),
-            _ => self.res.strategy.prepare_for_update(&mut obj, old),
+            None | Some("scale") => self.res.strategy.prepare_for_update(&mut obj, old),
+            Some(sub) => self.res.strategy.prepare_for_subresource_update(sub, &mut obj, old),
         }
         for key in ["uid", "creationTimestamp"] {
             let keep = meta::at(old, &["metadata", key]).cloned();
@@ -157,26 +207,23 @@ impl WriteOp {
         let mut errs = validation::object_meta_update(&obj, old);
         errs.extend(validation::object_meta(&obj, info.namespaced, self.res.strategy.name_check()));
         match self.ctx.subresource.as_deref() {
-            Some("status") => errs.extend(self.res.strategy.validate_status_update(&obj, old)),
-            _ => errs.extend(self.res.strategy.validate_update(&obj, old)),
+            None | Some("scale") => errs.extend(self.res.strategy.validate_update(&obj, old)),
+            Some(sub) => errs.extend(self.res.strategy.validate_subresource_update(sub, &obj, old)),
         }
         if !errs.is_empty() {
             return Err(ApiError::invalid(&info.group_kind(), meta::name(&obj), &errs));
         }
-        let deleting = meta::deletion_timestamp(&obj).is_some()
-            && meta::at(&obj, &["metadata", "deletionGracePeriodSeconds"]).and_then(Value::as_i64) == Some(0)
-            && meta::finalizers(&obj).is_empty();
         self.result = Some(obj.clone());
-        if deleting {
+        if super::delete::should_delete_during_update(&obj) {
             return Ok(Transform::Delete);
         }
-        Ok(Transform::Put(encode_for_storage(&obj)))
+        Ok(Transform::Put(encode_for_storage(&self.res, &obj)))
     }
 
     /// An update or apply that creates the object.
     fn put_new(&mut self, obj: Value) -> Result<Transform, ApiError> {
         self.created = true;
-        let bytes = encode_for_storage(&obj);
+        let bytes = encode_for_storage(&self.res, &obj);
         self.result = Some(obj);
         Ok(Transform::Put(bytes))
     }

@@ -169,6 +169,7 @@ fn reset_filter(set: &Set, subresource: &str) -> Set {
     match subresource {
         "" => set.without_prefix(&status),
         "status" => set.only_prefix(&status),
+        "scale" => set.only_prefix(&[PathElement::Field("spec".into()), PathElement::Field("replicas".into())]),
         _ => set.clone(),
     }
 }

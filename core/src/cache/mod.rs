@@ -1,0 +1,602 @@
+//! The watch cache of one resource (kube-apiserver's `Cacher` + `watchCache`): the current
+//! objects and a window of recent events, fed by a KV watch, serving LIST/GET snapshots and
+//! WATCH streams with kube's `resourceVersion` semantics.
+//!
+//! Call order: [`WatchCache::new`]; then, as with every machine, feed inputs with
+//! [`WatchCache::handle`] and drain [`WatchCache::poll`] until it returns `None`; call `poll`
+//! again at [`WatchCache::poll_timeout`]. The cache first asks for a LIST of its prefix
+//! ([`CacheEffect::Kv`]) and then a KV watch from the listed revision
+//! ([`CacheEffect::StartWatch`]); it answers reads with [`CacheEffect::ReadDone`] and streams
+//! watches as [`CacheEffect::Deliver`] frames, encoded once per event and view and shared.
+//! A slow consumer is reported with [`CacheEvent::Slow`] and is closed.
+
+mod frames;
+mod object;
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::sync::Arc;
+
+use bytes::Bytes;
+use imbl::OrdMap;
+use jiff::{SignedDuration, Timestamp};
+
+use crate::catalog::Resource;
+use crate::codec::{Output, View};
+use crate::kv::{self, EventKind, KvRequest, KvResponse, KvResult, RangeRequest, Revision, WatchRequest, WatchResponse};
+use crate::selector::{FieldSelector, LabelSelector};
+use crate::status::ApiError;
+
+pub use frames::{EventType, bookmark_frame, error_frame, event_frame, table_of};
+pub use object::{CachedObject, Shared};
+
+/// How long a read or watch waits for the cache to reach a revision (kube's `blockTimeout`).
+pub const FRESHNESS_TIMEOUT: SignedDuration = SignedDuration::from_secs(3);
+/// How often watchers that asked for bookmarks get one.
+pub const BOOKMARK_INTERVAL: SignedDuration = SignedDuration::from_secs(60);
+/// Events kept for watches that resume from a past resourceVersion.
+pub const DEFAULT_HISTORY: usize = 2048;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct WatcherId(pub u64);
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ReadId(pub u64);
+
+/// The objects of the resource at one revision, keyed by storage key.
+#[derive(Clone, Debug)]
+pub struct Snapshot {
+    pub revision: Revision,
+    pub objects: OrdMap<Bytes, Shared>,
+}
+
+/// Where a watch starts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WatchStart {
+    /// `resourceVersion` unset or `0`: synthetic ADDED events for the current state, then live.
+    Current,
+    /// `resourceVersion=N`: every event after N.
+    After(Revision),
+    /// `sendInitialEvents=true`: ADDED events for a state not older than `min`, a bookmark
+    /// marking their end, then live.
+    InitialEvents { min: Option<Revision> },
+}
+
+#[derive(Clone, Debug)]
+pub struct WatchParams {
+    /// Restrict to one namespace.
+    pub namespace: Option<String>,
+    pub labels: LabelSelector,
+    pub fields: FieldSelector,
+    pub start: WatchStart,
+    pub bookmarks: bool,
+    pub output: Output,
+    /// The watch ends here (`timeoutSeconds`).
+    pub deadline: Timestamp,
+}
+
+/// Which state a read wants.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReadRequest {
+    /// The current state, once the cache has seen `min` (`None`: as it is).
+    Latest { min: Option<Revision> },
+    /// The state exactly at `revision`.
+    Exact { revision: Revision },
+}
+
+#[derive(Clone, Debug)]
+pub enum ReadResult {
+    Snapshot(Snapshot),
+    /// The revision is older than the cache's window: read storage instead.
+    NotCached,
+}
+
+#[derive(Debug)]
+pub enum CacheEvent {
+    /// The answer to the LIST the cache asked for.
+    Kv(KvResult),
+    /// The store's watch stream.
+    Watch(WatchResponse),
+    /// The store's watch stream broke; the cache restarts it.
+    WatchFailed,
+    Register { id: WatcherId, params: WatchParams },
+    Unregister { id: WatcherId },
+    /// The watcher's consumer does not keep up: it is closed.
+    Slow { id: WatcherId },
+    Read { id: ReadId, request: ReadRequest },
+}
+
+#[derive(Debug)]
+pub enum CacheEffect {
+    Kv(KvRequest),
+    StartWatch(WatchRequest),
+    /// Ask the store to report its revision on the watch stream (a progress notification).
+    RequestProgress,
+    Deliver { id: WatcherId, frame: Bytes },
+    /// The watch stream ends (after its last frame).
+    Close { id: WatcherId },
+    ReadDone { id: ReadId, result: Result<ReadResult, ApiError> },
+}
+
+#[derive(Debug)]
+struct HistoryEntry {
+    revision: Revision,
+    kind: EventKind,
+    object: Shared,
+    prev: Option<Shared>,
+    /// The state after this event.
+    snapshot: OrdMap<Bytes, Shared>,
+}
+
+#[derive(Debug)]
+struct Watcher {
+    params: WatchParams,
+    /// Events up to here have been sent.
+    sent: Revision,
+    next_bookmark: Option<Timestamp>,
+    /// Tables carry column definitions in their first event only.
+    headers_sent: bool,
+}
+
+#[derive(Debug)]
+enum Waiting {
+    Read(ReadId, ReadRequest),
+    Watch(WatcherId, WatchParams),
+}
+
+#[derive(Debug, PartialEq, Eq)]
+enum Phase {
+    /// Waiting for the LIST.
+    Listing,
+    Ready,
+}
+
+/// The watch cache of one resource; see the module documentation.
+pub struct WatchCache {
+    res: Arc<Resource>,
+    prefix: Bytes,
+    phase: Phase,
+    objects: OrdMap<Bytes, Shared>,
+    revision: Revision,
+    /// The state before the oldest event in `history`, and its revision.
+    base: (Revision, OrdMap<Bytes, Shared>),
+    history: VecDeque<HistoryEntry>,
+    capacity: usize,
+    watchers: BTreeMap<WatcherId, Watcher>,
+    /// Reads and watches waiting for the cache to be ready or fresh enough, with deadlines.
+    waiting: Vec<(Timestamp, Waiting)>,
+    progress_asked: bool,
+    effects: VecDeque<CacheEffect>,
+}
+
+impl WatchCache {
+    /// A cache of `res`, whose objects live under `prefix` (e.g. `/registry/pods/`).
+    pub fn new(res: Arc<Resource>, prefix: Bytes, capacity: usize) -> WatchCache {
+        let mut c = WatchCache {
+            res,
+            prefix,
+            phase: Phase::Listing,
+            objects: OrdMap::new(),
+            revision: 0,
+            base: (0, OrdMap::new()),
+            history: VecDeque::new(),
+            capacity: capacity.max(1),
+            watchers: BTreeMap::new(),
+            waiting: Vec::new(),
+            progress_asked: false,
+            effects: VecDeque::new(),
+        };
+        c.relist();
+        c
+    }
+
+    pub fn resource(&self) -> &Arc<Resource> {
+        &self.res
+    }
+
+    pub fn revision(&self) -> Revision {
+        self.revision
+    }
+
+    pub fn is_ready(&self) -> bool {
+        self.phase == Phase::Ready
+    }
+
+    pub fn watcher_count(&self) -> usize {
+        self.watchers.len()
+    }
+
+    /// The oldest revision a watch can resume from.
+    pub fn oldest_resumable(&self) -> Revision {
+        self.base.0
+    }
+
+    fn relist(&mut self) {
+        self.phase = Phase::Listing;
+        self.effects.push_back(CacheEffect::Kv(KvRequest::Range(RangeRequest::prefix(self.prefix.clone()))));
+    }
+
+    pub fn handle(&mut self, now: Timestamp, event: CacheEvent) {
+        match event {
+            CacheEvent::Kv(result) => self.listed(now, result),
+            CacheEvent::Watch(resp) => self.watched(now, resp),
+            CacheEvent::WatchFailed => {
+                if self.phase == Phase::Ready {
+                    self.start_watch();
+                }
+            }
+            CacheEvent::Register { id, params } => {
+                let deadline = now + FRESHNESS_TIMEOUT;
+                self.register(now, id, params, deadline)
+            }
+            CacheEvent::Unregister { id } => {
+                self.watchers.remove(&id);
+                self.waiting.retain(|(_, w)| !matches!(w, Waiting::Watch(w, _) if *w == id));
+            }
+            CacheEvent::Slow { id } => {
+                if self.watchers.remove(&id).is_some() {
+                    self.effects.push_back(CacheEffect::Close { id });
+                }
+            }
+            CacheEvent::Read { id, request } => self.read(now, id, request, now + FRESHNESS_TIMEOUT),
+        }
+    }
+
+    pub fn poll(&mut self, now: Timestamp) -> Option<CacheEffect> {
+        self.expire(now);
+        self.effects.pop_front()
+    }
+
+    /// The next time `poll` has something to do on its own.
+    pub fn poll_timeout(&self) -> Option<Timestamp> {
+        let watchers = self.watchers.values().flat_map(|w| [Some(w.params.deadline), w.next_bookmark]).flatten();
+        let waits = self.waiting.iter().map(|(t, _)| *t);
+        watchers.chain(waits).min()
+    }
+
+    fn listed(&mut self, now: Timestamp, result: KvResult) {
+        let range = match result {
+            Ok(KvResponse::Range(r)) => r,
+            // The store failed: ask again.
+            _ => {
+                self.relist();
+                return;
+            }
+        };
+        let mut objects = OrdMap::new();
+        for kv in &range.kvs {
+            if let Ok(o) = CachedObject::from_kv(&self.res, kv) {
+                objects.insert(kv.key.clone(), Arc::new(o));
+            }
+        }
+        self.objects = objects;
+        self.revision = range.header_revision;
+        self.base = (self.revision, self.objects.clone());
+        self.history.clear();
+        // Watchers of the old state cannot continue across a relist.
+        for id in std::mem::take(&mut self.watchers).into_keys() {
+            self.effects.push_back(CacheEffect::Close { id });
+        }
+        self.phase = Phase::Ready;
+        self.start_watch();
+        self.wake(now);
+    }
+
+    fn start_watch(&mut self) {
+        self.effects.push_back(CacheEffect::StartWatch(WatchRequest::prefix(self.prefix.clone(), self.revision + 1)));
+    }
+
+    fn watched(&mut self, now: Timestamp, resp: WatchResponse) {
+        if self.phase != Phase::Ready {
+            return;
+        }
+        match resp {
+            WatchResponse::Events { events, header_revision } => {
+                // Only events and progress notifications prove what the cache has seen; a
+                // response's header revision may run ahead of its events.
+                let _ = header_revision;
+                for ev in events {
+                    if ev.kv.mod_revision > self.revision {
+                        self.apply(now, ev);
+                    }
+                }
+                self.wake(now);
+            }
+            WatchResponse::Progress { revision } => {
+                self.progress_asked = false;
+                self.advance(revision, now);
+            }
+            WatchResponse::Canceled { .. } => self.relist(),
+        }
+    }
+
+    /// Nothing changed in the prefix up to `revision`.
+    fn advance(&mut self, revision: Revision, now: Timestamp) {
+        if revision > self.revision {
+            self.revision = revision;
+        }
+        self.wake(now);
+    }
+
+    fn apply(&mut self, now: Timestamp, ev: kv::Event) {
+        let rev = ev.kv.mod_revision;
+        let key = ev.kv.key.clone();
+        let (kind, object, prev) = match ev.kind {
+            EventKind::Put => {
+                let Ok(o) = CachedObject::from_kv(&self.res, &ev.kv) else {
+                    self.revision = rev;
+                    return;
+                };
+                let o = Arc::new(o);
+                let prev = self.objects.insert(key, o.clone());
+                (EventKind::Put, o, prev)
+            }
+            EventKind::Delete => {
+                let Some(prev) = self.objects.remove(&key) else {
+                    self.revision = rev;
+                    return;
+                };
+                (EventKind::Delete, Arc::new(prev.at_revision(&self.res, rev)), Some(prev))
+            }
+        };
+        self.revision = rev;
+        self.history.push_back(HistoryEntry { revision: rev, kind, object, prev, snapshot: self.objects.clone() });
+        while self.history.len() > self.capacity {
+            let old = self.history.pop_front().expect("longer than capacity");
+            self.base = (old.revision, old.snapshot);
+        }
+        self.dispatch_last(now);
+    }
+
+    fn dispatch_last(&mut self, now: Timestamp) {
+        let entry = self.history.back().expect("an event was just recorded");
+        let mut built: HashMap<(Output, EventType, bool, bool), Bytes> = HashMap::new();
+        let res = &self.res;
+        for (id, w) in self.watchers.iter_mut() {
+            if entry.revision <= w.sent {
+                continue;
+            }
+            w.sent = entry.revision;
+            let Some((ty, use_prev)) = view_of(entry, &w.params) else { continue };
+            let headers = matches!(w.params.output.view, View::Table(_)) && !w.headers_sent;
+            let key = (w.params.output, ty, use_prev, headers);
+            let frame = match built.get(&key) {
+                Some(f) => f.clone(),
+                None => {
+                    let obj = object_for(res, entry, use_prev);
+                    match event_frame(res, w.params.output, ty, &obj, headers, now) {
+                        Ok(f) => {
+                            built.insert(key, f.clone());
+                            f
+                        }
+                        Err(_) => continue,
+                    }
+                }
+            };
+            w.headers_sent |= headers;
+            self.effects.push_back(CacheEffect::Deliver { id: *id, frame });
+        }
+    }
+
+    /// Starts a watcher, or parks it until `deadline` while the cache is not ready or has not
+    /// reached the revision it starts from.
+    fn register(&mut self, now: Timestamp, id: WatcherId, params: WatchParams, deadline: Timestamp) {
+        if self.phase != Phase::Ready {
+            self.waiting.push((params.deadline, Waiting::Watch(id, params)));
+            return;
+        }
+        let needed = match params.start {
+            WatchStart::After(rv) => Some(rv),
+            WatchStart::InitialEvents { min } => min,
+            WatchStart::Current => None,
+        };
+        if needed.is_some_and(|rv| rv > self.revision) {
+            self.ask_progress();
+            self.waiting.push((deadline, Waiting::Watch(id, params)));
+            return;
+        }
+        self.start_watcher(now, id, params);
+    }
+
+    fn start_watcher(&mut self, now: Timestamp, id: WatcherId, params: WatchParams) {
+        let mut w = Watcher {
+            next_bookmark: params.bookmarks.then(|| now + BOOKMARK_INTERVAL),
+            sent: self.revision,
+            headers_sent: false,
+            params,
+        };
+        match w.params.start {
+            WatchStart::After(rv) => {
+                if rv < self.base.0 {
+                    let err = ApiError::expired(format!("too old resource version: {rv} ({})", self.base.0));
+                    self.effects.push_back(CacheEffect::Deliver { id, frame: error_frame(w.params.output, &err) });
+                    self.effects.push_back(CacheEffect::Close { id });
+                    return;
+                }
+                let replay: Vec<(EventType, Shared)> = self
+                    .history
+                    .iter()
+                    .filter(|e| e.revision > rv)
+                    .filter_map(|e| view_of(e, &w.params).map(|(ty, use_prev)| (ty, object_for(&self.res, e, use_prev))))
+                    .collect();
+                for (ty, obj) in replay {
+                    self.deliver(&mut w, id, ty, &obj, now);
+                }
+            }
+            WatchStart::Current | WatchStart::InitialEvents { .. } => {
+                let initial: Vec<Shared> = self.objects.values().filter(|o| matches(o, &w.params)).cloned().collect();
+                for obj in initial {
+                    self.deliver(&mut w, id, EventType::Added, &obj, now);
+                }
+                if let WatchStart::InitialEvents { .. } = w.params.start {
+                    let frame = bookmark_frame(&self.res, w.params.output, self.revision, true);
+                    self.effects.push_back(CacheEffect::Deliver { id, frame });
+                }
+            }
+        }
+        w.sent = self.revision;
+        self.watchers.insert(id, w);
+    }
+
+    fn deliver(&mut self, w: &mut Watcher, id: WatcherId, ty: EventType, obj: &CachedObject, now: Timestamp) {
+        let headers = matches!(w.params.output.view, View::Table(_)) && !w.headers_sent;
+        if let Ok(frame) = event_frame(&self.res, w.params.output, ty, obj, headers, now) {
+            w.headers_sent |= headers;
+            self.effects.push_back(CacheEffect::Deliver { id, frame });
+        }
+    }
+
+    fn ask_progress(&mut self) {
+        if !self.progress_asked {
+            self.progress_asked = true;
+            self.effects.push_back(CacheEffect::RequestProgress);
+        }
+    }
+
+    /// Answers a read, or parks it until `deadline` while the cache is not ready or fresh.
+    fn read(&mut self, _now: Timestamp, id: ReadId, request: ReadRequest, deadline: Timestamp) {
+        let wanted = match request {
+            ReadRequest::Latest { min } => min,
+            ReadRequest::Exact { revision } => Some(revision),
+        };
+        if self.phase != Phase::Ready || wanted.is_some_and(|rv| rv > self.revision) {
+            if self.phase == Phase::Ready {
+                self.ask_progress();
+            }
+            self.waiting.push((deadline, Waiting::Read(id, request)));
+            return;
+        }
+        let result = match request {
+            ReadRequest::Latest { .. } => ReadResult::Snapshot(self.snapshot()),
+            ReadRequest::Exact { revision } => self.snapshot_at(revision),
+        };
+        self.effects.push_back(CacheEffect::ReadDone { id, result: Ok(result) });
+    }
+
+    fn snapshot(&self) -> Snapshot {
+        Snapshot { revision: self.revision, objects: self.objects.clone() }
+    }
+
+    /// The state at `revision`, if the window still holds it.
+    fn snapshot_at(&self, revision: Revision) -> ReadResult {
+        if revision == self.revision {
+            return ReadResult::Snapshot(self.snapshot());
+        }
+        if revision < self.base.0 {
+            return ReadResult::NotCached;
+        }
+        let objects = self.history.iter().rev().find(|e| e.revision <= revision).map(|e| e.snapshot.clone()).unwrap_or_else(|| self.base.1.clone());
+        ReadResult::Snapshot(Snapshot { revision, objects })
+    }
+
+    /// Retries what waits for readiness or freshness.
+    fn wake(&mut self, now: Timestamp) {
+        if self.phase != Phase::Ready {
+            return;
+        }
+        for (deadline, w) in std::mem::take(&mut self.waiting) {
+            match w {
+                Waiting::Read(id, request) => self.read(now, id, request, deadline),
+                Waiting::Watch(id, params) => self.register(now, id, params, deadline),
+            }
+        }
+    }
+
+    /// Deadlines: watch timeouts, bookmarks, and reads or watches that waited too long.
+    fn expire(&mut self, now: Timestamp) {
+        let mut closed = Vec::new();
+        for (id, w) in self.watchers.iter_mut() {
+            if w.params.deadline <= now {
+                closed.push(*id);
+                continue;
+            }
+            if w.next_bookmark.is_some_and(|t| t <= now) {
+                w.next_bookmark = Some(now + BOOKMARK_INTERVAL);
+                let frame = bookmark_frame(&self.res, w.params.output, self.revision.max(w.sent), false);
+                self.effects.push_back(CacheEffect::Deliver { id: *id, frame });
+            }
+        }
+        for id in closed {
+            self.watchers.remove(&id);
+            self.effects.push_back(CacheEffect::Close { id });
+        }
+        if !self.waiting.iter().any(|(t, _)| *t <= now) {
+            return;
+        }
+        let (due, keep): (Vec<_>, Vec<_>) = std::mem::take(&mut self.waiting).into_iter().partition(|(t, _)| *t <= now);
+        self.waiting = keep;
+        for (_, w) in due {
+            match w {
+                Waiting::Read(id, request) => {
+                    let rv = match request {
+                        ReadRequest::Latest { min } => min.unwrap_or(0),
+                        ReadRequest::Exact { revision } => revision,
+                    };
+                    let err = too_large(rv, self.revision);
+                    self.effects.push_back(CacheEffect::ReadDone { id, result: Err(err) });
+                }
+                Waiting::Watch(id, params) => {
+                    let rv = match params.start {
+                        WatchStart::After(rv) => rv,
+                        WatchStart::InitialEvents { min } => min.unwrap_or(0),
+                        WatchStart::Current => 0,
+                    };
+                    if params.deadline <= now {
+                        self.effects.push_back(CacheEffect::Close { id });
+                    } else {
+                        let err = too_large(rv, self.revision);
+                        self.effects.push_back(CacheEffect::Deliver { id, frame: error_frame(params.output, &err) });
+                        self.effects.push_back(CacheEffect::Close { id });
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// kube's answer when a cache cannot reach a revision in time (`NewTooLargeResourceVersionError`).
+pub fn too_large(requested: Revision, current: Revision) -> ApiError {
+    let mut e = ApiError::timeout(&format!("Too large resource version: {requested}, current: {current}"), 1);
+    if let Some(d) = e.details.as_mut() {
+        d.causes.push(crate::status::StatusCause {
+            reason: "ResourceVersionTooLarge".into(),
+            message: "Too large resource version".into(),
+            field: String::new(),
+        });
+    }
+    e
+}
+
+fn matches(o: &CachedObject, p: &WatchParams) -> bool {
+    if let Some(ns) = &p.namespace {
+        if &o.namespace != ns {
+            return false;
+        }
+    }
+    p.labels.matches(&o.labels()) && p.fields.matches(&o.fields.iter().map(|(k, v)| (*k, v.clone())).collect::<Vec<_>>())
+}
+
+/// What a watcher sees of an event (`convertToWatchEvent`): its type, and whether it sees the
+/// previous object (leaving its selector reads as a deletion of what it knew).
+fn view_of(e: &HistoryEntry, p: &WatchParams) -> Option<(EventType, bool)> {
+    let now_passes = e.kind == EventKind::Put && matches(&e.object, p);
+    let before_passes = e.prev.as_ref().is_some_and(|o| matches(o, p));
+    match (now_passes, before_passes) {
+        (true, false) => Some((EventType::Added, false)),
+        (true, true) => Some((EventType::Modified, false)),
+        (false, true) => Some((EventType::Deleted, true)),
+        (false, false) => None,
+    }
+}
+
+/// The object a watcher gets for an event: the new state, or the previous one carrying the
+/// event's revision.
+fn object_for(res: &Resource, e: &HistoryEntry, use_prev: bool) -> Shared {
+    match (&e.prev, use_prev, e.kind) {
+        (_, _, EventKind::Delete) => e.object.clone(),
+        (Some(prev), true, _) => Arc::new(prev.at_revision(res, e.revision)),
+        _ => e.object.clone(),
+    }
+}
+
+#[cfg(test)]
+mod tests;

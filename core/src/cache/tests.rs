@@ -1,0 +1,249 @@
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde_json::{Value, json};
+
+use super::*;
+use crate::codec::Format;
+use crate::kv::{KvRequest, Model, TxnOp, TxnRequest};
+use crate::resources::{Settings, catalog};
+
+const PREFIX: &str = "/registry/configmaps/";
+
+/// A watch cache of configmaps wired to a `kv::Model`.
+struct Harness {
+    model: Model,
+    cache: WatchCache,
+    now: Timestamp,
+    watch: Option<WatchRequest>,
+    frames: BTreeMap<WatcherId, Vec<Value>>,
+    closed: BTreeSet<WatcherId>,
+    reads: BTreeMap<ReadId, Result<ReadResult, ApiError>>,
+    answer_progress: bool,
+}
+
+fn configmaps() -> Arc<Resource> {
+    catalog(&Settings::default()).get("", "v1", "configmaps").unwrap().clone()
+}
+
+impl Harness {
+    fn new() -> Harness {
+        let mut h = Harness {
+            model: Model::new(),
+            cache: WatchCache::new(configmaps(), Bytes::from(PREFIX), 8),
+            now: "2024-01-01T00:00:00Z".parse().unwrap(),
+            watch: None,
+            frames: BTreeMap::new(),
+            closed: BTreeSet::new(),
+            reads: BTreeMap::new(),
+            answer_progress: true,
+        };
+        h.pump();
+        h
+    }
+
+    fn pump(&mut self) {
+        while let Some(e) = self.cache.poll(self.now) {
+            match e {
+                CacheEffect::Kv(req) => {
+                    let (r, _) = self.model.apply(self.now, &req);
+                    self.cache.handle(self.now, CacheEvent::Kv(r));
+                }
+                CacheEffect::StartWatch(w) => {
+                    let backlog = self.model.backlog(&w).unwrap();
+                    self.watch = Some(w);
+                    if !backlog.is_empty() {
+                        let header_revision = self.model.revision();
+                        self.cache.handle(self.now, CacheEvent::Watch(WatchResponse::Events { header_revision, events: backlog }));
+                    }
+                }
+                CacheEffect::RequestProgress => {
+                    if self.answer_progress {
+                        let revision = self.model.revision();
+                        self.cache.handle(self.now, CacheEvent::Watch(WatchResponse::Progress { revision }));
+                    }
+                }
+                CacheEffect::Deliver { id, frame } => {
+                    for line in std::str::from_utf8(&frame).unwrap().lines() {
+                        self.frames.entry(id).or_default().push(serde_json::from_str(line).unwrap());
+                    }
+                }
+                CacheEffect::Close { id } => {
+                    self.closed.insert(id);
+                }
+                CacheEffect::ReadDone { id, result } => {
+                    self.reads.insert(id, result);
+                }
+            }
+        }
+    }
+
+    fn put(&mut self, name: &str, labels: Value) -> Revision {
+        let obj = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": "default", "labels": labels}});
+        self.txn(TxnOp::Put { key: format!("{PREFIX}default/{name}").into(), value: serde_json::to_vec(&obj).unwrap().into(), lease: 0 })
+    }
+
+    fn delete(&mut self, name: &str) -> Revision {
+        self.txn(TxnOp::Delete { key: format!("{PREFIX}default/{name}").into() })
+    }
+
+    fn txn(&mut self, op: TxnOp) -> Revision {
+        let (_, events) = self.model.apply(self.now, &KvRequest::Txn(TxnRequest { success: vec![op], ..Default::default() }));
+        if let Some(w) = &self.watch {
+            let events: Vec<_> = events.into_iter().filter(|e| w.contains(&e.kv.key)).collect();
+            if !events.is_empty() {
+                let header_revision = self.model.revision();
+                self.cache.handle(self.now, CacheEvent::Watch(WatchResponse::Events { header_revision, events }));
+            }
+        }
+        self.pump();
+        self.model.revision()
+    }
+
+    fn watch(&mut self, id: u64, start: WatchStart, labels: &str) -> WatcherId {
+        let id = WatcherId(id);
+        let params = WatchParams {
+            namespace: None,
+            labels: crate::selector::LabelSelector::parse(labels).unwrap(),
+            fields: Default::default(),
+            start,
+            bookmarks: true,
+            output: Output { format: Format::Json, view: View::Object },
+            deadline: self.now + SignedDuration::from_secs(600),
+        };
+        self.cache.handle(self.now, CacheEvent::Register { id, params });
+        self.pump();
+        id
+    }
+
+    /// `(type, name, resourceVersion)` of what a watcher received.
+    fn seen(&self, id: WatcherId) -> Vec<(String, String, String)> {
+        self.frames
+            .get(&id)
+            .into_iter()
+            .flatten()
+            .map(|f| {
+                let o = &f["object"];
+                (
+                    f["type"].as_str().unwrap().to_string(),
+                    o["metadata"]["name"].as_str().unwrap_or_default().to_string(),
+                    o["metadata"]["resourceVersion"].as_str().unwrap_or_default().to_string(),
+                )
+            })
+            .collect()
+    }
+}
+
+fn ev(t: &str, name: &str, rv: Revision) -> (String, String, String) {
+    (t.to_string(), name.to_string(), rv.to_string())
+}
+
+#[test]
+fn watch_from_now_sees_initial_state_then_changes_in_order() {
+    let mut h = Harness::new();
+    let r1 = h.put("a", json!({}));
+    let w = h.watch(1, WatchStart::Current, "");
+    let r2 = h.put("b", json!({}));
+    let r3 = h.put("a", json!({"x": "1"}));
+    let r4 = h.delete("b");
+    assert_eq!(h.seen(w), vec![ev("ADDED", "a", r1), ev("ADDED", "b", r2), ev("MODIFIED", "a", r3), ev("DELETED", "b", r4)]);
+}
+
+#[test]
+fn watch_resumes_from_a_revision_and_too_old_is_gone() {
+    let mut h = Harness::new();
+    let r1 = h.put("a", json!({}));
+    let r2 = h.put("b", json!({}));
+    let w = h.watch(1, WatchStart::After(r1), "");
+    assert_eq!(h.seen(w), vec![ev("ADDED", "b", r2)]);
+    // Push the window past r1 (capacity 8).
+    for i in 0..10 {
+        h.put(&format!("c{i}"), json!({}));
+    }
+    let old = h.watch(2, WatchStart::After(r1), "");
+    let f = &h.frames[&old][0];
+    assert_eq!(f["type"], "ERROR");
+    assert_eq!(f["object"]["code"], 410);
+    assert_eq!(f["object"]["reason"], "Expired");
+    assert!(h.closed.contains(&old));
+}
+
+#[test]
+fn leaving_a_selector_is_a_deletion() {
+    let mut h = Harness::new();
+    h.put("a", json!({"app": "web"}));
+    let w = h.watch(1, WatchStart::Current, "app=web");
+    let r2 = h.put("a", json!({"app": "db"}));
+    let r3 = h.put("a", json!({"app": "web"}));
+    let seen = h.seen(w);
+    assert_eq!(seen[1..], [ev("DELETED", "a", r2), ev("ADDED", "a", r3)]);
+    let deleted = &h.frames[&w][1]["object"];
+    assert_eq!(deleted["metadata"]["labels"]["app"], "web", "the deletion shows what the watcher knew");
+}
+
+#[test]
+fn consistent_reads_wait_for_the_store_revision() {
+    let mut h = Harness::new();
+    h.put("a", json!({}));
+    // The store moves on (a write elsewhere), unseen by this prefix's watch.
+    let _ = h.model.apply(h.now, &KvRequest::Txn(TxnRequest {
+        success: vec![TxnOp::Put { key: "/registry/other/x".into(), value: "{}".into(), lease: 0 }],
+        ..Default::default()
+    }));
+    let target = h.model.revision();
+    h.answer_progress = false;
+    h.cache.handle(h.now, CacheEvent::Read { id: ReadId(1), request: ReadRequest::Latest { min: Some(target) } });
+    h.pump();
+    assert!(h.reads.is_empty(), "not fresh yet");
+    h.cache.handle(h.now, CacheEvent::Watch(WatchResponse::Progress { revision: target }));
+    h.pump();
+    let Ok(ReadResult::Snapshot(s)) = &h.reads[&ReadId(1)] else { panic!() };
+    assert_eq!(s.revision, target);
+    assert_eq!(s.objects.len(), 1);
+}
+
+#[test]
+fn reads_of_an_unreached_revision_time_out_with_504() {
+    let mut h = Harness::new();
+    h.answer_progress = false;
+    h.cache.handle(h.now, CacheEvent::Read { id: ReadId(7), request: ReadRequest::Latest { min: Some(1000) } });
+    h.pump();
+    h.now += SignedDuration::from_secs(4);
+    h.pump();
+    let e = h.reads[&ReadId(7)].as_ref().unwrap_err();
+    assert_eq!((e.code, e.reason), (504, "Timeout"));
+    assert!(e.message.starts_with("Timeout: Too large resource version: 1000"), "{}", e.message);
+}
+
+#[test]
+fn exact_reads_use_the_window() {
+    let mut h = Harness::new();
+    let r1 = h.put("a", json!({}));
+    h.put("b", json!({}));
+    h.cache.handle(h.now, CacheEvent::Read { id: ReadId(1), request: ReadRequest::Exact { revision: r1 } });
+    h.pump();
+    let Ok(ReadResult::Snapshot(s)) = &h.reads[&ReadId(1)] else { panic!() };
+    assert_eq!(s.objects.len(), 1);
+    for i in 0..10 {
+        h.put(&format!("c{i}"), json!({}));
+    }
+    h.cache.handle(h.now, CacheEvent::Read { id: ReadId(2), request: ReadRequest::Exact { revision: r1 } });
+    h.pump();
+    assert!(matches!(h.reads[&ReadId(2)], Ok(ReadResult::NotCached)));
+}
+
+#[test]
+fn bookmarks_and_timeouts() {
+    let mut h = Harness::new();
+    h.put("a", json!({}));
+    let w = h.watch(1, WatchStart::InitialEvents { min: None }, "");
+    let seen = h.seen(w);
+    assert_eq!(seen[0].0, "ADDED");
+    assert_eq!(seen[1].0, "BOOKMARK");
+    assert_eq!(h.frames[&w][1]["object"]["metadata"]["annotations"]["k8s.io/initial-events-end"], "true");
+    h.now += BOOKMARK_INTERVAL;
+    h.pump();
+    assert_eq!(h.seen(w).len(), 3);
+    h.now += SignedDuration::from_secs(600);
+    h.pump();
+    assert!(h.closed.contains(&w));
+}

@@ -1,0 +1,344 @@
+//! apps/v1: deployments, replicasets, statefulsets, daemonsets, controllerrevisions.
+
+use serde_json::{Value, json};
+
+use super::podspec::{self, SpecOf};
+use super::{info, serve, scale_subresource, status_subresource};
+use crate::catalog::{Resource, Strategy, bump_generation_on_spec_change, keep_status};
+use crate::meta;
+use crate::status::FieldError;
+use crate::table::{self, Column, Describe};
+
+pub fn resources() -> Vec<Resource> {
+    let workload = |kind: &'static str, resource_name: &'static str, short: &'static [&'static str], scale: bool, w: Kind| {
+        let mut i = info("apps", "v1", kind, resource_name, true);
+        i.short_names = short;
+        i.categories = &["all"];
+        i.subresources = vec![status_subresource(&i)];
+        if scale {
+            i.subresources.push(scale_subresource());
+        }
+        serve(i, Workload(w))
+    };
+    let mut revisions = info("apps", "v1", "ControllerRevision", "controllerrevisions", true);
+    revisions.singular = "controllerrevision".into();
+    vec![
+        workload("Deployment", "deployments", &["deploy"], true, Kind::Deployment),
+        workload("ReplicaSet", "replicasets", &["rs"], true, Kind::ReplicaSet),
+        workload("StatefulSet", "statefulsets", &["sts"], true, Kind::StatefulSet),
+        workload("DaemonSet", "daemonsets", &["ds"], false, Kind::DaemonSet),
+        serve(revisions, ControllerRevisions),
+    ]
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Deployment,
+    ReplicaSet,
+    StatefulSet,
+    DaemonSet,
+}
+
+struct Workload(Kind);
+
+const DEPLOYMENT_COLUMNS: &[Column] = &[
+    Column::NAME,
+    Column::new("Ready", "string", Describe::Text("Number of the pod with ready state")),
+    Column::new("Up-to-date", "integer", Describe::Field("io.k8s.api.apps.v1.DeploymentStatus", "updatedReplicas")),
+    Column::new("Available", "integer", Describe::Field("io.k8s.api.apps.v1.DeploymentStatus", "availableReplicas")),
+    Column::AGE,
+    Column::CONTAINERS,
+    Column::IMAGES,
+    Column::new("Selector", "string", Describe::Field("io.k8s.api.apps.v1.DeploymentSpec", "selector")).wide(),
+];
+
+const REPLICASET_COLUMNS: &[Column] = &[
+    Column::NAME,
+    Column::new("Desired", "integer", Describe::Field("io.k8s.api.apps.v1.ReplicaSetSpec", "replicas")),
+    Column::new("Current", "integer", Describe::Field("io.k8s.api.apps.v1.ReplicaSetStatus", "replicas")),
+    Column::new("Ready", "integer", Describe::Field("io.k8s.api.apps.v1.ReplicaSetStatus", "readyReplicas")),
+    Column::AGE,
+    Column::CONTAINERS,
+    Column::IMAGES,
+    Column::new("Selector", "string", Describe::Field("io.k8s.api.apps.v1.ReplicaSetSpec", "selector")).wide(),
+];
+
+const STATEFULSET_COLUMNS: &[Column] = &[
+    Column::NAME,
+    Column::new("Ready", "string", Describe::Text("Number of the pod with ready state")),
+    Column::AGE,
+    Column::CONTAINERS,
+    Column::IMAGES,
+];
+
+const DS_STATUS: &str = "io.k8s.api.apps.v1.DaemonSetStatus";
+const DAEMONSET_COLUMNS: &[Column] = &[
+    Column::NAME,
+    Column::new("Desired", "integer", Describe::Field(DS_STATUS, "desiredNumberScheduled")),
+    Column::new("Current", "integer", Describe::Field(DS_STATUS, "currentNumberScheduled")),
+    Column::new("Ready", "integer", Describe::Field(DS_STATUS, "numberReady")),
+    Column::new("Up-to-date", "integer", Describe::Field(DS_STATUS, "updatedNumberScheduled")),
+    Column::new("Available", "integer", Describe::Field(DS_STATUS, "numberAvailable")),
+    Column::new("Node Selector", "string", Describe::Field("io.k8s.api.core.v1.PodSpec", "nodeSelector")),
+    Column::AGE,
+    Column::CONTAINERS,
+    Column::IMAGES,
+    Column::new("Selector", "string", Describe::Field("io.k8s.api.apps.v1.DaemonSetSpec", "selector")).wide(),
+];
+
+/// Defaults of a pod template at `spec.template`.
+pub(super) fn default_template(obj: &mut Value, path: &[&str]) {
+    let mut p = path.to_vec();
+    p.push("spec");
+    podspec::default_spec(meta::object_at(obj, &p));
+}
+
+/// Template checks shared by the workloads: selector, labels, pod spec, restart policy.
+pub(super) fn validate_template(obj: &Value, path: &[&str], restart: &[&str]) -> Vec<FieldError> {
+    let mut spec_path = path.to_vec();
+    spec_path.push("spec");
+    let dotted = spec_path.join(".");
+    let mut errs = podspec::validate_spec(meta::at(obj, &spec_path).unwrap_or(&Value::Null), &dotted, SpecOf::Template);
+    if let Some(rp) = meta::at(obj, &[&spec_path[..], &["restartPolicy"]].concat()) {
+        if !restart.contains(&rp.as_str().unwrap_or_default()) {
+            errs.push(FieldError::not_supported(format!("{dotted}.restartPolicy"), rp.clone(), restart));
+        }
+    }
+    let mut labels_path = path.to_vec();
+    labels_path.extend(["metadata", "labels"]);
+    errs.extend(crate::validation::labels(meta::at(obj, &labels_path), &labels_path.join(".")));
+    errs
+}
+
+impl Workload {
+    fn template_row(obj: &Value) -> (Value, Value, Value) {
+        let (c, i) = table::containers_and_images(meta::at(obj, &["spec", "template", "spec"]));
+        (c, i, json!(table::selector_string(meta::at(obj, &["spec", "selector"]))))
+    }
+}
+
+impl Strategy for Workload {
+    fn default(&self, obj: &mut Value) {
+        let spec = meta::object_at(obj, &["spec"]);
+        match self.0 {
+            Kind::Deployment => {
+                spec.entry("replicas").or_insert_with(|| json!(1));
+                let strategy = spec.entry("strategy").or_insert_with(|| json!({}));
+                if let Value::Object(s) = strategy {
+                    s.entry("type").or_insert_with(|| json!("RollingUpdate"));
+                    if s.get("type").and_then(Value::as_str) == Some("RollingUpdate") {
+                        let ru = s.entry("rollingUpdate").or_insert_with(|| json!({}));
+                        if let Value::Object(ru) = ru {
+                            ru.entry("maxUnavailable").or_insert_with(|| json!("25%"));
+                            ru.entry("maxSurge").or_insert_with(|| json!("25%"));
+                        }
+                    }
+                }
+                spec.entry("revisionHistoryLimit").or_insert_with(|| json!(10));
+                spec.entry("progressDeadlineSeconds").or_insert_with(|| json!(600));
+            }
+            Kind::ReplicaSet => {
+                spec.entry("replicas").or_insert_with(|| json!(1));
+            }
+            Kind::StatefulSet => {
+                spec.entry("replicas").or_insert_with(|| json!(1));
+                spec.entry("podManagementPolicy").or_insert_with(|| json!("OrderedReady"));
+                let us = spec.entry("updateStrategy").or_insert_with(|| json!({}));
+                if let Value::Object(us) = us {
+                    us.entry("type").or_insert_with(|| json!("RollingUpdate"));
+                    if us.get("type").and_then(Value::as_str) == Some("RollingUpdate") {
+                        let ru = us.entry("rollingUpdate").or_insert_with(|| json!({}));
+                        if let Value::Object(ru) = ru {
+                            ru.entry("partition").or_insert_with(|| json!(0));
+                        }
+                    }
+                }
+                spec.entry("revisionHistoryLimit").or_insert_with(|| json!(10));
+                spec.entry("persistentVolumeClaimRetentionPolicy")
+                    .or_insert_with(|| json!({"whenDeleted": "Retain", "whenScaled": "Retain"}));
+            }
+            Kind::DaemonSet => {
+                let us = spec.entry("updateStrategy").or_insert_with(|| json!({}));
+                if let Value::Object(us) = us {
+                    us.entry("type").or_insert_with(|| json!("RollingUpdate"));
+                    if us.get("type").and_then(Value::as_str) == Some("RollingUpdate") {
+                        let ru = us.entry("rollingUpdate").or_insert_with(|| json!({}));
+                        if let Value::Object(ru) = ru {
+                            ru.entry("maxUnavailable").or_insert_with(|| json!(1));
+                            ru.entry("maxSurge").or_insert_with(|| json!(0));
+                        }
+                    }
+                }
+                spec.entry("revisionHistoryLimit").or_insert_with(|| json!(10));
+            }
+        }
+        default_template(obj, &["spec", "template"]);
+    }
+
+    fn prepare_for_create(&self, obj: &mut Value) {
+        if let Some(m) = obj.as_object_mut() {
+            m.remove("status");
+        }
+        meta::set_meta(obj, "generation", json!(1));
+    }
+
+    fn validate(&self, obj: &Value) -> Vec<FieldError> {
+        let mut errs = Vec::new();
+        podspec::validate_template_selector(obj, &mut errs);
+        errs.extend(validate_template(obj, &["spec", "template"], &["Always"]));
+        if let Some(r) = meta::at(obj, &["spec", "replicas"]).and_then(Value::as_i64) {
+            if r < 0 {
+                errs.push(FieldError::invalid("spec.replicas", json!(r), "must be greater than or equal to 0"));
+            }
+        }
+        if self.0 == Kind::Deployment {
+            let ty = meta::at(obj, &["spec", "strategy", "type"]).cloned().unwrap_or(json!("RollingUpdate"));
+            if !["Recreate", "RollingUpdate"].contains(&ty.as_str().unwrap_or_default()) {
+                errs.push(FieldError::not_supported("spec.strategy.type", ty.clone(), &["Recreate", "RollingUpdate"]));
+            }
+            if ty == "Recreate" && meta::at(obj, &["spec", "strategy", "rollingUpdate"]).is_some() {
+                errs.push(FieldError::forbidden("spec.strategy.rollingUpdate", "may not be specified when strategy `type` is 'Recreate'"));
+            }
+        }
+        errs
+    }
+
+    fn prepare_for_update(&self, new: &mut Value, old: &Value) {
+        keep_status(new, old);
+        bump_generation_on_spec_change(new, old);
+    }
+
+    fn validate_update(&self, new: &Value, old: &Value) -> Vec<FieldError> {
+        let mut errs = self.validate(new);
+        if let Some(e) = crate::validation::immutable(new, old, &["spec", "selector"], "spec.selector") {
+            errs.push(e);
+        }
+        errs
+    }
+
+    fn columns(&self) -> &'static [Column] {
+        match self.0 {
+            Kind::Deployment => DEPLOYMENT_COLUMNS,
+            Kind::ReplicaSet => REPLICASET_COLUMNS,
+            Kind::StatefulSet => STATEFULSET_COLUMNS,
+            Kind::DaemonSet => DAEMONSET_COLUMNS,
+        }
+    }
+
+    fn row(&self, obj: &Value, now: jiff::Timestamp) -> Vec<Value> {
+        let i = |p: &[&str]| json!(table::int_at(obj, p));
+        let name = json!(meta::name(obj));
+        let age = table::age(obj, now);
+        let (containers, images, selector) = Self::template_row(obj);
+        match self.0 {
+            Kind::Deployment => vec![
+                name,
+                json!(format!("{}/{}", table::int_at(obj, &["status", "readyReplicas"]), table::int_at(obj, &["spec", "replicas"]))),
+                i(&["status", "updatedReplicas"]),
+                i(&["status", "availableReplicas"]),
+                age,
+                containers,
+                images,
+                selector,
+            ],
+            Kind::ReplicaSet => vec![
+                name,
+                i(&["spec", "replicas"]),
+                i(&["status", "replicas"]),
+                i(&["status", "readyReplicas"]),
+                age,
+                containers,
+                images,
+                selector,
+            ],
+            Kind::StatefulSet => vec![
+                name,
+                json!(format!("{}/{}", table::int_at(obj, &["status", "readyReplicas"]), table::int_at(obj, &["spec", "replicas"]))),
+                age,
+                containers,
+                images,
+            ],
+            Kind::DaemonSet => vec![
+                name,
+                i(&["status", "desiredNumberScheduled"]),
+                i(&["status", "currentNumberScheduled"]),
+                i(&["status", "numberReady"]),
+                i(&["status", "updatedNumberScheduled"]),
+                i(&["status", "numberAvailable"]),
+                json!(table::format_labels(meta::at(obj, &["spec", "template", "spec", "nodeSelector"]))),
+                age,
+                containers,
+                images,
+                selector,
+            ],
+        }
+    }
+
+    fn scale_of(&self, obj: &Value) -> Option<Value> {
+        let selector = crate::selector::LabelSelector::from_object(meta::at(obj, &["spec", "selector"]).unwrap_or(&Value::Null))
+            .ok()
+            .map(|_| table::selector_string(meta::at(obj, &["spec", "selector"])))
+            .filter(|s| s != "<none>")
+            .unwrap_or_default();
+        let mut m = serde_json::Map::new();
+        for k in ["name", "namespace", "uid", "resourceVersion", "creationTimestamp"] {
+            if let Some(v) = meta::at(obj, &["metadata", k]) {
+                m.insert(k.into(), v.clone());
+            }
+        }
+        Some(json!({
+            "kind": "Scale",
+            "apiVersion": "autoscaling/v1",
+            "metadata": Value::Object(m),
+            "spec": {"replicas": table::int_at(obj, &["spec", "replicas"])},
+            "status": {"replicas": table::int_at(obj, &["status", "replicas"]), "selector": selector},
+        }))
+    }
+}
+
+struct ControllerRevisions;
+
+const REVISION_COLUMNS: &[Column] = &[
+    Column::NAME,
+    Column::new("Controller", "string", Describe::Text("Controller of the object")),
+    Column::new("Revision", "integer", Describe::Field("io.k8s.api.apps.v1.ControllerRevision", "revision")),
+    Column::AGE,
+];
+
+impl Strategy for ControllerRevisions {
+    fn validate(&self, obj: &Value) -> Vec<FieldError> {
+        let mut errs = Vec::new();
+        if obj.get("revision").and_then(Value::as_i64).unwrap_or(0) < 0 {
+            errs.push(FieldError::invalid("revision", obj["revision"].clone(), "must be greater than or equal to 0"));
+        }
+        errs
+    }
+
+    fn validate_update(&self, new: &Value, old: &Value) -> Vec<FieldError> {
+        let mut errs = self.validate(new);
+        if let Some(e) = crate::validation::immutable(new, old, &["data"], "data") {
+            errs.push(e);
+        }
+        errs
+    }
+
+    fn columns(&self) -> &'static [Column] {
+        REVISION_COLUMNS
+    }
+
+    fn row(&self, obj: &Value, now: jiff::Timestamp) -> Vec<Value> {
+        let controller = meta::at(obj, &["metadata", "ownerReferences"])
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .find(|r| r.get("controller").and_then(Value::as_bool) == Some(true))
+            .map(|r| {
+                let kind = r.get("kind").and_then(Value::as_str).unwrap_or_default().to_lowercase();
+                let group = r.get("apiVersion").and_then(Value::as_str).and_then(|a| a.split_once('/')).map(|(g, _)| g).unwrap_or("");
+                let name = r.get("name").and_then(Value::as_str).unwrap_or_default();
+                if group.is_empty() { format!("{kind}/{name}") } else { format!("{kind}.{group}/{name}") }
+            })
+            .unwrap_or_else(|| "<none>".into());
+        vec![json!(meta::name(obj)), json!(controller), json!(table::int_at(obj, &["revision"])), table::age(obj, now)]
+    }
+}
