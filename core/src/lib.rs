@@ -12,6 +12,7 @@ pub mod kv;
 pub mod meta;
 pub mod openapi;
 pub mod patch;
+pub mod pipeline;
 pub mod quantity;
 pub mod rand;
 pub mod registry;

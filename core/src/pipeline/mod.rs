@@ -1,0 +1,236 @@
+//! The request pipeline: one machine per HTTP request, from the request's head and body to the
+//! response, in kube-apiserver's filter order (request info, authentication, authorization,
+//! then the handler: non-resource endpoints, or resource handlers through the watch cache and
+//! the registry).
+//!
+//! Call order: [`RequestMachine::new`] with the [`Server`] and the [`Request`] (the body read
+//! whole, up to [`Server::max_body_bytes`]). Then loop on [`RequestMachine::poll`]:
+//! - [`Effect::Kv`]: send to the store, feed the answer with [`Event::Kv`];
+//! - [`Effect::Cache`]: read the resource's watch cache, feed the answer with [`Event::Cache`];
+//! - [`Effect::Respond`] then [`Effect::Body`]s then [`Effect::End`]: write the response;
+//!   `poll` again only when a body chunk is written, so a list is held one chunk at a time;
+//! - [`Effect::Watch`]: register the watch with the resource's cache and stream its frames
+//!   under the given head; the request machine is done.
+//! `poll` returns `None` while it waits for an event; [`RequestMachine::poll_timeout`] is the
+//! request's deadline, after which `poll` answers 504 if nothing was sent yet.
+
+mod info;
+mod nonresource;
+mod params;
+mod query;
+mod resource;
+mod respond;
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use jiff::{SignedDuration, Timestamp};
+
+use crate::auth::{Authenticator, Authorizer, Peer, UserInfo};
+use crate::cache::{ReadRequest, ReadResult, WatchParams};
+use crate::catalog::{Catalog, Resource};
+use crate::kv::{KvRequest, KvResult};
+use crate::rand::Rng;
+use crate::status::ApiError;
+
+pub use info::{RequestInfo, resolve};
+pub use nonresource::{Docs, version};
+pub use params::ContinueToken;
+pub use query::Query;
+pub use respond::Head;
+
+/// kube-apiserver's `--max-request-body-bytes` default.
+pub const DEFAULT_MAX_BODY_BYTES: usize = 3 * 1024 * 1024;
+/// `--request-timeout` default.
+pub const REQUEST_TIMEOUT: SignedDuration = SignedDuration::from_secs(60);
+/// `--min-request-timeout`: watches last between this and twice this, unless asked otherwise.
+pub const MIN_REQUEST_TIMEOUT_SECONDS: i64 = 1800;
+
+/// What every request machine reads: the catalog, authenticators and precomputed documents.
+pub struct Server {
+    pub catalog: Catalog,
+    pub authenticator: Authenticator,
+    pub authorizer: Authorizer,
+    /// `--etcd-prefix`.
+    pub prefix: String,
+    /// The address clients reach this server at (`/api`'s `serverAddressByClientCIDRs`).
+    pub server_address: String,
+    pub max_body_bytes: usize,
+    docs: Docs,
+}
+
+impl Server {
+    pub fn new(catalog: Catalog, authenticator: Authenticator, authorizer: Authorizer, prefix: &str, server_address: &str) -> Server {
+        let docs = Docs::new(server_address, &catalog);
+        Server {
+            catalog,
+            authenticator,
+            authorizer,
+            prefix: prefix.to_string(),
+            server_address: server_address.to_string(),
+            max_body_bytes: DEFAULT_MAX_BODY_BYTES,
+            docs,
+        }
+    }
+
+    /// The storage key root of a resource (`/registry/pods`).
+    pub fn storage_root(&self, res: &Resource) -> String {
+        format!("{}/{}", self.prefix, res.info.storage_prefix)
+    }
+}
+
+/// One HTTP request as the shell received it.
+#[derive(Clone, Debug, Default)]
+pub struct Request {
+    pub method: String,
+    pub path: String,
+    pub query: String,
+    /// Header names in any case.
+    pub headers: Vec<(String, String)>,
+    pub body: Bytes,
+    /// The body was longer than [`Server::max_body_bytes`] and was not read whole.
+    pub body_too_large: bool,
+    pub peer: Peer,
+}
+
+impl Request {
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.iter().find(|(k, _)| k.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str())
+    }
+}
+
+/// What the health endpoints report, as the shell sees it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Health {
+    pub storage: Result<(), String>,
+    pub caches_ready: bool,
+    pub bootstrapped: bool,
+    pub shutting_down: bool,
+}
+
+impl Default for Health {
+    fn default() -> Self {
+        Health { storage: Ok(()), caches_ready: true, bootstrapped: true, shutting_down: false }
+    }
+}
+
+#[derive(Debug)]
+pub enum Effect {
+    Kv(KvRequest),
+    Cache { resource: Arc<Resource>, request: ReadRequest },
+    /// Stream a watch of `resource` under `head`; this request's machine is finished.
+    Watch { resource: Arc<Resource>, params: WatchParams, head: Head },
+    Respond(Head),
+    Body(Bytes),
+    End,
+}
+
+#[derive(Debug)]
+pub enum Event {
+    Kv(KvResult),
+    Cache(Result<ReadResult, ApiError>),
+}
+
+/// One request; see the module documentation for the call order.
+pub struct RequestMachine {
+    server: Arc<Server>,
+    req: Request,
+    health: Health,
+    rng: Rng,
+    deadline: Timestamp,
+    responded: bool,
+    out: VecDeque<Effect>,
+    stage: resource::Stage,
+    user: UserInfo,
+}
+
+impl RequestMachine {
+    /// `seed` feeds the request's randomness (UIDs, generated names).
+    pub fn new(server: Arc<Server>, req: Request, health: Health, now: Timestamp, seed: u64) -> RequestMachine {
+        let mut m = RequestMachine {
+            server,
+            req,
+            health,
+            rng: Rng::new(seed),
+            deadline: now + REQUEST_TIMEOUT,
+            responded: false,
+            out: VecDeque::new(),
+            stage: resource::Stage::Done,
+            user: UserInfo::default(),
+        };
+        m.start(now);
+        m
+    }
+
+    pub fn user(&self) -> &UserInfo {
+        &self.user
+    }
+
+    fn start(&mut self, now: Timestamp) {
+        let query = Query::parse(&self.req.query);
+        let authz = self.req.header("Authorization").map(str::to_string);
+        self.user = match self.server.authenticator.authenticate(authz.as_deref(), &self.req.peer) {
+            Ok(u) => u,
+            Err(e) => return self.fail(&e),
+        };
+        let info = resolve(&self.req.method, &self.req.path, &query);
+        if !info.is_resource_request {
+            let server = self.server.clone();
+            let accept = self.req.header("Accept").map(str::to_string);
+            match nonresource::answer(&server, &self.req.method, &self.req.path, &query, accept.as_deref(), &self.health) {
+                Some((head, body)) => self.respond(head, body),
+                None => self.fail(&ApiError::path_not_found()),
+            }
+            return;
+        }
+        if self.req.body_too_large {
+            let limit = self.server.max_body_bytes;
+            return self.fail(&ApiError::request_entity_too_large(&format!("limit is {limit}")));
+        }
+        self.resource_request(now, info, query);
+    }
+
+    /// Queues a complete answer.
+    fn respond(&mut self, head: Head, body: Bytes) {
+        self.responded = true;
+        self.out.push_back(Effect::Respond(head));
+        if !body.is_empty() && self.req.method != "HEAD" {
+            self.out.push_back(Effect::Body(body));
+        }
+        self.out.push_back(Effect::End);
+        self.stage = resource::Stage::Done;
+    }
+
+    /// Answers with an error `Status` (in JSON until a format is negotiated).
+    fn fail(&mut self, e: &ApiError) {
+        let (head, body) = nonresource::error(e);
+        self.respond(head, body);
+    }
+
+    pub fn poll_timeout(&self) -> Option<Timestamp> {
+        (!self.responded).then_some(self.deadline)
+    }
+
+    pub fn poll(&mut self, now: Timestamp) -> Option<Effect> {
+        loop {
+            if let Some(e) = self.out.pop_front() {
+                return Some(e);
+            }
+            if !self.responded && now >= self.deadline && !matches!(self.stage, resource::Stage::Done) {
+                self.fail(&ApiError::timeout("request did not complete within the allotted timeout", 0));
+                continue;
+            }
+            if !self.step(now) {
+                return None;
+            }
+        }
+    }
+
+    pub fn handle(&mut self, now: Timestamp, event: Event) {
+        self.on_event(now, event);
+    }
+}
+
+#[cfg(test)]
+mod tests;

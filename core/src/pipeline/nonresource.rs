@@ -1,0 +1,238 @@
+//! Non-resource endpoints: `/version`, `/healthz`, `/livez`, `/readyz`, discovery and OpenAPI.
+
+use std::collections::BTreeMap;
+
+use bytes::Bytes;
+use serde_json::{Value, json};
+
+use super::query::Query;
+use super::respond::{Head, status_body};
+use super::{Health, Server};
+use crate::codec::negotiate::parse_accept;
+use crate::codec::{self, Format};
+use crate::discovery;
+use crate::openapi::{self, KUBE_VERSION};
+use crate::status::ApiError;
+
+/// The documents computed once per catalog.
+pub struct Docs {
+    api: Value,
+    apis: Value,
+    aggregated: BTreeMap<(bool, &'static str), Bytes>,
+    openapi_v2: Bytes,
+    v3_index: Bytes,
+    v3: BTreeMap<String, (String, Bytes)>,
+}
+
+impl Docs {
+    pub fn new(server_address: &str, catalog: &crate::catalog::Catalog) -> Docs {
+        let mut aggregated = BTreeMap::new();
+        for legacy in [true, false] {
+            for v in ["v2", "v2beta1"] {
+                aggregated.insert((legacy, v), json_bytes(&discovery::aggregated(catalog, legacy, v)));
+            }
+        }
+        let v3_docs = openapi::v3_documents(catalog);
+        let v3_index = json_bytes(&openapi::v3_index(&v3_docs));
+        let v3 = v3_docs.iter().map(|(k, d)| (k.clone(), (openapi::hash(d), json_bytes(d)))).collect();
+        Docs {
+            api: discovery::api_versions(server_address),
+            apis: discovery::api_group_list(catalog),
+            aggregated,
+            openapi_v2: json_bytes(&openapi::v2(catalog)),
+            v3_index,
+            v3,
+        }
+    }
+}
+
+fn json_bytes(v: &Value) -> Bytes {
+    Bytes::from(serde_json::to_vec(v).expect("JSON trees serialize"))
+}
+
+/// A complete non-resource answer.
+pub type Answer = (Head, Bytes);
+
+fn text(status: u16, body: String) -> Answer {
+    (Head::new(status, "text/plain; charset=utf-8").with("X-Content-Type-Options", "nosniff"), Bytes::from(body))
+}
+
+fn json_answer(v: &Value) -> Answer {
+    (Head::new(200, "application/json"), json_bytes(v))
+}
+
+pub fn error(e: &ApiError) -> Answer {
+    let (ct, body) = status_body(&e.to_status(), Format::Json);
+    (Head::new(e.code, &ct), body)
+}
+
+/// `/version`.
+pub fn version() -> Value {
+    json!({
+        "major": "1",
+        "minor": "33",
+        "emulationMajor": "1",
+        "emulationMinor": "33",
+        "minCompatibilityMajor": "1",
+        "minCompatibilityMinor": "32",
+        "gitVersion": format!("{KUBE_VERSION}+kapi.{}", env!("CARGO_PKG_VERSION")),
+        "gitCommit": "",
+        "gitTreeState": "clean",
+        "buildDate": "",
+        "goVersion": "",
+        "compiler": "rustc",
+        "platform": format!("{}/{}", std::env::consts::OS, std::env::consts::ARCH.replace("x86_64", "amd64").replace("aarch64", "arm64")),
+    })
+}
+
+/// The checks of `/healthz`, `/livez` and `/readyz`, in order, with their outcome.
+fn checks(which: &str, health: &Health) -> Vec<(&'static str, Result<(), String>)> {
+    let mut c = vec![("ping", Ok(())), ("log", Ok(())), ("etcd", health.storage.clone())];
+    if which == "readyz" {
+        c.push(("etcd-readiness", health.storage.clone()));
+        c.push(("informer-sync", if health.caches_ready { Ok(()) } else { Err("caches are not synced".into()) }));
+    }
+    c.push(("poststarthook/start-apiserver-admission-initializer", Ok(())));
+    c.push(("poststarthook/bootstrap-controller", if health.bootstrapped { Ok(()) } else { Err("not finished".into()) }));
+    if which == "readyz" {
+        c.push(("shutdown", if health.shutting_down { Err("process is shutting down".into()) } else { Ok(()) }));
+    }
+    c
+}
+
+fn health_answer(which: &str, single: Option<&str>, query: &Query, health: &Health) -> Answer {
+    let all = checks(which, health);
+    if let Some(name) = single {
+        return match all.iter().find(|(n, _)| *n == name) {
+            Some((_, Ok(()))) => text(200, "ok".into()),
+            Some((_, Err(e))) => text(500, format!("internal server error: {e}\n")),
+            None => error(&ApiError::path_not_found()),
+        };
+    }
+    let excluded: Vec<&str> = query.all("exclude").collect();
+    let run: Vec<_> = all.iter().filter(|(n, _)| !excluded.contains(n)).collect();
+    let failed = run.iter().any(|(_, r)| r.is_err());
+    if !failed && !query.flag("verbose") {
+        return text(200, "ok".into());
+    }
+    let mut out = String::new();
+    for (name, r) in &run {
+        match r {
+            Ok(()) => out.push_str(&format!("[+]{name} ok\n")),
+            Err(_) => out.push_str(&format!("[-]{name} failed: reason withheld\n")),
+        }
+    }
+    for name in excluded {
+        out.push_str(&format!("[+]{name} excluded: ok\n"));
+    }
+    if failed {
+        out.push_str(&format!("{which} check failed\n"));
+        text(500, out)
+    } else {
+        out.push_str(&format!("{which} check passed\n"));
+        text(200, out)
+    }
+}
+
+/// Which aggregated discovery version an `Accept` header asks for.
+fn aggregated_version(accept: Option<&str>) -> Option<&'static str> {
+    for r in parse_accept(accept?) {
+        if r.param("as") == Some("APIGroupDiscoveryList") && r.param("g") == Some("apidiscovery.k8s.io") {
+            match r.param("v") {
+                Some("v2") => return Some("v2"),
+                Some("v2beta1") => return Some("v2beta1"),
+                _ => {}
+            }
+        }
+        if r.param("as").is_none() && matches!(r.mime.as_str(), "application/json" | "*/*" | "application/*" | "application/vnd.kubernetes.protobuf" | "application/yaml") {
+            return None;
+        }
+    }
+    None
+}
+
+/// A discovery document in a format the client accepts (these kinds have protobuf forms too).
+fn discovery_answer(mut doc: Value, api_version: &str, kind: &str, accept: Option<&str>) -> Answer {
+    let format = crate::codec::negotiate::negotiate_output(accept, crate::codec::negotiate::Target::Object, crate::codec::IncludeTable::Metadata)
+        .map(|o| o.format)
+        .unwrap_or(Format::Json);
+    if format == Format::Protobuf {
+        doc["apiVersion"] = json!(api_version);
+        doc["kind"] = json!(kind);
+        if let Ok(b) = codec::encode(&doc, Format::Protobuf) {
+            return (Head::new(200, codec::PROTOBUF), b);
+        }
+    }
+    if format == Format::Yaml {
+        if let Ok(b) = codec::encode(&doc, Format::Yaml) {
+            return (Head::new(200, codec::YAML), b);
+        }
+    }
+    json_answer(&doc)
+}
+
+/// Answers a non-resource request, or `None` for paths that are not one.
+pub fn answer(server: &Server, method: &str, path: &str, query: &Query, accept: Option<&str>, health: &Health) -> Option<Answer> {
+    let path = path.trim_end_matches('/');
+    let parts: Vec<&str> = path.trim_start_matches('/').split('/').collect();
+    if method != "GET" && method != "HEAD" {
+        return match parts.as_slice() {
+            ["version"] | ["healthz", ..] | ["livez", ..] | ["readyz", ..] | ["api", ..] | ["apis", ..] | ["openapi", ..] => {
+                Some(error(&ApiError::new(405, "MethodNotAllowed", "the server does not allow this method on the requested resource")))
+            }
+            _ => None,
+        };
+    }
+    let docs = &server.docs;
+    Some(match parts.as_slice() {
+        ["version"] => json_answer(&version()),
+        [w @ ("healthz" | "livez" | "readyz")] => health_answer(w, None, query, health),
+        [w @ ("healthz" | "livez" | "readyz"), rest @ ..] => health_answer(w, Some(&rest.join("/")), query, health),
+        ["api"] => match aggregated_version(accept) {
+            Some(v) => aggregated_answer(docs, true, v),
+            None => discovery_answer(docs.api.clone(), "v1", "APIVersions", accept),
+        },
+        ["apis"] => match aggregated_version(accept) {
+            Some(v) => aggregated_answer(docs, false, v),
+            None => discovery_answer(docs.apis.clone(), "v1", "APIGroupList", accept),
+        },
+        ["api", "v1"] => discovery_answer(discovery::resource_list(&server.catalog, "", "v1")?, "v1", "APIResourceList", accept),
+        ["apis", group] => discovery_answer(discovery::group_document(&server.catalog, group)?, "v1", "APIGroup", accept),
+        ["apis", group, version] => discovery_answer(discovery::resource_list(&server.catalog, group, version)?, "v1", "APIResourceList", accept),
+        ["openapi", "v2"] => {
+            let wants_json = accept.is_none_or(|a| {
+                parse_accept(a).iter().any(|r| matches!(r.mime.as_str(), "application/json" | "*/*" | "application/*"))
+            });
+            if wants_json {
+                (Head::new(200, "application/json"), docs.openapi_v2.clone())
+            } else {
+                error(&ApiError::not_acceptable(&["application/json"]))
+            }
+        }
+        ["openapi", "v3"] => (Head::new(200, "application/json"), docs.v3_index.clone()),
+        ["openapi", "v3", rest @ ..] => {
+            let key = rest.join("/");
+            let (hash, doc) = docs.v3.get(&key)?;
+            match query.get("hash") {
+                Some(h) if h != hash => (
+                    Head::new(301, "text/plain").with("Location", format!("/openapi/v3/{key}?hash={hash}")),
+                    Bytes::new(),
+                ),
+                Some(_) => (
+                    Head::new(200, "application/json")
+                        .with("Etag", format!("\"{hash}\""))
+                        .with("Cache-Control", "public, immutable")
+                        .with("Expires", "Thu, 01 Jan 2099 00:00:00 GMT"),
+                    doc.clone(),
+                ),
+                None => (Head::new(200, "application/json").with("Etag", format!("\"{hash}\"")), doc.clone()),
+            }
+        }
+        _ => return None,
+    })
+}
+
+fn aggregated_answer(docs: &Docs, legacy: bool, version: &'static str) -> Answer {
+    let ct = format!("application/json;g=apidiscovery.k8s.io;v={version};as=APIGroupDiscoveryList");
+    (Head::new(200, &ct).with("Vary", "Accept"), docs.aggregated[&(legacy, version)].clone())
+}

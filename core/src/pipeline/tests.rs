@@ -1,0 +1,94 @@
+use super::*;
+use crate::resources::{Settings, catalog};
+
+fn server() -> Arc<Server> {
+    let tokens = crate::auth::TokenFile::parse("t0ken,admin,1,system:masters\n").unwrap();
+    let auth = Authenticator { tokens: Some(tokens) };
+    Arc::new(Server::new(catalog(&Settings::default()), auth, Authorizer::AlwaysAllow, "/registry", "127.0.0.1:6443"))
+}
+
+fn now() -> Timestamp {
+    "2024-01-01T00:00:00Z".parse().unwrap()
+}
+
+/// Runs a request that needs nothing from storage; returns status, content type and body.
+fn simple(method: &str, path: &str, query: &str, token: Option<&str>, accept: Option<&str>, health: Health) -> (u16, String, String) {
+    let mut headers = Vec::new();
+    if let Some(t) = token {
+        headers.push(("Authorization".into(), format!("Bearer {t}")));
+    }
+    if let Some(a) = accept {
+        headers.push(("Accept".into(), a.into()));
+    }
+    let req = Request { method: method.into(), path: path.into(), query: query.into(), headers, ..Default::default() };
+    let mut m = RequestMachine::new(server(), req, health, now(), 1);
+    let (mut status, mut ct, mut body) = (0, String::new(), Vec::new());
+    while let Some(e) = m.poll(now()) {
+        match e {
+            Effect::Respond(h) => {
+                status = h.status;
+                ct = h.content_type().unwrap_or_default().to_string();
+            }
+            Effect::Body(b) => body.extend_from_slice(&b),
+            Effect::End => break,
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+    (status, ct, String::from_utf8(body).unwrap())
+}
+
+#[test]
+fn unauthenticated_requests_get_401() {
+    let (s, _, body) = simple("GET", "/api/v1/pods", "", None, None, Health::default());
+    assert_eq!(s, 401);
+    let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(v["reason"], "Unauthorized");
+}
+
+#[test]
+fn version_and_health() {
+    let (s, _, body) = simple("GET", "/version", "", Some("t0ken"), None, Health::default());
+    assert_eq!(s, 200);
+    assert!(body.contains("\"minor\":\"33\""));
+    let (s, _, body) = simple("GET", "/readyz", "verbose", Some("t0ken"), None, Health::default());
+    assert_eq!(s, 200);
+    assert!(body.contains("[+]etcd ok") && body.ends_with("readyz check passed\n"), "{body}");
+    let down = Health { storage: Err("dial tcp: refused".into()), ..Health::default() };
+    let (s, _, body) = simple("GET", "/readyz", "", Some("t0ken"), None, down);
+    assert_eq!(s, 500);
+    assert!(body.contains("[-]etcd failed: reason withheld"));
+}
+
+#[test]
+fn discovery_and_unknown_paths() {
+    let (s, ct, body) = simple("GET", "/apis", "", Some("t0ken"), Some("application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,application/json"), Health::default());
+    assert_eq!(s, 200);
+    assert_eq!(ct, "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList");
+    assert!(body.contains("\"deploy\""));
+    let (s, _, _) = simple("GET", "/apis/nope/v1", "", Some("t0ken"), None, Health::default());
+    assert_eq!(s, 404);
+    let (s, _, body) = simple("GET", "/api/v1/widgets", "", Some("t0ken"), None, Health::default());
+    assert_eq!(s, 404);
+    assert!(body.contains("the server could not find the requested resource"));
+}
+
+#[test]
+fn a_watch_hands_over_to_the_cache() {
+    let req = Request {
+        method: "GET".into(),
+        path: "/api/v1/namespaces/default/configmaps".into(),
+        query: "watch=1&timeoutSeconds=5".into(),
+        headers: vec![("Authorization".into(), "Bearer t0ken".into())],
+        ..Default::default()
+    };
+    let mut m = RequestMachine::new(server(), req, Health::default(), now(), 1);
+    match m.poll(now()) {
+        Some(Effect::Watch { resource, params, head }) => {
+            assert_eq!(resource.info.resource, "configmaps");
+            assert_eq!(params.namespace.as_deref(), Some("default"));
+            assert_eq!(params.deadline, now() + SignedDuration::from_secs(5));
+            assert_eq!(head.status, 200);
+        }
+        other => panic!("{other:?}"),
+    }
+}
