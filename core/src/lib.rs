@@ -4,6 +4,7 @@
 
 pub mod admission;
 pub mod auth;
+pub mod bootstrap;
 pub mod cache;
 pub mod catalog;
 pub mod codec;

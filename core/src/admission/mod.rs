@@ -36,7 +36,8 @@ pub enum Operation {
 /// What lookups found: `None` for a missing object.
 #[derive(Clone, Debug, Default)]
 pub struct Admission {
-    pub namespace: Option<Option<Value>>,
+    /// The namespace a create writes in, and its object if it exists.
+    pub namespace: Option<(String, Option<Value>)>,
     pub service_account: Option<Option<Value>>,
 }
 
@@ -60,9 +61,9 @@ pub fn lookups(info: &ResourceInfo, op: Operation, subresource: Option<&str>, na
 impl Admission {
     /// NamespaceLifecycle: creates need a live namespace.
     pub fn check_namespace(&self, info: &ResourceInfo, name: &str) -> Result<(), ApiError> {
-        let Some(ns) = &self.namespace else { return Ok(()) };
+        let Some((ns_name, ns)) = &self.namespace else { return Ok(()) };
         match ns {
-            None => Err(ApiError::not_found(&GroupResource::new("", "namespaces"), "")),
+            None => Err(ApiError::not_found(&GroupResource::new("", "namespaces"), ns_name)),
             Some(n) if meta::str_at(n, &["status", "phase"]) == Some("Terminating") || meta::deletion_timestamp(n).is_some() => {
                 Err(ApiError::forbidden(
                     &info.group_resource(),

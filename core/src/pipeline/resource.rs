@@ -595,7 +595,7 @@ impl RequestMachine {
                             }
                         };
                         match l {
-                            Lookup::Namespace(_) => admission.namespace = Some(found),
+                            Lookup::Namespace(ns) => admission.namespace = Some((ns, found)),
                             Lookup::ServiceAccount { .. } => admission.service_account = Some(found),
                         }
                         self.stage = Stage::Lookups { pending, current: None, admission, write };

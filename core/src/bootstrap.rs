@@ -1,0 +1,147 @@
+//! What kube-apiserver creates when it starts: the default namespaces, the `kubernetes`
+//! service in `default` and its endpoints, pointing at this server.
+//!
+//! Call order: [`Bootstrap::new`], then loop on [`Bootstrap::poll`], sending each
+//! [`BootstrapEffect::Kv`] to the store and feeding the answer with [`Bootstrap::handle`],
+//! until [`BootstrapEffect::Done`]. Objects that already exist are left alone, except the
+//! endpoints, which are brought up to date with the server's address.
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+
+use jiff::Timestamp;
+use serde_json::{Value, json};
+
+use crate::admission::Admission;
+use crate::auth::UserInfo;
+use crate::catalog::Resource;
+use crate::kv::{KvRequest, KvResult};
+use crate::pipeline::Server;
+use crate::rand::Rng;
+use crate::registry::{FieldValidation, WriteContext, WriteEffect, WriteKind, WriteOp};
+use crate::resources::DEFAULT_NAMESPACES;
+use crate::status::ApiError;
+
+/// The field manager kube-apiserver writes these objects as.
+const MANAGER: &str = "kube-apiserver";
+
+#[derive(Debug)]
+pub enum BootstrapEffect {
+    Kv(KvRequest),
+    /// Every object is in place, or the first error that prevented it.
+    Done(Result<(), ApiError>),
+}
+
+struct Item {
+    res: Arc<Resource>,
+    namespace: Option<String>,
+    object: Value,
+    /// Replace an existing object with this one.
+    overwrite: bool,
+}
+
+pub struct Bootstrap {
+    server: Arc<Server>,
+    items: VecDeque<Item>,
+    current: Option<(Item, WriteOp, bool)>,
+    rng: Rng,
+    done: bool,
+}
+
+impl Bootstrap {
+    /// `address` and `port` are where clients inside the cluster reach this server.
+    pub fn new(server: Arc<Server>, address: &str, port: u16, cluster_ip: &str, seed: u64) -> Bootstrap {
+        let get = |g: &str, r: &str| server.catalog.get(g, "v1", r).expect("the catalog serves the bootstrap kinds").clone();
+        let mut items = VecDeque::new();
+        for ns in DEFAULT_NAMESPACES {
+            items.push_back(Item {
+                res: get("", "namespaces"),
+                namespace: None,
+                object: json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}),
+                overwrite: false,
+            });
+        }
+        let labels = json!({"component": "apiserver", "provider": "kubernetes"});
+        items.push_back(Item {
+            res: get("", "services"),
+            namespace: Some("default".into()),
+            object: json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "kubernetes", "namespace": "default", "labels": labels},
+                "spec": {"type": "ClusterIP", "clusterIP": cluster_ip, "sessionAffinity": "None",
+                    "ports": [{"name": "https", "port": 443, "protocol": "TCP", "targetPort": port}]}}),
+            overwrite: false,
+        });
+        items.push_back(Item {
+            res: get("", "endpoints"),
+            namespace: Some("default".into()),
+            object: json!({"apiVersion": "v1", "kind": "Endpoints", "metadata": {"name": "kubernetes", "namespace": "default",
+                    "labels": {"endpointslice.kubernetes.io/skip-mirror": "true"}},
+                "subsets": [{"addresses": [{"ip": address}], "ports": [{"name": "https", "port": port, "protocol": "TCP"}]}]}),
+            overwrite: true,
+        });
+        items.push_back(Item {
+            res: get("discovery.k8s.io", "endpointslices"),
+            namespace: Some("default".into()),
+            object: json!({"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice", "metadata": {"name": "kubernetes", "namespace": "default",
+                    "labels": {"kubernetes.io/service-name": "kubernetes"}},
+                "addressType": "IPv4",
+                "endpoints": [{"addresses": [address], "conditions": {"ready": true}}],
+                "ports": [{"name": "https", "port": port, "protocol": "TCP"}]}),
+            overwrite: true,
+        });
+        Bootstrap { server, items, current: None, rng: Rng::new(seed), done: false }
+    }
+
+    fn context(&self, item: &Item, now: Timestamp, name: Option<String>) -> WriteContext {
+        WriteContext {
+            now,
+            namespace: item.namespace.clone(),
+            name,
+            subresource: None,
+            dry_run: false,
+            field_manager: MANAGER.into(),
+            field_validation: FieldValidation::Strict,
+            prefix: self.server.prefix.clone(),
+            user: UserInfo { name: "system:apiserver".into(), groups: vec!["system:masters".into()], ..Default::default() },
+        }
+    }
+
+    pub fn poll(&mut self, now: Timestamp) -> Option<BootstrapEffect> {
+        loop {
+            if self.done {
+                return None;
+            }
+            let Some((item, op, replacing)) = self.current.as_mut() else {
+                let Some(item) = self.items.pop_front() else {
+                    self.done = true;
+                    return Some(BootstrapEffect::Done(Ok(())));
+                };
+                let ctx = self.context(&item, now, None);
+                let op = WriteOp::new(item.res.clone(), ctx, WriteKind::Create(item.object.clone()), Admission::default(), Rng::new(self.rng.next_u64()));
+                self.current = Some((item, op, false));
+                continue;
+            };
+            match op.poll(now)? {
+                WriteEffect::Kv(req) => return Some(BootstrapEffect::Kv(req)),
+                WriteEffect::Done(Ok(_)) => self.current = None,
+                WriteEffect::Done(Err(e)) if e.code == 409 && item.overwrite && !*replacing => {
+                    let (item, _, _) = self.current.take().expect("an item is in flight");
+                    let name = crate::meta::name(&item.object).to_string();
+                    let ctx = self.context(&item, now, Some(name));
+                    let op = WriteOp::new(item.res.clone(), ctx, WriteKind::Update(item.object.clone()), Admission::default(), Rng::new(self.rng.next_u64()));
+                    self.current = Some((item, op, true));
+                }
+                WriteEffect::Done(Err(e)) if e.code == 409 => self.current = None,
+                WriteEffect::Done(Err(e)) => {
+                    self.done = true;
+                    return Some(BootstrapEffect::Done(Err(e)));
+                }
+            }
+        }
+    }
+
+    pub fn handle(&mut self, now: Timestamp, result: KvResult) {
+        if let Some((_, op, _)) = self.current.as_mut() {
+            op.handle(now, result);
+        }
+    }
+}

@@ -1,0 +1,365 @@
+//! The API's behaviour through the core's request pipeline, in the simulator's world: what
+//! clients see for each verb, with kube-apiserver's codes, reasons and messages.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use jiff::SignedDuration;
+use kapi_core::auth::{Authenticator, Authorizer, TokenFile};
+use kapi_core::pipeline::{Request, Server};
+use kapi_core::resources::{Settings, catalog};
+use kapi_sim::{Response, World};
+use serde_json::{Value, json};
+
+fn world() -> World {
+    let tokens = TokenFile::parse("t,admin,0,system:masters\n").unwrap();
+    let server = Arc::new(Server::new(catalog(&Settings::default()), Authenticator { tokens: Some(tokens) }, Authorizer::AlwaysAllow, "/registry", "127.0.0.1:6443"));
+    World::new(server, "2024-01-01T00:00:00Z".parse().unwrap(), 7)
+}
+
+fn call(w: &mut World, method: &str, path: &str, query: &str, body: Option<Value>, content_type: &str) -> Response {
+    let mut headers = vec![("Authorization".to_string(), "Bearer t".to_string())];
+    if !content_type.is_empty() {
+        headers.push(("Content-Type".into(), content_type.into()));
+    }
+    headers.push(("User-Agent".into(), "kapi-test/1.0".into()));
+    let body = body.map(|b| Bytes::from(serde_json::to_vec(&b).unwrap())).unwrap_or_default();
+    w.request(Request { method: method.into(), path: path.into(), query: query.into(), headers, body, ..Default::default() })
+}
+
+fn get(w: &mut World, path: &str) -> Response {
+    call(w, "GET", path, "", None, "")
+}
+
+fn post(w: &mut World, path: &str, body: Value) -> Response {
+    call(w, "POST", path, "", Some(body), "application/json")
+}
+
+const CMS: &str = "/api/v1/namespaces/default/configmaps";
+
+fn cm(name: &str, data: Value) -> Value {
+    json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}, "data": data})
+}
+
+#[test]
+fn create_get_conflict_and_not_found() {
+    let mut w = world();
+    let r = post(&mut w, CMS, cm("a", json!({"k": "v"})));
+    assert_eq!(r.head.status, 201, "{}", String::from_utf8_lossy(&r.body));
+    let created = r.json();
+    assert!(!created["metadata"]["uid"].as_str().unwrap().is_empty());
+    assert_eq!(created["metadata"]["namespace"], "default");
+    assert!(created["metadata"]["resourceVersion"].as_str().unwrap().parse::<i64>().unwrap() > 0);
+    assert_eq!(created["metadata"]["managedFields"][0]["manager"], "kapi-test");
+
+    let r = post(&mut w, CMS, cm("a", json!({})));
+    assert_eq!(r.head.status, 409);
+    assert_eq!(r.json()["reason"], "AlreadyExists");
+    assert_eq!(r.json()["message"], "configmaps \"a\" already exists");
+
+    let r = get(&mut w, &format!("{CMS}/a"));
+    assert_eq!(r.json()["data"]["k"], "v");
+    let r = get(&mut w, &format!("{CMS}/nope"));
+    assert_eq!(r.head.status, 404);
+    assert_eq!(r.json()["message"], "configmaps \"nope\" not found");
+    assert_eq!(r.json()["details"], json!({"name": "nope", "kind": "configmaps"}));
+}
+
+#[test]
+fn generate_name_and_validation() {
+    let mut w = world();
+    let r = post(&mut w, CMS, json!({"metadata": {"generateName": "gen-"}}));
+    assert_eq!(r.head.status, 201);
+    let name = r.json()["metadata"]["name"].as_str().unwrap().to_string();
+    assert!(name.starts_with("gen-") && name.len() == 9, "{name}");
+    let r = post(&mut w, CMS, cm("Bad_Name", json!({})));
+    assert_eq!(r.head.status, 422);
+    assert_eq!(r.json()["reason"], "Invalid");
+    assert!(r.json()["message"].as_str().unwrap().starts_with("ConfigMap \"Bad_Name\" is invalid: metadata.name: Invalid value: \"Bad_Name\": a lowercase RFC 1123 subdomain"));
+    let r = post(&mut w, "/api/v1/namespaces/missing/configmaps", cm("x", json!({})));
+    assert_eq!(r.head.status, 404);
+    assert_eq!(r.json()["message"], "namespaces \"missing\" not found");
+}
+
+#[test]
+fn updates_check_resource_versions() {
+    let mut w = world();
+    let created = post(&mut w, CMS, cm("a", json!({"k": "1"}))).json();
+    let mut stale = created.clone();
+    stale["data"]["k"] = json!("2");
+    let r = call(&mut w, "PUT", &format!("{CMS}/a"), "", Some(stale.clone()), "application/json");
+    assert_eq!(r.head.status, 200);
+    assert_eq!(r.json()["data"]["k"], "2");
+    stale["data"]["k"] = json!("3");
+    let r = call(&mut w, "PUT", &format!("{CMS}/a"), "", Some(stale), "application/json");
+    assert_eq!(r.head.status, 409);
+    assert_eq!(
+        r.json()["message"],
+        "Operation cannot be fulfilled on configmaps \"a\": the object has been modified; please apply your changes to the latest version and try again"
+    );
+}
+
+#[test]
+fn the_four_patch_types() {
+    let mut w = world();
+    post(&mut w, CMS, cm("a", json!({"k": "1"})));
+    let p = |w: &mut World, ct: &str, q: &str, body: Value| call(w, "PATCH", &format!("{CMS}/a"), q, Some(body), ct);
+    let r = p(&mut w, "application/merge-patch+json", "", json!({"data": {"m": "2"}}));
+    assert_eq!(r.json()["data"], json!({"k": "1", "m": "2"}));
+    let r = p(&mut w, "application/json-patch+json", "", json!([{"op": "remove", "path": "/data/k"}]));
+    assert_eq!(r.json()["data"], json!({"m": "2"}));
+    let r = p(&mut w, "application/strategic-merge-patch+json", "", json!({"metadata": {"labels": {"x": "y"}}}));
+    assert_eq!(r.json()["metadata"]["labels"], json!({"x": "y"}));
+    // The merge patch above made "kapi-test" the owner of data.m: applying another value conflicts.
+    let r = p(&mut w, "application/apply-patch+yaml", "fieldManager=me", cm("a", json!({"m": "3"})));
+    assert_eq!(r.head.status, 409);
+    let r = p(&mut w, "application/apply-patch+yaml", "fieldManager=me&force=true", cm("a", json!({"m": "3"})));
+    assert_eq!(r.head.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    assert_eq!(r.json()["data"]["m"], "3");
+    let r = p(&mut w, "application/json-patch+json", "", json!([{"op": "test", "path": "/data/m", "value": "nope"}]));
+    assert_eq!(r.head.status, 422);
+    let r = p(&mut w, "text/plain", "", json!({}));
+    assert_eq!(r.head.status, 415);
+}
+
+#[test]
+fn server_side_apply_conflicts_and_force() {
+    let mut w = world();
+    let path = format!("{CMS}/a");
+    let apply = |w: &mut World, manager: &str, force: bool, data: Value| {
+        let q = format!("fieldManager={manager}{}", if force { "&force=true" } else { "" });
+        call(w, "PATCH", &path, &q, Some(cm("a", data)), "application/apply-patch+yaml")
+    };
+    assert_eq!(apply(&mut w, "alice", false, json!({"k": "1"})).head.status, 201);
+    let r = apply(&mut w, "bob", false, json!({"k": "2"}));
+    assert_eq!(r.head.status, 409);
+    assert_eq!(r.json()["message"], "Apply failed with 1 conflict: conflict with \"alice\": .data.k");
+    let r = apply(&mut w, "bob", true, json!({"k": "2"}));
+    assert_eq!(r.head.status, 200);
+    let managers: Vec<Value> = r.json()["metadata"]["managedFields"].as_array().unwrap().iter().map(|e| e["manager"].clone()).collect();
+    assert_eq!(managers, vec![json!("bob")]);
+}
+
+#[test]
+fn delete_with_finalizers_and_dry_run() {
+    let mut w = world();
+    let mut o = cm("a", json!({}));
+    o["metadata"]["finalizers"] = json!(["example.com/hold"]);
+    post(&mut w, CMS, o);
+    let r = call(&mut w, "DELETE", &format!("{CMS}/a"), "", None, "");
+    assert_eq!(r.head.status, 200);
+    assert!(r.json()["metadata"]["deletionTimestamp"].is_string(), "kept with a deletion timestamp");
+    assert_eq!(get(&mut w, &format!("{CMS}/a")).head.status, 200);
+    let r = call(&mut w, "PATCH", &format!("{CMS}/a"), "", Some(json!({"metadata": {"finalizers": null}})), "application/merge-patch+json");
+    assert_eq!(r.head.status, 200);
+    assert_eq!(get(&mut w, &format!("{CMS}/a")).head.status, 404, "the last finalizer's removal deletes it");
+
+    post(&mut w, CMS, cm("b", json!({})));
+    let r = call(&mut w, "DELETE", &format!("{CMS}/b"), "dryRun=All", None, "");
+    assert_eq!(r.head.status, 200);
+    assert_eq!(r.json()["status"], "Success");
+    assert_eq!(get(&mut w, &format!("{CMS}/b")).head.status, 200, "dry run kept it");
+    let r = call(&mut w, "POST", CMS, "dryRun=All", Some(cm("c", json!({}))), "application/json");
+    assert_eq!(r.head.status, 201);
+    assert_eq!(get(&mut w, &format!("{CMS}/c")).head.status, 404);
+}
+
+#[test]
+fn lists_paginate_and_select() {
+    let mut w = world();
+    for i in 0..5 {
+        let mut o = cm(&format!("c{i}"), json!({}));
+        o["metadata"]["labels"] = json!({"parity": if i % 2 == 0 { "even" } else { "odd" }});
+        post(&mut w, CMS, o);
+    }
+    let r = call(&mut w, "GET", CMS, "limit=2", None, "");
+    let l = r.json();
+    assert_eq!(l["kind"], "ConfigMapList");
+    assert_eq!(l["items"].as_array().unwrap().len(), 2);
+    assert_eq!(l["metadata"]["remainingItemCount"], 3);
+    let token = l["metadata"]["continue"].as_str().unwrap().to_string();
+    let rv = l["metadata"]["resourceVersion"].clone();
+    let r = call(&mut w, "GET", CMS, &format!("limit=10&continue={token}"), None, "");
+    let l2 = r.json();
+    assert_eq!(l2["items"].as_array().unwrap().len(), 3);
+    assert_eq!(l2["metadata"]["resourceVersion"], rv, "pages come from one revision");
+    let r = call(&mut w, "GET", CMS, "labelSelector=parity%3Deven", None, "");
+    assert_eq!(r.json()["items"].as_array().unwrap().len(), 3);
+    let r = call(&mut w, "GET", CMS, "fieldSelector=metadata.name%3Dc1", None, "");
+    assert_eq!(r.json()["items"].as_array().unwrap().len(), 1);
+    let r = call(&mut w, "GET", CMS, "fieldSelector=data.k%3Dv", None, "");
+    assert_eq!(r.head.status, 400);
+}
+
+#[test]
+fn watch_streams_events_after_a_list() {
+    let mut w = world();
+    post(&mut w, CMS, cm("a", json!({})));
+    let rv = get(&mut w, CMS).json()["metadata"]["resourceVersion"].as_str().unwrap().to_string();
+    let r = call(&mut w, "GET", CMS, &format!("watch=1&resourceVersion={rv}"), None, "");
+    let id = r.watch.unwrap();
+    post(&mut w, CMS, cm("b", json!({})));
+    call(&mut w, "DELETE", &format!("{CMS}/a"), "", None, "");
+    let (frames, _) = w.frames(id);
+    let types: Vec<String> = frames.iter().map(|f| serde_json::from_slice::<Value>(f).unwrap()["type"].as_str().unwrap().to_string()).collect();
+    assert_eq!(types, vec!["ADDED", "DELETED"]);
+    w.advance(SignedDuration::from_secs(4000));
+    assert!(w.frames(id).1, "the watch ends at its timeout");
+}
+
+#[test]
+fn tables_and_metadata_views() {
+    let mut w = world();
+    post(&mut w, CMS, cm("a", json!({"x": "1", "y": "2"})));
+    let mut req = Request {
+        method: "GET".into(),
+        path: CMS.into(),
+        headers: vec![
+            ("Authorization".into(), "Bearer t".into()),
+            ("Accept".into(), "application/json;as=Table;v=v1;g=meta.k8s.io,application/json".into()),
+        ],
+        ..Default::default()
+    };
+    let t = w.request(req.clone()).json();
+    assert_eq!(t["kind"], "Table");
+    let names: Vec<&str> = t["columnDefinitions"].as_array().unwrap().iter().map(|c| c["name"].as_str().unwrap()).collect();
+    assert_eq!(names, vec!["Name", "Data", "Age"]);
+    let row = &t["rows"].as_array().unwrap().iter().find(|r| r["cells"][0] == "a").unwrap();
+    assert_eq!(row["cells"][1], 2);
+    assert_eq!(row["object"]["kind"], "PartialObjectMetadata");
+    req.headers[1].1 = "application/json;as=PartialObjectMetadataList;v=v1;g=meta.k8s.io".into();
+    let m = w.request(req).json();
+    assert_eq!(m["kind"], "PartialObjectMetadataList");
+    assert!(m["items"][0].get("data").is_none());
+}
+
+#[test]
+fn protobuf_round_trip() {
+    let mut w = world();
+    let obj = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "pb"}, "data": {"k": "v"}});
+    let bytes = kapi_core::codec::protobuf::encode(kapi_core::schema::schema(), &obj).unwrap();
+    let r = w.request(Request {
+        method: "POST".into(),
+        path: CMS.into(),
+        headers: vec![
+            ("Authorization".into(), "Bearer t".into()),
+            ("Content-Type".into(), "application/vnd.kubernetes.protobuf".into()),
+            ("Accept".into(), "application/vnd.kubernetes.protobuf,application/json".into()),
+        ],
+        body: Bytes::from(bytes),
+        ..Default::default()
+    });
+    assert_eq!(r.head.status, 201);
+    assert_eq!(r.head.content_type(), Some("application/vnd.kubernetes.protobuf"));
+    let back = kapi_core::codec::protobuf::decode(kapi_core::schema::schema(), &r.body).unwrap();
+    assert_eq!(back["data"]["k"], "v");
+    assert_eq!(get(&mut w, &format!("{CMS}/pb")).json()["data"]["k"], "v");
+}
+
+#[test]
+fn deployments_scale_and_status() {
+    let mut w = world();
+    let d = json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web"},
+        "spec": {"selector": {"matchLabels": {"app": "web"}}, "template": {"metadata": {"labels": {"app": "web"}},
+            "spec": {"containers": [{"name": "nginx", "image": "nginx:1.27"}]}}}});
+    let base = "/apis/apps/v1/namespaces/default/deployments";
+    let r = post(&mut w, base, d);
+    assert_eq!(r.head.status, 201, "{}", String::from_utf8_lossy(&r.body));
+    let created = r.json();
+    assert_eq!(created["spec"]["replicas"], 1);
+    assert_eq!(created["spec"]["strategy"]["rollingUpdate"]["maxSurge"], "25%");
+    assert_eq!(created["spec"]["template"]["spec"]["containers"][0]["imagePullPolicy"], "IfNotPresent");
+    assert_eq!(created["metadata"]["generation"], 1);
+    let scale = get(&mut w, &format!("{base}/web/scale")).json();
+    assert_eq!(scale["kind"], "Scale");
+    assert_eq!(scale["status"]["selector"], "app=web");
+    let r = call(&mut w, "PATCH", &format!("{base}/web/scale"), "", Some(json!({"spec": {"replicas": 3}})), "application/merge-patch+json");
+    assert_eq!(r.json()["spec"]["replicas"], 3);
+    let d = get(&mut w, &format!("{base}/web")).json();
+    assert_eq!(d["spec"]["replicas"], 3);
+    assert_eq!(d["metadata"]["generation"], 2);
+    let mut s = d.clone();
+    s["status"] = json!({"replicas": 3, "readyReplicas": 2});
+    s["spec"]["replicas"] = json!(9);
+    let r = call(&mut w, "PUT", &format!("{base}/web/status"), "", Some(s), "application/json");
+    assert_eq!(r.head.status, 200);
+    let d = r.json();
+    assert_eq!(d["status"]["readyReplicas"], 2);
+    assert_eq!(d["spec"]["replicas"], 3, "a status update does not change spec");
+    let bad = json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "bad"},
+        "spec": {"selector": {"matchLabels": {"app": "x"}}, "template": {"metadata": {"labels": {"app": "y"}}, "spec": {"containers": [{"name": "c", "image": "i"}]}}}});
+    let r = post(&mut w, base, bad);
+    assert_eq!(r.head.status, 422);
+    assert!(r.json()["message"].as_str().unwrap().contains("`selector` does not match template `labels`"));
+}
+
+#[test]
+fn pods_get_defaults_admission_and_binding() {
+    let mut w = world();
+    post(&mut w, "/api/v1/namespaces/default/serviceaccounts", json!({"metadata": {"name": "default"}}));
+    let pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}, "spec": {"containers": [{"name": "c", "image": "busybox"}]}});
+    let r = post(&mut w, "/api/v1/namespaces/default/pods", pod);
+    assert_eq!(r.head.status, 201, "{}", String::from_utf8_lossy(&r.body));
+    let p = r.json();
+    assert_eq!(p["spec"]["serviceAccountName"], "default");
+    assert_eq!(p["spec"]["restartPolicy"], "Always");
+    assert_eq!(p["spec"]["containers"][0]["imagePullPolicy"], "Always");
+    assert_eq!(p["status"]["phase"], "Pending");
+    assert_eq!(p["status"]["qosClass"], "BestEffort");
+    assert_eq!(p["spec"]["tolerations"].as_array().unwrap().len(), 2);
+    assert!(p["spec"]["volumes"][0]["name"].as_str().unwrap().starts_with("kube-api-access-"));
+    let r = post(&mut w, "/api/v1/namespaces/default/pods/p/binding", json!({"apiVersion": "v1", "kind": "Binding", "metadata": {"name": "p"}, "target": {"kind": "Node", "name": "n1"}}));
+    assert_eq!(r.head.status, 201);
+    assert_eq!(get(&mut w, "/api/v1/namespaces/default/pods/p").json()["spec"]["nodeName"], "n1");
+    let r = call(&mut w, "DELETE", "/api/v1/namespaces/default/pods/p", "", None, "");
+    assert_eq!(r.head.status, 200);
+    assert!(r.json()["metadata"]["deletionTimestamp"].is_string(), "a scheduled pod terminates gracefully");
+}
+
+#[test]
+fn services_get_cluster_ips() {
+    let mut w = world();
+    let k = get(&mut w, "/api/v1/namespaces/default/services/kubernetes").json();
+    assert_eq!(k["spec"]["clusterIP"], "10.0.0.1");
+    let svc = |name: &str, ip: Option<&str>| {
+        let mut s = json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": name}, "spec": {"ports": [{"port": 80}]}});
+        if let Some(ip) = ip {
+            s["spec"]["clusterIP"] = json!(ip);
+        }
+        s
+    };
+    let a = post(&mut w, "/api/v1/namespaces/default/services", svc("a", None)).json();
+    let ip = a["spec"]["clusterIP"].as_str().unwrap().to_string();
+    assert!(ip.starts_with("10.0.0.") && ip != "10.0.0.1", "{ip}");
+    assert_eq!(a["spec"]["ports"][0]["targetPort"], 80);
+    let r = post(&mut w, "/api/v1/namespaces/default/services", svc("b", Some(&ip)));
+    assert_eq!(r.head.status, 422, "{}", String::from_utf8_lossy(&r.body));
+    call(&mut w, "DELETE", "/api/v1/namespaces/default/services/a", "", None, "");
+    let r = post(&mut w, "/api/v1/namespaces/default/services", svc("b", Some(&ip)));
+    assert_eq!(r.head.status, 201, "a deleted service gives its IP back");
+}
+
+#[test]
+fn namespaces_terminate_and_immortal_ones_stay() {
+    let mut w = world();
+    post(&mut w, "/api/v1/namespaces", json!({"metadata": {"name": "tmp"}}));
+    let r = call(&mut w, "DELETE", "/api/v1/namespaces/tmp", "", None, "");
+    assert_eq!(r.head.status, 200);
+    assert_eq!(r.json()["status"]["phase"], "Terminating");
+    let r = post(&mut w, "/api/v1/namespaces/tmp/configmaps", cm("x", json!({})));
+    assert_eq!(r.head.status, 403);
+    let r = call(&mut w, "DELETE", "/api/v1/namespaces/default", "", None, "");
+    assert_eq!(r.head.status, 403);
+    assert_eq!(r.json()["message"], "namespaces \"default\" is forbidden: this namespace may not be deleted");
+}
+
+#[test]
+fn access_reviews_answer_from_the_authorizer() {
+    let mut w = world();
+    let r = post(&mut w, "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews", json!({"apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectAccessReview",
+        "spec": {"resourceAttributes": {"verb": "get", "resource": "pods"}}}));
+    assert_eq!(r.head.status, 201);
+    assert_eq!(r.json()["status"]["allowed"], true);
+    let r = post(&mut w, "/apis/authentication.k8s.io/v1/selfsubjectreviews", json!({"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"}));
+    assert_eq!(r.json()["status"]["userInfo"]["username"], "admin");
+}
