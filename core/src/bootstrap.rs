@@ -19,6 +19,7 @@ use crate::kv::{KvRequest, KvResult};
 use crate::pipeline::Server;
 use crate::rand::Rng;
 use crate::registry::{FieldValidation, WriteContext, WriteEffect, WriteKind, WriteOp};
+use crate::storage::{Outcome, StorageEffect, StorageEvent, StorageOp, StorageRequest};
 use crate::resources::DEFAULT_NAMESPACES;
 use crate::status::ApiError;
 
@@ -40,10 +41,16 @@ struct Item {
     overwrite: bool,
 }
 
+/// Where the object in hand is: being looked up, or being written.
+enum Step {
+    Lookup(StorageOp<ApiError>),
+    Write(WriteOp),
+}
+
 pub struct Bootstrap {
     server: Arc<Server>,
     items: VecDeque<Item>,
-    current: Option<(Item, WriteOp, bool)>,
+    current: Option<(Item, Step)>,
     rng: Rng,
     done: bool,
 }
@@ -91,7 +98,7 @@ impl Bootstrap {
         Bootstrap { server, items, current: None, rng: Rng::new(seed), done: false }
     }
 
-    fn context(&self, item: &Item, now: Timestamp, name: Option<String>) -> WriteContext {
+    fn context(prefix: &str, item: &Item, now: Timestamp, name: Option<String>) -> WriteContext {
         WriteContext {
             now,
             namespace: item.namespace.clone(),
@@ -100,7 +107,7 @@ impl Bootstrap {
             dry_run: false,
             field_manager: MANAGER.into(),
             field_validation: FieldValidation::Strict,
-            prefix: self.server.prefix.clone(),
+            prefix: prefix.to_string(),
             user: UserInfo { name: "system:apiserver".into(), groups: vec!["system:masters".into()], ..Default::default() },
         }
     }
@@ -110,38 +117,60 @@ impl Bootstrap {
             if self.done {
                 return None;
             }
-            let Some((item, op, replacing)) = self.current.as_mut() else {
+            let Some((item, step)) = self.current.as_mut() else {
                 let Some(item) = self.items.pop_front() else {
                     self.done = true;
                     return Some(BootstrapEffect::Done(Ok(())));
                 };
-                let ctx = self.context(&item, now, None);
-                let op = WriteOp::new(item.res.clone(), ctx, WriteKind::Create(item.object.clone()), Admission::default(), Rng::new(self.rng.next_u64()));
-                self.current = Some((item, op, false));
+                let ns = item.namespace.as_deref();
+                let key = crate::storage::keys::object_key(&self.server.storage_root(&item.res), ns, crate::meta::name(&item.object));
+                self.current = Some((item, Step::Lookup(StorageOp::new(StorageRequest::Get { key, revision: 0 }))));
                 continue;
             };
-            match op.poll(now)? {
-                WriteEffect::Kv(req) => return Some(BootstrapEffect::Kv(req)),
-                WriteEffect::Done(Ok(_)) => self.current = None,
-                WriteEffect::Done(Err(e)) if e.code == 409 && item.overwrite && !*replacing => {
-                    let (item, _, _) = self.current.take().expect("an item is in flight");
-                    let name = crate::meta::name(&item.object).to_string();
-                    let ctx = self.context(&item, now, Some(name));
-                    let op = WriteOp::new(item.res.clone(), ctx, WriteKind::Update(item.object.clone()), Admission::default(), Rng::new(self.rng.next_u64()));
-                    self.current = Some((item, op, true));
-                }
-                WriteEffect::Done(Err(e)) if e.code == 409 => self.current = None,
-                WriteEffect::Done(Err(e)) => {
-                    self.done = true;
-                    return Some(BootstrapEffect::Done(Err(e)));
-                }
+            match step {
+                Step::Lookup(op) => match op.poll(now)? {
+                    StorageEffect::Kv(req) => return Some(BootstrapEffect::Kv(req)),
+                    StorageEffect::Done(Ok(Outcome::Found(found))) => {
+                        let kind = match (found, item.overwrite) {
+                            (None, _) => WriteKind::Create(item.object.clone()),
+                            (Some(_), true) => WriteKind::Update(item.object.clone()),
+                            (Some(_), false) => {
+                                self.current = None;
+                                continue;
+                            }
+                        };
+                        let name = matches!(kind, WriteKind::Update(_)).then(|| crate::meta::name(&item.object).to_string());
+                        let ctx = Self::context(&self.server.prefix, item, now, name);
+                        *step = Step::Write(WriteOp::new(item.res.clone(), ctx, kind, Admission::default(), Rng::new(self.rng.next_u64())));
+                    }
+                    StorageEffect::Done(r) => {
+                        self.done = true;
+                        let gr = item.res.info.group_resource();
+                        let e = match r {
+                            Err(e) => crate::registry::storage_error(e, &gr, ""),
+                            Ok(o) => ApiError::internal(format!("unexpected storage outcome {o:?}")),
+                        };
+                        return Some(BootstrapEffect::Done(Err(e)));
+                    }
+                    StorageEffect::Transform(_) => unreachable!("a read does not transform"),
+                },
+                Step::Write(op) => match op.poll(now)? {
+                    WriteEffect::Kv(req) => return Some(BootstrapEffect::Kv(req)),
+                    WriteEffect::Done(Ok(_)) => self.current = None,
+                    WriteEffect::Done(Err(e)) => {
+                        self.done = true;
+                        return Some(BootstrapEffect::Done(Err(e)));
+                    }
+                },
             }
         }
     }
 
     pub fn handle(&mut self, now: Timestamp, result: KvResult) {
-        if let Some((_, op, _)) = self.current.as_mut() {
-            op.handle(now, result);
+        match self.current.as_mut() {
+            Some((_, Step::Lookup(op))) => op.handle(now, StorageEvent::Kv(result)),
+            Some((_, Step::Write(op))) => op.handle(now, result),
+            None => {}
         }
     }
 }

@@ -41,9 +41,17 @@ fn child_type<'a>(shape: &Shape<'a>, key: &str) -> &'a Type {
     }
 }
 
+/// The value a missing list-map key field takes: kube's OpenAPI declares `protocol` keys
+/// (container, service and endpoint ports) with the default `TCP`, and structured-merge-diff
+/// keys items by their defaulted values.
+fn key_default(field: &str) -> Option<Value> {
+    (field == "protocol").then(|| Value::String("TCP".into()))
+}
+
 /// The path element of a keyed list item.
 fn item_key(item: &Value, keys: &[String]) -> PathElement {
-    let fields: Vec<(String, Value)> = keys.iter().filter_map(|k| item.get(k).map(|v| (k.clone(), v.clone()))).collect();
+    let fields: Vec<(String, Value)> =
+        keys.iter().filter_map(|k| item.get(k).cloned().or_else(|| key_default(k)).map(|v| (k.clone(), v))).collect();
     PathElement::key_of(&fields)
 }
 
@@ -353,6 +361,14 @@ mod tests {
         assert_eq!(c.modified.to_fields_v1(), json!({"f:spec": {"f:replicas": {}}}));
         let created = compare(None, Some(&b), &deployment());
         assert_eq!(created.added.to_fields_v1(), json!({"f:metadata": {"f:labels": {".": {}, "f:a": {}, "f:c": {}}}, "f:spec": {"f:replicas": {}}}));
+    }
+
+    #[test]
+    fn defaulted_key_fields_match() {
+        let live = json!({"spec": {"template": {"spec": {"containers": [{"name": "a", "ports": [{"containerPort": 80, "protocol": "TCP"}]}]}}}});
+        let cfg = json!({"spec": {"template": {"spec": {"containers": [{"name": "a", "ports": [{"containerPort": 80}]}]}}}});
+        let m = merge(Some(&live), Some(&cfg), &deployment()).unwrap();
+        assert_eq!(m["spec"]["template"]["spec"]["containers"][0]["ports"].as_array().unwrap().len(), 1);
     }
 
     #[test]

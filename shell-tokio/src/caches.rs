@@ -1,0 +1,163 @@
+//! One task per resource runs its watch cache machine: it feeds the machine the store's watch
+//! stream, the requests' reads and watch registrations, and carries out its effects. Watch
+//! frames go to each watcher through a bounded channel; a full channel is reported to the
+//! machine, which decides to close the slow watcher.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use bytes::Bytes;
+use kapi_core::cache::{CacheEffect, CacheEvent, DEFAULT_HISTORY, ReadId, ReadRequest, ReadResult, WatchCache, WatchParams, WatcherId};
+use kapi_core::catalog::Resource;
+use kapi_core::kv::{KvResult, WatchResponse};
+use kapi_core::status::ApiError;
+use tokio::sync::{mpsc, oneshot};
+
+use crate::clock::{instant_of, now};
+use crate::store::Sqlite;
+
+/// Frames a watcher may have in flight before it counts as slow.
+const WATCHER_BUFFER: usize = 1024;
+
+enum Command {
+    Read(ReadRequest, oneshot::Sender<Result<ReadResult, ApiError>>),
+    Watch(WatchParams, mpsc::Sender<Bytes>),
+    Gone(WatcherId),
+}
+
+/// The handles of every resource's cache task.
+#[derive(Clone)]
+pub struct Caches {
+    by_resource: Arc<HashMap<(String, String, String), (mpsc::UnboundedSender<Command>, Arc<AtomicBool>)>>,
+}
+
+fn key(res: &Resource) -> (String, String, String) {
+    (res.info.group.to_string(), res.info.version.to_string(), res.info.resource.to_string())
+}
+
+impl Caches {
+    /// Starts a cache task for each resource.
+    pub fn start(resources: impl Iterator<Item = (Arc<Resource>, String)>, store: Sqlite) -> Caches {
+        let mut by_resource = HashMap::new();
+        for (res, prefix) in resources {
+            let (tx, rx) = mpsc::unbounded_channel();
+            let ready = Arc::new(AtomicBool::new(false));
+            by_resource.insert(key(&res), (tx.clone(), ready.clone()));
+            let cache = WatchCache::new(res, Bytes::from(prefix), DEFAULT_HISTORY);
+            tokio::spawn(run(cache, store.clone(), rx, tx, ready));
+        }
+        Caches { by_resource: Arc::new(by_resource) }
+    }
+
+    pub fn ready(&self) -> bool {
+        self.by_resource.values().all(|(_, r)| r.load(Ordering::Relaxed))
+    }
+
+    fn sender(&self, res: &Resource) -> Result<&mpsc::UnboundedSender<Command>, ApiError> {
+        self.by_resource.get(&key(res)).map(|(s, _)| s).ok_or_else(|| ApiError::internal(format!("no cache for {}", res.info.resource)))
+    }
+
+    pub async fn read(&self, res: &Resource, request: ReadRequest) -> Result<ReadResult, ApiError> {
+        let (tx, rx) = oneshot::channel();
+        self.sender(res)?.send(Command::Read(request, tx)).map_err(|_| ApiError::internal("cache stopped"))?;
+        rx.await.map_err(|_| ApiError::internal("cache stopped"))?
+    }
+
+    /// Registers a watch; its frames arrive on the returned channel until it ends.
+    pub fn watch(&self, res: &Resource, params: WatchParams) -> Result<mpsc::Receiver<Bytes>, ApiError> {
+        let (tx, rx) = mpsc::channel(WATCHER_BUFFER);
+        self.sender(res)?.send(Command::Watch(params, tx)).map_err(|_| ApiError::internal("cache stopped"))?;
+        Ok(rx)
+    }
+}
+
+async fn run(mut cache: WatchCache, store: Sqlite, mut commands: mpsc::UnboundedReceiver<Command>, me: mpsc::UnboundedSender<Command>, ready: Arc<AtomicBool>) {
+    let (kv_tx, mut kv_rx) = mpsc::unbounded_channel::<KvResult>();
+    let mut watch: Option<(u64, mpsc::UnboundedReceiver<WatchResponse>)> = None;
+    let mut reads: BTreeMap<ReadId, oneshot::Sender<Result<ReadResult, ApiError>>> = BTreeMap::new();
+    let mut watchers: BTreeMap<WatcherId, mpsc::Sender<Bytes>> = BTreeMap::new();
+    let mut next_id = 0u64;
+    loop {
+        while let Some(effect) = cache.poll(now()) {
+            match effect {
+                CacheEffect::Kv(req) => {
+                    let (store, tx) = (store.clone(), kv_tx.clone());
+                    tokio::spawn(async move {
+                        let _ = tx.send(store.call(req).await);
+                    });
+                }
+                CacheEffect::StartWatch(req) => {
+                    if let Some((old, _)) = watch.take() {
+                        store.cancel_watch(old).await;
+                    }
+                    watch = Some(store.watch(req).await);
+                }
+                CacheEffect::RequestProgress => {
+                    if let Some((id, _)) = &watch {
+                        store.request_progress(*id).await;
+                    }
+                }
+                CacheEffect::Deliver { id, frame } => {
+                    if let Some(tx) = watchers.get(&id) {
+                        match tx.try_send(frame) {
+                            Ok(()) => {}
+                            Err(mpsc::error::TrySendError::Full(_)) => cache.handle(now(), CacheEvent::Slow { id }),
+                            Err(mpsc::error::TrySendError::Closed(_)) => {
+                                watchers.remove(&id);
+                                cache.handle(now(), CacheEvent::Unregister { id });
+                            }
+                        }
+                    }
+                }
+                CacheEffect::Close { id } => {
+                    watchers.remove(&id);
+                }
+                CacheEffect::ReadDone { id, result } => {
+                    if let Some(tx) = reads.remove(&id) {
+                        let _ = tx.send(result);
+                    }
+                }
+            }
+        }
+        ready.store(cache.is_ready(), Ordering::Relaxed);
+        let timer = cache.poll_timeout().map(instant_of);
+        tokio::select! {
+            cmd = commands.recv() => match cmd {
+                Some(Command::Read(request, reply)) => {
+                    next_id += 1;
+                    let id = ReadId(next_id);
+                    reads.insert(id, reply);
+                    cache.handle(now(), CacheEvent::Read { id, request });
+                }
+                Some(Command::Watch(params, frames)) => {
+                    next_id += 1;
+                    let id = WatcherId(next_id);
+                    // When the client goes away, the watcher goes too.
+                    let (gone, me) = (frames.clone(), me.clone());
+                    tokio::spawn(async move {
+                        gone.closed().await;
+                        let _ = me.send(Command::Gone(id));
+                    });
+                    watchers.insert(id, frames);
+                    cache.handle(now(), CacheEvent::Register { id, params });
+                }
+                Some(Command::Gone(id)) => {
+                    if watchers.remove(&id).is_some() {
+                        cache.handle(now(), CacheEvent::Unregister { id });
+                    }
+                }
+                None => return,
+            },
+            Some(result) = kv_rx.recv() => cache.handle(now(), CacheEvent::Kv(result)),
+            resp = async { watch.as_mut().expect("guarded by the select condition").1.recv().await }, if watch.is_some() => match resp {
+                Some(r) => cache.handle(now(), CacheEvent::Watch(r)),
+                None => {
+                    watch = None;
+                    cache.handle(now(), CacheEvent::WatchFailed);
+                }
+            },
+            _ = async { tokio::time::sleep_until(timer.expect("guarded by the select condition")).await }, if timer.is_some() => {}
+        }
+    }
+}

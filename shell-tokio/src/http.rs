@@ -1,0 +1,162 @@
+//! HTTP serving: TLS connections, HTTP/1.1 and HTTP/2, each request driven through its core
+//! request machine, with bodies and watch streams sent as they are produced.
+
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use bytes::Bytes;
+use futures_util::StreamExt;
+use http_body_util::{BodyExt, Full, StreamBody, combinators::BoxBody};
+use hyper::body::{Frame, Incoming};
+use hyper::service::service_fn;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use kapi_core::auth::Peer;
+use kapi_core::pipeline::{Effect, Event, Head, Health, Request, RequestMachine, Server};
+use tokio::net::TcpListener;
+use tokio::sync::{mpsc, oneshot};
+use tokio_rustls::TlsAcceptor;
+use tokio_stream::wrappers::ReceiverStream;
+
+use crate::caches::Caches;
+use crate::clock::{instant_of, now, seed};
+use crate::store::Sqlite;
+
+type Body = BoxBody<Bytes, Infallible>;
+
+/// What every request needs from the process.
+pub struct State {
+    pub server: Arc<Server>,
+    pub store: Sqlite,
+    pub caches: Caches,
+    pub bootstrapped: AtomicBool,
+    pub shutting_down: AtomicBool,
+}
+
+impl State {
+    async fn health(&self) -> Health {
+        Health {
+            storage: self.store.health().await,
+            caches_ready: self.caches.ready(),
+            bootstrapped: self.bootstrapped.load(Ordering::Relaxed),
+            shutting_down: self.shutting_down.load(Ordering::Relaxed),
+        }
+    }
+}
+
+/// Accepts connections until the listener fails.
+pub async fn serve(listener: TcpListener, tls: TlsAcceptor, state: Arc<State>) -> anyhow::Result<()> {
+    loop {
+        let (tcp, addr) = listener.accept().await?;
+        let (tls, state) = (tls.clone(), state.clone());
+        tokio::spawn(async move {
+            let _ = tcp.set_nodelay(true);
+            let Ok(stream) = tls.accept(tcp).await else { return };
+            let certificate = stream.get_ref().1.peer_certificates().and_then(|c| c.first()).map(|c| c.to_vec());
+            let peer = Peer { client_certificate: certificate, remote_addr: addr.to_string() };
+            let service = service_fn(move |req| handle(state.clone(), peer.clone(), req));
+            let _ = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new())
+                .serve_connection_with_upgrades(TokioIo::new(stream), service)
+                .await;
+        });
+    }
+}
+
+/// Reads a body up to `limit` bytes; `true` when it was longer.
+async fn read_body(mut body: Incoming, limit: usize) -> (Bytes, bool) {
+    let mut buf = Vec::new();
+    while let Some(frame) = body.frame().await {
+        let Ok(frame) = frame else { break };
+        if let Ok(data) = frame.into_data() {
+            if buf.len() + data.len() > limit {
+                return (Bytes::new(), true);
+            }
+            buf.extend_from_slice(&data);
+        }
+    }
+    (Bytes::from(buf), false)
+}
+
+async fn handle(state: Arc<State>, peer: Peer, req: hyper::Request<Incoming>) -> Result<hyper::Response<Body>, Infallible> {
+    let (parts, body) = req.into_parts();
+    let (body, too_large) = read_body(body, state.server.max_body_bytes).await;
+    let request = Request {
+        method: parts.method.to_string(),
+        path: parts.uri.path().to_string(),
+        query: parts.uri.query().unwrap_or("").to_string(),
+        headers: parts.headers.iter().map(|(k, v)| (k.as_str().to_string(), String::from_utf8_lossy(v.as_bytes()).into_owned())).collect(),
+        body,
+        body_too_large: too_large,
+        peer,
+    };
+    let (tx, rx) = oneshot::channel();
+    tokio::spawn(drive(state, request, tx));
+    Ok(rx.await.unwrap_or_else(|_| response(Head::new(500, "text/plain"), Full::new(Bytes::from_static(b"internal error")).boxed())))
+}
+
+fn response(head: Head, body: Body) -> hyper::Response<Body> {
+    let mut b = hyper::Response::builder().status(head.status);
+    for (k, v) in head.headers {
+        b = b.header(k, v);
+    }
+    b.body(body).expect("heads from the core are valid")
+}
+
+fn streaming(rx: mpsc::Receiver<Bytes>) -> Body {
+    BodyExt::boxed(StreamBody::new(ReceiverStream::new(rx).map(|b| Ok::<_, Infallible>(Frame::data(b)))))
+}
+
+/// Runs one request machine: carries out its effects, answering on `reply`.
+async fn drive(state: Arc<State>, request: Request, reply: oneshot::Sender<hyper::Response<Body>>) {
+    let health = state.health().await;
+    let mut m = RequestMachine::new(state.server.clone(), request, health, now(), seed());
+    let mut reply = Some(reply);
+    let mut body: Option<mpsc::Sender<Bytes>> = None;
+    loop {
+        match m.poll(now()) {
+            Some(Effect::Kv(req)) => {
+                let r = state.store.call(req).await;
+                m.handle(now(), Event::Kv(r));
+            }
+            Some(Effect::Cache { resource, request }) => {
+                let r = state.caches.read(&resource, request).await;
+                m.handle(now(), Event::Cache(r));
+            }
+            Some(Effect::Respond(head)) => {
+                let (tx, rx) = mpsc::channel(4);
+                body = Some(tx);
+                if let Some(r) = reply.take() {
+                    let _ = r.send(response(head, streaming(rx)));
+                }
+            }
+            Some(Effect::Body(b)) => {
+                let Some(tx) = &body else { break };
+                if tx.send(b).await.is_err() {
+                    break;
+                }
+            }
+            Some(Effect::End) => break,
+            Some(Effect::Watch { resource, params, head }) => {
+                match state.caches.watch(&resource, params) {
+                    Ok(rx) => {
+                        if let Some(r) = reply.take() {
+                            let _ = r.send(response(head, streaming(rx)));
+                        }
+                    }
+                    Err(e) => {
+                        let body = Bytes::from(serde_json::to_vec(&e.to_status()).expect("JSON trees serialize"));
+                        if let Some(r) = reply.take() {
+                            let _ = r.send(response(Head::new(e.code, "application/json"), Full::new(body).boxed()));
+                        }
+                    }
+                }
+                break;
+            }
+            None => match m.poll_timeout() {
+                Some(t) => tokio::time::sleep_until(instant_of(t)).await,
+                None => break,
+            },
+        }
+    }
+}
+

@@ -1,0 +1,227 @@
+//! `kapi`: a Kubernetes API server. `kapi serve` with no flags serves HTTPS on
+//! 127.0.0.1:6443 from an embedded SQLite store in `./kapi-data`, and writes an admin
+//! kubeconfig there.
+
+mod caches;
+mod certs;
+mod clock;
+mod http;
+mod store;
+mod tls;
+
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use anyhow::{Context, bail};
+use clap::{Args, Parser, Subcommand};
+use kapi_core::auth::{Authenticator, Authorizer, TokenFile};
+use kapi_core::bootstrap::{Bootstrap, BootstrapEffect};
+use kapi_core::pipeline::Server;
+use kapi_core::resources::services::ServiceRanges;
+use kapi_core::resources::{Settings, catalog};
+
+#[derive(Parser)]
+#[command(name = "kapi", version, about = "A Kubernetes API server")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Serve the Kubernetes API.
+    Serve(ServeArgs),
+    /// Print the version of the Kubernetes API served.
+    Version,
+}
+
+#[derive(Args)]
+struct ServeArgs {
+    /// Where the embedded store, the generated certificates and the admin kubeconfig live.
+    #[arg(long, default_value = "./kapi-data")]
+    data_dir: PathBuf,
+    /// The port to serve HTTPS on.
+    #[arg(long, default_value_t = 6443)]
+    secure_port: u16,
+    /// The address to listen on.
+    #[arg(long, default_value = "127.0.0.1")]
+    bind_address: IpAddr,
+    /// The address advertised to the cluster (the `kubernetes` service's endpoints).
+    #[arg(long)]
+    advertise_address: Option<IpAddr>,
+    /// Serving certificate (PEM); generated under --data-dir when not given.
+    #[arg(long, requires = "tls_private_key_file")]
+    tls_cert_file: Option<PathBuf>,
+    /// Serving key (PEM).
+    #[arg(long, requires = "tls_cert_file")]
+    tls_private_key_file: Option<PathBuf>,
+    /// CA bundle that signs client certificates (CN = user, O = groups); the generated CA when not given.
+    #[arg(long)]
+    client_ca_file: Option<PathBuf>,
+    /// Static bearer tokens: `token,user,uid,"group1,group2"` per line.
+    #[arg(long)]
+    token_auth_file: Option<PathBuf>,
+    /// The range cluster IPs are allocated from.
+    #[arg(long, default_value = "10.0.0.0/24")]
+    service_cluster_ip_range: String,
+    /// The range node ports are allocated from.
+    #[arg(long, default_value = "30000-32767")]
+    service_node_port_range: String,
+    /// The prefix of every storage key.
+    #[arg(long, default_value = "/registry")]
+    etcd_prefix: String,
+    /// How long events are kept (e.g. 1h, 30m).
+    #[arg(long, default_value = "1h")]
+    event_ttl: String,
+    /// The largest request body accepted.
+    #[arg(long, default_value_t = kapi_core::pipeline::DEFAULT_MAX_BODY_BYTES)]
+    max_request_body_bytes: usize,
+    /// Authorization modes; kapi implements AlwaysAllow.
+    #[arg(long, default_value = "AlwaysAllow")]
+    authorization_mode: String,
+}
+
+/// A Go-style duration (`1h`, `30m`, `1h30m`, `90s`) in seconds.
+fn parse_duration(s: &str) -> anyhow::Result<i64> {
+    let mut total = 0i64;
+    let mut num = String::new();
+    for c in s.chars() {
+        if c.is_ascii_digit() {
+            num.push(c);
+            continue;
+        }
+        let n: i64 = num.parse().with_context(|| format!("invalid duration {s:?}"))?;
+        num.clear();
+        total += n * match c {
+            'h' => 3600,
+            'm' => 60,
+            's' => 1,
+            _ => bail!("invalid duration {s:?}"),
+        };
+    }
+    if !num.is_empty() {
+        bail!("invalid duration {s:?}: missing unit");
+    }
+    Ok(total)
+}
+
+fn main() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Version => {
+            println!("{}", serde_json::to_string_pretty(&kapi_core::pipeline::version())?);
+            Ok(())
+        }
+        Command::Serve(args) => tokio::runtime::Builder::new_multi_thread().enable_all().build()?.block_on(serve(args)),
+    }
+}
+
+async fn serve(args: ServeArgs) -> anyhow::Result<()> {
+    tracing_subscriber::fmt().with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into())).init();
+    if args.authorization_mode != "AlwaysAllow" {
+        bail!("--authorization-mode={}: kapi implements AlwaysAllow only", args.authorization_mode);
+    }
+    let (network, prefix) = ServiceRanges::parse_cidr(&args.service_cluster_ip_range).map_err(anyhow::Error::msg)?;
+    let (lo, hi) = args.service_node_port_range.split_once('-').context("--service-node-port-range must be like 30000-32767")?;
+    let ranges = ServiceRanges { network, prefix, node_ports: (lo.trim().parse()?, hi.trim().parse()?) };
+    let settings = Settings { event_ttl_seconds: parse_duration(&args.event_ttl)?, service_ranges: ranges };
+
+    std::fs::create_dir_all(&args.data_dir).with_context(|| format!("creating {}", args.data_dir.display()))?;
+    let store = store::Sqlite::open(&args.data_dir.join("kapi.db"))?;
+
+    let host = if args.bind_address.is_unspecified() { IpAddr::V4(Ipv4Addr::LOCALHOST) } else { args.bind_address };
+    let advertise = args.advertise_address.unwrap_or(host);
+    let service_ip = ranges.first_ip().to_string();
+    let mut sans: Vec<String> = ["localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc", "kubernetes.default.svc.cluster.local", "127.0.0.1", "::1"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    for extra in [service_ip.clone(), host.to_string(), advertise.to_string()] {
+        if !sans.contains(&extra) {
+            sans.push(extra);
+        }
+    }
+    let pki = certs::ensure(&args.data_dir.join("pki"), &sans)?;
+    let (cert, key) = match (&args.tls_cert_file, &args.tls_private_key_file) {
+        (Some(c), Some(k)) => (std::fs::read_to_string(c)?, std::fs::read_to_string(k)?),
+        _ => (pki.serving_cert.clone(), pki.serving_key.clone()),
+    };
+    let client_ca = match &args.client_ca_file {
+        Some(f) => std::fs::read_to_string(f).with_context(|| format!("reading {}", f.display()))?,
+        None => pki.ca_cert.clone(),
+    };
+    let tls = tokio_rustls::TlsAcceptor::from(Arc::new(tls::server_config(&cert, &key, &client_ca)?));
+    let url_host = match host {
+        IpAddr::V6(v6) => format!("[{v6}]"),
+        v4 => v4.to_string(),
+    };
+    let server_url = format!("https://{url_host}:{}", args.secure_port);
+    let kubeconfig_path = args.data_dir.join("admin.kubeconfig");
+    certs::write_kubeconfig(&kubeconfig_path, &certs::kubeconfig(&server_url, &pki))?;
+
+    let tokens = match &args.token_auth_file {
+        Some(f) => Some(TokenFile::parse(&std::fs::read_to_string(f).with_context(|| format!("reading {}", f.display()))?).map_err(anyhow::Error::msg)?),
+        None => None,
+    };
+    let mut server = Server::new(catalog(&settings), Authenticator { tokens }, Authorizer::AlwaysAllow, &args.etcd_prefix, &format!("{advertise}:{}", args.secure_port));
+    server.max_body_bytes = args.max_request_body_bytes;
+    let server = Arc::new(server);
+    let resources: Vec<_> = server.catalog.resources().filter(|r| !r.info.review).map(|r| (r.clone(), format!("{}/", server.storage_root(r)))).collect();
+    let caches = caches::Caches::start(resources.into_iter(), store.clone());
+    let state = Arc::new(http::State { server: server.clone(), store: store.clone(), caches, bootstrapped: AtomicBool::new(false), shutting_down: AtomicBool::new(false) });
+
+    let addr = SocketAddr::new(args.bind_address, args.secure_port);
+    let listener = tokio::net::TcpListener::bind(addr).await.with_context(|| format!("listening on {addr}"))?;
+    let serving = tokio::spawn(http::serve(listener, tls, state.clone()));
+
+    bootstrap(&server, &store, &advertise.to_string(), args.secure_port, &service_ip).await?;
+    state.bootstrapped.store(true, Ordering::Relaxed);
+    tokio::spawn(expire_leases(store.clone()));
+
+    println!("kapi is serving the Kubernetes API on {server_url} (SQLite store in {})", args.data_dir.display());
+    println!("Use it with kubectl:\n  export KUBECONFIG={}\n  kubectl get namespaces", kubeconfig_path.display());
+
+    tokio::select! {
+        r = serving => r??,
+        _ = shutdown_signal() => {
+            state.shutting_down.store(true, Ordering::Relaxed);
+            tracing::info!("shutting down");
+        }
+    }
+    Ok(())
+}
+
+async fn bootstrap(server: &Arc<Server>, store: &store::Sqlite, address: &str, port: u16, service_ip: &str) -> anyhow::Result<()> {
+    let mut b = Bootstrap::new(server.clone(), address, port, service_ip, clock::seed());
+    loop {
+        match b.poll(clock::now()) {
+            Some(BootstrapEffect::Kv(req)) => {
+                let r = store.call(req).await;
+                b.handle(clock::now(), r);
+            }
+            Some(BootstrapEffect::Done(r)) => return r.map_err(|e| anyhow::anyhow!("bootstrap: {}", e.message)),
+            None => return Ok(()),
+        }
+    }
+}
+
+/// Deletes objects whose lease ran out (events after `--event-ttl`).
+async fn expire_leases(store: store::Sqlite) {
+    let mut tick = tokio::time::interval(std::time::Duration::from_secs(1));
+    loop {
+        tick.tick().await;
+        if let Err(e) = store.expire_leases(clock::now()).await {
+            tracing::warn!("expiring leases: {e}");
+        }
+    }
+}
+
+async fn shutdown_signal() {
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).expect("signal handlers install");
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term.recv() => {}
+    }
+}

@@ -1,0 +1,5 @@
+//! The stores behind the KV protocol: embedded SQLite (the default).
+
+mod sqlite;
+
+pub use sqlite::Sqlite;

@@ -1,0 +1,471 @@
+//! The embedded store: the KV protocol on SQLite, kine-style. Every write transaction is one
+//! revision; `log` keeps one row per key per revision (the history reads at past revisions and
+//! watches replay from), `current` the live keys. WAL mode with synchronous commits: an
+//! acknowledged write survives `kill -9`.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+
+use bytes::Bytes;
+use jiff::Timestamp;
+use kapi_core::kv::*;
+use rusqlite::{Connection, OptionalExtension, params};
+use tokio::sync::mpsc;
+
+const SCHEMA: &str = "
+PRAGMA journal_mode = WAL;
+PRAGMA synchronous = FULL;
+CREATE TABLE IF NOT EXISTS log (
+    key BLOB NOT NULL,
+    revision INTEGER NOT NULL,
+    deleted INTEGER NOT NULL,
+    value BLOB NOT NULL,
+    create_revision INTEGER NOT NULL,
+    version INTEGER NOT NULL,
+    lease INTEGER NOT NULL,
+    PRIMARY KEY (key, revision)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS log_by_revision ON log(revision);
+CREATE TABLE IF NOT EXISTS current (
+    key BLOB PRIMARY KEY,
+    value BLOB NOT NULL,
+    create_revision INTEGER NOT NULL,
+    mod_revision INTEGER NOT NULL,
+    version INTEGER NOT NULL,
+    lease INTEGER NOT NULL
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS leases (id INTEGER PRIMARY KEY, ttl INTEGER NOT NULL, expires_at INTEGER NOT NULL);
+INSERT OR IGNORE INTO meta VALUES ('revision', 1), ('compact_revision', 0), ('next_lease', 4096);
+";
+
+struct Watcher {
+    req: WatchRequest,
+    tx: mpsc::UnboundedSender<WatchResponse>,
+}
+
+struct Inner {
+    conn: Connection,
+    revision: Revision,
+    compact_revision: Revision,
+    watchers: BTreeMap<u64, Watcher>,
+    next_watcher: u64,
+}
+
+/// The SQLite store. Writes and watch registration are serialized by one lock, so watchers see
+/// every revision exactly once, in order.
+#[derive(Clone)]
+pub struct Sqlite {
+    inner: Arc<Mutex<Inner>>,
+}
+
+fn other(e: rusqlite::Error) -> KvError {
+    KvError::Other(format!("sqlite: {e}"))
+}
+
+fn meta(conn: &Connection, name: &str) -> rusqlite::Result<i64> {
+    conn.query_row("SELECT value FROM meta WHERE name = ?1", [name], |r| r.get(0))
+}
+
+/// `[key, range_end)` as SQL bounds: `end` is `None` for "to the end".
+fn bounds(key: &[u8], range_end: &[u8]) -> (Vec<u8>, Option<Vec<u8>>, bool) {
+    if range_end.is_empty() {
+        (key.to_vec(), None, true)
+    } else if range_end == [0] {
+        (key.to_vec(), None, false)
+    } else {
+        (key.to_vec(), Some(range_end.to_vec()), false)
+    }
+}
+
+fn kv_from_current(r: &rusqlite::Row) -> rusqlite::Result<KeyValue> {
+    Ok(KeyValue {
+        key: Bytes::from(r.get::<_, Vec<u8>>(0)?),
+        value: Bytes::from(r.get::<_, Vec<u8>>(1)?),
+        create_revision: r.get(2)?,
+        mod_revision: r.get(3)?,
+        version: r.get(4)?,
+        lease: r.get(5)?,
+    })
+}
+
+impl Sqlite {
+    pub fn open(path: &Path) -> anyhow::Result<Sqlite> {
+        let conn = Connection::open(path)?;
+        conn.busy_timeout(std::time::Duration::from_secs(10))?;
+        conn.execute_batch(SCHEMA)?;
+        let revision = meta(&conn, "revision")?;
+        let compact_revision = meta(&conn, "compact_revision")?;
+        Ok(Sqlite { inner: Arc::new(Mutex::new(Inner { conn, revision, compact_revision, watchers: BTreeMap::new(), next_watcher: 1 })) })
+    }
+
+    /// Runs `f` on the database, off the async threads.
+    async fn with<T: Send + 'static>(&self, f: impl FnOnce(&mut Inner) -> T + Send + 'static) -> T {
+        let inner = self.inner.clone();
+        tokio::task::spawn_blocking(move || {
+            let mut g = inner.lock().unwrap_or_else(|p| p.into_inner());
+            f(&mut g)
+        })
+        .await
+        .expect("store tasks do not panic")
+    }
+
+    pub async fn call(&self, req: KvRequest) -> KvResult {
+        self.with(move |inner| inner.apply(&req)).await
+    }
+
+    /// Starts a watch; its events arrive on the returned channel until the watch is dropped.
+    pub async fn watch(&self, req: WatchRequest) -> (u64, mpsc::UnboundedReceiver<WatchResponse>) {
+        self.with(move |inner| {
+            let (tx, rx) = mpsc::unbounded_channel();
+            let id = inner.next_watcher;
+            inner.next_watcher += 1;
+            match inner.backlog(&req) {
+                Ok(events) => {
+                    if !events.is_empty() {
+                        let _ = tx.send(WatchResponse::Events { header_revision: inner.revision, events });
+                    }
+                    inner.watchers.insert(id, Watcher { req, tx });
+                }
+                Err(e) => {
+                    let compact_revision = match e {
+                        KvError::Compacted { compact_revision } => compact_revision,
+                        _ => inner.compact_revision,
+                    };
+                    let _ = tx.send(WatchResponse::Canceled { compact_revision });
+                }
+            }
+            (id, rx)
+        })
+        .await
+    }
+
+    pub async fn cancel_watch(&self, id: u64) {
+        self.with(move |inner| {
+            inner.watchers.remove(&id);
+        })
+        .await
+    }
+
+    /// Tells a watch the store's revision (a progress notification).
+    pub async fn request_progress(&self, id: u64) {
+        self.with(move |inner| {
+            if let Some(w) = inner.watchers.get(&id) {
+                let _ = w.tx.send(WatchResponse::Progress { revision: inner.revision });
+            }
+        })
+        .await
+    }
+
+    /// Deletes the keys of leases expired at `now`.
+    pub async fn expire_leases(&self, now: Timestamp) -> Result<(), KvError> {
+        self.with(move |inner| inner.expire(now)).await
+    }
+
+    pub async fn health(&self) -> Result<(), String> {
+        self.with(|inner| inner.conn.query_row("SELECT 1", [], |_| Ok(())).map_err(|e| e.to_string())).await
+    }
+}
+
+impl Inner {
+    fn apply(&mut self, req: &KvRequest) -> KvResult {
+        match req {
+            KvRequest::Range(r) => self.range(r).map(KvResponse::Range),
+            KvRequest::Txn(t) => self.txn(t).map(KvResponse::Txn),
+            KvRequest::Compact { revision } => self.compact(*revision),
+            KvRequest::LeaseGrant { ttl_seconds } => {
+                let ttl = (*ttl_seconds).max(1);
+                let tx = self.conn.transaction().map_err(other)?;
+                let id = meta(&tx, "next_lease").map_err(other)?;
+                tx.execute("UPDATE meta SET value = value + 1 WHERE name = 'next_lease'", []).map_err(other)?;
+                let expires = crate::clock::now().as_second() + ttl;
+                tx.execute("INSERT INTO leases VALUES (?1, ?2, ?3)", params![id, ttl, expires]).map_err(other)?;
+                tx.commit().map_err(other)?;
+                Ok(KvResponse::LeaseGrant { id, ttl_seconds: ttl })
+            }
+        }
+    }
+
+    fn check_revision(&self, revision: Revision) -> Result<Revision, KvError> {
+        let rev = if revision <= 0 { self.revision } else { revision };
+        if rev > self.revision {
+            return Err(KvError::FutureRevision { current: self.revision });
+        }
+        if rev < self.compact_revision {
+            return Err(KvError::Compacted { compact_revision: self.compact_revision });
+        }
+        Ok(rev)
+    }
+
+    fn range(&self, r: &RangeRequest) -> Result<RangeResponse, KvError> {
+        let rev = self.check_revision(r.revision)?;
+        let (lo, hi, single) = bounds(&r.key, &r.range_end);
+        let (sql_where, args): (&str, Vec<rusqlite::types::Value>) = match (single, hi) {
+            (true, _) => ("key = ?1", vec![lo.into()]),
+            (false, None) => ("key >= ?1", vec![lo.into()]),
+            (false, Some(hi)) => ("key >= ?1 AND key < ?2", vec![lo.into(), hi.into()]),
+        };
+        let current = rev == self.revision;
+        let (count_sql, rows_sql) = if current {
+            (
+                format!("SELECT COUNT(*) FROM current WHERE {sql_where}"),
+                format!("SELECT key, value, create_revision, mod_revision, version, lease FROM current WHERE {sql_where} ORDER BY key"),
+            )
+        } else {
+            let visible = format!(
+                "FROM log AS l WHERE {} AND l.revision = (SELECT MAX(revision) FROM log WHERE key = l.key AND revision <= {rev}) AND l.deleted = 0",
+                sql_where.replace("key", "l.key")
+            );
+            (format!("SELECT COUNT(*) {visible}"), format!("SELECT l.key, l.value, l.create_revision, l.revision, l.version, l.lease {visible} ORDER BY l.key"))
+        };
+        let params = rusqlite::params_from_iter(args.iter());
+        let count: i64 = self.conn.query_row(&count_sql, params, |row| row.get(0)).map_err(other)?;
+        let mut resp = RangeResponse { header_revision: self.revision, count, ..Default::default() };
+        if r.count_only {
+            return Ok(resp);
+        }
+        let sql = if r.limit > 0 { format!("{rows_sql} LIMIT {}", r.limit) } else { rows_sql };
+        let mut stmt = self.conn.prepare_cached(&sql).map_err(other)?;
+        let rows = stmt.query_map(rusqlite::params_from_iter(args.iter()), kv_from_current).map_err(other)?;
+        for kv in rows {
+            let mut kv = kv.map_err(other)?;
+            if r.keys_only {
+                kv.value = Bytes::new();
+            }
+            resp.kvs.push(kv);
+        }
+        resp.more = r.limit > 0 && count > r.limit;
+        Ok(resp)
+    }
+
+    fn current(tx: &rusqlite::Transaction, key: &[u8]) -> Result<Option<KeyValue>, KvError> {
+        tx.query_row("SELECT key, value, create_revision, mod_revision, version, lease FROM current WHERE key = ?1", [key], kv_from_current)
+            .optional()
+            .map_err(other)
+    }
+
+    fn txn(&mut self, t: &TxnRequest) -> Result<TxnResponse, KvError> {
+        let tx = self.conn.transaction().map_err(other)?;
+        let mut succeeded = true;
+        for c in &t.compare {
+            let kv = Self::current(&tx, &c.key)?;
+            let v = match c.target {
+                CompareTarget::ModRevision => kv.map_or(0, |kv| kv.mod_revision),
+                CompareTarget::CreateRevision => kv.map_or(0, |kv| kv.create_revision),
+                CompareTarget::Version => kv.map_or(0, |kv| kv.version),
+            };
+            if !c.holds(v) {
+                succeeded = false;
+                break;
+            }
+        }
+        let ops = if succeeded { &t.success } else { &t.failure };
+        for op in ops {
+            if let TxnOp::Put { lease, .. } = op {
+                if *lease != 0 {
+                    let exists: Option<i64> = tx.query_row("SELECT id FROM leases WHERE id = ?1", [lease], |r| r.get(0)).optional().map_err(other)?;
+                    if exists.is_none() {
+                        return Err(KvError::LeaseNotFound);
+                    }
+                }
+            }
+        }
+        let rev = self.revision + 1;
+        let mut events = Vec::new();
+        let mut responses = Vec::with_capacity(ops.len());
+        for op in ops {
+            match op {
+                TxnOp::Range(r) => {
+                    let resp = range_in(&tx, r, self.revision)?;
+                    responses.push(TxnOpResponse::Range(resp));
+                }
+                TxnOp::Put { key, value, lease } => {
+                    let prev = Self::current(&tx, key)?;
+                    let kv = KeyValue {
+                        key: key.clone(),
+                        value: value.clone(),
+                        create_revision: prev.as_ref().map_or(rev, |p| p.create_revision),
+                        mod_revision: rev,
+                        version: prev.as_ref().map_or(1, |p| p.version + 1),
+                        lease: *lease,
+                    };
+                    tx.execute(
+                        "INSERT OR REPLACE INTO current VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                        params![&kv.key[..], &kv.value[..], kv.create_revision, rev, kv.version, kv.lease],
+                    )
+                    .map_err(other)?;
+                    tx.execute(
+                        "INSERT OR REPLACE INTO log VALUES (?1, ?2, 0, ?3, ?4, ?5, ?6)",
+                        params![&kv.key[..], rev, &kv.value[..], kv.create_revision, kv.version, kv.lease],
+                    )
+                    .map_err(other)?;
+                    events.push(Event { kind: EventKind::Put, kv, prev_kv: prev });
+                    responses.push(TxnOpResponse::Put);
+                }
+                TxnOp::Delete { key } => {
+                    let prev = Self::current(&tx, key)?;
+                    if let Some(p) = &prev {
+                        tx.execute("DELETE FROM current WHERE key = ?1", [&key[..]]).map_err(other)?;
+                        tx.execute("INSERT OR REPLACE INTO log VALUES (?1, ?2, 1, x'', 0, 0, 0)", params![&key[..], rev]).map_err(other)?;
+                        events.push(Event {
+                            kind: EventKind::Delete,
+                            kv: KeyValue { key: key.clone(), value: Bytes::new(), create_revision: 0, mod_revision: rev, version: 0, lease: 0 },
+                            prev_kv: Some(p.clone()),
+                        });
+                    }
+                    responses.push(TxnOpResponse::Delete { prev_kv: prev });
+                }
+            }
+        }
+        if !events.is_empty() {
+            tx.execute("UPDATE meta SET value = ?1 WHERE name = 'revision'", [rev]).map_err(other)?;
+        }
+        tx.commit().map_err(other)?;
+        if !events.is_empty() {
+            self.revision = rev;
+            self.publish(&events);
+        }
+        Ok(TxnResponse { header_revision: self.revision, succeeded, responses })
+    }
+
+    fn publish(&mut self, events: &[Event]) {
+        let header_revision = self.revision;
+        self.watchers.retain(|_, w| {
+            let mine: Vec<Event> = events
+                .iter()
+                .filter(|e| w.req.contains(&e.kv.key))
+                .map(|e| if w.req.prev_kv { e.clone() } else { Event { prev_kv: None, ..e.clone() } })
+                .collect();
+            mine.is_empty() || w.tx.send(WatchResponse::Events { header_revision, events: mine }).is_ok()
+        });
+    }
+
+    /// Every change in the watch's range from its start revision on.
+    fn backlog(&self, req: &WatchRequest) -> Result<Vec<Event>, KvError> {
+        let start = if req.start_revision == 0 { self.revision + 1 } else { req.start_revision };
+        if start < self.compact_revision {
+            return Err(KvError::Compacted { compact_revision: self.compact_revision });
+        }
+        let mut stmt = self
+            .conn
+            .prepare_cached("SELECT key, revision, deleted, value, create_revision, version, lease FROM log WHERE revision >= ?1 ORDER BY revision, key")
+            .map_err(other)?;
+        let rows = stmt
+            .query_map([start], |r| {
+                Ok((
+                    Bytes::from(r.get::<_, Vec<u8>>(0)?),
+                    r.get::<_, i64>(1)?,
+                    r.get::<_, i64>(2)? != 0,
+                    Bytes::from(r.get::<_, Vec<u8>>(3)?),
+                    r.get::<_, i64>(4)?,
+                    r.get::<_, i64>(5)?,
+                    r.get::<_, i64>(6)?,
+                ))
+            })
+            .map_err(other)?;
+        let mut out = Vec::new();
+        for row in rows {
+            let (key, revision, deleted, value, create_revision, version, lease) = row.map_err(other)?;
+            if !req.contains(&key) {
+                continue;
+            }
+            let prev_kv = if req.prev_kv { self.version_before(&key, revision)? } else { None };
+            let kv = if deleted {
+                KeyValue { key, value: Bytes::new(), create_revision: 0, mod_revision: revision, version: 0, lease: 0 }
+            } else {
+                KeyValue { key, value, create_revision, mod_revision: revision, version, lease }
+            };
+            out.push(Event { kind: if deleted { EventKind::Delete } else { EventKind::Put }, kv, prev_kv });
+        }
+        Ok(out)
+    }
+
+    fn version_before(&self, key: &[u8], revision: Revision) -> Result<Option<KeyValue>, KvError> {
+        self.conn
+            .query_row(
+                "SELECT key, value, create_revision, revision, version, lease, deleted FROM log WHERE key = ?1 AND revision < ?2 ORDER BY revision DESC LIMIT 1",
+                params![key, revision],
+                |r| Ok((kv_from_current(r)?, r.get::<_, i64>(6)? != 0)),
+            )
+            .optional()
+            .map(|o| o.and_then(|(kv, deleted)| (!deleted).then_some(kv)))
+            .map_err(other)
+    }
+
+    fn compact(&mut self, revision: Revision) -> KvResult {
+        if revision <= self.compact_revision {
+            return Err(KvError::Compacted { compact_revision: self.compact_revision });
+        }
+        if revision > self.revision {
+            return Err(KvError::FutureRevision { current: self.revision });
+        }
+        let tx = self.conn.transaction().map_err(other)?;
+        // Keep, for each key, the version visible at `revision` and all later ones.
+        tx.execute(
+            "DELETE FROM log WHERE revision < ?1 AND revision < (SELECT MAX(l2.revision) FROM log AS l2 WHERE l2.key = log.key AND l2.revision <= ?1)",
+            [revision],
+        )
+        .map_err(other)?;
+        tx.execute("DELETE FROM log WHERE revision < ?1 AND deleted = 1", [revision]).map_err(other)?;
+        tx.execute("UPDATE meta SET value = ?1 WHERE name = 'compact_revision'", [revision]).map_err(other)?;
+        tx.commit().map_err(other)?;
+        self.compact_revision = revision;
+        Ok(KvResponse::Compact { header_revision: self.revision })
+    }
+
+    fn expire(&mut self, now: Timestamp) -> Result<(), KvError> {
+        let expired: Vec<i64> = {
+            let mut stmt = self.conn.prepare_cached("SELECT id FROM leases WHERE expires_at <= ?1").map_err(other)?;
+            let rows = stmt.query_map([now.as_second()], |r| r.get(0)).map_err(other)?;
+            rows.collect::<Result<_, _>>().map_err(other)?
+        };
+        if expired.is_empty() {
+            return Ok(());
+        }
+        let mut doomed = Vec::new();
+        for id in &expired {
+            let mut stmt = self.conn.prepare_cached("SELECT key FROM current WHERE lease = ?1").map_err(other)?;
+            let keys = stmt.query_map([id], |r| r.get::<_, Vec<u8>>(0)).map_err(other)?;
+            for k in keys {
+                doomed.push(TxnOp::Delete { key: Bytes::from(k.map_err(other)?) });
+            }
+        }
+        for id in &expired {
+            self.conn.execute("DELETE FROM leases WHERE id = ?1", [id]).map_err(other)?;
+        }
+        if !doomed.is_empty() {
+            self.txn(&TxnRequest { success: doomed, ..Default::default() })?;
+        }
+        Ok(())
+    }
+}
+
+/// A range inside a write transaction (the `failure` branch of guarded writes).
+fn range_in(tx: &rusqlite::Transaction, r: &RangeRequest, revision: Revision) -> Result<RangeResponse, KvError> {
+    let (lo, hi, single) = bounds(&r.key, &r.range_end);
+    let mut resp = RangeResponse { header_revision: revision, ..Default::default() };
+    let mut push = |kv: KeyValue| {
+        resp.count += 1;
+        if r.limit == 0 || (resp.kvs.len() as i64) < r.limit {
+            resp.kvs.push(kv);
+        } else {
+            resp.more = true;
+        }
+    };
+    let sql = match (single, &hi) {
+        (true, _) => "SELECT key, value, create_revision, mod_revision, version, lease FROM current WHERE key = ?1 ORDER BY key",
+        (false, None) => "SELECT key, value, create_revision, mod_revision, version, lease FROM current WHERE key >= ?1 ORDER BY key",
+        (false, Some(_)) => "SELECT key, value, create_revision, mod_revision, version, lease FROM current WHERE key >= ?1 AND key < ?2 ORDER BY key",
+    };
+    let mut stmt = tx.prepare_cached(sql).map_err(other)?;
+    let rows = match &hi {
+        Some(h) if !single => stmt.query_map(params![lo, h], kv_from_current),
+        _ => stmt.query_map(params![lo], kv_from_current),
+    }
+    .map_err(other)?;
+    for kv in rows {
+        push(kv.map_err(other)?);
+    }
+    Ok(resp)
+}
