@@ -62,19 +62,26 @@ pub async fn serve(listener: TcpListener, tls: TlsAcceptor, state: Arc<State>) -
     }
 }
 
-/// Reads a body up to `limit` bytes; `true` when it was longer.
+/// Reads a body up to `limit` bytes; `true` when it was longer. The excess is read and
+/// dropped (up to a bound) so the client, still sending, gets the 413 rather than a reset.
 async fn read_body(mut body: Incoming, limit: usize) -> (Bytes, bool) {
     let mut buf = Vec::new();
+    let mut seen = 0usize;
     while let Some(frame) = body.frame().await {
         let Ok(frame) = frame else { break };
         if let Ok(data) = frame.into_data() {
-            if buf.len() + data.len() > limit {
-                return (Bytes::new(), true);
+            seen += data.len();
+            if seen > limit {
+                buf = Vec::new();
+                if seen > limit.saturating_mul(8) {
+                    break;
+                }
+                continue;
             }
             buf.extend_from_slice(&data);
         }
     }
-    (Bytes::from(buf), false)
+    (Bytes::from(buf), seen > limit)
 }
 
 async fn handle(state: Arc<State>, peer: Peer, req: hyper::Request<Incoming>) -> Result<hyper::Response<Body>, Infallible> {

@@ -89,8 +89,9 @@ fn method_not_allowed() -> ApiError {
 fn verb_allowed(res: &Resource, info: &RequestInfo) -> bool {
     if info.subresource.is_empty() {
         return match info.verb.as_str() {
-            "list" | "watch" | "deletecollection" | "create" => res.info.has_verb(&info.verb) && (info.name.is_empty() || info.verb == "list" || info.verb == "watch"),
-            v => res.info.has_verb(v),
+            "list" | "watch" => res.info.has_verb(&info.verb),
+            "deletecollection" | "create" => res.info.has_verb(&info.verb) && info.name.is_empty(),
+            v => res.info.has_verb(v) && !info.name.is_empty(),
         };
     }
     res.info.subresource(&info.subresource).is_some_and(|s| s.verbs.contains(&info.verb.as_str()))

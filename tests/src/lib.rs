@@ -1,0 +1,191 @@
+//! A kapi server for a test: the real binary, on a free loopback port, with its own data
+//! directory, and the clients that talk to it.
+
+use std::io::{BufRead, BufReader};
+use std::net::TcpListener;
+use std::path::PathBuf;
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::{Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+/// The `kapi` binary: `$KAPI_BIN`, or a build of it in its own target directory
+/// (`target/kapi-bin`, so the test build's feature set and the binary's do not rebuild each
+/// other), built on first use.
+pub fn binary() -> PathBuf {
+    static BIN: OnceLock<PathBuf> = OnceLock::new();
+    BIN.get_or_init(|| {
+        if let Ok(p) = std::env::var("KAPI_BIN") {
+            return PathBuf::from(p);
+        }
+        // target/<profile>/deps/<test> -> target
+        let exe = std::env::current_exe().expect("the test knows its path");
+        let target = exe.ancestors().nth(3).expect("tests run from target/<profile>/deps");
+        let target_dir = target.join("kapi-bin");
+        static BUILD: Mutex<()> = Mutex::new(());
+        let _g = BUILD.lock().unwrap();
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        let status = Command::new(cargo)
+            .args(["build", "-q", "-p", "kapi", "--target-dir"])
+            .arg(&target_dir)
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .status()
+            .expect("cargo runs");
+        assert!(status.success(), "building kapi failed");
+        target_dir.join("debug").join("kapi")
+    })
+    .clone()
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+/// A running kapi.
+pub struct Kapi {
+    child: Option<Child>,
+    dir: tempfile::TempDir,
+    pub port: u16,
+    extra_args: Vec<String>,
+}
+
+impl Kapi {
+    pub fn start() -> Kapi {
+        Self::start_with(&[])
+    }
+
+    pub fn start_with(args: &[&str]) -> Kapi {
+        let dir = tempfile::tempdir().unwrap();
+        let mut k = Kapi { child: None, dir, port: free_port(), extra_args: args.iter().map(|s| s.to_string()).collect() };
+        k.launch();
+        k
+    }
+
+    pub fn data_dir(&self) -> PathBuf {
+        self.dir.path().join("data")
+    }
+
+    pub fn kubeconfig(&self) -> PathBuf {
+        self.data_dir().join("admin.kubeconfig")
+    }
+
+    fn launch(&mut self) {
+        let mut child = Command::new(binary())
+            .arg("serve")
+            .arg("--data-dir")
+            .arg(self.data_dir())
+            .arg("--secure-port")
+            .arg(self.port.to_string())
+            .args(&self.extra_args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("kapi starts");
+        let stdout = child.stdout.take().unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if line.contains("kapi is serving") {
+                    let _ = tx.send(());
+                }
+            }
+        });
+        if rx.recv_timeout(Duration::from_secs(30)).is_err() {
+            let _ = child.kill();
+            panic!("kapi did not become ready");
+        }
+        self.child = Some(child);
+    }
+
+    /// Stops the server the hard way (`kill -9`) and starts it again on the same data.
+    pub fn kill_and_restart(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            c.kill().unwrap();
+            c.wait().unwrap();
+        }
+        self.launch();
+    }
+
+    /// Runs kubectl against this server.
+    pub fn kubectl(&self, args: &[&str]) -> Output {
+        Command::new("kubectl").args(args).env("KUBECONFIG", self.kubeconfig()).output().expect("kubectl runs")
+    }
+
+    /// Runs kubectl with `stdin` and checks that it succeeds; returns stdout.
+    pub fn kubectl_in(&self, args: &[&str], stdin: &str) -> String {
+        use std::io::Write;
+        let mut c = Command::new("kubectl")
+            .args(args)
+            .env("KUBECONFIG", self.kubeconfig())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("kubectl runs");
+        c.stdin.take().unwrap().write_all(stdin.as_bytes()).unwrap();
+        let out = c.wait_with_output().unwrap();
+        assert!(out.status.success(), "kubectl {args:?} failed: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8(out.stdout).unwrap()
+    }
+
+    /// Runs kubectl and checks that it succeeds; returns stdout.
+    pub fn ok(&self, args: &[&str]) -> String {
+        let out = self.kubectl(args);
+        assert!(out.status.success(), "kubectl {args:?} failed: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8(out.stdout).unwrap()
+    }
+
+    /// Runs kubectl expecting failure; returns stderr.
+    pub fn fails(&self, args: &[&str]) -> String {
+        let out = self.kubectl(args);
+        assert!(!out.status.success(), "kubectl {args:?} should fail: {}", String::from_utf8_lossy(&out.stdout));
+        String::from_utf8(out.stderr).unwrap()
+    }
+
+    /// `kubectl ... -o json` parsed.
+    pub fn json(&self, args: &[&str]) -> serde_json::Value {
+        let mut a = args.to_vec();
+        a.extend(["-o", "json"]);
+        serde_json::from_str(&self.ok(&a)).unwrap()
+    }
+
+    /// Runs curl against this server with the admin's client certificate.
+    pub fn curl(&self, args: &[&str]) -> Output {
+        let pki = self.data_dir().join("pki");
+        Command::new("curl")
+            .arg("-sS")
+            .arg("--cacert")
+            .arg(pki.join("ca.crt"))
+            .arg("--cert")
+            .arg(pki.join("admin.crt"))
+            .arg("--key")
+            .arg(pki.join("admin.key"))
+            .args(args)
+            .output()
+            .expect("curl runs")
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("https://127.0.0.1:{}{path}", self.port)
+    }
+}
+
+impl Drop for Kapi {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+/// Polls `f` until it returns true or `timeout` passes.
+pub fn eventually(timeout: Duration, mut f: impl FnMut() -> bool) -> bool {
+    let start = Instant::now();
+    while start.elapsed() < timeout {
+        if f() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    false
+}

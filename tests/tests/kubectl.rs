@@ -1,0 +1,281 @@
+//! An unmodified kubectl against the real kapi binary: the everyday workflows.
+
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use kapi_tests::{Kapi, eventually};
+
+const APP: &str = r#"
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: web
+spec:
+  replicas: 2
+  selector:
+    matchLabels: {app: web}
+  template:
+    metadata:
+      labels: {app: web}
+    spec:
+      containers:
+      - name: nginx
+        image: nginx:1.27
+        ports:
+        - containerPort: 80
+---
+apiVersion: v1
+kind: Service
+metadata:
+  name: web
+spec:
+  selector: {app: web}
+  ports:
+  - port: 80
+    targetPort: 80
+---
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: web-config
+data:
+  key: value
+"#;
+
+#[test]
+fn apply_a_manifest_twice() {
+    let k = Kapi::start();
+    let out = k.kubectl_in(&["apply", "-f", "-"], APP);
+    assert!(out.contains("deployment.apps/web created") && out.contains("service/web created") && out.contains("configmap/web-config created"), "{out}");
+    let out = k.kubectl_in(&["apply", "-f", "-"], APP);
+    assert_eq!(out.matches("unchanged").count(), 3, "{out}");
+    let d = k.json(&["get", "deploy", "web"]);
+    assert!(d["metadata"]["annotations"]["kubectl.kubernetes.io/last-applied-configuration"].is_string());
+    assert_eq!(d["spec"]["strategy"]["type"], "RollingUpdate");
+    let svc = k.json(&["get", "svc", "web"]);
+    assert!(svc["spec"]["clusterIP"].as_str().unwrap().starts_with("10.0.0."));
+    // A change in the manifest is applied as a strategic merge patch.
+    let changed = APP.replace("replicas: 2", "replicas: 3");
+    let out = k.kubectl_in(&["apply", "-f", "-"], &changed);
+    assert!(out.contains("deployment.apps/web configured"), "{out}");
+    assert_eq!(k.json(&["get", "deploy", "web"])["spec"]["replicas"], 3);
+}
+
+#[test]
+fn create_get_list_and_the_table_columns() {
+    let k = Kapi::start();
+    k.ok(&["create", "namespace", "demo"]);
+    k.ok(&["create", "configmap", "c1", "-n", "demo", "--from-literal=a=1", "--from-literal=b=2"]);
+    k.ok(&["create", "secret", "generic", "s1", "-n", "demo", "--from-literal=p=x"]);
+    k.ok(&["create", "serviceaccount", "robot", "-n", "demo"]);
+    let out = k.ok(&["get", "configmaps", "-n", "demo"]);
+    let header: Vec<&str> = out.lines().next().unwrap().split_whitespace().collect();
+    assert_eq!(header, vec!["NAME", "DATA", "AGE"]);
+    assert!(out.lines().any(|l| l.starts_with("c1") && l.split_whitespace().nth(1) == Some("2")), "{out}");
+    let out = k.ok(&["get", "secrets", "-n", "demo"]);
+    assert!(out.contains("Opaque"), "{out}");
+    let out = k.ok(&["get", "ns"]);
+    for ns in ["default", "kube-system", "kube-public", "kube-node-lease", "demo"] {
+        assert!(out.contains(ns), "{out}");
+    }
+    let cm = k.json(&["get", "cm", "c1", "-n", "demo"]);
+    assert_eq!(cm["data"]["a"], "1");
+    let yaml = k.ok(&["get", "cm", "c1", "-n", "demo", "-o", "yaml"]);
+    assert!(yaml.contains("resourceVersion:"), "{yaml}");
+    let err = k.fails(&["get", "cm", "nope", "-n", "demo"]);
+    assert!(err.contains("Error from server (NotFound): configmaps \"nope\" not found"), "{err}");
+    let err = k.fails(&["create", "configmap", "c1", "-n", "demo"]);
+    assert!(err.contains("configmaps \"c1\" already exists"), "{err}");
+}
+
+#[test]
+fn the_patch_types_scale_and_labels() {
+    let k = Kapi::start();
+    k.kubectl_in(&["apply", "-f", "-"], APP);
+    k.ok(&["patch", "deploy", "web", "-p", r#"{"spec":{"template":{"spec":{"containers":[{"name":"nginx","image":"nginx:1.28"}]}}}}"#]);
+    let d = k.json(&["get", "deploy", "web"]);
+    assert_eq!(d["spec"]["template"]["spec"]["containers"][0]["image"], "nginx:1.28");
+    assert_eq!(d["spec"]["template"]["spec"]["containers"][0]["ports"][0]["containerPort"], 80, "strategic merge kept the ports");
+    k.ok(&["patch", "deploy", "web", "--type=merge", "-p", r#"{"metadata":{"labels":{"tier":"front"}}}"#]);
+    k.ok(&["patch", "deploy", "web", "--type=json", "-p", r#"[{"op":"replace","path":"/spec/replicas","value":4}]"#]);
+    let d = k.json(&["get", "deploy", "web"]);
+    assert_eq!(d["metadata"]["labels"]["tier"], "front");
+    assert_eq!(d["spec"]["replicas"], 4);
+    k.ok(&["scale", "deploy", "web", "--replicas=1"]);
+    assert_eq!(k.json(&["get", "deploy", "web"])["spec"]["replicas"], 1);
+    k.ok(&["label", "cm", "web-config", "env=prod"]);
+    k.ok(&["annotate", "cm", "web-config", "note=hi"]);
+    let out = k.ok(&["get", "cm", "-l", "env=prod", "-o", "name"]);
+    assert_eq!(out.trim(), "configmap/web-config");
+    let out = k.ok(&["get", "cm", "--field-selector", "metadata.name=web-config", "-o", "name"]);
+    assert_eq!(out.trim(), "configmap/web-config");
+}
+
+#[test]
+fn server_side_apply_reports_conflicts() {
+    let k = Kapi::start();
+    k.kubectl_in(&["apply", "--server-side", "-f", "-"], APP);
+    k.ok(&["scale", "deploy", "web", "--replicas=5"]);
+    let cm = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: web-config\ndata:\n  key: other\n";
+    let out = Command::new("kubectl")
+        .args(["apply", "--server-side", "--field-manager=someone-else", "-f", "-"])
+        .env("KUBECONFIG", k.kubeconfig())
+        .stdin(Stdio::piped())
+        .stderr(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .and_then(|mut c| {
+            use std::io::Write;
+            c.stdin.take().unwrap().write_all(cm.as_bytes())?;
+            c.wait_with_output()
+        })
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(err.contains("conflict with \"kubectl\""), "{err}");
+    assert!(err.contains(".data.key"), "{err}");
+    k.kubectl_in(&["apply", "--server-side", "--field-manager=someone-else", "--force-conflicts", "-f", "-"], cm);
+    assert_eq!(k.json(&["get", "cm", "web-config"])["data"]["key"], "other");
+}
+
+#[test]
+fn delete_finalizers_and_dry_run() {
+    let k = Kapi::start();
+    k.ok(&["create", "cm", "held"]);
+    k.ok(&["patch", "cm", "held", "--type=merge", "-p", r#"{"metadata":{"finalizers":["example.com/hold"]}}"#]);
+    k.ok(&["delete", "cm", "held", "--wait=false"]);
+    let cm = k.json(&["get", "cm", "held"]);
+    assert!(cm["metadata"]["deletionTimestamp"].is_string());
+    k.ok(&["patch", "cm", "held", "--type=json", "-p", r#"[{"op":"remove","path":"/metadata/finalizers"}]"#]);
+    assert!(k.fails(&["get", "cm", "held"]).contains("NotFound"));
+
+    let out = k.ok(&["create", "cm", "dry", "--dry-run=server", "-o", "name"]);
+    assert_eq!(out.trim(), "configmap/dry");
+    assert!(k.fails(&["get", "cm", "dry"]).contains("NotFound"));
+    k.ok(&["create", "cm", "keep"]);
+    k.ok(&["delete", "cm", "keep", "--dry-run=server"]);
+    k.ok(&["get", "cm", "keep"]);
+
+    for i in 0..3 {
+        k.ok(&["create", "cm", &format!("batch-{i}")]);
+        k.ok(&["label", "cm", &format!("batch-{i}"), "batch=yes"]);
+    }
+    let out = k.ok(&["delete", "--raw", "/api/v1/namespaces/default/configmaps?labelSelector=batch%3Dyes"]);
+    assert!(out.contains("ConfigMapList"), "{out}");
+    assert_eq!(k.ok(&["get", "cm", "-l", "batch=yes", "-o", "name"]).trim(), "");
+}
+
+#[test]
+fn pagination_and_stale_updates() {
+    let k = Kapi::start();
+    for i in 0..7 {
+        k.ok(&["create", "cm", &format!("page-{i}")]);
+    }
+    let out = k.ok(&["get", "cm", "--chunk-size=2", "-o", "name"]);
+    let names: Vec<&str> = out.lines().filter(|l| l.contains("page-")).collect();
+    assert_eq!(names.len(), 7, "{out}");
+    let page = k.ok(&["get", "--raw", "/api/v1/namespaces/default/configmaps?limit=3"]);
+    let page: serde_json::Value = serde_json::from_str(&page).unwrap();
+    assert_eq!(page["items"].as_array().unwrap().len(), 3);
+    assert!(page["metadata"]["continue"].is_string());
+
+    let cm = k.json(&["get", "cm", "page-0"]);
+    k.ok(&["label", "cm", "page-0", "changed=yes"]);
+    let stale = serde_json::to_string(&cm).unwrap();
+    let out = Command::new("kubectl")
+        .args(["replace", "-f", "-"])
+        .env("KUBECONFIG", k.kubeconfig())
+        .stdin(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .and_then(|mut c| {
+            use std::io::Write;
+            c.stdin.take().unwrap().write_all(stale.as_bytes())?;
+            c.wait_with_output()
+        })
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("the object has been modified"), "{err}");
+}
+
+#[test]
+fn watch_and_wait() {
+    let k = Kapi::start();
+    let watch = Command::new("kubectl")
+        .args(["get", "cm", "-w", "--request-timeout=8s"])
+        .env("KUBECONFIG", k.kubeconfig())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(800));
+    k.ok(&["create", "cm", "watched"]);
+    k.ok(&["label", "cm", "watched", "x=y"]);
+    let waiter = Command::new("kubectl")
+        .args(["wait", "--for=delete", "cm/watched", "--timeout=20s"])
+        .env("KUBECONFIG", k.kubeconfig())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    k.ok(&["delete", "cm", "watched"]);
+    let waited = waiter.wait_with_output().unwrap();
+    assert!(waited.status.success());
+    assert!(String::from_utf8_lossy(&waited.stdout).contains("condition met"));
+    let out = watch.wait_with_output().unwrap();
+    let seen = String::from_utf8_lossy(&out.stdout);
+    assert!(seen.lines().filter(|l| l.starts_with("watched")).count() >= 3, "{seen}");
+
+    // A condition set through the status subresource.
+    k.kubectl_in(&["apply", "-f", "-"], APP);
+    let waiter = Command::new("kubectl")
+        .args(["wait", "--for=condition=Available", "deploy/web", "--timeout=20s"])
+        .env("KUBECONFIG", k.kubeconfig())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    k.ok(&[
+        "patch",
+        "deploy",
+        "web",
+        "--subresource=status",
+        "--type=merge",
+        "-p",
+        r#"{"status":{"conditions":[{"type":"Available","status":"True","reason":"Test","message":"ok"}]}}"#,
+    ]);
+    let waited = waiter.wait_with_output().unwrap();
+    assert!(waited.status.success(), "{}", String::from_utf8_lossy(&waited.stdout));
+}
+
+#[test]
+fn discovery_explain_and_auth() {
+    let k = Kapi::start();
+    let out = k.ok(&["api-resources"]);
+    for line in ["deployments", "deploy", "apps/v1", "cronjobs", "endpointslices", "leases"] {
+        assert!(out.contains(line), "{out}");
+    }
+    let out = k.ok(&["explain", "deployment.spec.replicas"]);
+    assert!(out.contains("Number of desired pods"), "{out}");
+    let out = k.ok(&["explain", "pods.spec.containers.ports"]);
+    assert!(out.contains("containerPort"), "{out}");
+    assert_eq!(k.ok(&["auth", "can-i", "delete", "pods"]).trim(), "yes");
+    assert!(k.ok(&["auth", "whoami"]).contains("system:masters"));
+    assert!(k.ok(&["version"]).contains("Server Version: v1.33.0"));
+    assert!(k.ok(&["get", "--raw", "/readyz?verbose"]).contains("readyz check passed"));
+}
+
+#[test]
+fn data_survives_kill_9() {
+    let mut k = Kapi::start();
+    k.ok(&["create", "cm", "durable", "--from-literal=k=v"]);
+    k.kubectl_in(&["apply", "-f", "-"], APP);
+    let rv_before: i64 = k.json(&["get", "cm", "durable"])["metadata"]["resourceVersion"].as_str().unwrap().parse().unwrap();
+    k.kill_and_restart();
+    assert_eq!(k.json(&["get", "cm", "durable"])["data"]["k"], "v");
+    assert_eq!(k.json(&["get", "deploy", "web"])["spec"]["replicas"], 2);
+    k.ok(&["create", "cm", "after"]);
+    let rv_after: i64 = k.json(&["get", "cm", "after"])["metadata"]["resourceVersion"].as_str().unwrap().parse().unwrap();
+    assert!(rv_after > rv_before, "revisions keep increasing across restarts");
+    assert!(eventually(Duration::from_secs(5), || k.kubectl(&["get", "ns", "default"]).status.success()));
+}
