@@ -5,6 +5,8 @@
 //! to the watch caches, and collects watch streams. The simulator binary and the core's
 //! integration tests are built on it.
 
+pub mod fuzzing;
+
 use std::collections::BTreeMap;
 use std::sync::Arc;
 

@@ -1,0 +1,6 @@
+//! Arbitrary HTTP requests through the core's request pipeline (see `kapi_sim::fuzzing`).
+#![no_main]
+
+libfuzzer_sys::fuzz_target!(|data: &[u8]| {
+    kapi_sim::fuzzing::request(data);
+});

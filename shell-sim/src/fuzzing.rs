@@ -1,0 +1,121 @@
+//! The fuzz entry points: arbitrary bytes become HTTP requests run through the whole request
+//! pipeline, whose answers must be well formed. `fuzz/` runs them under libFuzzer; the test
+//! suite runs them on seeded random inputs.
+
+use std::cell::RefCell;
+use std::sync::Arc;
+
+use arbitrary::{Arbitrary, Unstructured};
+use bytes::Bytes;
+use kapi_core::auth::{Authenticator, Authorizer, TokenFile};
+use kapi_core::pipeline::{Request, Server};
+use kapi_core::resources::{Settings, catalog};
+
+use crate::World;
+
+const METHODS: &[&str] = &["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"];
+const PREFIXES: &[&str] = &[
+    "/api/v1/namespaces/default/configmaps",
+    "/api/v1/namespaces/default/pods",
+    "/api/v1/namespaces/default/services",
+    "/api/v1/namespaces",
+    "/api/v1/nodes",
+    "/apis/apps/v1/namespaces/default/deployments",
+    "/apis/batch/v1/namespaces/default/cronjobs",
+    "/apis/events.k8s.io/v1/namespaces/default/events",
+    "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews",
+    "/api",
+    "/apis",
+    "/openapi/v3",
+    "/readyz",
+    "",
+];
+const CONTENT_TYPES: &[&str] = &[
+    "application/json",
+    "application/yaml",
+    "application/vnd.kubernetes.protobuf",
+    "application/merge-patch+json",
+    "application/json-patch+json",
+    "application/strategic-merge-patch+json",
+    "application/apply-patch+yaml",
+    "text/plain",
+];
+const ACCEPTS: &[&str] = &[
+    "application/json",
+    "application/vnd.kubernetes.protobuf",
+    "application/json;as=Table;v=v1;g=meta.k8s.io",
+    "application/json;as=PartialObjectMetadataList;v=v1;g=meta.k8s.io",
+    "application/yaml",
+    "*/*",
+];
+const QUERY_KEYS: &[&str] = &[
+    "watch", "labelSelector", "fieldSelector", "limit", "continue", "resourceVersion", "resourceVersionMatch", "dryRun",
+    "fieldManager", "fieldValidation", "force", "gracePeriodSeconds", "propagationPolicy", "timeoutSeconds", "sendInitialEvents",
+    "allowWatchBookmarks", "includeObject",
+];
+
+/// A request, as arbitrary data shapes it.
+#[derive(Debug)]
+pub struct FuzzRequest(pub Request);
+
+impl<'a> Arbitrary<'a> for FuzzRequest {
+    fn arbitrary(u: &mut Unstructured<'a>) -> arbitrary::Result<Self> {
+        let method = u.choose(METHODS)?.to_string();
+        let mut path = u.choose(PREFIXES)?.to_string();
+        for _ in 0..u.int_in_range(0..=3)? {
+            path.push('/');
+            let seg: String = u.arbitrary()?;
+            path.push_str(if u.arbitrary()? { &seg } else { "x" });
+        }
+        let mut query = Vec::new();
+        for _ in 0..u.int_in_range(0..=4)? {
+            let v: String = u.arbitrary()?;
+            query.push(format!("{}={v}", u.choose(QUERY_KEYS)?));
+        }
+        let mut headers = vec![("Authorization".to_string(), "Bearer fuzz".to_string())];
+        if u.arbitrary()? {
+            headers.push(("Content-Type".into(), u.choose(CONTENT_TYPES)?.to_string()));
+        }
+        if u.arbitrary()? {
+            headers.push(("Accept".into(), u.choose(ACCEPTS)?.to_string()));
+        }
+        let body: Vec<u8> = if u.arbitrary()? {
+            let name: String = u.arbitrary()?;
+            serde_json::to_vec(&serde_json::json!({"metadata": {"name": name}, "data": {"k": name}})).unwrap_or_default()
+        } else {
+            u.arbitrary()?
+        };
+        Ok(FuzzRequest(Request { method, path, query: query.join("&"), headers, body: Bytes::from(body), ..Default::default() }))
+    }
+}
+
+fn world() -> World {
+    let tokens = TokenFile::parse("fuzz,fuzzer,0,system:masters\n").expect("a valid token line");
+    let server = Arc::new(Server::new(catalog(&Settings::default()), Authenticator { tokens: Some(tokens) }, Authorizer::AlwaysAllow, "/registry", "127.0.0.1:6443"));
+    World::new(server, "2024-01-01T00:00:00Z".parse().expect("a valid timestamp"), 1)
+}
+
+thread_local! {
+    static WORLD: RefCell<Option<World>> = const { RefCell::new(None) };
+}
+
+/// Runs one fuzzed request and checks its answer: a known status code, and an error body that
+/// is a `Status` carrying that code. Panics on a violation (the fuzzer's finding).
+pub fn request(data: &[u8]) {
+    let Ok(FuzzRequest(req)) = FuzzRequest::arbitrary(&mut Unstructured::new(data)) else { return };
+    WORLD.with(|w| {
+        let mut w = w.borrow_mut();
+        let world = w.get_or_insert_with(world);
+        let resp = world.request(req.clone());
+        let code = resp.head.status;
+        assert!(
+            matches!(code, 200 | 201 | 301 | 400 | 401 | 403 | 404 | 405 | 406 | 409 | 410 | 413 | 415 | 422 | 429 | 500 | 504),
+            "unexpected status {code} for {req:?}"
+        );
+        if code >= 400 && resp.head.content_type() == Some("application/json") && req.method != "HEAD" {
+            let status = resp.json();
+            assert_eq!(status["kind"], "Status", "error body of {req:?}: {}", String::from_utf8_lossy(&resp.body));
+            assert_eq!(status["code"], code, "{req:?}");
+        }
+    });
+}
