@@ -13,7 +13,7 @@ use jiff::Timestamp;
 use serde_json::{Value, json};
 
 use crate::admission::Admission;
-use crate::auth::UserInfo;
+use crate::auth::apiserver_user;
 use crate::catalog::Resource;
 use crate::kv::{KvRequest, KvResult};
 use crate::pipeline::Server;
@@ -108,7 +108,7 @@ impl Bootstrap {
             field_manager: MANAGER.into(),
             field_validation: FieldValidation::Strict,
             prefix: prefix.to_string(),
-            user: UserInfo { name: "system:apiserver".into(), groups: vec!["system:masters".into()], ..Default::default() },
+            user: apiserver_user(),
         }
     }
 

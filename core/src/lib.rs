@@ -8,6 +8,7 @@ pub mod bootstrap;
 pub mod cache;
 pub mod catalog;
 pub mod codec;
+pub mod controllers;
 pub mod discovery;
 pub mod kv;
 pub mod meta;

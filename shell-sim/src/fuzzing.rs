@@ -3,15 +3,12 @@
 //! suite runs them on seeded random inputs.
 
 use std::cell::RefCell;
-use std::sync::Arc;
 
 use arbitrary::{Arbitrary, Unstructured};
 use bytes::Bytes;
-use kapi_core::auth::{Authenticator, Authorizer, TokenFile};
-use kapi_core::pipeline::{Request, Server};
-use kapi_core::resources::{Settings, catalog};
+use kapi_core::pipeline::Request;
 
-use crate::World;
+use crate::{ADMIN_TOKEN, World, default_server, epoch};
 
 const METHODS: &[&str] = &["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"];
 const PREFIXES: &[&str] = &[
@@ -72,7 +69,7 @@ impl<'a> Arbitrary<'a> for FuzzRequest {
             let v: String = u.arbitrary()?;
             query.push(format!("{}={v}", u.choose(QUERY_KEYS)?));
         }
-        let mut headers = vec![("Authorization".to_string(), "Bearer fuzz".to_string())];
+        let mut headers = vec![("Authorization".to_string(), format!("Bearer {ADMIN_TOKEN}"))];
         if u.arbitrary()? {
             headers.push(("Content-Type".into(), u.choose(CONTENT_TYPES)?.to_string()));
         }
@@ -90,9 +87,7 @@ impl<'a> Arbitrary<'a> for FuzzRequest {
 }
 
 fn world() -> World {
-    let tokens = TokenFile::parse("fuzz,fuzzer,0,system:masters\n").expect("a valid token line");
-    let server = Arc::new(Server::new(catalog(&Settings::default()), Authenticator { tokens: Some(tokens) }, Authorizer::AlwaysAllow, "/registry", "127.0.0.1:6443"));
-    World::new(server, "2024-01-01T00:00:00Z".parse().expect("a valid timestamp"), 1)
+    World::new(default_server(), epoch(), 1)
 }
 
 thread_local! {

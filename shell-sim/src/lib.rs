@@ -12,12 +12,22 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use jiff::{SignedDuration, Timestamp};
+use kapi_core::auth::{Authenticator, Authorizer, TokenFile};
 use kapi_core::bootstrap::{Bootstrap, BootstrapEffect};
+use kapi_core::controllers::{ControllerEffect, ControllerEvent, Controllers, Enabled, RequestId};
 use kapi_core::cache::{CacheEffect, CacheEvent, ReadId, ReadResult, WatchCache, WatcherId, DEFAULT_HISTORY};
 use kapi_core::catalog::Resource;
 use kapi_core::kv::{KvRequest, KvResult, Model, WatchRequest, WatchResponse};
 use kapi_core::pipeline::{Effect, Event, Head, Health, Request, RequestMachine, Server};
+use kapi_core::resources::{Settings, catalog};
 use kapi_core::status::ApiError;
+
+/// The bearer token of the simulated cluster's administrator (`system:masters`).
+pub const ADMIN_TOKEN: &str = "admin-token";
+/// The server's loopback token in a simulated world, used by the built-in controllers.
+const LOOPBACK_TOKEN: &str = "loopback-token";
+/// The CA bundle the simulated root-ca publisher publishes.
+pub const SIM_CA: &str = "-----BEGIN CERTIFICATE-----\nsimulated\n-----END CERTIFICATE-----\n";
 
 /// A resource's watch cache and the store watch feeding it.
 struct Slot {
@@ -56,6 +66,22 @@ pub struct World {
     reads: BTreeMap<ReadId, Result<ReadResult, ApiError>>,
     next_id: u64,
     seed: u64,
+    controllers: Option<Controllers>,
+    /// The controllers' watch streams, and the request each answers.
+    controller_watches: BTreeMap<WatcherId, RequestId>,
+}
+
+/// A server with kapi's default settings, [`ADMIN_TOKEN`] for an administrator and the
+/// loopback token for the controllers.
+pub fn default_server() -> Arc<Server> {
+    let tokens = TokenFile::parse(&format!("{ADMIN_TOKEN},admin,0,system:masters\n")).expect("a valid token line");
+    let auth = Authenticator { tokens: Some(tokens), loopback: Some(LOOPBACK_TOKEN.into()) };
+    Arc::new(Server::new(catalog(&Settings::default()), auth, Authorizer::AlwaysAllow, "/registry", "127.0.0.1:6443"))
+}
+
+/// The simulation's epoch.
+pub fn epoch() -> Timestamp {
+    "2024-01-01T00:00:00Z".parse().expect("a valid timestamp")
 }
 
 fn slot_key(res: &Resource) -> (String, String, String) {
@@ -65,7 +91,18 @@ fn slot_key(res: &Resource) -> (String, String, String) {
 impl World {
     /// A world with one watch cache per stored resource and kube-apiserver's bootstrap done.
     pub fn new(server: Arc<Server>, now: Timestamp, seed: u64) -> World {
-        let mut w = World { now, model: Model::new(), server, slots: BTreeMap::new(), streams: BTreeMap::new(), reads: BTreeMap::new(), next_id: 1, seed };
+        let mut w = World {
+            now,
+            model: Model::new(),
+            server,
+            slots: BTreeMap::new(),
+            streams: BTreeMap::new(),
+            reads: BTreeMap::new(),
+            next_id: 1,
+            seed,
+            controllers: None,
+            controller_watches: BTreeMap::new(),
+        };
         let resources: Vec<Arc<Resource>> = w.server.catalog.resources().filter(|r| !r.info.review).cloned().collect();
         for r in resources {
             let prefix = Bytes::from(format!("{}/", w.server.storage_root(&r)));
@@ -161,14 +198,79 @@ impl World {
         }
     }
 
-    /// Lets time pass, firing the caches' timers.
+    /// Starts the built-in controllers; from now on they act after every request and tick.
+    pub fn start_controllers(&mut self, enabled: Enabled) {
+        let token = self.server.authenticator.loopback.clone().expect("the server has a loopback token");
+        self.controllers = Some(Controllers::new(enabled, &self.server.catalog, &token, SIM_CA, self.now));
+        self.settle();
+    }
+
+    /// Lets time pass, firing the caches' and the controllers' timers.
     pub fn advance(&mut self, d: SignedDuration) {
         self.now += d;
         self.pump();
+        self.settle();
     }
 
-    /// Runs a request to its response.
+    /// Runs a request as the administrator, with `body` (if any) encoded as JSON and sent as
+    /// `content_type`.
+    pub fn call(&mut self, method: &str, path: &str, query: &str, body: Option<&serde_json::Value>, content_type: &str) -> Response {
+        let mut headers = vec![("Authorization".to_string(), format!("Bearer {ADMIN_TOKEN}")), ("User-Agent".into(), "kapi-test/1.0".into())];
+        if !content_type.is_empty() {
+            headers.push(("Content-Type".into(), content_type.into()));
+        }
+        let body = body.map(|b| Bytes::from(serde_json::to_vec(b).expect("JSON trees serialize"))).unwrap_or_default();
+        self.request(Request { method: method.into(), path: path.into(), query: query.into(), headers, body, ..Default::default() })
+    }
+
+    /// Runs a request to its response, then lets the controllers react to it.
     pub fn request(&mut self, req: Request) -> Response {
+        let resp = self.run(req);
+        self.settle();
+        resp
+    }
+
+    /// Runs the controllers until they have nothing left to do now: their requests are
+    /// answered at once, their watch streams fed with what has arrived.
+    fn settle(&mut self) {
+        let Some(mut c) = self.controllers.take() else { return };
+        loop {
+            let mut progress = false;
+            let watches: Vec<(WatcherId, RequestId)> = self.controller_watches.iter().map(|(w, r)| (*w, *r)).collect();
+            for (watcher, id) in watches {
+                let (frames, closed) = self.frames(watcher);
+                progress |= !frames.is_empty() || closed;
+                for chunk in frames {
+                    c.handle(self.now, ControllerEvent::Body { id, chunk });
+                }
+                if closed {
+                    self.controller_watches.remove(&watcher);
+                    self.streams.remove(&watcher);
+                    c.handle(self.now, ControllerEvent::End { id });
+                }
+            }
+            while let Some(ControllerEffect::Request { id, request }) = c.poll(self.now) {
+                progress = true;
+                let resp = self.run(request);
+                c.handle(self.now, ControllerEvent::Head { id, status: resp.head.status });
+                match resp.watch {
+                    Some(watcher) => {
+                        self.controller_watches.insert(watcher, id);
+                    }
+                    None => {
+                        c.handle(self.now, ControllerEvent::Body { id, chunk: resp.body });
+                        c.handle(self.now, ControllerEvent::End { id });
+                    }
+                }
+            }
+            if !progress {
+                break;
+            }
+        }
+        self.controllers = Some(c);
+    }
+
+    fn run(&mut self, req: Request) -> Response {
         let seed = self.seed ^ self.next();
         let mut m = RequestMachine::new(self.server.clone(), req, Health::default(), self.now, seed);
         let mut head = None;

@@ -1,30 +1,19 @@
 //! The API's behaviour through the core's request pipeline, in the simulator's world: what
 //! clients see for each verb, with kube-apiserver's codes, reasons and messages.
 
-use std::sync::Arc;
 
 use bytes::Bytes;
 use jiff::SignedDuration;
-use kapi_core::auth::{Authenticator, Authorizer, TokenFile};
-use kapi_core::pipeline::{Request, Server};
-use kapi_core::resources::{Settings, catalog};
-use kapi_sim::{Response, World};
+use kapi_core::pipeline::Request;
+use kapi_sim::{ADMIN_TOKEN, Response, World, default_server, epoch};
 use serde_json::{Value, json};
 
 fn world() -> World {
-    let tokens = TokenFile::parse("t,admin,0,system:masters\n").unwrap();
-    let server = Arc::new(Server::new(catalog(&Settings::default()), Authenticator { tokens: Some(tokens) }, Authorizer::AlwaysAllow, "/registry", "127.0.0.1:6443"));
-    World::new(server, "2024-01-01T00:00:00Z".parse().unwrap(), 7)
+    World::new(default_server(), epoch(), 7)
 }
 
 fn call(w: &mut World, method: &str, path: &str, query: &str, body: Option<Value>, content_type: &str) -> Response {
-    let mut headers = vec![("Authorization".to_string(), "Bearer t".to_string())];
-    if !content_type.is_empty() {
-        headers.push(("Content-Type".into(), content_type.into()));
-    }
-    headers.push(("User-Agent".into(), "kapi-test/1.0".into()));
-    let body = body.map(|b| Bytes::from(serde_json::to_vec(&b).unwrap())).unwrap_or_default();
-    w.request(Request { method: method.into(), path: path.into(), query: query.into(), headers, body, ..Default::default() })
+    w.call(method, path, query, body.as_ref(), content_type)
 }
 
 fn get(w: &mut World, path: &str) -> Response {
@@ -215,7 +204,7 @@ fn tables_and_metadata_views() {
         method: "GET".into(),
         path: CMS.into(),
         headers: vec![
-            ("Authorization".into(), "Bearer t".into()),
+            ("Authorization".into(), format!("Bearer {ADMIN_TOKEN}")),
             ("Accept".into(), "application/json;as=Table;v=v1;g=meta.k8s.io,application/json".into()),
         ],
         ..Default::default()
@@ -242,7 +231,7 @@ fn protobuf_round_trip() {
         method: "POST".into(),
         path: CMS.into(),
         headers: vec![
-            ("Authorization".into(), "Bearer t".into()),
+            ("Authorization".into(), format!("Bearer {ADMIN_TOKEN}")),
             ("Content-Type".into(), "application/vnd.kubernetes.protobuf".into()),
             ("Accept".into(), "application/vnd.kubernetes.protobuf,application/json".into()),
         ],

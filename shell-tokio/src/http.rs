@@ -96,9 +96,14 @@ async fn handle(state: Arc<State>, peer: Peer, req: hyper::Request<Incoming>) ->
         body_too_large: too_large,
         peer,
     };
+    Ok(call(state, request).await)
+}
+
+/// Serves one request; the response's body streams while the request machine runs.
+pub async fn call(state: Arc<State>, request: Request) -> hyper::Response<Body> {
     let (tx, rx) = oneshot::channel();
     tokio::spawn(drive(state, request, tx));
-    Ok(rx.await.unwrap_or_else(|_| response(Head::new(500, "text/plain"), Full::new(Bytes::from_static(b"internal error")).boxed())))
+    rx.await.unwrap_or_else(|_| response(Head::new(500, "text/plain"), Full::new(Bytes::from_static(b"internal error")).boxed()))
 }
 
 fn response(head: Head, body: Body) -> hyper::Response<Body> {

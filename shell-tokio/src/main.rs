@@ -5,6 +5,7 @@
 mod caches;
 mod certs;
 mod clock;
+mod controllers;
 mod http;
 mod store;
 mod tls;
@@ -18,6 +19,7 @@ use anyhow::{Context, bail};
 use clap::{Args, Parser, Subcommand};
 use kapi_core::auth::{Authenticator, Authorizer, TokenFile};
 use kapi_core::bootstrap::{Bootstrap, BootstrapEffect};
+use kapi_core::controllers::{Controllers, Enabled};
 use kapi_core::pipeline::Server;
 use kapi_core::resources::services::ServiceRanges;
 use kapi_core::resources::{Settings, catalog};
@@ -81,6 +83,13 @@ struct ServeArgs {
     /// Authorization modes; kapi implements AlwaysAllow.
     #[arg(long, default_value = "AlwaysAllow")]
     authorization_mode: String,
+    /// Built-in controllers to run: `*` for all, `none`, or a list of serviceaccount,
+    /// root-ca-cert-publisher, namespace. Turn them off when a kube-controller-manager runs.
+    #[arg(long, default_value = "*", value_parser = Enabled::parse)]
+    controllers: Enabled,
+    /// The CA bundle published in every namespace as `kube-root-ca.crt`; the generated CA when not given.
+    #[arg(long)]
+    root_ca_file: Option<PathBuf>,
 }
 
 /// A Go-style duration (`1h`, `30m`, `1h30m`, `90s`) in seconds.
@@ -165,7 +174,13 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         Some(f) => Some(TokenFile::parse(&std::fs::read_to_string(f).with_context(|| format!("reading {}", f.display()))?).map_err(anyhow::Error::msg)?),
         None => None,
     };
-    let mut server = Server::new(catalog(&settings), Authenticator { tokens }, Authorizer::AlwaysAllow, &args.etcd_prefix, &format!("{advertise}:{}", args.secure_port));
+    let root_ca = match &args.root_ca_file {
+        Some(f) => std::fs::read_to_string(f).with_context(|| format!("reading {}", f.display()))?,
+        None => pki.ca_cert.clone(),
+    };
+    let loopback = format!("{:016x}{:016x}", clock::seed(), clock::seed());
+    let authenticator = Authenticator { tokens, loopback: Some(loopback.clone()) };
+    let mut server = Server::new(catalog(&settings), authenticator, Authorizer::AlwaysAllow, &args.etcd_prefix, &format!("{advertise}:{}", args.secure_port));
     server.max_body_bytes = args.max_request_body_bytes;
     let server = Arc::new(server);
     let resources: Vec<_> = server.catalog.resources().filter(|r| !r.info.review).map(|r| (r.clone(), format!("{}/", server.storage_root(r)))).collect();
@@ -179,6 +194,10 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     bootstrap(&server, &store, &advertise.to_string(), args.secure_port, &service_ip).await?;
     state.bootstrapped.store(true, Ordering::Relaxed);
     tokio::spawn(expire_leases(store.clone()));
+    if args.controllers.any() {
+        let c = Controllers::new(args.controllers.clone(), &server.catalog, &loopback, &root_ca, clock::now());
+        tokio::spawn(controllers::run(state.clone(), c));
+    }
 
     println!("kapi is serving the Kubernetes API on {server_url} (SQLite store in {})", args.data_dir.display());
     println!("Use it with kubectl:\n  export KUBECONFIG={}\n  kubectl get namespaces", kubeconfig_path.display());

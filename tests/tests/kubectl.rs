@@ -279,3 +279,22 @@ fn data_survives_kill_9() {
     assert!(rv_after > rv_before, "revisions keep increasing across restarts");
     assert!(eventually(Duration::from_secs(5), || k.kubectl(&["get", "ns", "default"]).status.success()));
 }
+
+#[test]
+fn namespaces_get_service_accounts_and_delete_completely() {
+    let k = Kapi::start();
+    k.ok(&["create", "namespace", "team"]);
+    assert!(eventually(Duration::from_secs(10), || k.kubectl(&["get", "serviceaccount", "default", "-n", "team"]).status.success()));
+    let ca = k.json(&["get", "configmap", "kube-root-ca.crt", "-n", "team"]);
+    assert!(ca["data"]["ca.crt"].as_str().unwrap().starts_with("-----BEGIN CERTIFICATE-----"));
+    k.ok(&["run", "sleeper", "--image=busybox", "-n", "team", "--", "sleep", "3600"]);
+    assert_eq!(k.json(&["get", "pod", "sleeper", "-n", "team"])["spec"]["serviceAccountName"], "default");
+    k.kubectl_in(&["apply", "-n", "team", "-f", "-"], APP);
+
+    // kubectl waits until the namespace is gone.
+    let out = k.ok(&["delete", "namespace", "team", "--timeout=30s"]);
+    assert!(out.contains("namespace \"team\" deleted"), "{out}");
+    assert!(k.fails(&["get", "namespace", "team"]).contains("NotFound"));
+    k.ok(&["create", "namespace", "team"]);
+    assert!(k.ok(&["get", "all", "-n", "team", "-o", "name"]).lines().all(|l| !l.contains("web")));
+}

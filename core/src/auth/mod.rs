@@ -92,6 +92,15 @@ pub fn user_from_certificate(der: &[u8]) -> Option<UserInfo> {
 #[derive(Clone, Debug, Default)]
 pub struct Authenticator {
     pub tokens: Option<TokenFile>,
+    /// The server's own token (kube's loopback client), for the built-in controllers: it
+    /// stands for `system:apiserver` in `system:masters`. The shell makes a fresh random one
+    /// at every start and never writes it down.
+    pub loopback: Option<String>,
+}
+
+/// The user the loopback token stands for.
+pub fn apiserver_user() -> UserInfo {
+    UserInfo { name: "system:apiserver".into(), groups: vec!["system:masters".into()], ..Default::default() }
 }
 
 /// What the connection proved about the client.
@@ -109,17 +118,22 @@ impl Authenticator {
         if let Some(user) = peer.client_certificate.as_deref().and_then(user_from_certificate) {
             return Ok(user.authenticated());
         }
-        if let (Some(tokens), Some(header)) = (&self.tokens, authorization) {
-            let mut parts = header.trim().splitn(2, ' ');
-            if parts.next().is_some_and(|s| s.eq_ignore_ascii_case("bearer")) {
-                let token = parts.next().unwrap_or_default().trim();
-                if let Some(user) = tokens.tokens.get(token) {
-                    return Ok(user.clone().authenticated());
-                }
-            }
+        let Some(token) = authorization.and_then(bearer_token) else { return Err(ApiError::unauthorized()) };
+        if self.loopback.as_deref() == Some(token) {
+            return Ok(apiserver_user().authenticated());
         }
-        Err(ApiError::unauthorized())
+        match self.tokens.as_ref().and_then(|t| t.tokens.get(token)) {
+            Some(user) => Ok(user.clone().authenticated()),
+            None => Err(ApiError::unauthorized()),
+        }
     }
+}
+
+/// The token of an `Authorization: Bearer <token>` header.
+fn bearer_token(header: &str) -> Option<&str> {
+    let (scheme, token) = header.trim().split_once(' ')?;
+    let token = token.trim();
+    (scheme.eq_ignore_ascii_case("bearer") && !token.is_empty()).then_some(token)
 }
 
 /// What a request asks to do (`authorizer.Attributes`).
@@ -165,12 +179,17 @@ mod tests {
     #[test]
     fn token_file_and_bearer_tokens() {
         let tf = TokenFile::parse("# comment\nsecret,alice,1001,\"dev,ops\"\nother,bob,1002\n").unwrap();
-        let a = Authenticator { tokens: Some(tf) };
+        let a = Authenticator { tokens: Some(tf), loopback: Some("lo0p".into()) };
         let u = a.authenticate(Some("Bearer secret"), &Peer::default()).unwrap();
         assert_eq!(u.name, "alice");
         assert_eq!(u.groups, vec!["dev", "ops", "system:authenticated"]);
         assert_eq!(a.authenticate(Some("Bearer nope"), &Peer::default()).unwrap_err().code, 401);
         assert_eq!(a.authenticate(None, &Peer::default()).unwrap_err().code, 401);
         assert!(TokenFile::parse("onlytoken\n").is_err());
+        let lo = a.authenticate(Some("Bearer lo0p"), &Peer::default()).unwrap();
+        assert_eq!((lo.name.as_str(), lo.groups.as_slice()), ("system:apiserver", &["system:masters".to_string(), "system:authenticated".to_string()][..]));
+        assert_eq!(a.authenticate(Some("Bearer "), &Peer::default()).unwrap_err().code, 401);
+        let no_loopback = Authenticator { loopback: None, ..a };
+        assert_eq!(no_loopback.authenticate(Some("Bearer lo0p"), &Peer::default()).unwrap_err().code, 401);
     }
 }

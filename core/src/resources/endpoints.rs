@@ -39,7 +39,7 @@ impl Strategy for Endpoints {
             for list in ["addresses", "notReadyAddresses"] {
                 for (j, a) in ss.get(list).and_then(Value::as_array).into_iter().flatten().enumerate() {
                     let ip = a.get("ip").and_then(Value::as_str).unwrap_or_default();
-                    if ip.parse::<std::net::IpAddr>().is_err() {
+                    if ip.parse::<core::net::IpAddr>().is_err() {
                         errs.push(FieldError::invalid(format!("subsets[{i}].{list}[{j}].ip"), json!(ip), "must be a valid IP address"));
                     }
                 }

@@ -1,7 +1,7 @@
 //! core/v1 services: defaults, cluster IP and node port allocation (one key per taken value,
 //! as kube's `IPAddress` objects), validation and `kubectl get svc` columns.
 
-use std::net::Ipv4Addr;
+use core::net::Ipv4Addr;
 
 use serde_json::{Value, json};
 

@@ -1,0 +1,351 @@
+//! Built-in controllers, so that kapi alone behaves like a cluster for everyday work. They are
+//! the parts of kube-controller-manager a client notices first:
+//! - `serviceaccount`: every namespace gets a `default` service account (pods need one);
+//! - `root-ca-cert-publisher`: every namespace gets the `kube-root-ca.crt` configmap;
+//! - `namespace`: a deleted namespace is emptied, then its `kubernetes` finalizer is removed so
+//!   it goes away. Pods bound to nodes that do not exist are deleted at once, as kube's pod
+//!   garbage collector does (no kubelet will ever finish them).
+//!
+//! They are API clients: every read and write is an HTTP request through the request pipeline
+//! with the server's loopback token, exactly as kube-controller-manager would make from outside.
+//! Namespaces are followed with a [`Reflector`].
+//!
+//! Call order: [`Controllers::new`]; drain [`Controllers::poll`] and send each request; feed
+//! each answer back as [`ControllerEvent::Head`], any number of [`ControllerEvent::Body`]
+//! chunks and [`ControllerEvent::End`]; call `poll` again after each event and at
+//! [`Controllers::poll_timeout`].
+
+mod reflector;
+
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+
+use bytes::Bytes;
+use jiff::{SignedDuration, Timestamp};
+use serde_json::{Value, json};
+
+pub use self::reflector::{Change, Get, Reflector};
+use crate::catalog::Catalog;
+use crate::meta;
+use crate::pipeline::Request;
+
+/// How often a namespace that is still emptying is looked at again.
+pub const RETRY: SignedDuration = SignedDuration::from_secs(2);
+
+/// The finalizer the namespace controller owns.
+const FINALIZER: &str = "kubernetes";
+
+/// Which controllers run (`--controllers`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Enabled {
+    pub service_accounts: bool,
+    pub root_ca: bool,
+    pub namespaces: bool,
+}
+
+impl Enabled {
+    pub const ALL: Enabled = Enabled { service_accounts: true, root_ca: true, namespaces: true };
+    pub const NONE: Enabled = Enabled { service_accounts: false, root_ca: false, namespaces: false };
+
+    /// Parses `--controllers`: `*` (all), `none`, or a comma-separated list of names, as
+    /// kube-controller-manager's flag of the same name (without its `-name` negation).
+    pub fn parse(s: &str) -> Result<Enabled, String> {
+        let mut e = Enabled::NONE;
+        for name in s.split(',').map(str::trim).filter(|n| !n.is_empty()) {
+            match name {
+                "*" => e = Enabled::ALL,
+                "none" => e = Enabled::NONE,
+                "serviceaccount" => e.service_accounts = true,
+                "root-ca-cert-publisher" => e.root_ca = true,
+                "namespace" => e.namespaces = true,
+                other => return Err(format!("unknown controller {other:?}: known are serviceaccount, root-ca-cert-publisher, namespace")),
+            }
+        }
+        Ok(e)
+    }
+
+    pub fn any(&self) -> bool {
+        self.service_accounts || self.root_ca || self.namespaces
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct RequestId(pub u64);
+
+#[derive(Debug)]
+pub enum ControllerEvent {
+    /// The status code of the answer to a request.
+    Head { id: RequestId, status: u16 },
+    /// A piece of its body.
+    Body { id: RequestId, chunk: Bytes },
+    /// The body is complete (or the stream ended).
+    End { id: RequestId },
+}
+
+#[derive(Debug)]
+pub enum ControllerEffect {
+    /// Send this request through the pipeline and feed back its answer.
+    Request { id: RequestId, request: Request },
+}
+
+/// One step of the work on a namespace.
+#[derive(Clone, Debug, PartialEq)]
+enum Step {
+    EnsureServiceAccount,
+    EnsureRootCa,
+    /// Delete every object of a namespaced collection (its path, with `{ns}` for the namespace).
+    DeleteAll { collection: String },
+    /// Count what is left in each collection; then finalize, or wait and start over.
+    CountLeft { collections: VecDeque<String>, left: usize },
+    /// Force-delete a pod if its node does not exist.
+    CheckNode { pod: String, node: String },
+    ForceDeletePod { pod: String },
+    Finalize,
+}
+
+/// Who a request is for.
+enum Asker {
+    Reflector,
+    Namespace { name: String, step: Step, status: u16, body: Vec<u8> },
+}
+
+pub struct Controllers {
+    enabled: Enabled,
+    ca_pem: String,
+    token: String,
+    /// Namespaced collections, `/api/v1/namespaces/{ns}/configmaps` with `{ns}` to fill in.
+    collections: Vec<String>,
+    reflector: Reflector,
+    namespaces: BTreeMap<String, Value>,
+    /// The work left per namespace; one request in flight per namespace.
+    work: BTreeMap<String, VecDeque<Step>>,
+    /// Namespaces that changed while a request for them was in flight: plan again after it.
+    stale: BTreeSet<String>,
+    in_flight: BTreeMap<RequestId, Asker>,
+    /// Namespaces to look at again, and when.
+    retry: BTreeMap<String, Timestamp>,
+    effects: VecDeque<ControllerEffect>,
+    next_id: u64,
+}
+
+impl Controllers {
+    /// `token` authenticates the controllers (the server's loopback token); `ca_pem` is what
+    /// `kube-root-ca.crt` publishes.
+    pub fn new(enabled: Enabled, catalog: &Catalog, token: &str, ca_pem: &str, now: Timestamp) -> Controllers {
+        let collections = catalog
+            .resources()
+            .filter(|r| r.info.namespaced && !r.info.review && r.info.stored_as.is_none() && r.info.has_verb("deletecollection"))
+            .map(|r| {
+                let base = if r.info.group.is_empty() { format!("/api/{}", r.info.version) } else { format!("/apis/{}/{}", r.info.group, r.info.version) };
+                format!("{base}/namespaces/{{ns}}/{}", r.info.resource)
+            })
+            .collect();
+        Controllers {
+            enabled,
+            ca_pem: ca_pem.to_string(),
+            token: token.to_string(),
+            collections,
+            reflector: Reflector::new("/api/v1/namespaces", now),
+            namespaces: BTreeMap::new(),
+            work: BTreeMap::new(),
+            stale: BTreeSet::new(),
+            in_flight: BTreeMap::new(),
+            retry: BTreeMap::new(),
+            effects: VecDeque::new(),
+            next_id: 0,
+        }
+    }
+
+    fn send(&mut self, asker: Asker, method: &str, path: String, query: &str, body: Option<Value>) {
+        self.next_id += 1;
+        let id = RequestId(self.next_id);
+        let mut headers = vec![
+            ("Authorization".to_string(), format!("Bearer {}", self.token)),
+            ("User-Agent".to_string(), "kube-controller-manager/kapi".to_string()),
+            ("Accept".to_string(), "application/json".to_string()),
+        ];
+        if body.is_some() {
+            headers.push(("Content-Type".into(), "application/json".into()));
+        }
+        let body = body.map(|b| Bytes::from(serde_json::to_vec(&b).expect("JSON trees serialize"))).unwrap_or_default();
+        let request = Request { method: method.into(), path, query: query.into(), headers, body, ..Default::default() };
+        self.in_flight.insert(id, asker);
+        self.effects.push_back(ControllerEffect::Request { id, request });
+    }
+
+    fn busy(&self, ns: &str) -> bool {
+        self.in_flight.values().any(|a| matches!(a, Asker::Namespace { name, .. } if name == ns))
+    }
+
+    /// The work a namespace needs in its current state.
+    fn plan(&self, ns: &Value) -> VecDeque<Step> {
+        let mut steps = VecDeque::new();
+        if meta::deletion_timestamp(ns).is_some() {
+            let ours = meta::at(ns, &["spec", "finalizers"]).and_then(Value::as_array).is_some_and(|f| f.iter().any(|x| x == FINALIZER));
+            if self.enabled.namespaces && ours {
+                steps.extend(self.collections.iter().map(|c| Step::DeleteAll { collection: c.clone() }));
+                steps.push_back(Step::CountLeft { collections: self.collections.iter().cloned().collect(), left: 0 });
+            }
+            return steps;
+        }
+        if self.enabled.service_accounts {
+            steps.push_back(Step::EnsureServiceAccount);
+        }
+        if self.enabled.root_ca {
+            steps.push_back(Step::EnsureRootCa);
+        }
+        steps
+    }
+
+    fn replan(&mut self, ns: &str) {
+        let Some(object) = self.namespaces.get(ns) else { return };
+        let steps = self.plan(object);
+        self.work.insert(ns.to_string(), steps);
+        self.next_step(ns);
+    }
+
+    fn changed(&mut self, change: Change) {
+        let name = meta::name(&change.object).to_string();
+        if change.deleted {
+            self.namespaces.remove(&name);
+            self.work.remove(&name);
+            self.retry.remove(&name);
+            self.stale.remove(&name);
+            return;
+        }
+        self.namespaces.insert(name.clone(), change.object);
+        if self.busy(&name) {
+            self.stale.insert(name);
+        } else {
+            self.replan(&name);
+        }
+    }
+
+    pub fn handle(&mut self, now: Timestamp, event: ControllerEvent) {
+        match event {
+            ControllerEvent::Head { id, status: code } => match self.in_flight.get_mut(&id) {
+                Some(Asker::Reflector) => self.reflector.head(code),
+                Some(Asker::Namespace { status, .. }) => *status = code,
+                None => {}
+            },
+            ControllerEvent::Body { id, chunk } => match self.in_flight.get_mut(&id) {
+                Some(Asker::Reflector) => self.reflector.body(&chunk),
+                Some(Asker::Namespace { body, .. }) => body.extend_from_slice(&chunk),
+                None => {}
+            },
+            ControllerEvent::End { id } => match self.in_flight.remove(&id) {
+                Some(Asker::Reflector) => self.reflector.end(now),
+                Some(Asker::Namespace { name, step, status, body }) => {
+                    let body = serde_json::from_slice(&body).unwrap_or(Value::Null);
+                    self.answered(now, &name, step, status, body);
+                    if !self.busy(&name) {
+                        if self.stale.remove(&name) {
+                            self.replan(&name);
+                        } else {
+                            self.next_step(&name);
+                        }
+                    }
+                }
+                None => {}
+            },
+        }
+        while let Some(change) = self.reflector.poll_change() {
+            self.changed(change);
+        }
+    }
+
+    fn answered(&mut self, now: Timestamp, ns: &str, step: Step, status: u16, body: Value) {
+        match step {
+            Step::CountLeft { mut collections, mut left } => {
+                if status == 200 {
+                    let items = body.get("items").and_then(Value::as_array).cloned().unwrap_or_default();
+                    left += items.len();
+                    for pod in items.iter().filter(|i| i.get("kind").and_then(Value::as_str) == Some("Pod")) {
+                        if let Some(node) = meta::str_at(pod, &["spec", "nodeName"]).filter(|n| !n.is_empty()) {
+                            self.queue(ns, Step::CheckNode { pod: meta::name(pod).to_string(), node: node.to_string() });
+                        }
+                    }
+                } else {
+                    left += 1;
+                }
+                collections.pop_front();
+                if !collections.is_empty() {
+                    self.queue(ns, Step::CountLeft { collections, left });
+                } else if left == 0 {
+                    self.queue(ns, Step::Finalize);
+                } else {
+                    self.retry.insert(ns.to_string(), now + RETRY);
+                }
+            }
+            Step::CheckNode { pod, .. } if status == 404 => self.queue(ns, Step::ForceDeletePod { pod }),
+            _ => {}
+        }
+    }
+
+    fn queue(&mut self, ns: &str, step: Step) {
+        self.work.entry(ns.to_string()).or_default().push_back(step);
+    }
+
+    /// Sends the next request of a namespace's work.
+    fn next_step(&mut self, ns: &str) {
+        let Some(step) = self.work.get_mut(ns).and_then(VecDeque::pop_front) else { return };
+        let asker = |step: Step| Asker::Namespace { name: ns.to_string(), step, status: 0, body: Vec::new() };
+        let in_ns = |collection: &str| collection.replace("{ns}", ns);
+        match &step {
+            Step::EnsureServiceAccount => {
+                let sa = json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "default"}});
+                self.send(asker(step), "POST", format!("/api/v1/namespaces/{ns}/serviceaccounts"), "", Some(sa));
+            }
+            Step::EnsureRootCa => {
+                let cm = json!({"apiVersion": "v1", "kind": "ConfigMap",
+                    "metadata": {"name": "kube-root-ca.crt", "annotations": {"kubernetes.io/description": "Contains a CA bundle that can be used to verify the kube-apiserver when using internal endpoints such as the internal service IP or kubernetes.default.svc. No other usage is guaranteed across distributions of Kubernetes clusters."}},
+                    "data": {"ca.crt": self.ca_pem}});
+                self.send(asker(step), "POST", format!("/api/v1/namespaces/{ns}/configmaps"), "", Some(cm));
+            }
+            Step::DeleteAll { collection } => {
+                let path = in_ns(collection);
+                self.send(asker(step), "DELETE", path, "propagationPolicy=Background", None);
+            }
+            Step::CountLeft { collections, .. } => {
+                let path = in_ns(collections.front().expect("a count step has a collection"));
+                self.send(asker(step), "GET", path, "", None);
+            }
+            Step::CheckNode { node, .. } => {
+                let path = format!("/api/v1/nodes/{node}");
+                self.send(asker(step), "GET", path, "", None);
+            }
+            Step::ForceDeletePod { pod } => {
+                let path = format!("/api/v1/namespaces/{ns}/pods/{pod}");
+                self.send(asker(step), "DELETE", path, "gracePeriodSeconds=0", None);
+            }
+            Step::Finalize => {
+                let Some(mut object) = self.namespaces.get(ns).cloned() else { return };
+                if let Some(Value::Array(f)) = object.pointer_mut("/spec/finalizers") {
+                    f.retain(|x| x != FINALIZER);
+                }
+                self.send(asker(step), "PUT", format!("/api/v1/namespaces/{ns}/finalize"), "", Some(object));
+            }
+        }
+    }
+
+    pub fn poll(&mut self, now: Timestamp) -> Option<ControllerEffect> {
+        if self.enabled.any()
+            && let Some(get) = self.reflector.next_request(now)
+        {
+            self.send(Asker::Reflector, "GET", get.path, &get.query, None);
+        }
+        // A namespace busy with its last requests keeps its retry until they are answered.
+        let due: Vec<String> = self.retry.iter().filter(|(ns, at)| **at <= now && !self.busy(ns)).map(|(ns, _)| ns.clone()).collect();
+        for ns in due {
+            self.retry.remove(&ns);
+            self.replan(&ns);
+        }
+        self.effects.pop_front()
+    }
+
+    pub fn poll_timeout(&self) -> Option<Timestamp> {
+        if !self.enabled.any() {
+            return None;
+        }
+        self.retry.values().copied().chain(self.reflector.wake_at()).min()
+    }
+}

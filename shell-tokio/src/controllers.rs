@@ -1,0 +1,39 @@
+//! Runs the built-in controllers' machine. Its requests are served in process by the same
+//! request machines as the network's (no socket), and each answer's status, body chunks and
+//! end are fed back as they come.
+
+use std::sync::Arc;
+
+use http_body_util::BodyExt;
+use kapi_core::controllers::{ControllerEffect, ControllerEvent, Controllers, RequestId};
+use kapi_core::pipeline::Request;
+use tokio::sync::mpsc;
+
+use crate::clock::{instant_of, now};
+use crate::http::{State, call};
+
+pub async fn run(state: Arc<State>, mut controllers: Controllers) {
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    loop {
+        while let Some(ControllerEffect::Request { id, request }) = controllers.poll(now()) {
+            tokio::spawn(answer(state.clone(), id, request, tx.clone()));
+        }
+        let wake = controllers.poll_timeout();
+        tokio::select! {
+            Some(event) = rx.recv() => controllers.handle(now(), event),
+            _ = tokio::time::sleep_until(wake.map(instant_of).unwrap_or_else(tokio::time::Instant::now)), if wake.is_some() => {}
+        }
+    }
+}
+
+async fn answer(state: Arc<State>, id: RequestId, request: Request, tx: mpsc::UnboundedSender<ControllerEvent>) {
+    let response = call(state, request).await;
+    let _ = tx.send(ControllerEvent::Head { id, status: response.status().as_u16() });
+    let mut body = response.into_body();
+    while let Some(Ok(frame)) = body.frame().await {
+        if let Ok(chunk) = frame.into_data() {
+            let _ = tx.send(ControllerEvent::Body { id, chunk });
+        }
+    }
+    let _ = tx.send(ControllerEvent::End { id });
+}
