@@ -283,6 +283,20 @@ fn deployments_scale_and_status() {
 }
 
 #[test]
+fn statefulsets_and_daemonsets_get_update_strategy_defaults() {
+    let mut w = world();
+    let spec = json!({"selector": {"matchLabels": {"app": "a"}}, "template": {"metadata": {"labels": {"app": "a"}}, "spec": {"containers": [{"name": "c", "image": "i"}]}}});
+    let ss = post(&mut w, "/apis/apps/v1/namespaces/default/statefulsets", json!({"metadata": {"name": "s"}, "spec": spec})).json();
+    assert_eq!(ss["spec"]["updateStrategy"], json!({"type": "RollingUpdate", "rollingUpdate": {"partition": 0}}));
+    let ds = post(&mut w, "/apis/apps/v1/namespaces/default/daemonsets", json!({"metadata": {"name": "d"}, "spec": spec})).json();
+    assert_eq!(ds["spec"]["updateStrategy"], json!({"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 1, "maxSurge": 0}}));
+    let mut on_delete = spec.clone();
+    on_delete["updateStrategy"] = json!({"type": "OnDelete"});
+    let ds = post(&mut w, "/apis/apps/v1/namespaces/default/daemonsets", json!({"metadata": {"name": "o"}, "spec": on_delete})).json();
+    assert_eq!(ds["spec"]["updateStrategy"], json!({"type": "OnDelete"}));
+}
+
+#[test]
 fn pods_get_defaults_admission_and_binding() {
     let mut w = world();
     post(&mut w, "/api/v1/namespaces/default/serviceaccounts", json!({"metadata": {"name": "default"}}));

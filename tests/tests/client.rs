@@ -66,6 +66,22 @@ async fn watch_resumes_from_a_list() {
 }
 
 #[tokio::test]
+async fn delete_collection_by_label() {
+    let k = Kapi::start();
+    let api: Api<ConfigMap> = Api::namespaced(client(&k).await, "default");
+    for (name, tier) in [("a", "web"), ("b", "web"), ("c", "db")] {
+        let mut c = cm(name, "1");
+        c.metadata.labels = Some([("tier".to_string(), tier.to_string())].into());
+        api.create(&PostParams::default(), &c).await.unwrap();
+    }
+    let deleted = api.delete_collection(&DeleteParams::default(), &ListParams::default().labels("tier=web")).await.unwrap();
+    let names: Vec<String> = deleted.left().unwrap().items.into_iter().filter_map(|c| c.metadata.name).collect();
+    assert_eq!(names, vec!["a", "b"]);
+    let left: Vec<String> = api.list(&ListParams::default().labels("tier")).await.unwrap().items.into_iter().filter_map(|c| c.metadata.name).collect();
+    assert_eq!(left, vec!["c"]);
+}
+
+#[tokio::test]
 async fn deployments_through_the_typed_client() {
     let k = Kapi::start();
     let api: Api<Deployment> = Api::namespaced(client(&k).await, "default");

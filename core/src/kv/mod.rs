@@ -214,6 +214,19 @@ impl std::fmt::Display for KvError {
 
 pub type KvResult = Result<KvResponse, KvError>;
 
+/// The revision a read at `requested` (0 or less: the latest) sees in a store at `current`
+/// that has compacted up to `compacted`, or etcd's error for it.
+pub fn read_revision(requested: Revision, current: Revision, compacted: Revision) -> Result<Revision, KvError> {
+    let rev = if requested <= 0 { current } else { requested };
+    if rev > current {
+        return Err(KvError::FutureRevision { current });
+    }
+    if rev < compacted {
+        return Err(KvError::Compacted { compact_revision: compacted });
+    }
+    Ok(rev)
+}
+
 /// Watch keys `[key, range_end)` from `start_revision` (0: from the next write).
 #[derive(Clone, Debug, PartialEq, Eq, Default)]
 pub struct WatchRequest {

@@ -110,6 +110,21 @@ pub(super) fn validate_template(obj: &Value, path: &[&str], restart: &[&str]) ->
     errs
 }
 
+/// `spec.updateStrategy` defaults of StatefulSets and DaemonSets: type `RollingUpdate`, and
+/// then these `rollingUpdate` fields.
+fn default_update_strategy(spec: &mut serde_json::Map<String, Value>, rolling: &[(&str, Value)]) {
+    let Value::Object(us) = spec.entry("updateStrategy").or_insert_with(|| json!({})) else { return };
+    us.entry("type").or_insert_with(|| json!("RollingUpdate"));
+    if us.get("type").and_then(Value::as_str) != Some("RollingUpdate") {
+        return;
+    }
+    if let Value::Object(ru) = us.entry("rollingUpdate").or_insert_with(|| json!({})) {
+        for (field, value) in rolling {
+            ru.entry(field.to_string()).or_insert_with(|| value.clone());
+        }
+    }
+}
+
 impl Workload {
     fn template_row(obj: &Value) -> (Value, Value, Value) {
         let (c, i) = table::containers_and_images(meta::at(obj, &["spec", "template", "spec"]));
@@ -143,32 +158,13 @@ impl Strategy for Workload {
             Kind::StatefulSet => {
                 spec.entry("replicas").or_insert_with(|| json!(1));
                 spec.entry("podManagementPolicy").or_insert_with(|| json!("OrderedReady"));
-                let us = spec.entry("updateStrategy").or_insert_with(|| json!({}));
-                if let Value::Object(us) = us {
-                    us.entry("type").or_insert_with(|| json!("RollingUpdate"));
-                    if us.get("type").and_then(Value::as_str) == Some("RollingUpdate") {
-                        let ru = us.entry("rollingUpdate").or_insert_with(|| json!({}));
-                        if let Value::Object(ru) = ru {
-                            ru.entry("partition").or_insert_with(|| json!(0));
-                        }
-                    }
-                }
+                default_update_strategy(spec, &[("partition", json!(0))]);
                 spec.entry("revisionHistoryLimit").or_insert_with(|| json!(10));
                 spec.entry("persistentVolumeClaimRetentionPolicy")
                     .or_insert_with(|| json!({"whenDeleted": "Retain", "whenScaled": "Retain"}));
             }
             Kind::DaemonSet => {
-                let us = spec.entry("updateStrategy").or_insert_with(|| json!({}));
-                if let Value::Object(us) = us {
-                    us.entry("type").or_insert_with(|| json!("RollingUpdate"));
-                    if us.get("type").and_then(Value::as_str) == Some("RollingUpdate") {
-                        let ru = us.entry("rollingUpdate").or_insert_with(|| json!({}));
-                        if let Value::Object(ru) = ru {
-                            ru.entry("maxUnavailable").or_insert_with(|| json!(1));
-                            ru.entry("maxSurge").or_insert_with(|| json!(0));
-                        }
-                    }
-                }
+                default_update_strategy(spec, &[("maxUnavailable", json!(1)), ("maxSurge", json!(0))]);
                 spec.entry("revisionHistoryLimit").or_insert_with(|| json!(10));
             }
         }

@@ -188,14 +188,7 @@ impl Inner {
     }
 
     fn check_revision(&self, revision: Revision) -> Result<Revision, KvError> {
-        let rev = if revision <= 0 { self.revision } else { revision };
-        if rev > self.revision {
-            return Err(KvError::FutureRevision { current: self.revision });
-        }
-        if rev < self.compact_revision {
-            return Err(KvError::Compacted { compact_revision: self.compact_revision });
-        }
-        Ok(rev)
+        read_revision(revision, self.revision, self.compact_revision)
     }
 
     fn range(&self, r: &RangeRequest) -> Result<RangeResponse, KvError> {
