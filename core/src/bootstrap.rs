@@ -19,9 +19,9 @@ use crate::kv::{KvRequest, KvResult};
 use crate::pipeline::Server;
 use crate::rand::Rng;
 use crate::registry::{FieldValidation, WriteContext, WriteEffect, WriteKind, WriteOp};
-use crate::storage::{Outcome, StorageEffect, StorageEvent, StorageOp, StorageRequest};
 use crate::resources::DEFAULT_NAMESPACES;
 use crate::status::ApiError;
+use crate::storage::{Outcome, StorageEffect, StorageEvent, StorageOp, StorageRequest};
 
 /// The field manager kube-apiserver writes these objects as.
 const MANAGER: &str = "kube-apiserver";

@@ -28,11 +28,7 @@ pub fn api_versions(server_address: &str) -> Value {
 }
 
 fn api_group(catalog: &Catalog, group: &str) -> Value {
-    let versions: Vec<Value> = catalog
-        .versions(group)
-        .iter()
-        .map(|v| json!({"groupVersion": group_version(group, v), "version": v}))
-        .collect();
+    let versions: Vec<Value> = catalog.versions(group).iter().map(|v| json!({"groupVersion": group_version(group, v), "version": v})).collect();
     let preferred = versions.first().cloned().unwrap_or(Value::Null);
     json!({"name": group, "versions": versions, "preferredVersion": preferred})
 }

@@ -75,16 +75,11 @@ pub fn labels(obj: &Value) -> Vec<(&str, &str)> {
 }
 
 pub fn string_map(v: Option<&Value>) -> Vec<(&str, &str)> {
-    v.and_then(Value::as_object)
-        .map(|m| m.iter().filter_map(|(k, v)| Some((k.as_str(), v.as_str()?))).collect())
-        .unwrap_or_default()
+    v.and_then(Value::as_object).map(|m| m.iter().filter_map(|(k, v)| Some((k.as_str(), v.as_str()?))).collect()).unwrap_or_default()
 }
 
 pub fn finalizers(obj: &Value) -> Vec<String> {
-    at(obj, &["metadata", "finalizers"])
-        .and_then(Value::as_array)
-        .map(|a| a.iter().filter_map(Value::as_str).map(str::to_string).collect())
-        .unwrap_or_default()
+    at(obj, &["metadata", "finalizers"]).and_then(Value::as_array).map(|a| a.iter().filter_map(Value::as_str).map(str::to_string).collect()).unwrap_or_default()
 }
 
 pub fn set_finalizers(obj: &mut Value, finalizers: &[String]) {
@@ -112,7 +107,5 @@ pub fn set_type_meta(obj: &mut Value, api_version: &str, kind: &str) {
 
 /// The parts of an object's JSON without the named top-level fields, for "did X change" tests.
 pub fn without<'a>(obj: &'a Value, skip: &[&str]) -> Vec<(&'a String, &'a Value)> {
-    obj.as_object()
-        .map(|m| m.iter().filter(|(k, _)| !skip.contains(&k.as_str())).collect())
-        .unwrap_or_default()
+    obj.as_object().map(|m| m.iter().filter(|(k, _)| !skip.contains(&k.as_str())).collect()).unwrap_or_default()
 }

@@ -70,12 +70,24 @@ fn list_params() -> Vec<Value> {
 
 fn write_params(patch: bool) -> Vec<Value> {
     let mut p = vec![
-        query("dryRun", "string", "When present, indicates that modifications should not be persisted. Valid values are: - All: all dry run stages will be processed"),
+        query(
+            "dryRun",
+            "string",
+            "When present, indicates that modifications should not be persisted. Valid values are: - All: all dry run stages will be processed",
+        ),
         query("fieldManager", "string", "fieldManager is a name associated with the actor or entity that is making these changes."),
-        query("fieldValidation", "string", "fieldValidation instructs the server on how to handle objects in the request (POST/PUT/PATCH) containing unknown or duplicate fields. Valid values are: - Ignore - Warn - Strict"),
+        query(
+            "fieldValidation",
+            "string",
+            "fieldValidation instructs the server on how to handle objects in the request (POST/PUT/PATCH) containing unknown or duplicate fields. Valid values are: - Ignore - Warn - Strict",
+        ),
     ];
     if patch {
-        p.push(query("force", "boolean", "Force is going to \"force\" Apply requests. It means user will re-acquire conflicting fields owned by other people."));
+        p.push(query(
+            "force",
+            "boolean",
+            "Force is going to \"force\" Apply requests. It means user will re-acquire conflicting fields owned by other people.",
+        ));
     }
     p
 }
@@ -159,7 +171,10 @@ fn resource_paths(r: &Resource, paths: &mut BTreeMap<String, Value>) {
     item.insert("get".into(), op(r, "get", format!("read{prefix}{scoped}"), vec![], ok(def), kind, &[]));
     item.insert("put".into(), op(r, "put", format!("replace{prefix}{scoped}"), [vec![body(def)], write_params(false)].concat(), ok(def), kind, &[]));
     let patch_types = ["application/json-patch+json", "application/merge-patch+json", "application/strategic-merge-patch+json", "application/apply-patch+yaml"];
-    item.insert("patch".into(), op(r, "patch", format!("patch{prefix}{scoped}"), [vec![body(PATCH)], write_params(true)].concat(), ok(def), kind, &patch_types));
+    item.insert(
+        "patch".into(),
+        op(r, "patch", format!("patch{prefix}{scoped}"), [vec![body(PATCH)], write_params(true)].concat(), ok(def), kind, &patch_types),
+    );
     let mut del = delete_params();
     del.insert(0, body(DELETE_OPTIONS));
     item.insert("delete".into(), op(r, "delete", format!("delete{prefix}{scoped}"), del, ok(STATUS), kind, &[]));
@@ -253,10 +268,8 @@ pub fn v3_documents(catalog: &Catalog) -> BTreeMap<String, Value> {
 
 /// The path of `/openapi/v3` and its `?hash=` for each document.
 pub fn v3_index(docs: &BTreeMap<String, Value>) -> Value {
-    let paths: Map<String, Value> = docs
-        .iter()
-        .map(|(k, doc)| (k.clone(), json!({"serverRelativeURL": format!("/openapi/v3/{k}?hash={}", hash(doc))})))
-        .collect();
+    let paths: Map<String, Value> =
+        docs.iter().map(|(k, doc)| (k.clone(), json!({"serverRelativeURL": format!("/openapi/v3/{k}?hash={}", hash(doc))}))).collect();
     json!({"paths": paths})
 }
 
@@ -405,7 +418,13 @@ fn v3_group_version(catalog: &Catalog, group: &str, version: &str) -> Value {
                 .as_object()
                 .into_iter()
                 .flatten()
-                .map(|(k, v)| if k == "parameters" { (k.clone(), Value::Array(v.as_array().into_iter().flatten().map(v3_parameter).collect())) } else { (k.clone(), to_v3_operation(v)) })
+                .map(|(k, v)| {
+                    if k == "parameters" {
+                        (k.clone(), Value::Array(v.as_array().into_iter().flatten().map(v3_parameter).collect()))
+                    } else {
+                        (k.clone(), to_v3_operation(v))
+                    }
+                })
                 .collect();
             (p, Value::Object(ops))
         })

@@ -82,11 +82,8 @@ impl LabelSelector {
         if let Some(exprs) = v.get("matchExpressions").and_then(Value::as_array) {
             for e in exprs {
                 let key = e.get("key").and_then(Value::as_str).unwrap_or_default().to_string();
-                let values: Vec<String> = e
-                    .get("values")
-                    .and_then(Value::as_array)
-                    .map(|a| a.iter().filter_map(Value::as_str).map(str::to_string).collect())
-                    .unwrap_or_default();
+                let values: Vec<String> =
+                    e.get("values").and_then(Value::as_array).map(|a| a.iter().filter_map(Value::as_str).map(str::to_string).collect()).unwrap_or_default();
                 let op = match e.get("operator").and_then(Value::as_str).unwrap_or_default() {
                     "In" => Op::In(values),
                     "NotIn" => Op::NotIn(values),

@@ -37,33 +37,23 @@ impl Column {
     }
 
     /// The `Name` column every kind starts with.
-    pub const NAME: Column =
-        Column { name: "Name", ty: "string", format: "name", priority: 0, description: Describe::Field(OBJECT_META, "name") };
+    pub const NAME: Column = Column { name: "Name", ty: "string", format: "name", priority: 0, description: Describe::Field(OBJECT_META, "name") };
     /// The `Age` column (time since `creationTimestamp`).
     pub const AGE: Column = Column::new("Age", "string", Describe::Field(OBJECT_META, "creationTimestamp"));
-    pub const CONTAINERS: Column =
-        Column::new("Containers", "string", Describe::Text("Names of each container in the template.")).wide();
-    pub const IMAGES: Column =
-        Column::new("Images", "string", Describe::Text("Images referenced by each container in the template.")).wide();
+    pub const CONTAINERS: Column = Column::new("Containers", "string", Describe::Text("Names of each container in the template.")).wide();
+    pub const IMAGES: Column = Column::new("Images", "string", Describe::Text("Images referenced by each container in the template.")).wide();
 
     pub fn to_json(&self) -> Value {
         let description = match self.description {
             Describe::Text(t) => t.to_string(),
-            Describe::Field(def, field) => schema()
-                .get(def)
-                .and_then(|d| d.properties.get(field))
-                .map(|p| p.description.clone())
-                .unwrap_or_default(),
+            Describe::Field(def, field) => schema().get(def).and_then(|d| d.properties.get(field)).map(|p| p.description.clone()).unwrap_or_default(),
         };
         json!({"name": self.name, "type": self.ty, "format": self.format, "description": description, "priority": self.priority})
     }
 }
 
 /// The columns of kinds without a printer (kube's default table convertor).
-pub const DEFAULT_COLUMNS: &[Column] = &[
-    Column::NAME,
-    Column::new("Created At", "date", Describe::Field(OBJECT_META, "creationTimestamp")),
-];
+pub const DEFAULT_COLUMNS: &[Column] = &[Column::NAME, Column::new("Created At", "date", Describe::Field(OBJECT_META, "creationTimestamp"))];
 
 pub fn created_at(obj: &Value) -> String {
     meta::str_at(obj, &["metadata", "creationTimestamp"]).unwrap_or_default().to_string()
@@ -164,14 +154,7 @@ pub fn selector_string(sel: Option<&Value>) -> String {
 pub fn containers_and_images(pod_spec: Option<&Value>) -> (Value, Value) {
     let containers = pod_spec.and_then(|s| s.get("containers")).and_then(Value::as_array);
     let field = |k: &str| -> Value {
-        Value::from(
-            containers
-                .into_iter()
-                .flatten()
-                .map(|c| c.get(k).and_then(Value::as_str).unwrap_or_default())
-                .collect::<Vec<_>>()
-                .join(","),
-        )
+        Value::from(containers.into_iter().flatten().map(|c| c.get(k).and_then(Value::as_str).unwrap_or_default()).collect::<Vec<_>>().join(","))
     };
     (field("name"), field("image"))
 }
@@ -237,7 +220,17 @@ mod tests {
 
     #[test]
     fn human_durations() {
-        for (s, want) in [(0, "0s"), (59, "59s"), (119, "119s"), (125, "2m5s"), (600, "10m"), (3 * 3600 + 60, "3h1m"), (30 * 3600, "30h"), (50 * 3600, "2d2h"), (400 * 24 * 3600, "400d")] {
+        for (s, want) in [
+            (0, "0s"),
+            (59, "59s"),
+            (119, "119s"),
+            (125, "2m5s"),
+            (600, "10m"),
+            (3 * 3600 + 60, "3h1m"),
+            (30 * 3600, "30h"),
+            (50 * 3600, "2d2h"),
+            (400 * 24 * 3600, "400d"),
+        ] {
             assert_eq!(human_duration(s), want, "{s}");
         }
     }

@@ -46,9 +46,23 @@ const ACCEPTS: &[&str] = &[
     "*/*",
 ];
 const QUERY_KEYS: &[&str] = &[
-    "watch", "labelSelector", "fieldSelector", "limit", "continue", "resourceVersion", "resourceVersionMatch", "dryRun",
-    "fieldManager", "fieldValidation", "force", "gracePeriodSeconds", "propagationPolicy", "timeoutSeconds", "sendInitialEvents",
-    "allowWatchBookmarks", "includeObject",
+    "watch",
+    "labelSelector",
+    "fieldSelector",
+    "limit",
+    "continue",
+    "resourceVersion",
+    "resourceVersionMatch",
+    "dryRun",
+    "fieldManager",
+    "fieldValidation",
+    "force",
+    "gracePeriodSeconds",
+    "propagationPolicy",
+    "timeoutSeconds",
+    "sendInitialEvents",
+    "allowWatchBookmarks",
+    "includeObject",
 ];
 
 /// A request, as arbitrary data shapes it.

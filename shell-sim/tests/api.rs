@@ -1,7 +1,6 @@
 //! The API's behaviour through the core's request pipeline, in the simulator's world: what
 //! clients see for each verb, with kube-apiserver's codes, reasons and messages.
 
-
 use bytes::Bytes;
 use jiff::SignedDuration;
 use kapi_core::pipeline::Request;
@@ -64,7 +63,12 @@ fn generate_name_and_validation() {
     let r = post(&mut w, CMS, cm("Bad_Name", json!({})));
     assert_eq!(r.head.status, 422);
     assert_eq!(r.json()["reason"], "Invalid");
-    assert!(r.json()["message"].as_str().unwrap().starts_with("ConfigMap \"Bad_Name\" is invalid: metadata.name: Invalid value: \"Bad_Name\": a lowercase RFC 1123 subdomain"));
+    assert!(
+        r.json()["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("ConfigMap \"Bad_Name\" is invalid: metadata.name: Invalid value: \"Bad_Name\": a lowercase RFC 1123 subdomain")
+    );
     let r = post(&mut w, "/api/v1/namespaces/missing/configmaps", cm("x", json!({})));
     assert_eq!(r.head.status, 404);
     assert_eq!(r.json()["message"], "namespaces \"missing\" not found");
@@ -311,7 +315,11 @@ fn pods_get_defaults_admission_and_binding() {
     assert_eq!(p["status"]["qosClass"], "BestEffort");
     assert_eq!(p["spec"]["tolerations"].as_array().unwrap().len(), 2);
     assert!(p["spec"]["volumes"][0]["name"].as_str().unwrap().starts_with("kube-api-access-"));
-    let r = post(&mut w, "/api/v1/namespaces/default/pods/p/binding", json!({"apiVersion": "v1", "kind": "Binding", "metadata": {"name": "p"}, "target": {"kind": "Node", "name": "n1"}}));
+    let r = post(
+        &mut w,
+        "/api/v1/namespaces/default/pods/p/binding",
+        json!({"apiVersion": "v1", "kind": "Binding", "metadata": {"name": "p"}, "target": {"kind": "Node", "name": "n1"}}),
+    );
     assert_eq!(r.head.status, 201);
     assert_eq!(get(&mut w, "/api/v1/namespaces/default/pods/p").json()["spec"]["nodeName"], "n1");
     let r = call(&mut w, "DELETE", "/api/v1/namespaces/default/pods/p", "", None, "");
@@ -359,8 +367,12 @@ fn namespaces_terminate_and_immortal_ones_stay() {
 #[test]
 fn access_reviews_answer_from_the_authorizer() {
     let mut w = world();
-    let r = post(&mut w, "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews", json!({"apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectAccessReview",
-        "spec": {"resourceAttributes": {"verb": "get", "resource": "pods"}}}));
+    let r = post(
+        &mut w,
+        "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews",
+        json!({"apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectAccessReview",
+        "spec": {"resourceAttributes": {"verb": "get", "resource": "pods"}}}),
+    );
     assert_eq!(r.head.status, 201);
     assert_eq!(r.json()["status"]["allowed"], true);
     let r = post(&mut w, "/apis/authentication.k8s.io/v1/selfsubjectreviews", json!({"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"}));

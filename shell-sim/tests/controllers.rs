@@ -61,8 +61,12 @@ fn a_deleted_namespace_is_emptied_then_removed() {
     let mut w = world(Enabled::ALL);
     post(&mut w, "/api/v1/namespaces", json!({"metadata": {"name": "doomed"}}));
     post(&mut w, "/api/v1/namespaces/doomed/configmaps", json!({"metadata": {"name": "c"}, "data": {"k": "v"}}));
-    post(&mut w, "/apis/apps/v1/namespaces/doomed/deployments", json!({"metadata": {"name": "d"},
-        "spec": {"selector": {"matchLabels": {"app": "d"}}, "template": {"metadata": {"labels": {"app": "d"}}, "spec": {"containers": [{"name": "c", "image": "x"}]}}}}));
+    post(
+        &mut w,
+        "/apis/apps/v1/namespaces/doomed/deployments",
+        json!({"metadata": {"name": "d"},
+        "spec": {"selector": {"matchLabels": {"app": "d"}}, "template": {"metadata": {"labels": {"app": "d"}}, "spec": {"containers": [{"name": "c", "image": "x"}]}}}}),
+    );
     post(&mut w, "/api/v1/namespaces/doomed/pods", pod("pending", None));
     post(&mut w, "/api/v1/namespaces/doomed/pods", pod("orphan", Some("no-such-node")));
     post(&mut w, "/api/v1/nodes", json!({"metadata": {"name": "n1"}}));
@@ -70,7 +74,12 @@ fn a_deleted_namespace_is_emptied_then_removed() {
 
     let r = w.call("DELETE", "/api/v1/namespaces/doomed", "", None, "");
     assert_eq!(r.head.status, 200);
-    for gone in ["/api/v1/namespaces/doomed/configmaps/c", "/apis/apps/v1/namespaces/doomed/deployments/d", "/api/v1/namespaces/doomed/pods/pending", "/api/v1/namespaces/doomed/pods/orphan"] {
+    for gone in [
+        "/api/v1/namespaces/doomed/configmaps/c",
+        "/apis/apps/v1/namespaces/doomed/deployments/d",
+        "/api/v1/namespaces/doomed/pods/pending",
+        "/api/v1/namespaces/doomed/pods/orphan",
+    ] {
         assert_eq!(get(&mut w, gone).head.status, 404, "{gone}");
     }
     // A pod on a live node waits for its kubelet; so does the namespace.

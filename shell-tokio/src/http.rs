@@ -55,9 +55,7 @@ pub async fn serve(listener: TcpListener, tls: TlsAcceptor, state: Arc<State>) -
             let certificate = stream.get_ref().1.peer_certificates().and_then(|c| c.first()).map(|c| c.to_vec());
             let peer = Peer { client_certificate: certificate, remote_addr: addr.to_string() };
             let service = service_fn(move |req| handle(state.clone(), peer.clone(), req));
-            let _ = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new())
-                .serve_connection_with_upgrades(TokioIo::new(stream), service)
-                .await;
+            let _ = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new()).serve_connection_with_upgrades(TokioIo::new(stream), service).await;
         });
     }
 }
@@ -171,4 +169,3 @@ async fn drive(state: Arc<State>, request: Request, reply: oneshot::Sender<hyper
         }
     }
 }
-

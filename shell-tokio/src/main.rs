@@ -143,10 +143,11 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let host = if args.bind_address.is_unspecified() { IpAddr::V4(Ipv4Addr::LOCALHOST) } else { args.bind_address };
     let advertise = args.advertise_address.unwrap_or(host);
     let service_ip = ranges.first_ip().to_string();
-    let mut sans: Vec<String> = ["localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc", "kubernetes.default.svc.cluster.local", "127.0.0.1", "::1"]
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
+    let mut sans: Vec<String> =
+        ["localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc", "kubernetes.default.svc.cluster.local", "127.0.0.1", "::1"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
     for extra in [service_ip.clone(), host.to_string(), advertise.to_string()] {
         if !sans.contains(&extra) {
             sans.push(extra);
@@ -185,7 +186,13 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let server = Arc::new(server);
     let resources: Vec<_> = server.catalog.resources().filter(|r| !r.info.review).map(|r| (r.clone(), format!("{}/", server.storage_root(r)))).collect();
     let caches = caches::Caches::start(resources.into_iter(), store.clone());
-    let state = Arc::new(http::State { server: server.clone(), store: store.clone(), caches, bootstrapped: AtomicBool::new(false), shutting_down: AtomicBool::new(false) });
+    let state = Arc::new(http::State {
+        server: server.clone(),
+        store: store.clone(),
+        caches,
+        bootstrapped: AtomicBool::new(false),
+        shutting_down: AtomicBool::new(false),
+    });
 
     let addr = SocketAddr::new(args.bind_address, args.secure_port);
     let listener = tokio::net::TcpListener::bind(addr).await.with_context(|| format!("listening on {addr}"))?;

@@ -32,7 +32,16 @@ fn unauthenticated_requests_get_401_and_tokens_work() {
     let v: Value = serde_json::from_str(&body).unwrap();
     assert_eq!(v["reason"], "Unauthorized");
     let with_token = std::process::Command::new("curl")
-        .args(["-sS", "--cacert", ca.to_str().unwrap(), "-H", "Authorization: Bearer s3cret", "-w", "\n%{http_code}", &k.url("/apis/authentication.k8s.io/v1/selfsubjectreviews")])
+        .args([
+            "-sS",
+            "--cacert",
+            ca.to_str().unwrap(),
+            "-H",
+            "Authorization: Bearer s3cret",
+            "-w",
+            "\n%{http_code}",
+            &k.url("/apis/authentication.k8s.io/v1/selfsubjectreviews"),
+        ])
         .args(["-X", "POST", "-H", "Content-Type: application/json", "-d", r#"{"apiVersion":"authentication.k8s.io/v1","kind":"SelfSubjectReview"}"#])
         .output()
         .unwrap();
@@ -69,7 +78,11 @@ fn status_codes_follow_kube() {
     let at = format!("@{}", file.path().display());
     let (code, _) = curl(&k, &["-X", "POST", "-H", "Content-Type: application/json", "--data-binary", &at], "/api/v1/namespaces/default/configmaps");
     assert_eq!(code, 413);
-    let (code, body) = curl(&k, &["-X", "POST", "-H", "Content-Type: application/json", "-d", r#"{"metadata":{"name":"x"},"spec":{}}"#], "/apis/apps/v1/namespaces/default/deployments");
+    let (code, body) = curl(
+        &k,
+        &["-X", "POST", "-H", "Content-Type: application/json", "-d", r#"{"metadata":{"name":"x"},"spec":{}}"#],
+        "/apis/apps/v1/namespaces/default/deployments",
+    );
     assert_eq!(code, 422, "{body}");
     let v: Value = serde_json::from_str(&body).unwrap();
     assert_eq!(v["reason"], "Invalid");

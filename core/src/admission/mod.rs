@@ -64,13 +64,11 @@ impl Admission {
         let Some((ns_name, ns)) = &self.namespace else { return Ok(()) };
         match ns {
             None => Err(ApiError::not_found(&GroupResource::new("", "namespaces"), ns_name)),
-            Some(n) if meta::str_at(n, &["status", "phase"]) == Some("Terminating") || meta::deletion_timestamp(n).is_some() => {
-                Err(ApiError::forbidden(
-                    &info.group_resource(),
-                    name,
-                    &format!("unable to create new content in namespace {} because it is being terminated", meta::name(n)),
-                ))
-            }
+            Some(n) if meta::str_at(n, &["status", "phase"]) == Some("Terminating") || meta::deletion_timestamp(n).is_some() => Err(ApiError::forbidden(
+                &info.group_resource(),
+                name,
+                &format!("unable to create new content in namespace {} because it is being terminated", meta::name(n)),
+            )),
             Some(_) => Ok(()),
         }
     }

@@ -51,11 +51,7 @@ fn service_account(adm: &Admission, info: &ResourceInfo, name: &str, pod: &mut V
     }
     let already_mounted = ["containers", "initContainers"].iter().any(|list| {
         meta::at(pod, &["spec", list]).and_then(Value::as_array).into_iter().flatten().any(|c| {
-            c.get("volumeMounts")
-                .and_then(Value::as_array)
-                .into_iter()
-                .flatten()
-                .any(|m| m.get("mountPath").and_then(Value::as_str) == Some(TOKEN_MOUNT_PATH))
+            c.get("volumeMounts").and_then(Value::as_array).into_iter().flatten().any(|m| m.get("mountPath").and_then(Value::as_str) == Some(TOKEN_MOUNT_PATH))
         })
     });
     if already_mounted {
@@ -108,7 +104,9 @@ fn priority(info: &ResourceInfo, name: &str, pod: &mut Value) -> Result<(), ApiE
             return Err(ApiError::forbidden(
                 &info.group_resource(),
                 name,
-                &format!("the integer value of priority ({given}) must not be provided in pod spec; priority admission controller computed {value} from the given PriorityClass name"),
+                &format!(
+                    "the integer value of priority ({given}) must not be provided in pod spec; priority admission controller computed {value} from the given PriorityClass name"
+                ),
             ));
         }
     }

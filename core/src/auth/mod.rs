@@ -46,10 +46,7 @@ impl TokenFile {
             if fields.len() < 3 {
                 return Err(format!("token file line {}: expected at least 3 columns (token,user,uid), got {}", i + 1, fields.len()));
             }
-            let groups = fields
-                .get(3)
-                .map(|g| g.split(',').map(str::trim).filter(|g| !g.is_empty()).map(str::to_string).collect())
-                .unwrap_or_default();
+            let groups = fields.get(3).map(|g| g.split(',').map(str::trim).filter(|g| !g.is_empty()).map(str::to_string).collect()).unwrap_or_default();
             let user = UserInfo { name: fields[1].clone(), uid: fields[2].clone(), groups, extra: BTreeMap::new() };
             if fields[0].is_empty() {
                 return Err(format!("token file line {}: empty token", i + 1));

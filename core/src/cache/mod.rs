@@ -98,11 +98,21 @@ pub enum CacheEvent {
     Watch(WatchResponse),
     /// The store's watch stream broke; the cache restarts it.
     WatchFailed,
-    Register { id: WatcherId, params: WatchParams },
-    Unregister { id: WatcherId },
+    Register {
+        id: WatcherId,
+        params: WatchParams,
+    },
+    Unregister {
+        id: WatcherId,
+    },
     /// The watcher's consumer does not keep up: it is closed.
-    Slow { id: WatcherId },
-    Read { id: ReadId, request: ReadRequest },
+    Slow {
+        id: WatcherId,
+    },
+    Read {
+        id: ReadId,
+        request: ReadRequest,
+    },
 }
 
 #[derive(Debug)]
@@ -111,10 +121,18 @@ pub enum CacheEffect {
     StartWatch(WatchRequest),
     /// Ask the store to report its revision on the watch stream (a progress notification).
     RequestProgress,
-    Deliver { id: WatcherId, frame: Bytes },
+    Deliver {
+        id: WatcherId,
+        frame: Bytes,
+    },
     /// The watch stream ends (after its last frame).
-    Close { id: WatcherId },
-    ReadDone { id: ReadId, result: Result<ReadResult, ApiError> },
+    Close {
+        id: WatcherId,
+    },
+    ReadDone {
+        id: ReadId,
+        result: Result<ReadResult, ApiError>,
+    },
 }
 
 #[derive(Debug)]
@@ -398,12 +416,7 @@ impl WatchCache {
     }
 
     fn start_watcher(&mut self, now: Timestamp, id: WatcherId, params: WatchParams) {
-        let mut w = Watcher {
-            next_bookmark: params.bookmarks.then(|| now + BOOKMARK_INTERVAL),
-            sent: self.revision,
-            headers_sent: false,
-            params,
-        };
+        let mut w = Watcher { next_bookmark: params.bookmarks.then(|| now + BOOKMARK_INTERVAL), sent: self.revision, headers_sent: false, params };
         match w.params.start {
             WatchStart::After(rv) => {
                 if rv < self.base.0 {

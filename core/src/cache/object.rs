@@ -69,9 +69,7 @@ impl CachedObject {
     }
 
     pub fn proto(&self) -> Result<Bytes, String> {
-        self.proto
-            .get_or_init(|| crate::codec::protobuf::encode(schema(), &self.value()).map(Bytes::from))
-            .clone()
+        self.proto.get_or_init(|| crate::codec::protobuf::encode(schema(), &self.value()).map(Bytes::from)).clone()
     }
 
     pub fn labels(&self) -> Vec<(&str, &str)> {

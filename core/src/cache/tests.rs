@@ -185,10 +185,10 @@ fn consistent_reads_wait_for_the_store_revision() {
     let mut h = Harness::new();
     h.put("a", json!({}));
     // The store moves on (a write elsewhere), unseen by this prefix's watch.
-    let _ = h.model.apply(h.now, &KvRequest::Txn(TxnRequest {
-        success: vec![TxnOp::Put { key: "/registry/other/x".into(), value: "{}".into(), lease: 0 }],
-        ..Default::default()
-    }));
+    let _ = h.model.apply(
+        h.now,
+        &KvRequest::Txn(TxnRequest { success: vec![TxnOp::Put { key: "/registry/other/x".into(), value: "{}".into(), lease: 0 }], ..Default::default() }),
+    );
     let target = h.model.revision();
     h.answer_progress = false;
     h.cache.handle(h.now, CacheEvent::Read { id: ReadId(1), request: ReadRequest::Latest { min: Some(target) } });

@@ -124,12 +124,7 @@ pub fn patch_type(content_type: Option<&str>, force: bool) -> Result<PatchType, 
         other => {
             return Err(ApiError::unsupported_media_type(
                 other,
-                &[
-                    "application/json-patch+json",
-                    "application/merge-patch+json",
-                    "application/strategic-merge-patch+json",
-                    "application/apply-patch+yaml",
-                ],
+                &["application/json-patch+json", "application/merge-patch+json", "application/strategic-merge-patch+json", "application/apply-patch+yaml"],
             ));
         }
     })

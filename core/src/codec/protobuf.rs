@@ -12,7 +12,7 @@ use bytes::Buf;
 use prost::encoding::{WireType, decode_key, decode_varint, encode_key, encode_varint};
 use serde_json::{Map, Value};
 
-use crate::schema::{Definition, ProtoKind, ProtoLayout, Property, Schema, Slot, Type};
+use crate::schema::{Definition, Property, ProtoKind, ProtoLayout, Schema, Slot, Type};
 
 /// The prefix of every protobuf-encoded Kubernetes object.
 pub const MAGIC: &[u8] = b"k8s\0";
@@ -91,10 +91,9 @@ pub fn encode(schema: &Schema, value: &Value) -> Result<Vec<u8>, String> {
     let api_version = value.get("apiVersion").and_then(Value::as_str).unwrap_or_default();
     let kind = value.get("kind").and_then(Value::as_str).unwrap_or_default();
     let (group, version) = split_api_version(api_version);
-    let def = schema
-        .for_gvk(group, version, kind)
-        .filter(|d| d.proto)
-        .ok_or_else(|| format!("object {api_version}/{kind} does not implement the protobuf marshalling interface and cannot be encoded to a protobuf message"))?;
+    let def = schema.for_gvk(group, version, kind).filter(|d| d.proto).ok_or_else(|| {
+        format!("object {api_version}/{kind} does not implement the protobuf marshalling interface and cannot be encoded to a protobuf message")
+    })?;
     let raw = encode_message(schema, def, value)?;
     Ok(envelope(api_version, kind, &raw))
 }
@@ -140,10 +139,8 @@ pub fn open_envelope(data: &[u8]) -> Result<(String, String, &[u8]), String> {
 pub fn decode(schema: &Schema, data: &[u8]) -> Result<Value, String> {
     let (api_version, kind, raw) = open_envelope(data)?;
     let (group, version) = split_api_version(&api_version);
-    let def = schema
-        .for_gvk(group, version, &kind)
-        .filter(|d| d.proto)
-        .ok_or_else(|| format!("no kind \"{kind}\" is registered for version \"{api_version}\""))?;
+    let def =
+        schema.for_gvk(group, version, &kind).filter(|d| d.proto).ok_or_else(|| format!("no kind \"{kind}\" is registered for version \"{api_version}\""))?;
     let mut obj = decode_message(schema, def, raw)?;
     obj.insert("apiVersion".into(), Value::String(api_version));
     obj.insert("kind".into(), Value::String(kind));
@@ -232,15 +229,7 @@ fn bad(v: &Value, what: &str) -> String {
     format!("cannot encode {v} as {what}")
 }
 
-fn encode_single(
-    schema: &Schema,
-    kind: &ProtoKind,
-    ty: &Type,
-    message: Option<&str>,
-    tag: u32,
-    v: &Value,
-    out: &mut Vec<u8>,
-) -> Result<(), String> {
+fn encode_single(schema: &Schema, kind: &ProtoKind, ty: &Type, message: Option<&str>, tag: u32, v: &Value, out: &mut Vec<u8>) -> Result<(), String> {
     match kind {
         ProtoKind::String => match v {
             Value::String(s) => put_bytes(out, tag, s.as_bytes()),
@@ -574,9 +563,7 @@ fn drop_meaningless_zeros(def: &Definition, obj: &mut Map<String, Value>) {
             Value::Number(n) if n.as_f64() == Some(0.0) => required || !omits_zero(def, name),
             Value::Bool(false) => required || !omits_zero(def, name),
             Value::Array(a) if a.is_empty() => required,
-            Value::Object(m) if m.is_empty() => {
-                required || matches!(def.properties.get(name).map(|p| &p.ty), Some(Type::Object(_)))
-            }
+            Value::Object(m) if m.is_empty() => required || matches!(def.properties.get(name).map(|p| &p.ty), Some(Type::Object(_))),
             _ => true,
         }
     });

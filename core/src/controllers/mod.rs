@@ -93,12 +93,22 @@ enum Step {
     EnsureServiceAccount,
     EnsureRootCa,
     /// Delete every object of a namespaced collection (its path, with `{ns}` for the namespace).
-    DeleteAll { collection: String },
+    DeleteAll {
+        collection: String,
+    },
     /// Count what is left in each collection; then finalize, or wait and start over.
-    CountLeft { collections: VecDeque<String>, left: usize },
+    CountLeft {
+        collections: VecDeque<String>,
+        left: usize,
+    },
     /// Force-delete a pod if its node does not exist.
-    CheckNode { pod: String, node: String },
-    ForceDeletePod { pod: String },
+    CheckNode {
+        pod: String,
+        node: String,
+    },
+    ForceDeletePod {
+        pod: String,
+    },
     Finalize,
 }
 

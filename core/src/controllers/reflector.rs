@@ -34,9 +34,19 @@ pub struct Get {
 
 enum State {
     /// Send the next request at this time; `list` says which.
-    Waiting { at: Timestamp, list: bool },
-    Listing { status: u16, body: Vec<u8> },
-    Watching { status: u16, pending: Vec<u8>, expired: bool },
+    Waiting {
+        at: Timestamp,
+        list: bool,
+    },
+    Listing {
+        status: u16,
+        body: Vec<u8>,
+    },
+    Watching {
+        status: u16,
+        pending: Vec<u8>,
+        expired: bool,
+    },
 }
 
 pub struct Reflector {

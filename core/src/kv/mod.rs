@@ -137,9 +137,15 @@ impl Compare {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum TxnOp {
     Range(RangeRequest),
-    Put { key: Bytes, value: Bytes, lease: i64 },
+    Put {
+        key: Bytes,
+        value: Bytes,
+        lease: i64,
+    },
     /// Deletes one key and returns its last value.
-    Delete { key: Bytes },
+    Delete {
+        key: Bytes,
+    },
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -168,8 +174,12 @@ pub enum KvRequest {
     Range(RangeRequest),
     Txn(TxnRequest),
     /// Forget history before `revision`: reads and watches from older revisions fail.
-    Compact { revision: Revision },
-    LeaseGrant { ttl_seconds: i64 },
+    Compact {
+        revision: Revision,
+    },
+    LeaseGrant {
+        ttl_seconds: i64,
+    },
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -183,9 +193,13 @@ pub enum KvResponse {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum KvError {
     /// The requested revision has been compacted.
-    Compacted { compact_revision: Revision },
+    Compacted {
+        compact_revision: Revision,
+    },
     /// The requested revision is newer than the store's.
-    FutureRevision { current: Revision },
+    FutureRevision {
+        current: Revision,
+    },
     LeaseNotFound,
     /// The store could not be reached; nothing was done.
     Unavailable(String),

@@ -290,15 +290,10 @@ mod tests {
         assert_eq!(put(&mut m, "/a", "2").header_revision, 3);
         let Ok(KvResponse::Range(r)) = range(&mut m, RangeRequest::key("/a")) else { panic!() };
         assert_eq!((r.kvs[0].create_revision, r.kvs[0].mod_revision, r.kvs[0].version), (2, 3, 2));
-        let Ok(KvResponse::Range(old)) = range(&mut m, RangeRequest { revision: 2, ..RangeRequest::key("/a") }) else {
-            panic!()
-        };
+        let Ok(KvResponse::Range(old)) = range(&mut m, RangeRequest { revision: 2, ..RangeRequest::key("/a") }) else { panic!() };
         assert_eq!(old.kvs[0].value, "1");
         m.apply(Timestamp::UNIX_EPOCH, &KvRequest::Compact { revision: 3 }).0.unwrap();
-        assert_eq!(
-            range(&mut m, RangeRequest { revision: 2, ..RangeRequest::key("/a") }),
-            Err(KvError::Compacted { compact_revision: 3 })
-        );
+        assert_eq!(range(&mut m, RangeRequest { revision: 2, ..RangeRequest::key("/a") }), Err(KvError::Compacted { compact_revision: 3 }));
         assert_eq!(m.backlog(&WatchRequest::prefix("/", 2)), Err(3));
     }
 
@@ -308,9 +303,7 @@ mod tests {
         for k in ["/p/a", "/p/b", "/p/c", "/q"] {
             put(&mut m, k, "x");
         }
-        let Ok(KvResponse::Range(r)) = range(&mut m, RangeRequest { limit: 2, ..RangeRequest::prefix("/p/") }) else {
-            panic!()
-        };
+        let Ok(KvResponse::Range(r)) = range(&mut m, RangeRequest { limit: 2, ..RangeRequest::prefix("/p/") }) else { panic!() };
         assert_eq!((r.kvs.len(), r.more, r.count), (2, true, 3));
     }
 
@@ -332,13 +325,8 @@ mod tests {
     fn leases_expire_their_keys() {
         let mut m = Model::new();
         let t0 = Timestamp::UNIX_EPOCH;
-        let Ok(KvResponse::LeaseGrant { id, .. }) = m.apply(t0, &KvRequest::LeaseGrant { ttl_seconds: 10 }).0 else {
-            panic!()
-        };
-        let req = KvRequest::Txn(TxnRequest {
-            success: vec![TxnOp::Put { key: "/e".into(), value: "v".into(), lease: id }],
-            ..Default::default()
-        });
+        let Ok(KvResponse::LeaseGrant { id, .. }) = m.apply(t0, &KvRequest::LeaseGrant { ttl_seconds: 10 }).0 else { panic!() };
+        let req = KvRequest::Txn(TxnRequest { success: vec![TxnOp::Put { key: "/e".into(), value: "v".into(), lease: id }], ..Default::default() });
         m.apply(t0, &req).0.unwrap();
         assert!(m.expire_leases(t0 + jiff::SignedDuration::from_secs(5)).is_empty());
         let ev = m.expire_leases(t0 + jiff::SignedDuration::from_secs(10));

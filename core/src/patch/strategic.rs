@@ -48,15 +48,8 @@ fn is_directive(k: &str) -> bool {
 /// Patch values taken whole still must not carry directives into the object.
 fn strip_directives(v: &Value) -> Value {
     match v {
-        Value::Object(m) => Value::Object(
-            m.iter().filter(|(k, v)| !is_directive(k) && !v.is_null()).map(|(k, v)| (k.clone(), strip_directives(v))).collect(),
-        ),
-        Value::Array(a) => Value::Array(
-            a.iter()
-                .filter(|v| v.get(PATCH).and_then(Value::as_str) != Some("delete"))
-                .map(strip_directives)
-                .collect(),
-        ),
+        Value::Object(m) => Value::Object(m.iter().filter(|(k, v)| !is_directive(k) && !v.is_null()).map(|(k, v)| (k.clone(), strip_directives(v))).collect()),
+        Value::Array(a) => Value::Array(a.iter().filter(|v| v.get(PATCH).and_then(Value::as_str) != Some("delete")).map(strip_directives).collect()),
         other => other.clone(),
     }
 }
@@ -147,11 +140,7 @@ fn merge_map(orig: &mut Map<String, Value>, patch: &Map<String, Value>, def_name
         let keys: Vec<&str> = retain.as_array().ok_or_else(|| bad("$retainKeys must be a list"))?.iter().filter_map(Value::as_str).collect();
         for (k, _) in patch.iter().filter(|(k, v)| !is_directive(k) && !v.is_null()) {
             if !keys.contains(&k.as_str()) {
-                return Err(ApiError::new(
-                    422,
-                    "Invalid",
-                    format!("The patch has field {k} which is not in $retainKeys"),
-                ));
+                return Err(ApiError::new(422, "Invalid", format!("The patch has field {k} which is not in $retainKeys")));
             }
         }
         orig.retain(|k, _| keys.contains(&k.as_str()));
@@ -249,10 +238,7 @@ mod tests {
         let cur = json!({"spec": {"containers": [{"name": "a", "image": "x"}, {"name": "b", "image": "y"}]}});
         let p = json!({"spec": {"containers": [{"name": "b", "image": "z"}, {"name": "c", "image": "w"}]}});
         let out = strategic_merge_patch(&cur, &p, pod_def()).unwrap();
-        assert_eq!(
-            out["spec"]["containers"],
-            json!([{"name": "a", "image": "x"}, {"name": "b", "image": "z"}, {"name": "c", "image": "w"}])
-        );
+        assert_eq!(out["spec"]["containers"], json!([{"name": "a", "image": "x"}, {"name": "b", "image": "z"}, {"name": "c", "image": "w"}]));
         let del = json!({"spec": {"containers": [{"name": "a", "$patch": "delete"}]}});
         let out = strategic_merge_patch(&cur, &del, pod_def()).unwrap();
         assert_eq!(out["spec"]["containers"], json!([{"name": "b", "image": "y"}]));

@@ -84,7 +84,11 @@ pub fn resolve(method: &str, path: &str, query: &Query) -> RequestInfo {
     }
     if info.name.is_empty() && info.verb == "get" {
         info.verb = if query.flag("watch") { "watch".into() } else { "list".into() };
-        if let Some(name) = query.get("fieldSelector").and_then(|fs| crate::selector::FieldSelector::parse(fs).ok()).and_then(|fs| fs.required_value("metadata.name").map(str::to_string)) {
+        if let Some(name) = query
+            .get("fieldSelector")
+            .and_then(|fs| crate::selector::FieldSelector::parse(fs).ok())
+            .and_then(|fs| fs.required_value("metadata.name").map(str::to_string))
+        {
             if crate::validation::path_segment_name(&name).is_empty() {
                 info.name = name;
             }
@@ -107,7 +111,10 @@ mod tests {
     #[test]
     fn resolves_like_kube() {
         let i = r("GET", "/api/v1/namespaces/default/pods/p1/status", "");
-        assert_eq!((i.verb.as_str(), i.namespace.as_str(), i.resource.as_str(), i.name.as_str(), i.subresource.as_str()), ("get", "default", "pods", "p1", "status"));
+        assert_eq!(
+            (i.verb.as_str(), i.namespace.as_str(), i.resource.as_str(), i.name.as_str(), i.subresource.as_str()),
+            ("get", "default", "pods", "p1", "status")
+        );
         let i = r("GET", "/apis/apps/v1/deployments", "watch=true");
         assert_eq!((i.verb.as_str(), i.api_group.as_str(), i.resource.as_str()), ("watch", "apps", "deployments"));
         let i = r("GET", "/api/v1/namespaces/kube-system", "");

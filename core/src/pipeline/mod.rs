@@ -118,9 +118,16 @@ impl Default for Health {
 #[derive(Debug)]
 pub enum Effect {
     Kv(KvRequest),
-    Cache { resource: Arc<Resource>, request: ReadRequest },
+    Cache {
+        resource: Arc<Resource>,
+        request: ReadRequest,
+    },
     /// Stream a watch of `resource` under `head`; this request's machine is finished.
-    Watch { resource: Arc<Resource>, params: WatchParams, head: Head },
+    Watch {
+        resource: Arc<Resource>,
+        params: WatchParams,
+        head: Head,
+    },
     Respond(Head),
     Body(Bytes),
     End,

@@ -144,7 +144,9 @@ fn aggregated_version(accept: Option<&str>) -> Option<&'static str> {
                 _ => {}
             }
         }
-        if r.param("as").is_none() && matches!(r.mime.as_str(), "application/json" | "*/*" | "application/*" | "application/vnd.kubernetes.protobuf" | "application/yaml") {
+        if r.param("as").is_none()
+            && matches!(r.mime.as_str(), "application/json" | "*/*" | "application/*" | "application/vnd.kubernetes.protobuf" | "application/yaml")
+        {
             return None;
         }
     }
@@ -200,24 +202,15 @@ pub fn answer(server: &Server, method: &str, path: &str, query: &Query, accept: 
         ["apis", group] => discovery_answer(discovery::group_document(&server.catalog, group)?, "v1", "APIGroup", accept),
         ["apis", group, version] => discovery_answer(discovery::resource_list(&server.catalog, group, version)?, "v1", "APIResourceList", accept),
         ["openapi", "v2"] => {
-            let wants_json = accept.is_none_or(|a| {
-                parse_accept(a).iter().any(|r| matches!(r.mime.as_str(), "application/json" | "*/*" | "application/*"))
-            });
-            if wants_json {
-                (Head::new(200, "application/json"), docs.openapi_v2.clone())
-            } else {
-                error(&ApiError::not_acceptable(&["application/json"]))
-            }
+            let wants_json = accept.is_none_or(|a| parse_accept(a).iter().any(|r| matches!(r.mime.as_str(), "application/json" | "*/*" | "application/*")));
+            if wants_json { (Head::new(200, "application/json"), docs.openapi_v2.clone()) } else { error(&ApiError::not_acceptable(&["application/json"])) }
         }
         ["openapi", "v3"] => (Head::new(200, "application/json"), docs.v3_index.clone()),
         ["openapi", "v3", rest @ ..] => {
             let key = rest.join("/");
             let (hash, doc) = docs.v3.get(&key)?;
             match query.get("hash") {
-                Some(h) if h != hash => (
-                    Head::new(301, "text/plain").with("Location", format!("/openapi/v3/{key}?hash={hash}")),
-                    Bytes::new(),
-                ),
+                Some(h) if h != hash => (Head::new(301, "text/plain").with("Location", format!("/openapi/v3/{key}?hash={hash}")), Bytes::new()),
                 Some(_) => (
                     Head::new(200, "application/json")
                         .with("Etag", format!("\"{hash}\""))

@@ -111,16 +111,7 @@ pub fn list_options(q: &Query, watch: bool) -> Result<ListOptions, ApiError> {
         (n, _) if limit > 0 && !watch => RvMatch::Exact(parse_rv(n)?),
         (n, _) => RvMatch::NotOlderThan(parse_rv(n)?),
     };
-    Ok(ListOptions {
-        labels,
-        fields,
-        rv: rv_kind,
-        limit,
-        continue_token,
-        allow_bookmarks,
-        send_initial_events,
-        timeout_seconds,
-    })
+    Ok(ListOptions { labels, fields, rv: rv_kind, limit, continue_token, allow_bookmarks, send_initial_events, timeout_seconds })
 }
 
 /// A list's continue token: `{"v":"meta.k8s.io/v1","rv":N,"start":"<key after the prefix>"}`,
@@ -140,9 +131,7 @@ impl ContinueToken {
 
     pub fn decode(s: &str) -> Result<ContinueToken, ApiError> {
         let bad = |why: &str| ApiError::bad_request(format!("continue key is not valid: {why}"));
-        let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
-            .decode(s.trim_end_matches('='))
-            .map_err(|e| bad(&e.to_string()))?;
+        let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(s.trim_end_matches('=')).map_err(|e| bad(&e.to_string()))?;
         let v: Value = serde_json::from_slice(&bytes).map_err(|e| bad(&e.to_string()))?;
         if v.get("v").and_then(Value::as_str) != Some("meta.k8s.io/v1") {
             return Err(bad("incorrect encoded start resourceVersion (version meta.k8s.io/v1)"));
@@ -199,11 +188,8 @@ pub fn write_options(q: &Query, kind: &str, user_agent: &str) -> Result<WriteOpt
     if !errs.is_empty() {
         return Err(invalid(kind, errs));
     }
-    let field_manager = if field_manager.is_empty() {
-        user_agent.split('/').next().unwrap_or("").chars().filter(|c| !c.is_control()).collect()
-    } else {
-        field_manager
-    };
+    let field_manager =
+        if field_manager.is_empty() { user_agent.split('/').next().unwrap_or("").chars().filter(|c| !c.is_control()).collect() } else { field_manager };
     Ok(WriteOptions { dry_run: !dry.is_empty(), field_manager, field_validation, force })
 }
 
@@ -262,7 +248,10 @@ mod tests {
         assert_eq!(o.rv, RvMatch::Exact(10));
         let e = list_options(&Query::parse("resourceVersionMatch=Exact"), false).unwrap_err();
         assert_eq!(e.code, 422);
-        assert_eq!(e.message, "ListOptions.meta.k8s.io \"\" is invalid: resourceVersionMatch: Forbidden: resourceVersionMatch is forbidden unless resourceVersion is provided");
+        assert_eq!(
+            e.message,
+            "ListOptions.meta.k8s.io \"\" is invalid: resourceVersionMatch: Forbidden: resourceVersionMatch is forbidden unless resourceVersion is provided"
+        );
         let w = list_options(&Query::parse("sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true"), true).unwrap();
         assert_eq!(w.send_initial_events, Some(true));
         assert!(list_options(&Query::parse("labelSelector=a%20b"), false).is_err());

@@ -133,7 +133,11 @@ impl RequestMachine {
                 info.verb,
                 crate::status::quote(&info.resource),
                 crate::status::quote(&info.api_group),
-                if info.namespace.is_empty() { " at the cluster scope".to_string() } else { format!(" in the namespace {}", crate::status::quote(&info.namespace)) }
+                if info.namespace.is_empty() {
+                    " at the cluster scope".to_string()
+                } else {
+                    format!(" in the namespace {}", crate::status::quote(&info.namespace))
+                }
             );
             return self.fail(&ApiError::forbidden(&res.info.group_resource(), &info.name, &why));
         }
@@ -177,7 +181,8 @@ impl RequestMachine {
             let op = StorageOp::new(StorageRequest::Get { key, revision: 0 });
             self.stage = Stage::Get { op, res, output, subresource: info.subresource.clone() };
         } else {
-            let min = if rv == "0" { None } else { Some(rv.parse::<Revision>().map_err(|_| ApiError::bad_request(format!("invalid resource version {rv:?}")))?) };
+            let min =
+                if rv == "0" { None } else { Some(rv.parse::<Revision>().map_err(|_| ApiError::bad_request(format!("invalid resource version {rv:?}")))?) };
             self.out.push_back(Effect::Cache { resource: res.clone(), request: ReadRequest::Latest { min } });
             self.stage = Stage::CacheGet { plan: GetPlan { res, output, key, subresource: info.subresource.clone() } };
         }
@@ -242,7 +247,8 @@ impl RequestMachine {
                 output,
                 deadline: now + SignedDuration::from_secs(timeout),
             };
-            let head = Head::new(200, &if output.view == codec::View::Object { output.format.stream_content_type().to_string() } else { content_type(output, true) });
+            let head =
+                Head::new(200, &if output.view == codec::View::Object { output.format.stream_content_type().to_string() } else { content_type(output, true) });
             self.responded = true;
             self.out.push_back(Effect::Watch { resource: res, params, head });
             self.stage = Stage::Done;
@@ -549,7 +555,9 @@ impl RequestMachine {
                         }
                         Err(crate::storage::StorageError::Compacted { .. }) => {
                             let e = if plan.opts.continue_token.is_some() {
-                                ApiError::expired("The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter, or use the continue token in this response to retrieve the remainder of the results. Continuing with the provided token results in an inconsistent list - objects that were created, modified, or deleted between the time the first chunk was returned and now may show up in the list.")
+                                ApiError::expired(
+                                    "The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter, or use the continue token in this response to retrieve the remainder of the results. Continuing with the provided token results in an inconsistent list - objects that were created, modified, or deleted between the time the first chunk was returned and now may show up in the list.",
+                                )
                             } else {
                                 ApiError::expired("The resourceVersion for the provided list is too old.")
                             };
@@ -660,7 +668,13 @@ impl RequestMachine {
                     match dc.names.pop_front() {
                         Some(name) => {
                             let ctx = WriteContext { name: Some(name), ..dc.ctx.clone() };
-                            dc.current = Some(WriteOp::new(dc.res.clone(), ctx, WriteKind::Delete(dc.options.clone()), Admission::default(), crate::rand::Rng::new(self.rng.next_u64())));
+                            dc.current = Some(WriteOp::new(
+                                dc.res.clone(),
+                                ctx,
+                                WriteKind::Delete(dc.options.clone()),
+                                Admission::default(),
+                                crate::rand::Rng::new(self.rng.next_u64()),
+                            ));
                             self.stage = Stage::DeleteCollection(dc);
                         }
                         None => self.finish_delete_collection(*dc, now),

@@ -155,10 +155,7 @@ impl ListBody {
             }
             (_, View::Table(_)) => {
                 let columns: Value = Value::Array(body.res.strategy.columns().iter().map(|c| c.to_json()).collect());
-                let head = format!(
-                    "{{\"kind\":\"Table\",\"apiVersion\":\"meta.k8s.io/v1\",\"metadata\":{},\"columnDefinitions\":{},\"rows\":[",
-                    meta, columns
-                );
+                let head = format!("{{\"kind\":\"Table\",\"apiVersion\":\"meta.k8s.io/v1\",\"metadata\":{},\"columnDefinitions\":{},\"rows\":[", meta, columns);
                 body.head = Some(Bytes::from(head));
                 body.tail = Some(Bytes::from_static(b"]}\n"));
             }

@@ -61,7 +61,14 @@ fn version_and_health() {
 
 #[test]
 fn discovery_and_unknown_paths() {
-    let (s, ct, body) = simple("GET", "/apis", "", Some("t0ken"), Some("application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,application/json"), Health::default());
+    let (s, ct, body) = simple(
+        "GET",
+        "/apis",
+        "",
+        Some("t0ken"),
+        Some("application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,application/json"),
+        Health::default(),
+    );
     assert_eq!(s, 200);
     assert_eq!(ct, "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList");
     assert!(body.contains("\"deploy\""));

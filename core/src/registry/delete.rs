@@ -48,10 +48,7 @@ impl WriteOp {
                 return Err(ApiError::conflict(
                     &gr,
                     &name,
-                    &format!(
-                        "Precondition failed: ResourceVersion in precondition: {rv}, ResourceVersion in object meta: {}",
-                        meta::resource_version(&obj)
-                    ),
+                    &format!("Precondition failed: ResourceVersion in precondition: {rv}, ResourceVersion in object meta: {}", meta::resource_version(&obj)),
                 ));
             }
         }
@@ -103,10 +100,7 @@ impl WriteOp {
                     return Ok(Transform::Delete);
                 }
                 let ts = meta::deletion_timestamp(&obj).and_then(|s| s.parse::<Timestamp>().ok()).unwrap_or(now);
-                let at = ts
-                    .checked_sub(SignedDuration::from_secs(cur))
-                    .and_then(|t| t.checked_add(SignedDuration::from_secs(new)))
-                    .unwrap_or(now);
+                let at = ts.checked_sub(SignedDuration::from_secs(cur)).and_then(|t| t.checked_add(SignedDuration::from_secs(new))).unwrap_or(now);
                 meta::set_meta(&mut obj, "deletionTimestamp", Value::String(format_time(at, false)));
                 meta::set_meta(&mut obj, "deletionGracePeriodSeconds", Value::from(new));
             }

@@ -98,11 +98,20 @@ pub enum WriteEffect {
 
 enum Phase {
     /// Taking values for a new object: claim `index`, candidate `attempt`.
-    Claiming { obj: Value, claims: Vec<Claim>, index: usize, attempt: u64, granted: Vec<String> },
+    Claiming {
+        obj: Value,
+        claims: Vec<Claim>,
+        index: usize,
+        attempt: u64,
+        granted: Vec<String>,
+    },
     /// The object's own write.
     Writing,
     /// Giving pool values back, then answering.
-    Releasing { keys: VecDeque<Bytes>, answer: Result<WriteOutcome, ApiError> },
+    Releasing {
+        keys: VecDeque<Bytes>,
+        answer: Result<WriteOutcome, ApiError>,
+    },
     Done,
 }
 
@@ -396,9 +405,7 @@ pub fn storage_error(e: StorageError<ApiError>, gr: &crate::status::GroupResourc
         StorageError::AlreadyExists => ApiError::already_exists(gr, name),
         StorageError::Compacted { .. } => ApiError::expired("The resourceVersion for the provided list is too old."),
         StorageError::FutureRevision { current } => crate::cache::too_large(current + 1, current),
-        StorageError::Kv(crate::kv::KvError::Timeout(m)) => {
-            ApiError::timeout(&format!("request did not complete within the allotted timeout: {m}"), 1)
-        }
+        StorageError::Kv(crate::kv::KvError::Timeout(m)) => ApiError::timeout(&format!("request did not complete within the allotted timeout: {m}"), 1),
         StorageError::Kv(e) => ApiError::internal(e),
     }
 }

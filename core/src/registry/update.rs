@@ -135,9 +135,7 @@ impl WriteOp {
             let ns = meta::namespace(obj);
             let url_ns = self.ctx.namespace.as_deref().unwrap_or_default();
             if !ns.is_empty() && ns != url_ns {
-                return Err(ApiError::bad_request(format!(
-                    "the namespace of the object ({ns}) does not match the namespace on the request ({url_ns})"
-                )));
+                return Err(ApiError::bad_request(format!("the namespace of the object ({ns}) does not match the namespace on the request ({url_ns})")));
             }
         }
         Ok(())
@@ -161,11 +159,7 @@ impl WriteOp {
         }
         let uid = meta::uid(obj);
         if !uid.is_empty() && uid != meta::uid(old) {
-            return Err(ApiError::conflict(
-                &gr,
-                name,
-                &format!("Precondition failed: UID in precondition: {uid}, UID in object meta: {}", meta::uid(old)),
-            ));
+            return Err(ApiError::conflict(&gr, name, &format!("Precondition failed: UID in precondition: {uid}, UID in object meta: {}", meta::uid(old))));
         }
         Ok(())
     }

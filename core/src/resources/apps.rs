@@ -3,7 +3,7 @@
 use serde_json::{Value, json};
 
 use super::podspec::{self, SpecOf};
-use super::{info, serve, scale_subresource, status_subresource};
+use super::{info, scale_subresource, serve, status_subresource};
 use crate::catalog::{Resource, Strategy, bump_generation_on_spec_change, keep_status};
 use crate::meta;
 use crate::status::FieldError;
@@ -63,13 +63,8 @@ const REPLICASET_COLUMNS: &[Column] = &[
     Column::new("Selector", "string", Describe::Field("io.k8s.api.apps.v1.ReplicaSetSpec", "selector")).wide(),
 ];
 
-const STATEFULSET_COLUMNS: &[Column] = &[
-    Column::NAME,
-    Column::new("Ready", "string", Describe::Text("Number of the pod with ready state")),
-    Column::AGE,
-    Column::CONTAINERS,
-    Column::IMAGES,
-];
+const STATEFULSET_COLUMNS: &[Column] =
+    &[Column::NAME, Column::new("Ready", "string", Describe::Text("Number of the pod with ready state")), Column::AGE, Column::CONTAINERS, Column::IMAGES];
 
 const DS_STATUS: &str = "io.k8s.api.apps.v1.DaemonSetStatus";
 const DAEMONSET_COLUMNS: &[Column] = &[
@@ -160,8 +155,7 @@ impl Strategy for Workload {
                 spec.entry("podManagementPolicy").or_insert_with(|| json!("OrderedReady"));
                 default_update_strategy(spec, &[("partition", json!(0))]);
                 spec.entry("revisionHistoryLimit").or_insert_with(|| json!(10));
-                spec.entry("persistentVolumeClaimRetentionPolicy")
-                    .or_insert_with(|| json!({"whenDeleted": "Retain", "whenScaled": "Retain"}));
+                spec.entry("persistentVolumeClaimRetentionPolicy").or_insert_with(|| json!({"whenDeleted": "Retain", "whenScaled": "Retain"}));
             }
             Kind::DaemonSet => {
                 default_update_strategy(spec, &[("maxUnavailable", json!(1)), ("maxSurge", json!(0))]);
@@ -237,16 +231,9 @@ impl Strategy for Workload {
                 images,
                 selector,
             ],
-            Kind::ReplicaSet => vec![
-                name,
-                i(&["spec", "replicas"]),
-                i(&["status", "replicas"]),
-                i(&["status", "readyReplicas"]),
-                age,
-                containers,
-                images,
-                selector,
-            ],
+            Kind::ReplicaSet => {
+                vec![name, i(&["spec", "replicas"]), i(&["status", "replicas"]), i(&["status", "readyReplicas"]), age, containers, images, selector]
+            }
             Kind::StatefulSet => vec![
                 name,
                 json!(format!("{}/{}", table::int_at(obj, &["status", "readyReplicas"]), table::int_at(obj, &["spec", "replicas"]))),

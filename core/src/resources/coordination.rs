@@ -14,11 +14,8 @@ pub fn leases() -> Resource {
 
 struct Leases;
 
-const COLUMNS: &[Column] = &[
-    Column::NAME,
-    Column::new("Holder", "string", Describe::Field("io.k8s.api.coordination.v1.LeaseSpec", "holderIdentity")),
-    Column::AGE,
-];
+const COLUMNS: &[Column] =
+    &[Column::NAME, Column::new("Holder", "string", Describe::Field("io.k8s.api.coordination.v1.LeaseSpec", "holderIdentity")), Column::AGE];
 
 impl Strategy for Leases {
     fn validate(&self, obj: &Value) -> Vec<FieldError> {

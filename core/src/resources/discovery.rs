@@ -63,7 +63,13 @@ impl Strategy for EndpointSlices {
             .flatten()
             .map(|p| p.get("port").and_then(Value::as_i64).map_or("<unset>".to_string(), |n| n.to_string()))
             .collect();
-        let ports_cell = if obj.get("ports").is_none() { "<unset>".to_string() } else if ports.is_empty() { "<none>".into() } else { ports.join(",") };
+        let ports_cell = if obj.get("ports").is_none() {
+            "<unset>".to_string()
+        } else if ports.is_empty() {
+            "<none>".into()
+        } else {
+            ports.join(",")
+        };
         let addresses: Vec<&str> = obj
             .get("endpoints")
             .and_then(Value::as_array)
@@ -78,12 +84,6 @@ impl Strategy for EndpointSlices {
         } else {
             addresses.join(",")
         };
-        vec![
-            json!(meta::name(obj)),
-            json!(table::str_or(obj, &["addressType"], "")),
-            json!(ports_cell),
-            json!(endpoints_cell),
-            table::age(obj, now),
-        ]
+        vec![json!(meta::name(obj)), json!(table::str_or(obj, &["addressType"], "")), json!(ports_cell), json!(endpoints_cell), table::age(obj, now)]
     }
 }

@@ -74,8 +74,10 @@ fn format_endpoints(obj: &Value) -> String {
     let mut count = 0;
     let mut more = false;
     for ss in &subsets {
-        let addrs: Vec<&str> = ss.get("addresses").and_then(Value::as_array).into_iter().flatten().filter_map(|a| a.get("ip").and_then(Value::as_str)).collect();
-        let ports: Vec<i64> = ss.get("ports").and_then(Value::as_array).into_iter().flatten().map(|p| p.get("port").and_then(Value::as_i64).unwrap_or(0)).collect();
+        let addrs: Vec<&str> =
+            ss.get("addresses").and_then(Value::as_array).into_iter().flatten().filter_map(|a| a.get("ip").and_then(Value::as_str)).collect();
+        let ports: Vec<i64> =
+            ss.get("ports").and_then(Value::as_array).into_iter().flatten().map(|p| p.get("port").and_then(Value::as_i64).unwrap_or(0)).collect();
         if ports.is_empty() {
             count += addrs.len();
             for a in &addrs {

@@ -11,8 +11,8 @@ mod endpoints;
 mod events;
 mod namespaces;
 mod nodes;
-pub mod podspec;
 mod pods;
+pub mod podspec;
 mod reviews;
 mod secrets;
 mod serviceaccounts;
@@ -65,10 +65,7 @@ pub fn catalog(settings: &Settings) -> Catalog {
 /// A resource with kube's defaults: every verb, stored under its plural name, answered with a
 /// `Status` on delete.
 pub(crate) fn info(group: &'static str, version: &'static str, kind: &'static str, resource: &'static str, namespaced: bool) -> ResourceInfo {
-    let definition = schema()
-        .for_gvk(group, version, kind)
-        .map(|d| d.name.as_str())
-        .unwrap_or_else(|| panic!("the schema has no {group}/{version} {kind}"));
+    let definition = schema().for_gvk(group, version, kind).map(|d| d.name.as_str()).unwrap_or_else(|| panic!("the schema has no {group}/{version} {kind}"));
     ResourceInfo {
         group,
         version,

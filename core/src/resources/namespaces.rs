@@ -18,21 +18,14 @@ const NAME_LABEL: &str = "kubernetes.io/metadata.name";
 pub fn resource() -> Resource {
     let mut i = info("", "v1", "Namespace", "namespaces", false);
     i.short_names = &["ns"];
-    i.subresources = vec![
-        status_subresource(&i),
-        Subresource { name: "finalize", group: "", version: "v1", kind: "Namespace", verbs: &["update"] },
-    ];
+    i.subresources = vec![status_subresource(&i), Subresource { name: "finalize", group: "", version: "v1", kind: "Namespace", verbs: &["update"] }];
     i.delete_returns = DeleteReturns::Object;
     serve(i, Namespaces)
 }
 
 struct Namespaces;
 
-const COLUMNS: &[Column] = &[
-    Column::NAME,
-    Column::new("Status", "string", Describe::Text("The status of the namespace")),
-    Column::AGE,
-];
+const COLUMNS: &[Column] = &[Column::NAME, Column::new("Status", "string", Describe::Text("The status of the namespace")), Column::AGE];
 
 impl Strategy for Namespaces {
     fn name_check(&self) -> crate::validation::NameCheck {
@@ -63,7 +56,11 @@ impl Strategy for Namespaces {
         for (i, f) in meta::at(obj, &["spec", "finalizers"]).and_then(Value::as_array).into_iter().flatten().enumerate() {
             let name = f.as_str().unwrap_or_default();
             if !name.contains('/') && name != KUBERNETES_FINALIZER {
-                errs.push(FieldError::invalid(format!("spec.finalizers[{i}]"), f.clone(), "name is neither a standard finalizer name nor is it fully qualified"));
+                errs.push(FieldError::invalid(
+                    format!("spec.finalizers[{i}]"),
+                    f.clone(),
+                    "name is neither a standard finalizer name nor is it fully qualified",
+                ));
             }
         }
         errs

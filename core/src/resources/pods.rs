@@ -16,10 +16,7 @@ pub fn resource() -> Resource {
     let mut i = info("", "v1", "Pod", "pods", true);
     i.short_names = &["po"];
     i.categories = &["all"];
-    i.subresources = vec![
-        status_subresource(&i),
-        Subresource { name: "binding", group: "", version: "v1", kind: "Binding", verbs: &["create"] },
-    ];
+    i.subresources = vec![status_subresource(&i), Subresource { name: "binding", group: "", version: "v1", kind: "Binding", verbs: &["create"] }];
     i.delete_returns = DeleteReturns::Object;
     serve(i, Pods)
 }
@@ -349,7 +346,20 @@ mod tests {
                      "lastTerminationState": {"terminated": {"finishedAt": "2024-01-01T00:05:00Z"}}},
                     {"name": "b", "ready": false, "restartCount": 0, "state": {"waiting": {"reason": "CrashLoopBackOff"}}}]}});
         let row = pod_row(&pod, now);
-        assert_eq!(row, vec![json!("p"), json!("1/2"), json!("CrashLoopBackOff"), json!("2 (5m ago)"), json!("10m"), json!("10.0.0.5"), json!("n1"), json!("<none>"), json!("<none>")]);
+        assert_eq!(
+            row,
+            vec![
+                json!("p"),
+                json!("1/2"),
+                json!("CrashLoopBackOff"),
+                json!("2 (5m ago)"),
+                json!("10m"),
+                json!("10.0.0.5"),
+                json!("n1"),
+                json!("<none>"),
+                json!("<none>")
+            ]
+        );
         let pending = json!({"metadata": {"name": "q", "creationTimestamp": "2024-01-01T00:09:30Z"}, "spec": {"containers": [{"name": "a"}]}, "status": {"phase": "Pending"}});
         assert_eq!(pod_row(&pending, now)[1..5], [json!("0/1"), json!("Pending"), json!("0"), json!("30s")]);
     }

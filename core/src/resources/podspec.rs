@@ -184,12 +184,7 @@ pub fn validate_spec(spec: &Value, path: &str, of: SpecOf) -> Vec<FieldError> {
         }
     }
     supported(&mut errs, spec.get("restartPolicy"), &format!("{path}.restartPolicy"), &["Always", "OnFailure", "Never"]);
-    supported(
-        &mut errs,
-        spec.get("dnsPolicy"),
-        &format!("{path}.dnsPolicy"),
-        &["ClusterFirstWithHostNet", "ClusterFirst", "Default", "None"],
-    );
+    supported(&mut errs, spec.get("dnsPolicy"), &format!("{path}.dnsPolicy"), &["ClusterFirstWithHostNet", "ClusterFirst", "Default", "None"]);
     if let Some(ads) = spec.get("activeDeadlineSeconds").and_then(Value::as_i64) {
         if ads <= 0 {
             errs.push(FieldError::invalid(format!("{path}.activeDeadlineSeconds"), json!(ads), "must be between 1 and 2147483647, inclusive"));
@@ -311,18 +306,12 @@ fn validate_resources(r: Option<&Value>, path: &str, errs: &mut Vec<FieldError>)
     let Some(r) = r else { return };
     let limits = r.get("limits").and_then(Value::as_object);
     for (k, v) in r.get("requests").and_then(Value::as_object).into_iter().flatten() {
-        let (Some(req), Some(lim)) = (
-            v.as_str().and_then(Quantity::parse),
-            limits.and_then(|l| l.get(k)).and_then(Value::as_str).and_then(Quantity::parse),
-        ) else {
+        let (Some(req), Some(lim)) = (v.as_str().and_then(Quantity::parse), limits.and_then(|l| l.get(k)).and_then(Value::as_str).and_then(Quantity::parse))
+        else {
             continue;
         };
         if req > lim {
-            errs.push(FieldError::invalid(
-                format!("{path}.requests"),
-                v.clone(),
-                format!("must be less than or equal to {k} limit of {}", lim.canonical()),
-            ));
+            errs.push(FieldError::invalid(format!("{path}.requests"), v.clone(), format!("must be less than or equal to {k} limit of {}", lim.canonical())));
         }
     }
 }

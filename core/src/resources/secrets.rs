@@ -68,9 +68,7 @@ impl Strategy for Secrets {
                 errs.push(FieldError::required(format!("data[{key}]"), ""));
             }
         }
-        if ty == "kubernetes.io/service-account-token"
-            && meta::at(obj, &["metadata", "annotations", "kubernetes.io/service-account.name"]).is_none()
-        {
+        if ty == "kubernetes.io/service-account-token" && meta::at(obj, &["metadata", "annotations", "kubernetes.io/service-account.name"]).is_none() {
             errs.push(FieldError::required("metadata.annotations[kubernetes.io/service-account.name]", ""));
         }
         if ty == "kubernetes.io/basic-auth" {

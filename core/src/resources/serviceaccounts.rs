@@ -16,11 +16,7 @@ pub fn resource() -> Resource {
 
 struct ServiceAccounts;
 
-const COLUMNS: &[Column] = &[
-    Column::NAME,
-    Column::new("Secrets", "string", Describe::Field("io.k8s.api.core.v1.ServiceAccount", "secrets")),
-    Column::AGE,
-];
+const COLUMNS: &[Column] = &[Column::NAME, Column::new("Secrets", "string", Describe::Field("io.k8s.api.core.v1.ServiceAccount", "secrets")), Column::AGE];
 
 impl Strategy for ServiceAccounts {
     fn columns(&self) -> &'static [Column] {

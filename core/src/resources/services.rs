@@ -139,7 +139,9 @@ impl Strategy for Services {
         if let Some(Value::Array(ports)) = spec.get_mut("ports") {
             for p in ports.iter_mut().filter_map(Value::as_object_mut) {
                 p.entry("protocol").or_insert_with(|| json!("TCP"));
-                let unset = matches!(p.get("targetPort"), None | Some(Value::Null)) || p.get("targetPort") == Some(&json!(0)) || p.get("targetPort") == Some(&json!(""));
+                let unset = matches!(p.get("targetPort"), None | Some(Value::Null))
+                    || p.get("targetPort") == Some(&json!(0))
+                    || p.get("targetPort") == Some(&json!(""));
                 if unset {
                     if let Some(port) = p.get("port").cloned() {
                         p.insert("targetPort".into(), port);
@@ -188,10 +190,15 @@ impl Strategy for Services {
                 Ok(ip) if !self.ranges.contains(ip) => errs.push(FieldError::invalid(
                     "spec.clusterIPs",
                     json!([cluster_ip]),
-                    format!("failed to allocate IP {cluster_ip}: the provided IP ({cluster_ip}) is not in the valid range. The range of valid IPs is {}/{}", self.ranges.network, self.ranges.prefix),
+                    format!(
+                        "failed to allocate IP {cluster_ip}: the provided IP ({cluster_ip}) is not in the valid range. The range of valid IPs is {}/{}",
+                        self.ranges.network, self.ranges.prefix
+                    ),
                 )),
                 Ok(_) => {}
-                Err(_) => errs.push(FieldError::invalid("spec.clusterIPs[0]", json!(cluster_ip), "must be a valid IP address, (e.g. 10.9.8.7 or 2001:db8::ffff)")),
+                Err(_) => {
+                    errs.push(FieldError::invalid("spec.clusterIPs[0]", json!(cluster_ip), "must be a valid IP address, (e.g. 10.9.8.7 or 2001:db8::ffff)"))
+                }
             }
         }
         let mut names: Vec<&str> = Vec::new();
@@ -235,7 +242,11 @@ impl Strategy for Services {
                 }
                 let (lo, hi) = self.ranges.node_ports;
                 if np < lo as i64 || np > hi as i64 {
-                    errs.push(FieldError::invalid(format!("{path}.nodePort"), json!(np), format!("provided port is not in the valid range. The range of valid ports is {lo}-{hi}")));
+                    errs.push(FieldError::invalid(
+                        format!("{path}.nodePort"),
+                        json!(np),
+                        format!("provided port is not in the valid range. The range of valid ports is {lo}-{hi}"),
+                    ));
                 }
             }
         }
@@ -328,7 +339,12 @@ impl Strategy for Services {
                         if requested.is_some() { "provided port is already allocated" } else { "failed to allocate a nodePort: range is full" },
                     )],
                 );
-                claims.push(Claim { pool: NODE_PORT_POOL, candidates, record: json!({"service": format!("{}/{}", meta::namespace(obj), meta::name(obj))}), taken });
+                claims.push(Claim {
+                    pool: NODE_PORT_POOL,
+                    candidates,
+                    record: json!({"service": format!("{}/{}", meta::namespace(obj), meta::name(obj))}),
+                    taken,
+                });
             }
         }
         Ok(claims)

@@ -55,10 +55,7 @@ fn type_of(v: &Value) -> Type {
             Type::Array { items: Box::new(items), list_type, map_keys }
         }
         "object" => match v.get("additionalProperties") {
-            Some(values) => Type::Map {
-                values: Box::new(type_of(values)),
-                atomic: v.get("x-kubernetes-map-type").and_then(Value::as_str) == Some("atomic"),
-            },
+            Some(values) => Type::Map { values: Box::new(type_of(values)), atomic: v.get("x-kubernetes-map-type").and_then(Value::as_str) == Some("atomic") },
             None => Type::Any,
         },
         _ => Type::Any,
@@ -66,9 +63,7 @@ fn type_of(v: &Value) -> Type {
 }
 
 fn strings(v: Option<&Value>) -> Vec<String> {
-    v.and_then(Value::as_array)
-        .map(|a| a.iter().filter_map(Value::as_str).map(str::to_string).collect())
-        .unwrap_or_default()
+    v.and_then(Value::as_array).map(|a| a.iter().filter_map(Value::as_str).map(str::to_string).collect()).unwrap_or_default()
 }
 
 fn proto_kind(s: &str) -> ProtoKind {
@@ -93,11 +88,7 @@ fn proto_field(v: &Value) -> Option<ProtoField> {
         tag: p.first()?.as_u64()? as u32,
         kind: proto_kind(p.get(1)?.as_str()?),
         message: p.get(2).and_then(Value::as_str).map(str::to_string),
-        via: v
-            .get("x-kapi-proto-via")
-            .and_then(Value::as_array)
-            .map(|a| a.iter().filter_map(Value::as_u64).map(|t| t as u32).collect())
-            .unwrap_or_default(),
+        via: v.get("x-kapi-proto-via").and_then(Value::as_array).map(|a| a.iter().filter_map(Value::as_u64).map(|t| t as u32).collect()).unwrap_or_default(),
     })
 }
 
@@ -129,11 +120,7 @@ fn definition(name: &str, v: &Value) -> Definition {
     let gvks = v
         .get("x-kubernetes-group-version-kind")
         .and_then(Value::as_array)
-        .map(|a| {
-            a.iter()
-                .map(|g| Gvk { group: text(g, "group"), version: text(g, "version"), kind: text(g, "kind") })
-                .collect()
-        })
+        .map(|a| a.iter().map(|g| Gvk { group: text(g, "group"), version: text(g, "version"), kind: text(g, "kind") }).collect())
         .unwrap_or_default();
     Definition {
         layout: ProtoLayout::of(&properties),

@@ -44,9 +44,16 @@ pub enum Type {
     Quantity,
     /// An object of a named definition.
     Object(String),
-    Array { items: Box<Type>, list_type: ListType, map_keys: Vec<String> },
+    Array {
+        items: Box<Type>,
+        list_type: ListType,
+        map_keys: Vec<String>,
+    },
     /// A JSON object of `values` (Go `map[string]T`).
-    Map { values: Box<Type>, atomic: bool },
+    Map {
+        values: Box<Type>,
+        atomic: bool,
+    },
     /// Any JSON (`runtime.RawExtension`, `FieldsV1`, `apiextensions.JSON`).
     Any,
 }
@@ -189,9 +196,7 @@ impl Schema {
 
     /// The definition of a kind (`apps`, `v1`, `Deployment`).
     pub fn for_gvk(&self, group: &str, version: &str, kind: &str) -> Option<&Arc<Definition>> {
-        self.by_gvk
-            .get(&(group.to_string(), version.to_string(), kind.to_string()))
-            .and_then(|n| self.defs.get(n))
+        self.by_gvk.get(&(group.to_string(), version.to_string(), kind.to_string())).and_then(|n| self.defs.get(n))
     }
 
     pub fn raw_definitions(&self) -> &serde_json::Map<String, Value> {

@@ -79,13 +79,7 @@ impl<'s> Walker<'s> {
         if owner.is_empty() {
             format!("json: cannot unmarshal {} into Go value of type {}", json_kind(v), self.go_type(ty))
         } else {
-            format!(
-                "json: cannot unmarshal {} into Go struct field {}.{} of type {}",
-                json_kind(v),
-                owner,
-                names.join("."),
-                self.go_type(ty)
-            )
+            format!("json: cannot unmarshal {} into Go struct field {}.{} of type {}", json_kind(v), owner, names.join("."), self.go_type(ty))
         }
     }
 
@@ -206,19 +200,13 @@ pub fn canonical_quantity(s: &str) -> Result<String, String> {
 
 /// A time in the form kube writes it: UTC, seconds precision (`micro`: microseconds).
 pub fn canonical_time(s: &str, micro: bool) -> Result<String, String> {
-    let ts: jiff::Timestamp = s
-        .parse()
-        .map_err(|_| format!("parsing time \"{s}\" as \"2006-01-02T15:04:05Z07:00\": cannot parse \"{s}\" as \"2006\""))?;
+    let ts: jiff::Timestamp = s.parse().map_err(|_| format!("parsing time \"{s}\" as \"2006-01-02T15:04:05Z07:00\": cannot parse \"{s}\" as \"2006\""))?;
     Ok(format_time(ts, micro))
 }
 
 /// Formats a timestamp as `metav1.Time` (`micro = false`) or `metav1.MicroTime` does.
 pub fn format_time(ts: jiff::Timestamp, micro: bool) -> String {
-    if micro {
-        ts.strftime("%Y-%m-%dT%H:%M:%S.%6fZ").to_string()
-    } else {
-        ts.strftime("%Y-%m-%dT%H:%M:%SZ").to_string()
-    }
+    if micro { ts.strftime("%Y-%m-%dT%H:%M:%S.%6fZ").to_string() } else { ts.strftime("%Y-%m-%dT%H:%M:%SZ").to_string() }
 }
 
 #[cfg(test)]

@@ -138,10 +138,7 @@ impl Set {
     }
 
     pub fn difference(&self, other: &Set) -> Set {
-        let mut out = Set {
-            members: self.members.difference(&other.members).cloned().collect(),
-            children: BTreeMap::new(),
-        };
+        let mut out = Set { members: self.members.difference(&other.members).cloned().collect(), children: BTreeMap::new() };
         for (k, c) in &self.children {
             let d = match other.children.get(k) {
                 Some(o) => c.difference(o),
@@ -155,10 +152,7 @@ impl Set {
     }
 
     pub fn intersection(&self, other: &Set) -> Set {
-        let mut out = Set {
-            members: self.members.intersection(&other.members).cloned().collect(),
-            children: BTreeMap::new(),
-        };
+        let mut out = Set { members: self.members.intersection(&other.members).cloned().collect(), children: BTreeMap::new() };
         for (k, c) in &self.children {
             if let Some(o) = other.children.get(k) {
                 let i = c.intersection(o);

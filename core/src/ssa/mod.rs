@@ -32,10 +32,7 @@ impl Entry {
     /// The identity of an entry (`BuildManagerIdentifier`): appliers are one manager across
     /// API versions.
     fn same_manager(&self, manager: &str, operation: &str, subresource: &str, api_version: &str) -> bool {
-        self.manager == manager
-            && self.operation == operation
-            && self.subresource == subresource
-            && (operation == "Apply" || self.api_version == api_version)
+        self.manager == manager && self.operation == operation && self.subresource == subresource && (operation == "Apply" || self.api_version == api_version)
     }
 
     fn describe(&self) -> String {
@@ -306,10 +303,8 @@ pub fn apply(live: Option<&Value>, config: &Value, def: &Definition, manager: &s
 
 /// `NewConflictError`: 409 naming each conflicting manager and field.
 fn conflict_error(conflicts: &[(String, String)]) -> ApiError {
-    let causes = conflicts
-        .iter()
-        .map(|(m, p)| StatusCause { reason: "FieldManagerConflict".into(), message: format!("conflict with {m}"), field: p.clone() })
-        .collect();
+    let causes =
+        conflicts.iter().map(|(m, p)| StatusCause { reason: "FieldManagerConflict".into(), message: format!("conflict with {m}"), field: p.clone() }).collect();
     let message = if let [(m, p)] = conflicts {
         format!("Apply failed with 1 conflict: conflict with {m}: {p}")
     } else {

@@ -50,8 +50,7 @@ fn key_default(field: &str) -> Option<Value> {
 
 /// The path element of a keyed list item.
 fn item_key(item: &Value, keys: &[String]) -> PathElement {
-    let fields: Vec<(String, Value)> =
-        keys.iter().filter_map(|k| item.get(k).cloned().or_else(|| key_default(k)).map(|v| (k.clone(), v))).collect();
+    let fields: Vec<(String, Value)> = keys.iter().filter_map(|k| item.get(k).cloned().or_else(|| key_default(k)).map(|v| (k.clone(), v))).collect();
     PathElement::key_of(&fields)
 }
 
@@ -131,9 +130,7 @@ fn walk_compare(lhs: Option<&Value>, rhs: Option<&Value>, ty: &Type, path: &mut 
         (Shape::Leaf, ..) => false,
         // Both sides empty: a leaf, so that `{}` versus absent is seen.
         _ if is_empty_container(lhs) && is_empty_container(rhs) => false,
-        (Shape::Struct(_) | Shape::Map(_), l, r) => {
-            l.is_none_or(Value::is_object) && r.is_none_or(Value::is_object)
-        }
+        (Shape::Struct(_) | Shape::Map(_), l, r) => l.is_none_or(Value::is_object) && r.is_none_or(Value::is_object),
         (Shape::Set | Shape::KeyedList(..), l, r) => l.is_none_or(Value::is_array) && r.is_none_or(Value::is_array),
     };
     if !container {
@@ -218,27 +215,17 @@ pub fn merge(live: Option<&Value>, config: Option<&Value>, ty: &Type) -> Option<
             }
             Some(Value::Object(out))
         }
-        (Shape::Set, Value::Array(la), Value::Array(ca)) => {
-            Some(Value::Array(merge_list(la, ca, |v| PathElement::Value(v.to_string()), |_, c| c.clone())))
+        (Shape::Set, Value::Array(la), Value::Array(ca)) => Some(Value::Array(merge_list(la, ca, |v| PathElement::Value(v.to_string()), |_, c| c.clone()))),
+        (Shape::KeyedList(items_ty, keys), Value::Array(la), Value::Array(ca)) => {
+            Some(Value::Array(merge_list(la, ca, |v| item_key(v, keys), |l, c| merge(Some(l), Some(c), items_ty).unwrap_or_else(|| c.clone()))))
         }
-        (Shape::KeyedList(items_ty, keys), Value::Array(la), Value::Array(ca)) => Some(Value::Array(merge_list(
-            la,
-            ca,
-            |v| item_key(v, keys),
-            |l, c| merge(Some(l), Some(c), items_ty).unwrap_or_else(|| c.clone()),
-        ))),
         _ => Some(c.clone()),
     }
 }
 
 /// structured-merge-diff's list merge: the configuration's items in its order, with items only
 /// the live list has kept where they were.
-fn merge_list(
-    live: &[Value],
-    config: &[Value],
-    key: impl Fn(&Value) -> PathElement,
-    both: impl Fn(&Value, &Value) -> Value,
-) -> Vec<Value> {
+fn merge_list(live: &[Value], config: &[Value], key: impl Fn(&Value) -> PathElement, both: impl Fn(&Value, &Value) -> Value) -> Vec<Value> {
     let lk: Vec<PathElement> = live.iter().map(&key).collect();
     let rk: Vec<PathElement> = config.iter().map(&key).collect();
     let in_live = |pe: &PathElement| lk.iter().position(|x| x == pe);

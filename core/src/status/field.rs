@@ -105,8 +105,9 @@ impl FieldError {
     /// The message without the field path (`StatusCause.message`).
     pub fn body(&self) -> String {
         let mut s = match (&self.kind, &self.bad_value) {
-            (FieldErrorType::Required | FieldErrorType::Forbidden | FieldErrorType::TooLong | FieldErrorType::Internal, _)
-            | (_, None) => self.kind.text().to_string(),
+            (FieldErrorType::Required | FieldErrorType::Forbidden | FieldErrorType::TooLong | FieldErrorType::Internal, _) | (_, None) => {
+                self.kind.text().to_string()
+            }
             (_, Some(v)) => format!("{}: {}", self.kind.text(), go_value(v)),
         };
         if !self.detail.is_empty() {

@@ -25,11 +25,7 @@ impl GroupResource {
 
 impl std::fmt::Display for GroupResource {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        if self.group.is_empty() {
-            write!(f, "{}", self.resource)
-        } else {
-            write!(f, "{}.{}", self.resource, self.group)
-        }
+        if self.group.is_empty() { write!(f, "{}", self.resource) } else { write!(f, "{}.{}", self.resource, self.group) }
     }
 }
 
@@ -42,11 +38,7 @@ pub struct GroupKind {
 
 impl std::fmt::Display for GroupKind {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        if self.group.is_empty() {
-            write!(f, "{}", self.kind)
-        } else {
-            write!(f, "{}.{}", self.kind, self.group)
-        }
+        if self.group.is_empty() { write!(f, "{}", self.kind) } else { write!(f, "{}.{}", self.kind, self.group) }
     }
 }
 
@@ -88,12 +80,7 @@ impl std::fmt::Display for ApiError {
 impl std::error::Error for ApiError {}
 
 fn details_for(gr: &GroupResource, name: &str) -> Option<StatusDetails> {
-    Some(StatusDetails {
-        name: name.to_string(),
-        group: gr.group.clone(),
-        kind: gr.resource.clone(),
-        ..Default::default()
-    })
+    Some(StatusDetails { name: name.to_string(), group: gr.group.clone(), kind: gr.resource.clone(), ..Default::default() })
 }
 
 impl ApiError {
@@ -102,56 +89,30 @@ impl ApiError {
     }
 
     pub fn not_found(gr: &GroupResource, name: &str) -> Self {
-        ApiError {
-            details: details_for(gr, name),
-            ..Self::new(404, "NotFound", format!("{gr} {} not found", quote(name)))
-        }
+        ApiError { details: details_for(gr, name), ..Self::new(404, "NotFound", format!("{gr} {} not found", quote(name))) }
     }
 
     pub fn already_exists(gr: &GroupResource, name: &str) -> Self {
-        ApiError {
-            details: details_for(gr, name),
-            ..Self::new(409, "AlreadyExists", format!("{gr} {} already exists", quote(name)))
-        }
+        ApiError { details: details_for(gr, name), ..Self::new(409, "AlreadyExists", format!("{gr} {} already exists", quote(name))) }
     }
 
     pub fn conflict(gr: &GroupResource, name: &str, why: &str) -> Self {
-        ApiError {
-            details: details_for(gr, name),
-            ..Self::new(409, "Conflict", format!("Operation cannot be fulfilled on {gr} {}: {why}", quote(name)))
-        }
+        ApiError { details: details_for(gr, name), ..Self::new(409, "Conflict", format!("Operation cannot be fulfilled on {gr} {}: {why}", quote(name))) }
     }
 
     /// The conflict of an update or delete based on a stale `resourceVersion`.
     pub fn stale_conflict(gr: &GroupResource, name: &str) -> Self {
-        Self::conflict(
-            gr,
-            name,
-            "the object has been modified; please apply your changes to the latest version and try again",
-        )
+        Self::conflict(gr, name, "the object has been modified; please apply your changes to the latest version and try again")
     }
 
     pub fn invalid(gk: &GroupKind, name: &str, errors: &[FieldError]) -> Self {
-        let causes = errors
-            .iter()
-            .map(|e| StatusCause {
-                reason: e.kind.cause_reason().to_string(),
-                message: e.body(),
-                field: e.field.clone(),
-            })
-            .collect();
+        let causes = errors.iter().map(|e| StatusCause { reason: e.kind.cause_reason().to_string(), message: e.body(), field: e.field.clone() }).collect();
         let message = match field::aggregate(errors) {
             Some(agg) => format!("{gk} {} is invalid: {agg}", quote(name)),
             None => format!("{gk} {} is invalid", quote(name)),
         };
         ApiError {
-            details: Some(StatusDetails {
-                name: name.to_string(),
-                group: gk.group.clone(),
-                kind: gk.kind.clone(),
-                causes,
-                ..Default::default()
-            }),
+            details: Some(StatusDetails { name: name.to_string(), group: gk.group.clone(), kind: gk.kind.clone(), causes, ..Default::default() }),
             ..Self::new(422, "Invalid", message)
         }
     }
@@ -162,16 +123,8 @@ impl ApiError {
 
     pub fn method_not_supported(gr: &GroupResource, action: &str) -> Self {
         ApiError {
-            details: Some(StatusDetails {
-                group: gr.group.clone(),
-                kind: gr.resource.clone(),
-                ..Default::default()
-            }),
-            ..Self::new(
-                405,
-                "MethodNotAllowed",
-                format!("{action} is not supported on resources of kind {}", quote(&gr.to_string())),
-            )
+            details: Some(StatusDetails { group: gr.group.clone(), kind: gr.resource.clone(), ..Default::default() }),
+            ..Self::new(405, "MethodNotAllowed", format!("{action} is not supported on resources of kind {}", quote(&gr.to_string())))
         }
     }
 
@@ -184,35 +137,20 @@ impl ApiError {
     }
 
     pub fn timeout(message: &str, retry_after_seconds: i32) -> Self {
-        ApiError {
-            details: Some(StatusDetails { retry_after_seconds, ..Default::default() }),
-            ..Self::new(504, "Timeout", format!("Timeout: {message}"))
-        }
+        ApiError { details: Some(StatusDetails { retry_after_seconds, ..Default::default() }), ..Self::new(504, "Timeout", format!("Timeout: {message}")) }
     }
 
     pub fn server_timeout(gr: &GroupResource, operation: &str, retry_after_seconds: i32) -> Self {
         ApiError {
-            details: Some(StatusDetails {
-                group: gr.group.clone(),
-                kind: gr.resource.clone(),
-                retry_after_seconds,
-                ..Default::default()
-            }),
-            ..Self::new(
-                500,
-                "ServerTimeout",
-                format!("The {operation} operation against {gr} could not be completed at this time, please try again."),
-            )
+            details: Some(StatusDetails { group: gr.group.clone(), kind: gr.resource.clone(), retry_after_seconds, ..Default::default() }),
+            ..Self::new(500, "ServerTimeout", format!("The {operation} operation against {gr} could not be completed at this time, please try again."))
         }
     }
 
     pub fn internal(message: impl std::fmt::Display) -> Self {
         let message = message.to_string();
         ApiError {
-            details: Some(StatusDetails {
-                causes: vec![StatusCause { message: message.clone(), ..Default::default() }],
-                ..Default::default()
-            }),
+            details: Some(StatusDetails { causes: vec![StatusCause { message: message.clone(), ..Default::default() }], ..Default::default() }),
             ..Self::new(500, "InternalError", format!("Internal error occurred: {message}"))
         }
     }
@@ -222,11 +160,7 @@ impl ApiError {
     }
 
     pub fn forbidden(gr: &GroupResource, name: &str, why: &str) -> Self {
-        let message = if name.is_empty() {
-            format!("{gr} is forbidden: {why}")
-        } else {
-            format!("{gr} {} is forbidden: {why}", quote(name))
-        };
+        let message = if name.is_empty() { format!("{gr} is forbidden: {why}") } else { format!("{gr} {} is forbidden: {why}", quote(name)) };
         ApiError { details: details_for(gr, name), ..Self::new(403, "Forbidden", message) }
     }
 
@@ -239,19 +173,12 @@ impl ApiError {
         Self::new(
             415,
             "UnsupportedMediaType",
-            format!(
-                "the body of the request was in an unknown format - accepted media types include: {}",
-                accepted.join(", ")
-            ),
+            format!("the body of the request was in an unknown format - accepted media types include: {}", accepted.join(", ")),
         )
     }
 
     pub fn not_acceptable(accepted: &[&str]) -> Self {
-        Self::new(
-            406,
-            "NotAcceptable",
-            format!("only the following media types are accepted: {}", accepted.join(", ")),
-        )
+        Self::new(406, "NotAcceptable", format!("only the following media types are accepted: {}", accepted.join(", ")))
     }
 
     pub fn too_many_requests(retry_after_seconds: i32) -> Self {
@@ -381,18 +308,9 @@ mod tests {
         let gk = GroupKind { group: String::new(), kind: "Pod".into() };
         let one = ApiError::invalid(&gk, "p", &[FieldError::required("spec.containers", "")]);
         assert_eq!(one.message, "Pod \"p\" is invalid: spec.containers: Required value");
-        let two = ApiError::invalid(
-            &gk,
-            "p",
-            &[
-                FieldError::required("spec.containers", ""),
-                FieldError::invalid("metadata.name", json!("A"), "must be lowercase"),
-            ],
-        );
-        assert_eq!(
-            two.message,
-            "Pod \"p\" is invalid: [spec.containers: Required value, metadata.name: Invalid value: \"A\": must be lowercase]"
-        );
+        let two =
+            ApiError::invalid(&gk, "p", &[FieldError::required("spec.containers", ""), FieldError::invalid("metadata.name", json!("A"), "must be lowercase")]);
+        assert_eq!(two.message, "Pod \"p\" is invalid: [spec.containers: Required value, metadata.name: Invalid value: \"A\": must be lowercase]");
         assert_eq!(two.details.unwrap().causes[1].reason, "FieldValueInvalid");
     }
 }

@@ -52,24 +52,40 @@ pub enum Transform {
 pub enum Outcome {
     Found(Option<KeyValue>),
     Listed(RangeResponse),
-    Counted { count: i64, revision: Revision },
+    Counted {
+        count: i64,
+        revision: Revision,
+    },
     Created(KeyValue),
     /// The key was created or updated by a mutate.
-    Written { kv: KeyValue, prev: Option<KeyValue> },
+    Written {
+        kv: KeyValue,
+        prev: Option<KeyValue>,
+    },
     /// The key was deleted at `revision`.
-    Deleted { prev: KeyValue, revision: Revision },
+    Deleted {
+        prev: KeyValue,
+        revision: Revision,
+    },
     /// The transform kept the key as it was (`None`: it does not exist).
     Unchanged(Option<KeyValue>),
     /// A dry run: what would be written (`None`: a delete; for a create dry run, an empty value)
     /// over `prev`.
-    WouldWrite { value: Option<Bytes>, prev: Option<KeyValue> },
+    WouldWrite {
+        value: Option<Bytes>,
+        prev: Option<KeyValue>,
+    },
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum StorageError<E> {
     AlreadyExists,
-    Compacted { compact_revision: Revision },
-    FutureRevision { current: Revision },
+    Compacted {
+        compact_revision: Revision,
+    },
+    FutureRevision {
+        current: Revision,
+    },
     /// The store failed or could not be reached.
     Kv(KvError),
     /// The transform refused the change.
@@ -200,9 +216,7 @@ impl<E: std::fmt::Debug> StorageOp<E> {
         match (awaiting, resp) {
             (Awaiting::Get, KvResponse::Range(r)) => State::Finished(Ok(Outcome::Found(r.kvs.into_iter().next()))),
             (Awaiting::List, KvResponse::Range(r)) => State::Finished(Ok(Outcome::Listed(r))),
-            (Awaiting::Count, KvResponse::Range(r)) => {
-                State::Finished(Ok(Outcome::Counted { count: r.count, revision: r.header_revision }))
-            }
+            (Awaiting::Count, KvResponse::Range(r)) => State::Finished(Ok(Outcome::Counted { count: r.count, revision: r.header_revision })),
             (Awaiting::Lease { key, value }, KvResponse::LeaseGrant { id, .. }) => {
                 State::Send(create_txn(&key, &value, id), Awaiting::Create { key, value, lease: id })
             }
@@ -249,9 +263,7 @@ impl<E: std::fmt::Debug> StorageOp<E> {
                     }
                 }
             }
-            (awaiting, resp) => State::Finished(Err(StorageError::Kv(KvError::Other(format!(
-                "unexpected answer {resp:?} to a {awaiting:?} request"
-            ))))),
+            (awaiting, resp) => State::Finished(Err(StorageError::Kv(KvError::Other(format!("unexpected answer {resp:?} to a {awaiting:?} request"))))),
         }
     }
 
@@ -279,11 +291,7 @@ impl<E: std::fmt::Debug> StorageOp<E> {
         if self.dry_run {
             return State::Finished(Ok(Outcome::WouldWrite { value: next, prev: current }));
         }
-        let txn = TxnRequest {
-            compare: vec![guard],
-            success: vec![op],
-            failure: vec![TxnOp::Range(RangeRequest::key(self.key.clone()))],
-        };
+        let txn = TxnRequest { compare: vec![guard], success: vec![op], failure: vec![TxnOp::Range(RangeRequest::key(self.key.clone()))] };
         State::Send(KvRequest::Txn(txn), Awaiting::MutateWrite { prev: current, next })
     }
 }

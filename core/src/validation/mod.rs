@@ -115,11 +115,7 @@ fn owner_references(obj: &Value) -> Vec<FieldError> {
         }
     }
     if controllers > 1 {
-        errs.push(FieldError::invalid(
-            "metadata.ownerReferences",
-            Value::from(refs.len()),
-            "Only one reference can have Controller set to true",
-        ));
+        errs.push(FieldError::invalid("metadata.ownerReferences", Value::from(refs.len()), "Only one reference can have Controller set to true"));
     }
     errs
 }
@@ -131,11 +127,7 @@ pub fn object_meta_update(new: &Value, old: &Value) -> Vec<FieldError> {
         let n = meta::at(new, &["metadata", key]);
         let o = meta::at(old, &["metadata", key]);
         if n != o {
-            errs.push(FieldError::invalid(
-                format!("metadata.{key}"),
-                n.cloned().unwrap_or(Value::from("")),
-                "field is immutable",
-            ));
+            errs.push(FieldError::invalid(format!("metadata.{key}"), n.cloned().unwrap_or(Value::from("")), "field is immutable"));
         }
     }
     if meta::deletion_timestamp(old).is_some() && meta::deletion_timestamp(new) != meta::deletion_timestamp(old) {

@@ -5,8 +5,7 @@ const DNS1123_SUBDOMAIN_FMT: &str = "[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([
 const DNS1035_LABEL_FMT: &str = "[a-z]([-a-z0-9]*[a-z0-9])?";
 const QUALIFIED_NAME_FMT: &str = "([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]";
 const LABEL_VALUE_FMT: &str = "(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?";
-const QUALIFIED_NAME_MSG: &str =
-    "must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character";
+const QUALIFIED_NAME_MSG: &str = "must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character";
 
 /// `validation.RegexError`.
 pub fn regex_error(msg: &str, fmt: &str, examples: &[&str]) -> String {
@@ -34,10 +33,7 @@ fn is_lower_alnum(c: u8) -> bool {
 
 fn is_label_shaped(s: &str, first: fn(u8) -> bool) -> bool {
     let b = s.as_bytes();
-    !b.is_empty()
-        && first(b[0])
-        && is_lower_alnum(b[b.len() - 1])
-        && b.iter().all(|&c| is_lower_alnum(c) || c == b'-')
+    !b.is_empty() && first(b[0]) && is_lower_alnum(b[b.len() - 1]) && b.iter().all(|&c| is_lower_alnum(c) || c == b'-')
 }
 
 pub fn dns1123_label(s: &str) -> Vec<String> {
@@ -155,9 +151,7 @@ pub fn label_value(s: &str) -> Vec<String> {
 /// C identifiers (environment variable names in `envFrom` prefixes and the like).
 pub fn c_identifier(s: &str) -> Vec<String> {
     let b = s.as_bytes();
-    let ok = !b.is_empty()
-        && (b[0].is_ascii_alphabetic() || b[0] == b'_')
-        && b.iter().all(|&c| c.is_ascii_alphanumeric() || c == b'_');
+    let ok = !b.is_empty() && (b[0].is_ascii_alphabetic() || b[0] == b'_') && b.iter().all(|&c| c.is_ascii_alphanumeric() || c == b'_');
     if ok {
         Vec::new()
     } else {
@@ -220,11 +214,15 @@ mod tests {
     fn messages_match_kube() {
         assert_eq!(
             dns1123_subdomain("Foo"),
-            vec!["a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')"]
+            vec![
+                "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')"
+            ]
         );
         assert_eq!(
             dns1123_label("a_b"),
-            vec!["a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')"]
+            vec![
+                "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')"
+            ]
         );
         assert!(dns1123_subdomain("a.b-c.d").is_empty());
         assert!(qualified_name("app.kubernetes.io/name").is_empty());
