@@ -61,6 +61,9 @@ pub struct ResourceInfo {
     pub delete_returns: DeleteReturns,
     /// Create-only resources that answer a question and store nothing (access reviews).
     pub review: bool,
+    /// The warning every request for a deprecated resource gets, as kube's
+    /// `<group/version> <Kind> is deprecated in v<x.y>+; use <replacement>`.
+    pub deprecation: Option<&'static str>,
 }
 
 impl ResourceInfo {

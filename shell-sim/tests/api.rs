@@ -247,6 +247,30 @@ fn protobuf_round_trip() {
     let back = kapi_core::codec::protobuf::decode(kapi_core::schema::schema(), &r.body).unwrap();
     assert_eq!(back["data"]["k"], "v");
     assert_eq!(get(&mut w, &format!("{CMS}/pb")).json()["data"]["k"], "v");
+
+    // A collection deleted by a protobuf client comes back as a protobuf list.
+    let r = w.request(Request {
+        method: "DELETE".into(),
+        path: CMS.into(),
+        headers: vec![("Authorization".into(), format!("Bearer {ADMIN_TOKEN}")), ("Accept".into(), "application/vnd.kubernetes.protobuf".into())],
+        ..Default::default()
+    });
+    assert_eq!(r.head.status, 200);
+    assert_eq!(r.head.content_type(), Some("application/vnd.kubernetes.protobuf"));
+    let list = kapi_core::codec::protobuf::decode(kapi_core::schema::schema(), &r.body).unwrap();
+    assert_eq!(list["kind"], "ConfigMapList");
+    assert_eq!(list["items"][0]["metadata"]["name"], "pb");
+}
+
+#[test]
+fn deprecated_endpoints_answer_with_a_warning() {
+    let mut w = world();
+    let warning = |r: &Response| r.head.headers.iter().find(|(k, _)| k == "Warning").map(|(_, v)| v.clone());
+    let expected = Some("299 - \"v1 Endpoints is deprecated in v1.33+; use discovery.k8s.io/v1 EndpointSlice\"".to_string());
+    assert_eq!(warning(&get(&mut w, "/api/v1/namespaces/default/endpoints/kubernetes")), expected);
+    assert_eq!(warning(&get(&mut w, "/api/v1/endpoints")), expected);
+    assert_eq!(warning(&get(&mut w, "/api/v1/namespaces/default/endpoints/none")), expected, "errors from the handler carry it too");
+    assert_eq!(warning(&get(&mut w, "/apis/discovery.k8s.io/v1/endpointslices")), None);
 }
 
 #[test]

@@ -308,10 +308,9 @@ impl WatchCache {
             return;
         }
         match resp {
-            WatchResponse::Events { events, header_revision } => {
-                // Only events and progress notifications prove what the cache has seen; a
-                // response's header revision may run ahead of its events.
-                let _ = header_revision;
+            // Only events and progress notifications prove what the cache has seen; a
+            // response's header revision may run ahead of its events.
+            WatchResponse::Events { events, .. } => {
                 for ev in events {
                     if ev.kv.mod_revision > self.revision {
                         self.apply(now, ev);

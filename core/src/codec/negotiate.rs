@@ -109,7 +109,7 @@ pub fn request_format(content_type: Option<&str>) -> Result<Format, ApiError> {
         "" | "application/json" => Ok(Format::Json),
         "application/yaml" | "application/x-yaml" | "text/yaml" => Ok(Format::Yaml),
         "application/vnd.kubernetes.protobuf" => Ok(Format::Protobuf),
-        other => Err(ApiError::unsupported_media_type(other, SUPPORTED)),
+        _ => Err(ApiError::unsupported_media_type(SUPPORTED)),
     }
 }
 
@@ -121,11 +121,13 @@ pub fn patch_type(content_type: Option<&str>, force: bool) -> Result<PatchType, 
         "application/merge-patch+json" => PatchType::Merge,
         "application/strategic-merge-patch+json" => PatchType::Strategic,
         "application/apply-patch+yaml" => PatchType::Apply { force },
-        other => {
-            return Err(ApiError::unsupported_media_type(
-                other,
-                &["application/json-patch+json", "application/merge-patch+json", "application/strategic-merge-patch+json", "application/apply-patch+yaml"],
-            ));
+        _ => {
+            return Err(ApiError::unsupported_media_type(&[
+                "application/json-patch+json",
+                "application/merge-patch+json",
+                "application/strategic-merge-patch+json",
+                "application/apply-patch+yaml",
+            ]));
         }
     })
 }

@@ -150,6 +150,8 @@ pub struct RequestMachine {
     out: VecDeque<Effect>,
     stage: resource::Stage,
     user: UserInfo,
+    /// Warnings every response head of this request carries (a deprecated resource's).
+    warnings: Vec<String>,
 }
 
 impl RequestMachine {
@@ -165,6 +167,7 @@ impl RequestMachine {
             out: VecDeque::new(),
             stage: resource::Stage::Done,
             user: UserInfo::default(),
+            warnings: Vec::new(),
         };
         m.start(now);
         m
@@ -221,7 +224,12 @@ impl RequestMachine {
 
     pub fn poll(&mut self, now: Timestamp) -> Option<Effect> {
         loop {
-            if let Some(e) = self.out.pop_front() {
+            if let Some(mut e) = self.out.pop_front() {
+                if let Effect::Respond(head) | Effect::Watch { head, .. } = &mut e {
+                    for w in &self.warnings {
+                        head.headers.push(("Warning".into(), format!("299 - {}", crate::status::quote(w))));
+                    }
+                }
                 return Some(e);
             }
             if !self.responded && now >= self.deadline && !matches!(self.stage, resource::Stage::Done) {

@@ -141,8 +141,9 @@ impl RequestMachine {
             );
             return self.fail(&ApiError::forbidden(&res.info.group_resource(), &info.name, &why));
         }
+        self.warnings.extend(res.info.deprecation.map(str::to_string));
         let result = match info.verb.as_str() {
-            "get" => self.get(now, res, &info, &query),
+            "get" => self.get(res, &info, &query),
             "list" | "watch" => self.list_or_watch(now, res, &info, &query, namespace),
             "create" => self.create(now, res, &info, &query, namespace),
             "update" => self.update(now, res, &info, &query, namespace),
@@ -172,7 +173,7 @@ impl RequestMachine {
     // ---------------------------------------------------------------------------------------
     // Reads
 
-    fn get(&mut self, now: Timestamp, res: Arc<Resource>, info: &RequestInfo, query: &Query) -> Result<(), ApiError> {
+    fn get(&mut self, res: Arc<Resource>, info: &RequestInfo, query: &Query) -> Result<(), ApiError> {
         let output = self.output(Target::Object, query)?;
         let ns = if res.info.namespaced { Some(info.namespace.as_str()) } else { None };
         let key = self.object_key(&res, ns, &info.name);
@@ -186,7 +187,6 @@ impl RequestMachine {
             self.out.push_back(Effect::Cache { resource: res.clone(), request: ReadRequest::Latest { min } });
             self.stage = Stage::CacheGet { plan: GetPlan { res, output, key, subresource: info.subresource.clone() } };
         }
-        let _ = now;
         Ok(())
     }
 
@@ -194,11 +194,8 @@ impl RequestMachine {
         let view = if subresource == "scale" { res.strategy.scale_of(obj).unwrap_or_else(|| obj.clone()) } else { obj.clone() };
         match object_body(res, &view, output, now) {
             Ok((ct, body)) => {
-                let mut head = Head::new(code, &ct);
-                for w in warnings {
-                    head = head.with("Warning", format!("299 - {}", crate::status::quote(w)));
-                }
-                self.respond(head, body);
+                self.warnings.extend(warnings.iter().cloned());
+                self.respond(Head::new(code, &ct), body);
             }
             Err(e) => self.fail_as(&e, output.format),
         }
@@ -677,7 +674,7 @@ impl RequestMachine {
                             ));
                             self.stage = Stage::DeleteCollection(dc);
                         }
-                        None => self.finish_delete_collection(*dc, now),
+                        None => self.finish_delete_collection(*dc),
                     }
                     return true;
                 };
@@ -713,7 +710,7 @@ impl RequestMachine {
         }
     }
 
-    fn finish_delete_collection(&mut self, dc: DeleteCollection, now: Timestamp) {
+    fn finish_delete_collection(&mut self, dc: DeleteCollection) {
         let items: Vec<Value> = dc.deleted;
         let list = json!({
             "kind": dc.res.info.list_kind(),
@@ -722,11 +719,10 @@ impl RequestMachine {
             "items": items,
         });
         let output = Output { view: codec::View::Object, ..dc.output };
-        match codec::encode(&list, if output.format == Format::Protobuf { Format::Json } else { output.format }) {
-            Ok(body) => self.respond(Head::new(200, if output.format == Format::Yaml { codec::YAML } else { codec::JSON }), body),
+        match codec::encode(&list, output.format) {
+            Ok(body) => self.respond(Head::new(200, &content_type(output, false)), body),
             Err(e) => self.fail_as(&ApiError::internal(e), output.format),
         }
-        let _ = now;
     }
 
     /// The object name of the request path (for not-found messages of GETs).

@@ -13,6 +13,7 @@ pub fn resource() -> Resource {
     i.short_names = &["ep"];
     i.singular = "endpoints".into();
     i.storage_prefix = "services/endpoints";
+    i.deprecation = Some("v1 Endpoints is deprecated in v1.33+; use discovery.k8s.io/v1 EndpointSlice");
     serve(i, Endpoints)
 }
 

@@ -82,6 +82,7 @@ pub(crate) fn info(group: &'static str, version: &'static str, kind: &'static st
         stored_as: None,
         delete_returns: DeleteReturns::Status,
         review: false,
+        deprecation: None,
     }
 }
 

@@ -168,8 +168,7 @@ impl ApiError {
         Self::new(413, "RequestEntityTooLarge", format!("Request entity too large: {message}"))
     }
 
-    pub fn unsupported_media_type(content_type: &str, accepted: &[&str]) -> Self {
-        let _ = content_type;
+    pub fn unsupported_media_type(accepted: &[&str]) -> Self {
         Self::new(
             415,
             "UnsupportedMediaType",
