@@ -49,6 +49,21 @@ fn every_namespace_gets_a_default_service_account_and_the_root_ca() {
 }
 
 #[test]
+fn a_deleted_service_account_or_root_ca_comes_back() {
+    let mut w = world(Enabled::ALL);
+    post(&mut w, "/api/v1/namespaces", json!({"metadata": {"name": "team"}}));
+    assert_eq!(w.call("DELETE", "/api/v1/namespaces/team/serviceaccounts/default", "", None, "").head.status, 200);
+    assert_eq!(get(&mut w, "/api/v1/namespaces/team/serviceaccounts/default").head.status, 200);
+
+    let path = "/api/v1/namespaces/team/configmaps/kube-root-ca.crt";
+    let r = w.call("PATCH", path, "", Some(&json!({"data": {"ca.crt": "forged"}})), "application/merge-patch+json");
+    assert_eq!(r.head.status, 200);
+    assert_eq!(get(&mut w, path).json()["data"]["ca.crt"], SIM_CA, "the published bundle is put back");
+    assert_eq!(w.call("DELETE", path, "", None, "").head.status, 200);
+    assert_eq!(get(&mut w, path).json()["data"]["ca.crt"], SIM_CA);
+}
+
+#[test]
 fn controllers_can_be_turned_off() {
     let mut w = world(Enabled::parse("namespace").unwrap());
     post(&mut w, "/api/v1/namespaces", json!({"metadata": {"name": "bare"}}));

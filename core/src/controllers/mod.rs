@@ -8,7 +8,8 @@
 //!
 //! They are API clients: every read and write is an HTTP request through the request pipeline
 //! with the server's loopback token, exactly as kube-controller-manager would make from outside.
-//! Namespaces are followed with a [`Reflector`].
+//! Namespaces, the `default` service accounts and the root CA configmaps are followed with
+//! [`Reflector`]s: a deleted account or configmap is made again, a changed bundle put back.
 //!
 //! Call order: [`Controllers::new`]; drain [`Controllers::poll`] and send each request; feed
 //! each answer back as [`ControllerEvent::Head`], any number of [`ControllerEvent::Body`]
@@ -92,6 +93,10 @@ pub enum ControllerEffect {
 enum Step {
     EnsureServiceAccount,
     EnsureRootCa,
+    /// Put the published bundle back into the root CA configmap.
+    UpdateRootCa {
+        object: Value,
+    },
     /// Delete every object of a namespaced collection (its path, with `{ns}` for the namespace).
     DeleteAll {
         collection: String,
@@ -112,9 +117,21 @@ enum Step {
     Finalize,
 }
 
+/// What a reflector follows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Watched {
+    Namespaces,
+    /// Every namespace's `default` service account.
+    ServiceAccounts,
+    /// Every namespace's `kube-root-ca.crt` configmap.
+    RootCas,
+}
+
+const ROOT_CA: &str = "kube-root-ca.crt";
+
 /// Who a request is for.
 enum Asker {
-    Reflector,
+    Reflector(usize),
     Namespace { name: String, step: Step, status: u16, body: Vec<u8> },
 }
 
@@ -124,7 +141,7 @@ pub struct Controllers {
     token: String,
     /// Namespaced collections, `/api/v1/namespaces/{ns}/configmaps` with `{ns}` to fill in.
     collections: Vec<String>,
-    reflector: Reflector,
+    reflectors: Vec<(Watched, Reflector)>,
     namespaces: BTreeMap<String, Value>,
     /// The work left per namespace; one request in flight per namespace.
     work: BTreeMap<String, VecDeque<Step>>,
@@ -149,12 +166,19 @@ impl Controllers {
                 format!("{base}/namespaces/{{ns}}/{}", r.info.resource)
             })
             .collect();
+        let mut reflectors = vec![(Watched::Namespaces, Reflector::new("/api/v1/namespaces", "", now))];
+        if enabled.service_accounts {
+            reflectors.push((Watched::ServiceAccounts, Reflector::new("/api/v1/serviceaccounts", "fieldSelector=metadata.name%3Ddefault", now)));
+        }
+        if enabled.root_ca {
+            reflectors.push((Watched::RootCas, Reflector::new("/api/v1/configmaps", &format!("fieldSelector=metadata.name%3D{ROOT_CA}"), now)));
+        }
         Controllers {
             enabled,
             ca_pem: ca_pem.to_string(),
             token: token.to_string(),
             collections,
-            reflector: Reflector::new("/api/v1/namespaces", now),
+            reflectors,
             namespaces: BTreeMap::new(),
             work: BTreeMap::new(),
             stale: BTreeSet::new(),
@@ -233,17 +257,17 @@ impl Controllers {
     pub fn handle(&mut self, now: Timestamp, event: ControllerEvent) {
         match event {
             ControllerEvent::Head { id, status: code } => match self.in_flight.get_mut(&id) {
-                Some(Asker::Reflector) => self.reflector.head(code),
+                Some(Asker::Reflector(i)) => self.reflectors[*i].1.head(code),
                 Some(Asker::Namespace { status, .. }) => *status = code,
                 None => {}
             },
             ControllerEvent::Body { id, chunk } => match self.in_flight.get_mut(&id) {
-                Some(Asker::Reflector) => self.reflector.body(&chunk),
+                Some(Asker::Reflector(i)) => self.reflectors[*i].1.body(&chunk),
                 Some(Asker::Namespace { body, .. }) => body.extend_from_slice(&chunk),
                 None => {}
             },
             ControllerEvent::End { id } => match self.in_flight.remove(&id) {
-                Some(Asker::Reflector) => self.reflector.end(now),
+                Some(Asker::Reflector(i)) => self.reflectors[i].1.end(now),
                 Some(Asker::Namespace { name, step, status, body }) => {
                     let body = serde_json::from_slice(&body).unwrap_or(Value::Null);
                     self.answered(now, &name, step, status, body);
@@ -258,8 +282,48 @@ impl Controllers {
                 None => {}
             },
         }
-        while let Some(change) = self.reflector.poll_change() {
-            self.changed(change);
+        for i in 0..self.reflectors.len() {
+            while let Some(change) = self.reflectors[i].1.poll_change() {
+                match self.reflectors[i].0 {
+                    Watched::Namespaces => self.changed(change),
+                    Watched::ServiceAccounts => self.dependent_changed(change, None),
+                    Watched::RootCas => {
+                        let fix = self.corrected_root_ca(&change);
+                        self.dependent_changed(change, fix);
+                    }
+                }
+            }
+        }
+    }
+
+    /// The root CA configmap with the published bundle, when it holds another.
+    fn corrected_root_ca(&self, change: &Change) -> Option<Value> {
+        if change.deleted || meta::str_at(&change.object, &["data", "ca.crt"]) == Some(self.ca_pem.as_str()) {
+            return None;
+        }
+        let mut object = change.object.clone();
+        meta::object_at(&mut object, &["data"]).insert("ca.crt".into(), json!(self.ca_pem));
+        Some(object)
+    }
+
+    /// An object a live namespace must hold changed: deleted (make it again) or wrong (`fix`).
+    fn dependent_changed(&mut self, change: Change, fix: Option<Value>) {
+        let ns = meta::namespace(&change.object).to_string();
+        let live = self.namespaces.get(&ns).is_some_and(|n| meta::deletion_timestamp(n).is_none());
+        if !live {
+            return;
+        }
+        if let Some(object) = fix {
+            self.queue(&ns, Step::UpdateRootCa { object });
+            if !self.busy(&ns) {
+                self.next_step(&ns);
+            }
+        } else if change.deleted {
+            if self.busy(&ns) {
+                self.stale.insert(ns);
+            } else {
+                self.replan(&ns);
+            }
         }
     }
 
@@ -307,9 +371,13 @@ impl Controllers {
             }
             Step::EnsureRootCa => {
                 let cm = json!({"apiVersion": "v1", "kind": "ConfigMap",
-                    "metadata": {"name": "kube-root-ca.crt", "annotations": {"kubernetes.io/description": "Contains a CA bundle that can be used to verify the kube-apiserver when using internal endpoints such as the internal service IP or kubernetes.default.svc. No other usage is guaranteed across distributions of Kubernetes clusters."}},
+                    "metadata": {"name": ROOT_CA, "annotations": {"kubernetes.io/description": "Contains a CA bundle that can be used to verify the kube-apiserver when using internal endpoints such as the internal service IP or kubernetes.default.svc. No other usage is guaranteed across distributions of Kubernetes clusters."}},
                     "data": {"ca.crt": self.ca_pem}});
                 self.send(asker(step), "POST", format!("/api/v1/namespaces/{ns}/configmaps"), "", Some(cm));
+            }
+            Step::UpdateRootCa { object } => {
+                let (path, object) = (format!("/api/v1/namespaces/{ns}/configmaps/{ROOT_CA}"), object.clone());
+                self.send(asker(step), "PUT", path, "", Some(object));
             }
             Step::DeleteAll { collection } => {
                 let path = in_ns(collection);
@@ -338,10 +406,12 @@ impl Controllers {
     }
 
     pub fn poll(&mut self, now: Timestamp) -> Option<ControllerEffect> {
-        if self.enabled.any()
-            && let Some(get) = self.reflector.next_request(now)
-        {
-            self.send(Asker::Reflector, "GET", get.path, &get.query, None);
+        if self.enabled.any() {
+            for i in 0..self.reflectors.len() {
+                if let Some(get) = self.reflectors[i].1.next_request(now) {
+                    self.send(Asker::Reflector(i), "GET", get.path, &get.query, None);
+                }
+            }
         }
         // A namespace busy with its last requests keeps its retry until they are answered.
         let due: Vec<String> = self.retry.iter().filter(|(ns, at)| **at <= now && !self.busy(ns)).map(|(ns, _)| ns.clone()).collect();
@@ -356,6 +426,6 @@ impl Controllers {
         if !self.enabled.any() {
             return None;
         }
-        self.retry.values().copied().chain(self.reflector.wake_at()).min()
+        self.retry.values().copied().chain(self.reflectors.iter().filter_map(|(_, r)| r.wake_at())).min()
     }
 }

@@ -51,18 +51,24 @@ enum State {
 
 pub struct Reflector {
     path: String,
+    /// Selectors every request carries (`fieldSelector=...`), or empty.
+    selector: String,
     state: State,
     resource_version: String,
-    /// Names present after the last list and the events since (to report deletions a relist reveals).
-    known: BTreeSet<String>,
+    /// What is present (namespace and name) after the last list and the events since, to
+    /// report the deletions a relist reveals.
+    known: BTreeSet<(String, String)>,
     changes: VecDeque<Change>,
 }
 
 impl Reflector {
-    /// A reflector over the cluster-scoped collection at `path` (`/api/v1/namespaces`).
-    pub fn new(path: &str, now: Timestamp) -> Reflector {
+    /// A reflector over the collection at `path` (`/api/v1/namespaces`, `/api/v1/configmaps`
+    /// for every namespace's), limited by `selector` (a query such as
+    /// `fieldSelector=metadata.name%3Ddefault`, or empty).
+    pub fn new(path: &str, selector: &str, now: Timestamp) -> Reflector {
         Reflector {
             path: path.to_string(),
+            selector: selector.to_string(),
             state: State::Waiting { at: now, list: true },
             resource_version: String::new(),
             known: BTreeSet::new(),
@@ -85,10 +91,13 @@ impl Reflector {
         }
         if list {
             self.state = State::Listing { status: 0, body: Vec::new() };
-            return Some(Get { path: self.path.clone(), query: String::new() });
+            return Some(Get { path: self.path.clone(), query: self.selector.clone() });
         }
         self.state = State::Watching { status: 0, pending: Vec::new(), expired: false };
-        let query = format!("watch=true&allowWatchBookmarks=true&timeoutSeconds={WATCH_SECONDS}&resourceVersion={}", self.resource_version);
+        let mut query = format!("watch=true&allowWatchBookmarks=true&timeoutSeconds={WATCH_SECONDS}&resourceVersion={}", self.resource_version);
+        if !self.selector.is_empty() {
+            query = format!("{}&{query}", self.selector);
+        }
         Some(Get { path: self.path.clone(), query })
     }
 
@@ -131,7 +140,7 @@ impl Reflector {
         if !rv.is_empty() {
             self.resource_version = rv.to_string();
         }
-        let name = meta::name(&object).to_string();
+        let name = key(&object);
         match kind {
             "ADDED" | "MODIFIED" => {
                 self.known.insert(name);
@@ -151,9 +160,9 @@ impl Reflector {
             State::Listing { status: 200, body } => {
                 let Ok(list) = serde_json::from_slice::<Value>(&body) else { return };
                 let items = list.get("items").and_then(Value::as_array).cloned().unwrap_or_default();
-                let listed: BTreeSet<String> = items.iter().map(|i| meta::name(i).to_string()).collect();
-                for gone in self.known.difference(&listed) {
-                    let object = serde_json::json!({"metadata": {"name": gone}});
+                let listed: BTreeSet<(String, String)> = items.iter().map(key).collect();
+                for (namespace, name) in self.known.difference(&listed) {
+                    let object = serde_json::json!({"metadata": {"namespace": namespace, "name": name}});
                     self.changes.push_back(Change { object, deleted: true });
                 }
                 self.known = listed;
@@ -171,6 +180,10 @@ impl Reflector {
     }
 }
 
+fn key(object: &Value) -> (String, String) {
+    (meta::namespace(object).to_string(), meta::name(object).to_string())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -186,7 +199,7 @@ mod tests {
 
     #[test]
     fn lists_then_watches_from_the_list_version_and_relists_after_expiry() {
-        let mut r = Reflector::new("/api/v1/namespaces", t(0));
+        let mut r = Reflector::new("/api/v1/namespaces", "", t(0));
         assert_eq!(r.next_request(t(0)), Some(Get { path: "/api/v1/namespaces".into(), query: String::new() }));
         assert_eq!(r.next_request(t(0)), None, "one request at a time");
         r.head(200);
@@ -217,5 +230,16 @@ mod tests {
         r.body(br#"{"metadata":{"resourceVersion":"20"},"items":[{"metadata":{"name":"c"}}]}"#);
         r.end(t(3));
         assert_eq!(drain(&mut r), vec![("b".into(), true), ("c".into(), false)], "a relist reports what went missing");
+    }
+
+    #[test]
+    fn selectors_go_on_the_list_and_the_watch() {
+        let mut r = Reflector::new("/api/v1/configmaps", "fieldSelector=metadata.name%3Dx", t(0));
+        assert_eq!(r.next_request(t(0)).unwrap().query, "fieldSelector=metadata.name%3Dx");
+        r.head(200);
+        r.body(br#"{"metadata":{"resourceVersion":"3"},"items":[{"metadata":{"namespace":"a","name":"x"}},{"metadata":{"namespace":"b","name":"x"}}]}"#);
+        r.end(t(0));
+        assert_eq!(drain(&mut r).len(), 2, "the same name in two namespaces is two objects");
+        assert!(r.next_request(t(0)).unwrap().query.starts_with("fieldSelector=metadata.name%3Dx&watch=true"));
     }
 }
