@@ -43,8 +43,8 @@ struct Item {
 
 /// Where the object in hand is: being looked up, or being written.
 enum Step {
-    Lookup(StorageOp<ApiError>),
-    Write(WriteOp),
+    Lookup(Box<StorageOp<ApiError>>),
+    Write(Box<WriteOp>),
 }
 
 pub struct Bootstrap {
@@ -124,7 +124,7 @@ impl Bootstrap {
                 };
                 let ns = item.namespace.as_deref();
                 let key = crate::storage::keys::object_key(&self.server.storage_root(&item.res), ns, crate::meta::name(&item.object));
-                self.current = Some((item, Step::Lookup(StorageOp::new(StorageRequest::Get { key, revision: 0 }))));
+                self.current = Some((item, Step::Lookup(Box::new(StorageOp::new(StorageRequest::Get { key, revision: 0 })))));
                 continue;
             };
             match step {
@@ -141,7 +141,7 @@ impl Bootstrap {
                         };
                         let name = matches!(kind, WriteKind::Update(_)).then(|| crate::meta::name(&item.object).to_string());
                         let ctx = Self::context(&self.server.prefix, item, now, name);
-                        *step = Step::Write(WriteOp::new(item.res.clone(), ctx, kind, Admission::default(), Rng::new(self.rng.next_u64())));
+                        *step = Step::Write(Box::new(WriteOp::new(item.res.clone(), ctx, kind, Admission::default(), Rng::new(self.rng.next_u64()))));
                     }
                     StorageEffect::Done(r) => {
                         self.done = true;

@@ -155,12 +155,12 @@ pub struct ReviewContext<'a> {
 /// A resource's rules. Every method has kube's generic behaviour as its default.
 pub trait Strategy: Send + Sync {
     /// The object as served, from what storage holds (kinds stored as another version).
-    fn from_storage(&self, stored: Value) -> Value {
+    fn served_from_stored(&self, stored: Value) -> Value {
         stored
     }
 
     /// What storage holds for an object as served.
-    fn to_storage(&self, served: Value) -> Value {
+    fn stored_from_served(&self, served: Value) -> Value {
         served
     }
 

@@ -298,10 +298,10 @@ fn reachable(roots: impl IntoIterator<Item = String>) -> BTreeSet<String> {
 fn collect_refs(v: &Value, out: &mut Vec<String>) {
     match v {
         Value::Object(m) => {
-            if let Some(Value::String(r)) = m.get("$ref") {
-                if let Some(n) = r.strip_prefix("#/definitions/") {
-                    out.push(n.to_string());
-                }
+            if let Some(Value::String(r)) = m.get("$ref")
+                && let Some(n) = r.strip_prefix("#/definitions/")
+            {
+                out.push(n.to_string());
             }
             m.values().for_each(|x| collect_refs(x, out));
         }

@@ -129,17 +129,17 @@ impl Quantity {
         if self.mantissa == 0 {
             return "0".into();
         }
-        if self.format == Format::BinarySI {
-            if let Some(v) = self.as_integer().filter(|v| v.abs() >= 1024) {
-                let mut n = 0;
-                let mut m = v;
-                while n < 6 && m % 1024 == 0 {
-                    m /= 1024;
-                    n += 1;
-                }
-                let suffix = if n == 0 { "" } else { BINARY[n - 1].0 };
-                return format!("{m}{suffix}");
+        if self.format == Format::BinarySI
+            && let Some(v) = self.as_integer().filter(|v| v.abs() >= 1024)
+        {
+            let mut n = 0;
+            let mut m = v;
+            while n < 6 && m % 1024 == 0 {
+                m /= 1024;
+                n += 1;
             }
+            let suffix = if n == 0 { "" } else { BINARY[n - 1].0 };
+            return format!("{m}{suffix}");
         }
         // Decimal forms: strip trailing zeros, then settle on an exponent that is a multiple of 3.
         let (mut m, mut e) = (self.mantissa, self.scale);

@@ -26,10 +26,13 @@ enum Command {
     Gone(WatcherId),
 }
 
+/// A cache task's command channel and whether its cache is ready.
+type Handle = (mpsc::UnboundedSender<Command>, Arc<AtomicBool>);
+
 /// The handles of every resource's cache task.
 #[derive(Clone)]
 pub struct Caches {
-    by_resource: Arc<HashMap<(String, String, String), (mpsc::UnboundedSender<Command>, Arc<AtomicBool>)>>,
+    by_resource: Arc<HashMap<(String, String, String), Handle>>,
 }
 
 fn key(res: &Resource) -> (String, String, String) {

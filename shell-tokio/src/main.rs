@@ -34,7 +34,7 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Serve the Kubernetes API.
-    Serve(ServeArgs),
+    Serve(Box<ServeArgs>),
     /// Print the version of the Kubernetes API served.
     Version,
 }
@@ -123,7 +123,7 @@ fn main() -> anyhow::Result<()> {
             println!("{}", serde_json::to_string_pretty(&kapi_core::pipeline::version())?);
             Ok(())
         }
-        Command::Serve(args) => tokio::runtime::Builder::new_multi_thread().enable_all().build()?.block_on(serve(args)),
+        Command::Serve(args) => tokio::runtime::Builder::new_multi_thread().enable_all().build()?.block_on(serve(*args)),
     }
 }
 

@@ -47,13 +47,15 @@ pub fn lookups(info: &ResourceInfo, op: Operation, subresource: Option<&str>, na
     if let (Operation::Create, true, Some(ns)) = (op, info.namespaced, namespace) {
         out.push(Lookup::Namespace(ns.to_string()));
     }
-    if info.group.is_empty() && info.resource == "pods" && op == Operation::Create && subresource.is_none() {
-        if let (Some(ns), Some(pod)) = (namespace, obj) {
-            if !pods::is_mirror(pod) {
-                let sa = meta::str_at(pod, &["spec", "serviceAccountName"]).filter(|s| !s.is_empty()).unwrap_or("default");
-                out.push(Lookup::ServiceAccount { namespace: ns.to_string(), name: sa.to_string() });
-            }
-        }
+    if info.group.is_empty()
+        && info.resource == "pods"
+        && op == Operation::Create
+        && subresource.is_none()
+        && let (Some(ns), Some(pod)) = (namespace, obj)
+        && !pods::is_mirror(pod)
+    {
+        let sa = meta::str_at(pod, &["spec", "serviceAccountName"]).filter(|s| !s.is_empty()).unwrap_or("default");
+        out.push(Lookup::ServiceAccount { namespace: ns.to_string(), name: sa.to_string() });
     }
     out
 }
@@ -102,9 +104,9 @@ fn taint_new_node(node: &mut Value) {
     let taint = json!({"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"});
     let spec = meta::object_at(node, &["spec"]);
     let taints = spec.entry("taints").or_insert_with(|| json!([]));
-    if let Value::Array(a) = taints {
-        if !a.iter().any(|t| t.get("key") == taint.get("key") && t.get("effect") == taint.get("effect")) {
-            a.push(taint);
-        }
+    if let Value::Array(a) = taints
+        && !a.iter().any(|t| t.get("key") == taint.get("key") && t.get("effect") == taint.get("effect"))
+    {
+        a.push(taint);
     }
 }

@@ -99,16 +99,16 @@ fn priority(info: &ResourceInfo, name: &str, pod: &mut Value) -> Result<(), ApiE
             }
         }
     };
-    if let Some(given) = spec.get("priority").and_then(Value::as_i64) {
-        if given != value {
-            return Err(ApiError::forbidden(
-                &info.group_resource(),
-                name,
-                &format!(
-                    "the integer value of priority ({given}) must not be provided in pod spec; priority admission controller computed {value} from the given PriorityClass name"
-                ),
-            ));
-        }
+    if let Some(given) = spec.get("priority").and_then(Value::as_i64)
+        && given != value
+    {
+        return Err(ApiError::forbidden(
+            &info.group_resource(),
+            name,
+            &format!(
+                "the integer value of priority ({given}) must not be provided in pod spec; priority admission controller computed {value} from the given PriorityClass name"
+            ),
+        ));
     }
     spec.insert("priority".into(), json!(value));
     spec.entry("preemptionPolicy").or_insert_with(|| json!("PreemptLowerPriority"));

@@ -579,10 +579,10 @@ pub fn too_large(requested: Revision, current: Revision) -> ApiError {
 }
 
 fn matches(o: &CachedObject, p: &WatchParams) -> bool {
-    if let Some(ns) = &p.namespace {
-        if &o.namespace != ns {
-            return false;
-        }
+    if let Some(ns) = &p.namespace
+        && &o.namespace != ns
+    {
+        return false;
     }
     p.labels.matches(&o.labels()) && p.fields.matches(&o.fields.iter().map(|(k, v)| (*k, v.clone())).collect::<Vec<_>>())
 }

@@ -30,7 +30,7 @@ impl CachedObject {
     /// The object stored in `kv`, as the resource serves it.
     pub fn from_kv(res: &Resource, kv: &KeyValue) -> Result<CachedObject, String> {
         let stored: Value = serde_json::from_slice(&kv.value).map_err(|e| format!("stored object is not JSON: {e}"))?;
-        let mut obj = res.strategy.from_storage(stored);
+        let mut obj = res.strategy.served_from_stored(stored);
         set_resource_version(&mut obj, kv.mod_revision);
         Ok(Self::new(res, kv.key.clone(), kv.mod_revision, &obj))
     }

@@ -175,10 +175,11 @@ impl Model {
         });
         let ops = if succeeded { &t.success } else { &t.failure };
         for op in ops {
-            if let TxnOp::Put { lease, .. } = op {
-                if *lease != 0 && !self.leases.contains_key(lease) {
-                    return Err(KvError::LeaseNotFound);
-                }
+            if let TxnOp::Put { lease, .. } = op
+                && *lease != 0
+                && !self.leases.contains_key(lease)
+            {
+                return Err(KvError::LeaseNotFound);
             }
         }
         let writes = ops.iter().any(|op| !matches!(op, TxnOp::Range(_)));

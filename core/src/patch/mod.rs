@@ -16,10 +16,10 @@ pub const MAX_JSON_PATCH_OPERATIONS: usize = 10_000;
 /// `NewGenericServerResponse(422, ...)` words it.
 pub fn unprocessable(err: impl std::fmt::Display) -> ApiError {
     ApiError {
-        details: Some(StatusDetails {
+        details: Some(Box::new(StatusDetails {
             causes: vec![StatusCause { reason: "UnexpectedServerResponse".into(), message: err.to_string(), field: String::new() }],
             ..Default::default()
-        }),
+        })),
         ..ApiError::new(422, "Invalid", "the server rejected our request due to an error in our request")
     }
 }

@@ -181,10 +181,10 @@ fn merge_list(orig: &[Value], patch: &[Value], prop: Option<&Property>, field: &
             (Some("delete"), Some(_)) => out.retain(|o| o.get(&key) != Some(kv)),
             (Some("delete"), None) => {}
             (_, Some(i)) => {
-                if let Value::Object(om) = &mut out[i] {
-                    if merge_map(om, pm, elem.as_deref())? {
-                        out.remove(i);
-                    }
+                if let Value::Object(om) = &mut out[i]
+                    && merge_map(om, pm, elem.as_deref())?
+                {
+                    out.remove(i);
                 }
             }
             (_, None) => out.push(strip_directives(item)),

@@ -54,21 +54,19 @@ pub fn resolve(method: &str, path: &str, query: &Query) -> RequestInfo {
 
     info.verb = verb_of(method).to_string();
     // The deprecated `/watch/` and `/proxy/` path forms.
-    if let Some(first) = rest.first() {
-        if *first == "watch" || *first == "proxy" {
-            if rest.len() < 2 {
-                return RequestInfo { is_resource_request: false, ..info };
-            }
-            info.verb = first.to_string();
-            rest = &rest[1..];
+    if let Some(first) = rest.first()
+        && (*first == "watch" || *first == "proxy")
+    {
+        if rest.len() < 2 {
+            return RequestInfo { is_resource_request: false, ..info };
         }
+        info.verb = first.to_string();
+        rest = &rest[1..];
     }
-    if rest.first() == Some(&"namespaces") {
-        if rest.len() > 1 {
-            info.namespace = rest[1].to_string();
-            if rest.len() > 2 && !NAMESPACE_SUBRESOURCES.contains(&rest[2]) {
-                rest = &rest[2..];
-            }
+    if rest.first() == Some(&"namespaces") && rest.len() > 1 {
+        info.namespace = rest[1].to_string();
+        if rest.len() > 2 && !NAMESPACE_SUBRESOURCES.contains(&rest[2]) {
+            rest = &rest[2..];
         }
     }
     info.parts = rest.iter().map(|s| s.to_string()).collect();
@@ -88,10 +86,9 @@ pub fn resolve(method: &str, path: &str, query: &Query) -> RequestInfo {
             .get("fieldSelector")
             .and_then(|fs| crate::selector::FieldSelector::parse(fs).ok())
             .and_then(|fs| fs.required_value("metadata.name").map(str::to_string))
+            && crate::validation::path_segment_name(&name).is_empty()
         {
-            if crate::validation::path_segment_name(&name).is_empty() {
-                info.name = name;
-            }
+            info.name = name;
         }
     }
     if info.name.is_empty() && info.verb == "delete" {

@@ -11,6 +11,7 @@
 //!   `poll` again only when a body chunk is written, so a list is held one chunk at a time;
 //! - [`Effect::Watch`]: register the watch with the resource's cache and stream its frames
 //!   under the given head; the request machine is done.
+//!
 //! `poll` returns `None` while it waits for an event; [`RequestMachine::poll_timeout`] is the
 //! request's deadline, after which `poll` answers 504 if nothing was sent yet.
 

@@ -165,10 +165,10 @@ fn discovery_answer(mut doc: Value, api_version: &str, kind: &str, accept: Optio
             return (Head::new(200, codec::PROTOBUF), b);
         }
     }
-    if format == Format::Yaml {
-        if let Ok(b) = codec::encode(&doc, Format::Yaml) {
-            return (Head::new(200, codec::YAML), b);
-        }
+    if format == Format::Yaml
+        && let Ok(b) = codec::encode(&doc, Format::Yaml)
+    {
+        return (Head::new(200, codec::YAML), b);
     }
     json_answer(&doc)
 }

@@ -190,13 +190,10 @@ impl RequestMachine {
         Ok(())
     }
 
-    fn respond_object(&mut self, res: &Resource, obj: &Value, output: Output, code: u16, subresource: &str, warnings: &[String], now: Timestamp) {
+    fn respond_object(&mut self, res: &Resource, obj: &Value, output: Output, code: u16, subresource: &str, now: Timestamp) {
         let view = if subresource == "scale" { res.strategy.scale_of(obj).unwrap_or_else(|| obj.clone()) } else { obj.clone() };
         match object_body(res, &view, output, now) {
-            Ok((ct, body)) => {
-                self.warnings.extend(warnings.iter().cloned());
-                self.respond(Head::new(code, &ct), body);
-            }
+            Ok((ct, body)) => self.respond(Head::new(code, &ct), body),
             Err(e) => self.fail_as(&e, output.format),
         }
     }
@@ -358,7 +355,7 @@ impl RequestMachine {
             crate::schema::normalize::normalize(crate::schema::schema(), res.info.definition, &mut obj).map_err(ApiError::bad_request)?;
             let ctx = ReviewContext { user: &self.user, authenticator: &self.server.authenticator, authorizer: &self.server.authorizer };
             let answer = res.strategy.review(obj, &ctx)?;
-            self.respond_object(&res, &answer, output, 201, "", &[], now);
+            self.respond_object(&res, &answer, output, 201, "", now);
             return Ok(());
         }
         let ctx = self.write_context(now, info, namespace.clone(), &opts);
@@ -467,7 +464,8 @@ impl RequestMachine {
             let (ct, body) = status_body(&status, output.format);
             return self.respond(Head::new(200, &ct), body);
         }
-        self.respond_object(&res, &outcome.object, output, outcome.code, "", &outcome.warnings, now);
+        self.warnings.extend(outcome.warnings.iter().cloned());
+        self.respond_object(&res, &outcome.object, output, outcome.code, "", now);
     }
 
     // ---------------------------------------------------------------------------------------
@@ -497,7 +495,7 @@ impl RequestMachine {
                     let name = self.resource_name_from_path();
                     match r {
                         Ok(Outcome::Found(Some(kv))) => match registry::decode_stored(&res, &kv) {
-                            Ok(obj) => self.respond_object(&res, &obj, output, 200, &subresource, &[], now),
+                            Ok(obj) => self.respond_object(&res, &obj, output, 200, &subresource, now),
                             Err(e) => self.fail_as(&e, output.format),
                         },
                         Ok(_) => self.fail_as(&ApiError::not_found(&res.info.group_resource(), &name), output.format),
@@ -769,7 +767,7 @@ impl RequestMachine {
                     Ok(ReadResult::Snapshot(s)) => match s.objects.get(&plan.key) {
                         Some(o) => {
                             let obj = o.value();
-                            self.respond_object(&plan.res, &obj, plan.output, 200, &plan.subresource, &[], now);
+                            self.respond_object(&plan.res, &obj, plan.output, 200, &plan.subresource, now);
                         }
                         None => {
                             let name = self.resource_name_from_path();

@@ -34,23 +34,19 @@ impl WriteOp {
         let Some(mut obj) = existing else {
             return Err(ApiError::not_found(&gr, &name));
         };
-        if let Some(uid) = &opts.precondition_uid {
-            if uid != meta::uid(&obj) {
-                return Err(ApiError::conflict(
-                    &gr,
-                    &name,
-                    &format!("Precondition failed: UID in precondition: {uid}, UID in object meta: {}", meta::uid(&obj)),
-                ));
-            }
+        if let Some(uid) = &opts.precondition_uid
+            && uid != meta::uid(&obj)
+        {
+            return Err(ApiError::conflict(&gr, &name, &format!("Precondition failed: UID in precondition: {uid}, UID in object meta: {}", meta::uid(&obj))));
         }
-        if let Some(rv) = &opts.precondition_resource_version {
-            if rv != meta::resource_version(&obj) {
-                return Err(ApiError::conflict(
-                    &gr,
-                    &name,
-                    &format!("Precondition failed: ResourceVersion in precondition: {rv}, ResourceVersion in object meta: {}", meta::resource_version(&obj)),
-                ));
-            }
+        if let Some(rv) = &opts.precondition_resource_version
+            && rv != meta::resource_version(&obj)
+        {
+            return Err(ApiError::conflict(
+                &gr,
+                &name,
+                &format!("Precondition failed: ResourceVersion in precondition: {rv}, ResourceVersion in object meta: {}", meta::resource_version(&obj)),
+            ));
         }
         admission::check_delete(&info, &name)?;
         let now = self.ctx.now;

@@ -11,7 +11,7 @@ use crate::status::ApiError;
 
 /// The bytes stored for an object.
 pub fn encode_for_storage(res: &Resource, obj: &Value) -> Bytes {
-    let mut obj = res.strategy.to_storage(obj.clone());
+    let mut obj = res.strategy.stored_from_served(obj.clone());
     meta::remove_meta(&mut obj, "resourceVersion");
     meta::remove_meta(&mut obj, "selfLink");
     Bytes::from(serde_json::to_vec(&obj).expect("JSON trees always serialize"))
@@ -21,7 +21,7 @@ pub fn encode_for_storage(res: &Resource, obj: &Value) -> Bytes {
 pub fn decode_stored(res: &Resource, kv: &KeyValue) -> Result<Value, ApiError> {
     let stored: Value = serde_json::from_slice(&kv.value)
         .map_err(|e| ApiError::internal(format!("stored object at {} is not valid JSON: {e}", String::from_utf8_lossy(&kv.key))))?;
-    let mut obj = res.strategy.from_storage(stored);
+    let mut obj = res.strategy.served_from_stored(stored);
     set_resource_version(&mut obj, kv.mod_revision);
     Ok(obj)
 }

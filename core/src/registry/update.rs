@@ -180,20 +180,20 @@ impl WriteOp {
         }
         for key in ["uid", "creationTimestamp"] {
             let keep = meta::at(old, &["metadata", key]).cloned();
-            if meta::at(&obj, &["metadata", key]).is_none_or(|v| v.as_str() == Some("")) {
-                if let Some(v) = keep {
-                    meta::set_meta(&mut obj, key, v);
-                }
+            if meta::at(&obj, &["metadata", key]).is_none_or(|v| v.as_str() == Some(""))
+                && let Some(v) = keep
+            {
+                meta::set_meta(&mut obj, key, v);
             }
         }
         if let Some(ts) = meta::at(old, &["metadata", "creationTimestamp"]).cloned() {
             meta::set_meta(&mut obj, "creationTimestamp", ts);
         }
         for key in ["deletionTimestamp", "deletionGracePeriodSeconds"] {
-            if let Some(v) = meta::at(old, &["metadata", key]).cloned() {
-                if key == "deletionTimestamp" || meta::at(&obj, &["metadata", key]).is_none() {
-                    meta::set_meta(&mut obj, key, v);
-                }
+            if let Some(v) = meta::at(old, &["metadata", key]).cloned()
+                && (key == "deletionTimestamp" || meta::at(&obj, &["metadata", key]).is_none())
+            {
+                meta::set_meta(&mut obj, key, v);
             }
         }
         self.admission.mutate(&info, Operation::Update, self.ctx.subresource.as_deref(), &mut obj, &mut self.rng)?;

@@ -94,10 +94,10 @@ pub(super) fn validate_template(obj: &Value, path: &[&str], restart: &[&str]) ->
     spec_path.push("spec");
     let dotted = spec_path.join(".");
     let mut errs = podspec::validate_spec(meta::at(obj, &spec_path).unwrap_or(&Value::Null), &dotted, SpecOf::Template);
-    if let Some(rp) = meta::at(obj, &[&spec_path[..], &["restartPolicy"]].concat()) {
-        if !restart.contains(&rp.as_str().unwrap_or_default()) {
-            errs.push(FieldError::not_supported(format!("{dotted}.restartPolicy"), rp.clone(), restart));
-        }
+    if let Some(rp) = meta::at(obj, &[&spec_path[..], &["restartPolicy"]].concat())
+        && !restart.contains(&rp.as_str().unwrap_or_default())
+    {
+        errs.push(FieldError::not_supported(format!("{dotted}.restartPolicy"), rp.clone(), restart));
     }
     let mut labels_path = path.to_vec();
     labels_path.extend(["metadata", "labels"]);
@@ -176,10 +176,10 @@ impl Strategy for Workload {
         let mut errs = Vec::new();
         podspec::validate_template_selector(obj, &mut errs);
         errs.extend(validate_template(obj, &["spec", "template"], &["Always"]));
-        if let Some(r) = meta::at(obj, &["spec", "replicas"]).and_then(Value::as_i64) {
-            if r < 0 {
-                errs.push(FieldError::invalid("spec.replicas", json!(r), "must be greater than or equal to 0"));
-            }
+        if let Some(r) = meta::at(obj, &["spec", "replicas"]).and_then(Value::as_i64)
+            && r < 0
+        {
+            errs.push(FieldError::invalid("spec.replicas", json!(r), "must be greater than or equal to 0"));
         }
         if self.0 == Kind::Deployment {
             let ty = meta::at(obj, &["spec", "strategy", "type"]).cloned().unwrap_or(json!("RollingUpdate"));

@@ -59,10 +59,10 @@ impl Strategy for Jobs {
         spec.entry("suspend").or_insert_with(|| json!(false));
         let failure_policy = spec.get("podFailurePolicy").is_some();
         spec.entry("podReplacementPolicy").or_insert_with(|| json!(if failure_policy { "Failed" } else { "TerminatingOrFailed" }));
-        if let Some(l) = template_labels.filter(|l| l.as_object().is_some_and(|m| !m.is_empty())) {
-            if meta::labels(obj).is_empty() {
-                meta::set_meta(obj, "labels", l);
-            }
+        if let Some(l) = template_labels.filter(|l| l.as_object().is_some_and(|m| !m.is_empty()))
+            && meta::labels(obj).is_empty()
+        {
+            meta::set_meta(obj, "labels", l);
         }
         default_template(obj, &["spec", "template"]);
     }
@@ -103,11 +103,11 @@ impl Strategy for Jobs {
         super::podspec::validate_template_selector(obj, &mut errs);
         errs.extend(validate_template(obj, &["spec", "template"], &["OnFailure", "Never"]));
         for f in ["parallelism", "completions", "backoffLimit", "activeDeadlineSeconds", "ttlSecondsAfterFinished"] {
-            if let Some(n) = meta::at(obj, &["spec", f]).and_then(Value::as_i64) {
-                if n < 0 || (f == "activeDeadlineSeconds" && n == 0) {
-                    let msg = if f == "activeDeadlineSeconds" { "must be greater than 0" } else { "must be greater than or equal to 0" };
-                    errs.push(FieldError::invalid(format!("spec.{f}"), json!(n), msg));
-                }
+            if let Some(n) = meta::at(obj, &["spec", f]).and_then(Value::as_i64)
+                && (n < 0 || (f == "activeDeadlineSeconds" && n == 0))
+            {
+                let msg = if f == "activeDeadlineSeconds" { "must be greater than 0" } else { "must be greater than or equal to 0" };
+                errs.push(FieldError::invalid(format!("spec.{f}"), json!(n), msg));
             }
         }
         errs
@@ -233,10 +233,10 @@ impl Strategy for CronJobs {
         } else if let Err(e) = check_cron(schedule) {
             errs.push(FieldError::invalid("spec.schedule", json!(schedule), e));
         }
-        if let Some(p) = meta::at(obj, &["spec", "concurrencyPolicy"]) {
-            if !["Allow", "Forbid", "Replace"].contains(&p.as_str().unwrap_or_default()) {
-                errs.push(FieldError::not_supported("spec.concurrencyPolicy", p.clone(), &["Allow", "Forbid", "Replace"]));
-            }
+        if let Some(p) = meta::at(obj, &["spec", "concurrencyPolicy"])
+            && !["Allow", "Forbid", "Replace"].contains(&p.as_str().unwrap_or_default())
+        {
+            errs.push(FieldError::not_supported("spec.concurrencyPolicy", p.clone(), &["Allow", "Forbid", "Replace"]));
         }
         errs.extend(validate_template(obj, &["spec", "jobTemplate", "spec", "template"], &["OnFailure", "Never"]));
         errs
@@ -300,10 +300,10 @@ fn check_cron(s: &str) -> Result<(), String> {
                 Some((r, st)) => (r, Some(st)),
                 None => (part, None),
             };
-            if let Some(st) = step {
-                if st.parse::<u32>().map_or(true, |n| n == 0) {
-                    return Err(format!("failed to parse int from {st}"));
-                }
+            if let Some(st) = step
+                && st.parse::<u32>().map_or(true, |n| n == 0)
+            {
+                return Err(format!("failed to parse int from {st}"));
             }
             if range == "*" || range == "?" {
                 continue;

@@ -20,15 +20,15 @@ const COLUMNS: &[Column] =
 impl Strategy for Leases {
     fn validate(&self, obj: &Value) -> Vec<FieldError> {
         let mut errs = Vec::new();
-        if let Some(d) = meta::at(obj, &["spec", "leaseDurationSeconds"]).and_then(Value::as_i64) {
-            if d <= 0 {
-                errs.push(FieldError::invalid("spec.leaseDurationSeconds", json!(d), "must be greater than 0"));
-            }
+        if let Some(d) = meta::at(obj, &["spec", "leaseDurationSeconds"]).and_then(Value::as_i64)
+            && d <= 0
+        {
+            errs.push(FieldError::invalid("spec.leaseDurationSeconds", json!(d), "must be greater than 0"));
         }
-        if let Some(t) = meta::at(obj, &["spec", "leaseTransitions"]).and_then(Value::as_i64) {
-            if t < 0 {
-                errs.push(FieldError::invalid("spec.leaseTransitions", json!(t), "must be greater than or equal to 0"));
-            }
+        if let Some(t) = meta::at(obj, &["spec", "leaseTransitions"]).and_then(Value::as_i64)
+            && t < 0
+        {
+            errs.push(FieldError::invalid("spec.leaseTransitions", json!(t), "must be greater than or equal to 0"));
         }
         errs
     }

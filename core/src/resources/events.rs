@@ -86,14 +86,14 @@ impl Events {
 }
 
 impl Strategy for Events {
-    fn from_storage(&self, stored: Value) -> Value {
+    fn served_from_stored(&self, stored: Value) -> Value {
         match self.api {
             Api::Core => stored,
             Api::EventsK8sIo => rename(stored, false, "events.k8s.io/v1"),
         }
     }
 
-    fn to_storage(&self, served: Value) -> Value {
+    fn stored_from_served(&self, served: Value) -> Value {
         match self.api {
             Api::Core => served,
             Api::EventsK8sIo => rename(served, true, "v1"),
@@ -124,10 +124,12 @@ impl Strategy for Events {
                 errs.push(FieldError::required(field, ""));
             }
         }
-        if let Some(t) = core.get("type").and_then(Value::as_str).filter(|t| !t.is_empty()) {
-            if self.api == Api::EventsK8sIo && t != "Normal" && t != "Warning" {
-                errs.push(FieldError::not_supported("type", json!(t), &["Normal", "Warning"]));
-            }
+        if let Some(t) = core.get("type").and_then(Value::as_str).filter(|t| !t.is_empty())
+            && self.api == Api::EventsK8sIo
+            && t != "Normal"
+            && t != "Warning"
+        {
+            errs.push(FieldError::not_supported("type", json!(t), &["Normal", "Warning"]));
         }
         errs
     }

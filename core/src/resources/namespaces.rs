@@ -44,10 +44,10 @@ impl Strategy for Namespaces {
         obj["status"] = json!({"phase": "Active"});
         let spec = meta::object_at(obj, &["spec"]);
         let finalizers = spec.entry("finalizers").or_insert_with(|| json!([]));
-        if let Value::Array(f) = finalizers {
-            if !f.iter().any(|x| x == KUBERNETES_FINALIZER) {
-                f.push(json!(KUBERNETES_FINALIZER));
-            }
+        if let Value::Array(f) = finalizers
+            && !f.iter().any(|x| x == KUBERNETES_FINALIZER)
+        {
+            f.push(json!(KUBERNETES_FINALIZER));
         }
     }
 

@@ -138,14 +138,12 @@ pub fn default_pod_only(spec: &mut Map<String, Value>) {
                     }
                 }
             }
-            if host_network {
-                if let Some(Value::Array(ports)) = c.get_mut("ports") {
-                    for p in ports.iter_mut().filter_map(Value::as_object_mut) {
-                        if p.get("hostPort").and_then(Value::as_i64).unwrap_or(0) == 0 {
-                            if let Some(cp) = p.get("containerPort").cloned() {
-                                p.insert("hostPort".into(), cp);
-                            }
-                        }
+            if host_network && let Some(Value::Array(ports)) = c.get_mut("ports") {
+                for p in ports.iter_mut().filter_map(Value::as_object_mut) {
+                    if p.get("hostPort").and_then(Value::as_i64).unwrap_or(0) == 0
+                        && let Some(cp) = p.get("containerPort").cloned()
+                    {
+                        p.insert("hostPort".into(), cp);
                     }
                 }
             }
@@ -185,10 +183,10 @@ pub fn validate_spec(spec: &Value, path: &str, of: SpecOf) -> Vec<FieldError> {
     }
     supported(&mut errs, spec.get("restartPolicy"), &format!("{path}.restartPolicy"), &["Always", "OnFailure", "Never"]);
     supported(&mut errs, spec.get("dnsPolicy"), &format!("{path}.dnsPolicy"), &["ClusterFirstWithHostNet", "ClusterFirst", "Default", "None"]);
-    if let Some(ads) = spec.get("activeDeadlineSeconds").and_then(Value::as_i64) {
-        if ads <= 0 {
-            errs.push(FieldError::invalid(format!("{path}.activeDeadlineSeconds"), json!(ads), "must be between 1 and 2147483647, inclusive"));
-        }
+    if let Some(ads) = spec.get("activeDeadlineSeconds").and_then(Value::as_i64)
+        && ads <= 0
+    {
+        errs.push(FieldError::invalid(format!("{path}.activeDeadlineSeconds"), json!(ads), "must be between 1 and 2147483647, inclusive"));
     }
     for (k, v) in meta::string_map(spec.get("nodeSelector")) {
         for msg in qualified_name(k) {
@@ -265,10 +263,10 @@ fn validate_container(c: &Value, path: &str, of: SpecOf, volumes: &[String], nam
         if !(1..=65535).contains(&cp) {
             errs.push(FieldError::invalid(format!("{pp}.containerPort"), json!(cp), "must be between 1 and 65535, inclusive"));
         }
-        if let Some(hp) = p.get("hostPort").and_then(Value::as_i64).filter(|h| *h != 0) {
-            if !(1..=65535).contains(&hp) {
-                errs.push(FieldError::invalid(format!("{pp}.hostPort"), json!(hp), "must be between 1 and 65535, inclusive"));
-            }
+        if let Some(hp) = p.get("hostPort").and_then(Value::as_i64).filter(|h| *h != 0)
+            && !(1..=65535).contains(&hp)
+        {
+            errs.push(FieldError::invalid(format!("{pp}.hostPort"), json!(hp), "must be between 1 and 65535, inclusive"));
         }
         supported(errs, p.get("protocol"), &format!("{pp}.protocol"), &["SCTP", "TCP", "UDP"]);
         if let Some(n) = p.get("name").and_then(Value::as_str).filter(|s| !s.is_empty()) {

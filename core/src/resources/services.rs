@@ -129,10 +129,8 @@ impl Strategy for Services {
             Some("None") => {
                 spec.remove("sessionAffinityConfig");
             }
-            Some("ClientIP") => {
-                if spec.get("sessionAffinityConfig").and_then(|c| c.pointer("/clientIP/timeoutSeconds")).is_none() {
-                    spec.insert("sessionAffinityConfig".into(), json!({"clientIP": {"timeoutSeconds": 10800}}));
-                }
+            Some("ClientIP") if spec.get("sessionAffinityConfig").and_then(|c| c.pointer("/clientIP/timeoutSeconds")).is_none() => {
+                spec.insert("sessionAffinityConfig".into(), json!({"clientIP": {"timeoutSeconds": 10800}}));
             }
             _ => {}
         }
@@ -142,10 +140,8 @@ impl Strategy for Services {
                 let unset = matches!(p.get("targetPort"), None | Some(Value::Null))
                     || p.get("targetPort") == Some(&json!(0))
                     || p.get("targetPort") == Some(&json!(""));
-                if unset {
-                    if let Some(port) = p.get("port").cloned() {
-                        p.insert("targetPort".into(), port);
-                    }
+                if unset && let Some(port) = p.get("port").cloned() {
+                    p.insert("targetPort".into(), port);
                 }
             }
         }
@@ -220,10 +216,10 @@ impl Strategy for Services {
             if !(1..=65535).contains(&port) {
                 errs.push(FieldError::invalid(format!("{path}.port"), json!(port), "must be between 1 and 65535, inclusive"));
             }
-            if let Some(proto) = p.get("protocol") {
-                if !["TCP", "UDP", "SCTP"].contains(&proto.as_str().unwrap_or_default()) {
-                    errs.push(FieldError::not_supported(format!("{path}.protocol"), proto.clone(), &["SCTP", "TCP", "UDP"]));
-                }
+            if let Some(proto) = p.get("protocol")
+                && !["TCP", "UDP", "SCTP"].contains(&proto.as_str().unwrap_or_default())
+            {
+                errs.push(FieldError::not_supported(format!("{path}.protocol"), proto.clone(), &["SCTP", "TCP", "UDP"]));
             }
             match p.get("targetPort") {
                 Some(Value::Number(n)) if !(1..=65535).contains(&n.as_i64().unwrap_or(0)) => {
@@ -250,10 +246,10 @@ impl Strategy for Services {
                 }
             }
         }
-        if let Some(sa) = meta::at(obj, &["spec", "sessionAffinity"]) {
-            if !["ClientIP", "None"].contains(&sa.as_str().unwrap_or_default()) {
-                errs.push(FieldError::not_supported("spec.sessionAffinity", sa.clone(), &["ClientIP", "None"]));
-            }
+        if let Some(sa) = meta::at(obj, &["spec", "sessionAffinity"])
+            && !["ClientIP", "None"].contains(&sa.as_str().unwrap_or_default())
+        {
+            errs.push(FieldError::not_supported("spec.sessionAffinity", sa.clone(), &["ClientIP", "None"]));
         }
         errs.extend(crate::validation::labels(meta::at(obj, &["spec", "selector"]), "spec.selector"));
         errs
@@ -263,10 +259,10 @@ impl Strategy for Services {
         keep_status(new, old);
         // Allocated values carry over when the client leaves them out.
         for key in ["clusterIP", "clusterIPs", "ipFamilies", "ipFamilyPolicy"] {
-            if meta::at(new, &["spec", key]).is_none() {
-                if let Some(v) = meta::at(old, &["spec", key]).cloned() {
-                    meta::object_at(new, &["spec"]).insert(key.into(), v);
-                }
+            if meta::at(new, &["spec", key]).is_none()
+                && let Some(v) = meta::at(old, &["spec", key]).cloned()
+            {
+                meta::object_at(new, &["spec"]).insert(key.into(), v);
             }
         }
         let old_ports = meta::at(old, &["spec", "ports"]).and_then(Value::as_array).cloned().unwrap_or_default();
@@ -363,12 +359,10 @@ impl Strategy for Services {
             spec.entry("ipFamilyPolicy").or_insert_with(|| json!("SingleStack"));
         }
         let wants_ports = ty == "NodePort" || (ty == "LoadBalancer" && spec.get("allocateLoadBalancerNodePorts").and_then(Value::as_bool) != Some(false));
-        if wants_ports {
-            if let Some(Value::Array(ports)) = spec.get_mut("ports") {
-                for p in ports.iter_mut().filter_map(Value::as_object_mut) {
-                    if let Some(v) = values.next() {
-                        p.insert("nodePort".into(), json!(v.parse::<i64>().unwrap_or(0)));
-                    }
+        if wants_ports && let Some(Value::Array(ports)) = spec.get_mut("ports") {
+            for p in ports.iter_mut().filter_map(Value::as_object_mut) {
+                if let Some(v) = values.next() {
+                    p.insert("nodePort".into(), json!(v.parse::<i64>().unwrap_or(0)));
                 }
             }
         }

@@ -320,7 +320,7 @@ fn conflict_error(conflicts: &[(String, String)]) -> ApiError {
         }
         format!("Apply failed with {} conflicts: {}", conflicts.len(), lines.join("\n"))
     };
-    ApiError { details: Some(StatusDetails { causes, ..Default::default() }), ..ApiError::new(409, "Conflict", message) }
+    ApiError { details: Some(Box::new(StatusDetails { causes, ..Default::default() })), ..ApiError::new(409, "Conflict", message) }
 }
 
 #[cfg(test)]

@@ -290,7 +290,10 @@ pub fn remove(v: &mut Value, path: &[PathElement], ty: &Type) {
                 remove(child, rest, child_type(&sh, k));
             }
         }
-        (PathElement::Value(text), Value::Array(items)) if rest.is_empty() => items.retain(|i| i.to_string() != *text),
+        (PathElement::Value(text), Value::Array(items)) if rest.is_empty() => {
+            let value = serde_json::from_str::<Value>(text).ok();
+            items.retain(|i| value.as_ref() != Some(i));
+        }
         (pe @ PathElement::Key(_), Value::Array(items)) => {
             let Shape::KeyedList(items_ty, keys) = sh else { return };
             if rest.is_empty() {

@@ -66,7 +66,8 @@ pub struct ApiError {
     /// `metav1.StatusReason`; empty for errors kube-apiserver sends without a reason.
     pub reason: &'static str,
     pub message: String,
-    pub details: Option<StatusDetails>,
+    /// Boxed: errors travel in every `Result` of the core, and most have no details.
+    pub details: Option<Box<StatusDetails>>,
 }
 
 pub type ApiResult<T> = Result<T, ApiError>;
@@ -79,8 +80,8 @@ impl std::fmt::Display for ApiError {
 
 impl std::error::Error for ApiError {}
 
-fn details_for(gr: &GroupResource, name: &str) -> Option<StatusDetails> {
-    Some(StatusDetails { name: name.to_string(), group: gr.group.clone(), kind: gr.resource.clone(), ..Default::default() })
+fn details_for(gr: &GroupResource, name: &str) -> Option<Box<StatusDetails>> {
+    Some(Box::new(StatusDetails { name: name.to_string(), group: gr.group.clone(), kind: gr.resource.clone(), ..Default::default() }))
 }
 
 impl ApiError {
@@ -112,7 +113,7 @@ impl ApiError {
             None => format!("{gk} {} is invalid", quote(name)),
         };
         ApiError {
-            details: Some(StatusDetails { name: name.to_string(), group: gk.group.clone(), kind: gk.kind.clone(), causes, ..Default::default() }),
+            details: Some(Box::new(StatusDetails { name: name.to_string(), group: gk.group.clone(), kind: gk.kind.clone(), causes, ..Default::default() })),
             ..Self::new(422, "Invalid", message)
         }
     }
@@ -123,7 +124,7 @@ impl ApiError {
 
     pub fn method_not_supported(gr: &GroupResource, action: &str) -> Self {
         ApiError {
-            details: Some(StatusDetails { group: gr.group.clone(), kind: gr.resource.clone(), ..Default::default() }),
+            details: Some(Box::new(StatusDetails { group: gr.group.clone(), kind: gr.resource.clone(), ..Default::default() })),
             ..Self::new(405, "MethodNotAllowed", format!("{action} is not supported on resources of kind {}", quote(&gr.to_string())))
         }
     }
@@ -137,12 +138,15 @@ impl ApiError {
     }
 
     pub fn timeout(message: &str, retry_after_seconds: i32) -> Self {
-        ApiError { details: Some(StatusDetails { retry_after_seconds, ..Default::default() }), ..Self::new(504, "Timeout", format!("Timeout: {message}")) }
+        ApiError {
+            details: Some(Box::new(StatusDetails { retry_after_seconds, ..Default::default() })),
+            ..Self::new(504, "Timeout", format!("Timeout: {message}"))
+        }
     }
 
     pub fn server_timeout(gr: &GroupResource, operation: &str, retry_after_seconds: i32) -> Self {
         ApiError {
-            details: Some(StatusDetails { group: gr.group.clone(), kind: gr.resource.clone(), retry_after_seconds, ..Default::default() }),
+            details: Some(Box::new(StatusDetails { group: gr.group.clone(), kind: gr.resource.clone(), retry_after_seconds, ..Default::default() })),
             ..Self::new(500, "ServerTimeout", format!("The {operation} operation against {gr} could not be completed at this time, please try again."))
         }
     }
@@ -150,7 +154,7 @@ impl ApiError {
     pub fn internal(message: impl std::fmt::Display) -> Self {
         let message = message.to_string();
         ApiError {
-            details: Some(StatusDetails { causes: vec![StatusCause { message: message.clone(), ..Default::default() }], ..Default::default() }),
+            details: Some(Box::new(StatusDetails { causes: vec![StatusCause { message: message.clone(), ..Default::default() }], ..Default::default() })),
             ..Self::new(500, "InternalError", format!("Internal error occurred: {message}"))
         }
     }
@@ -182,7 +186,7 @@ impl ApiError {
 
     pub fn too_many_requests(retry_after_seconds: i32) -> Self {
         ApiError {
-            details: Some(StatusDetails { retry_after_seconds, ..Default::default() }),
+            details: Some(Box::new(StatusDetails { retry_after_seconds, ..Default::default() })),
             ..Self::new(429, "TooManyRequests", "Too many requests, please try again later.")
         }
     }

@@ -109,13 +109,13 @@ proptest! {
                 Step::Create(k, v) => {
                     let value = Bytes::from(vec![v]);
                     let r = run_against_model(&mut m, t0(), Op::new(StorageRequest::Create { key: key(k), value: value.clone(), ttl_seconds: None }), put_value("")).0;
-                    if oracle.contains_key(&key(k)) {
+                    if let std::collections::btree_map::Entry::Vacant(e) = oracle.entry(key(k)) {
+                        prop_assert!(matches!(r, Ok(Outcome::Created(_))));
+                        e.insert(value);
+                        prop_assert_eq!(m.revision(), before + 1);
+                    } else {
                         prop_assert_eq!(r, Err(StorageError::AlreadyExists));
                         prop_assert_eq!(m.revision(), before);
-                    } else {
-                        prop_assert!(matches!(r, Ok(Outcome::Created(_))));
-                        oracle.insert(key(k), value);
-                        prop_assert_eq!(m.revision(), before + 1);
                     }
                 }
                 Step::Put(k, v) => {

@@ -255,12 +255,12 @@ impl Inner {
         }
         let ops = if succeeded { &t.success } else { &t.failure };
         for op in ops {
-            if let TxnOp::Put { lease, .. } = op {
-                if *lease != 0 {
-                    let exists: Option<i64> = tx.query_row("SELECT id FROM leases WHERE id = ?1", [lease], |r| r.get(0)).optional().map_err(other)?;
-                    if exists.is_none() {
-                        return Err(KvError::LeaseNotFound);
-                    }
+            if let TxnOp::Put { lease, .. } = op
+                && *lease != 0
+            {
+                let exists: Option<i64> = tx.query_row("SELECT id FROM leases WHERE id = ?1", [lease], |r| r.get(0)).optional().map_err(other)?;
+                if exists.is_none() {
+                    return Err(KvError::LeaseNotFound);
                 }
             }
         }
