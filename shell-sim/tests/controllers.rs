@@ -101,12 +101,17 @@ fn a_deleted_namespace_is_emptied_then_removed() {
     let running = get(&mut w, "/api/v1/namespaces/doomed/pods/running").json();
     assert!(running["metadata"]["deletionTimestamp"].is_string());
     w.advance(SignedDuration::from_secs(10));
-    assert_eq!(get(&mut w, "/api/v1/namespaces/doomed").json()["status"]["phase"], "Terminating");
+    let ns = get(&mut w, "/api/v1/namespaces/doomed").json();
+    assert_eq!(ns["status"]["phase"], "Terminating");
+    let remaining = ns["status"]["conditions"].as_array().unwrap().iter().find(|c| c["type"] == "NamespaceContentRemaining").unwrap().clone();
+    assert_eq!(remaining["status"], "True");
+    assert_eq!(remaining["message"], "Some resources are remaining: pods. has 1 resource instances");
 
-    // The kubelet confirms; the next look at the namespace finalizes it.
+    // The kubelet confirms; the next look at the namespace (they back off to 32 s apart)
+    // finalizes it.
     let r = w.call("DELETE", "/api/v1/namespaces/doomed/pods/running", "gracePeriodSeconds=0", None, "");
     assert_eq!(r.head.status, 200);
-    w.advance(SignedDuration::from_secs(3));
+    w.advance(SignedDuration::from_secs(32));
     assert_eq!(get(&mut w, "/api/v1/namespaces/doomed").head.status, 404);
 
     // The name is free again, and the new namespace gets its own service account.

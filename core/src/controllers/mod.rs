@@ -16,6 +16,7 @@
 //! chunks and [`ControllerEvent::End`]; call `poll` again after each event and at
 //! [`Controllers::poll_timeout`].
 
+mod namespace;
 mod reflector;
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
@@ -24,13 +25,16 @@ use bytes::Bytes;
 use jiff::{SignedDuration, Timestamp};
 use serde_json::{Value, json};
 
+use self::namespace::{Collection, Tally};
 pub use self::reflector::{Change, Get, Reflector};
 use crate::catalog::Catalog;
 use crate::meta;
 use crate::pipeline::Request;
 
-/// How often a namespace that is still emptying is looked at again.
+/// How long after a pass a namespace that is still emptying is looked at again; each further
+/// pass waits twice as long, up to [`MAX_RETRY`].
 pub const RETRY: SignedDuration = SignedDuration::from_secs(2);
+pub const MAX_RETRY: SignedDuration = SignedDuration::from_secs(32);
 
 /// The finalizer the namespace controller owns.
 const FINALIZER: &str = "kubernetes";
@@ -97,14 +101,19 @@ enum Step {
     UpdateRootCa {
         object: Value,
     },
-    /// Delete every object of a namespaced collection (its path, with `{ns}` for the namespace).
+    /// Delete every object of a namespaced collection.
     DeleteAll {
-        collection: String,
+        collection: Collection,
     },
-    /// Count what is left in each collection; then finalize, or wait and start over.
+    /// Count what is left in each collection; then report it in the namespace's conditions,
+    /// and finalize, or wait and start over.
     CountLeft {
-        collections: VecDeque<String>,
-        left: usize,
+        collections: VecDeque<Collection>,
+        tally: Tally,
+    },
+    /// Write the namespace with new status conditions.
+    UpdateConditions {
+        object: Value,
     },
     /// Force-delete a pod if its node does not exist.
     CheckNode {
@@ -139,8 +148,7 @@ pub struct Controllers {
     enabled: Enabled,
     ca_pem: String,
     token: String,
-    /// Namespaced collections, `/api/v1/namespaces/{ns}/configmaps` with `{ns}` to fill in.
-    collections: Vec<String>,
+    collections: Vec<Collection>,
     reflectors: Vec<(Watched, Reflector)>,
     namespaces: BTreeMap<String, Value>,
     /// The work left per namespace; one request in flight per namespace.
@@ -150,6 +158,8 @@ pub struct Controllers {
     in_flight: BTreeMap<RequestId, Asker>,
     /// Namespaces to look at again, and when.
     retry: BTreeMap<String, Timestamp>,
+    /// The wait after the next pass that leaves content behind.
+    backoff: BTreeMap<String, SignedDuration>,
     effects: VecDeque<ControllerEffect>,
     next_id: u64,
 }
@@ -158,14 +168,6 @@ impl Controllers {
     /// `token` authenticates the controllers (the server's loopback token); `ca_pem` is what
     /// `kube-root-ca.crt` publishes.
     pub fn new(enabled: Enabled, catalog: &Catalog, token: &str, ca_pem: &str, now: Timestamp) -> Controllers {
-        let collections = catalog
-            .resources()
-            .filter(|r| r.info.namespaced && !r.info.review && r.info.stored_as.is_none() && r.info.has_verb("deletecollection"))
-            .map(|r| {
-                let base = if r.info.group.is_empty() { format!("/api/{}", r.info.version) } else { format!("/apis/{}/{}", r.info.group, r.info.version) };
-                format!("{base}/namespaces/{{ns}}/{}", r.info.resource)
-            })
-            .collect();
         let mut reflectors = vec![(Watched::Namespaces, Reflector::new("/api/v1/namespaces", "", now))];
         if enabled.service_accounts {
             reflectors.push((Watched::ServiceAccounts, Reflector::new("/api/v1/serviceaccounts", "fieldSelector=metadata.name%3Ddefault", now)));
@@ -177,13 +179,14 @@ impl Controllers {
             enabled,
             ca_pem: ca_pem.to_string(),
             token: token.to_string(),
-            collections,
+            collections: namespace::collections(catalog),
             reflectors,
             namespaces: BTreeMap::new(),
             work: BTreeMap::new(),
             stale: BTreeSet::new(),
             in_flight: BTreeMap::new(),
             retry: BTreeMap::new(),
+            backoff: BTreeMap::new(),
             effects: VecDeque::new(),
             next_id: 0,
         }
@@ -217,7 +220,7 @@ impl Controllers {
             let ours = meta::at(ns, &["spec", "finalizers"]).and_then(Value::as_array).is_some_and(|f| f.iter().any(|x| x == FINALIZER));
             if self.enabled.namespaces && ours {
                 steps.extend(self.collections.iter().map(|c| Step::DeleteAll { collection: c.clone() }));
-                steps.push_back(Step::CountLeft { collections: self.collections.iter().cloned().collect(), left: 0 });
+                steps.push_back(Step::CountLeft { collections: self.collections.iter().cloned().collect(), tally: Tally::default() });
             }
             return steps;
         }
@@ -243,7 +246,12 @@ impl Controllers {
             self.namespaces.remove(&name);
             self.work.remove(&name);
             self.retry.remove(&name);
+            self.backoff.remove(&name);
             self.stale.remove(&name);
+            return;
+        }
+        let known = self.namespaces.get(&name).is_some_and(|n| meta::resource_version(n) == meta::resource_version(&change.object));
+        if known {
             return;
         }
         self.namespaces.insert(name.clone(), change.object);
@@ -329,26 +337,36 @@ impl Controllers {
 
     fn answered(&mut self, now: Timestamp, ns: &str, step: Step, status: u16, body: Value) {
         match step {
-            Step::CountLeft { mut collections, mut left } => {
+            Step::CountLeft { mut collections, mut tally } => {
+                let collection = collections.pop_front().expect("a count step has a collection");
                 if status == 200 {
                     let items = body.get("items").and_then(Value::as_array).cloned().unwrap_or_default();
-                    left += items.len();
+                    tally.count(&collection.label, &items);
                     for pod in items.iter().filter(|i| i.get("kind").and_then(Value::as_str) == Some("Pod")) {
                         if let Some(node) = meta::str_at(pod, &["spec", "nodeName"]).filter(|n| !n.is_empty()) {
                             self.queue(ns, Step::CheckNode { pod: meta::name(pod).to_string(), node: node.to_string() });
                         }
                     }
                 } else {
-                    left += 1;
+                    tally.failed();
                 }
-                collections.pop_front();
                 if !collections.is_empty() {
-                    self.queue(ns, Step::CountLeft { collections, left });
-                } else if left == 0 {
+                    return self.queue(ns, Step::CountLeft { collections, tally });
+                }
+                if let Some(object) = self.namespaces.get(ns).and_then(|n| namespace::with_conditions(n, &tally, now)) {
+                    self.queue(ns, Step::UpdateConditions { object });
+                }
+                if tally.is_clear() {
                     self.queue(ns, Step::Finalize);
                 } else {
-                    self.retry.insert(ns.to_string(), now + RETRY);
+                    let wait = self.backoff.get(ns).copied().unwrap_or(RETRY);
+                    self.backoff.insert(ns.to_string(), (wait * 2).min(MAX_RETRY));
+                    self.retry.insert(ns.to_string(), now + wait);
                 }
+            }
+            // What the server answers is the namespace now; its own watch event is no news.
+            Step::UpdateConditions { .. } if status == 200 => {
+                self.namespaces.insert(ns.to_string(), body);
             }
             Step::CheckNode { pod, .. } if status == 404 => self.queue(ns, Step::ForceDeletePod { pod }),
             _ => {}
@@ -363,7 +381,7 @@ impl Controllers {
     fn next_step(&mut self, ns: &str) {
         let Some(step) = self.work.get_mut(ns).and_then(VecDeque::pop_front) else { return };
         let asker = |step: Step| Asker::Namespace { name: ns.to_string(), step, status: 0, body: Vec::new() };
-        let in_ns = |collection: &str| collection.replace("{ns}", ns);
+        let in_ns = |collection: &Collection| collection.path.replace("{ns}", ns);
         match &step {
             Step::EnsureServiceAccount => {
                 let sa = json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "default"}});
@@ -382,6 +400,10 @@ impl Controllers {
             Step::DeleteAll { collection } => {
                 let path = in_ns(collection);
                 self.send(asker(step), "DELETE", path, "propagationPolicy=Background", None);
+            }
+            Step::UpdateConditions { object } => {
+                let object = object.clone();
+                self.send(asker(step), "PUT", format!("/api/v1/namespaces/{ns}/status"), "", Some(object));
             }
             Step::CountLeft { collections, .. } => {
                 let path = in_ns(collections.front().expect("a count step has a collection"));
