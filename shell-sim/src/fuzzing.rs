@@ -104,8 +104,12 @@ fn world() -> World {
     World::new(default_server(), epoch(), 1)
 }
 
+/// Requests one world serves before a fresh one replaces it, so state builds up between
+/// requests (objects to conflict with, watch windows) without growing without bound.
+const REQUESTS_PER_WORLD: u32 = 2000;
+
 thread_local! {
-    static WORLD: RefCell<Option<World>> = const { RefCell::new(None) };
+    static WORLD: RefCell<Option<(World, u32)>> = const { RefCell::new(None) };
 }
 
 /// Runs one fuzzed request and checks its answer: a known status code, and an error body that
@@ -114,7 +118,11 @@ pub fn request(data: &[u8]) {
     let Ok(FuzzRequest(req)) = FuzzRequest::arbitrary(&mut Unstructured::new(data)) else { return };
     WORLD.with(|w| {
         let mut w = w.borrow_mut();
-        let world = w.get_or_insert_with(world);
+        if w.as_ref().is_some_and(|(_, served)| *served >= REQUESTS_PER_WORLD) {
+            *w = None;
+        }
+        let (world, served) = w.get_or_insert_with(|| (world(), 0));
+        *served += 1;
         let resp = world.request(req.clone());
         let code = resp.head.status;
         assert!(
@@ -125,6 +133,16 @@ pub fn request(data: &[u8]) {
             let status = resp.json();
             assert_eq!(status["kind"], "Status", "error body of {req:?}: {}", String::from_utf8_lossy(&resp.body));
             assert_eq!(status["code"], code, "{req:?}");
+        }
+        if let Some(id) = resp.watch {
+            let (frames, _) = world.frames(id);
+            if resp.head.content_type() == Some("application/json") {
+                for f in frames {
+                    let event: serde_json::Value = serde_json::from_slice(&f).unwrap_or_else(|e| panic!("watch frame of {req:?} is not JSON ({e}): {f:?}"));
+                    assert!(event["type"].is_string() && event["object"].is_object(), "watch event of {req:?}: {event}");
+                }
+            }
+            world.stop_watch(id);
         }
     });
 }

@@ -63,6 +63,8 @@ pub struct World {
     pub server: Arc<Server>,
     slots: BTreeMap<(String, String, String), Slot>,
     streams: BTreeMap<WatcherId, Stream>,
+    /// The cache each watch stream comes from.
+    watch_slots: BTreeMap<WatcherId, (String, String, String)>,
     reads: BTreeMap<ReadId, Result<ReadResult, ApiError>>,
     next_id: u64,
     seed: u64,
@@ -97,6 +99,7 @@ impl World {
             server,
             slots: BTreeMap::new(),
             streams: BTreeMap::new(),
+            watch_slots: BTreeMap::new(),
             reads: BTreeMap::new(),
             next_id: 1,
             seed,
@@ -299,6 +302,7 @@ impl World {
                     self.streams.insert(id, Stream::default());
                     let k = slot_key(&resource);
                     self.slots.get_mut(&k).expect("every stored resource has a cache").cache.handle(self.now, CacheEvent::Register { id, params });
+                    self.watch_slots.insert(id, k);
                     self.pump();
                     return Response { head, body: Bytes::new(), watch: Some(id) };
                 }
@@ -308,6 +312,15 @@ impl World {
             }
         }
         Response { head: head.expect("every request is answered"), body: Bytes::from(body), watch: None }
+    }
+
+    /// The client of a watch goes away: its cache forgets it.
+    pub fn stop_watch(&mut self, id: WatcherId) {
+        self.streams.remove(&id);
+        if let Some(k) = self.watch_slots.remove(&id) {
+            self.slots.get_mut(&k).expect("watch slots name caches").cache.handle(self.now, CacheEvent::Unregister { id });
+            self.pump();
+        }
     }
 
     /// The frames a watch received so far (taken), and whether it ended.

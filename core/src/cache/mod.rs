@@ -13,7 +13,7 @@
 mod frames;
 mod object;
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -155,6 +155,13 @@ struct Watcher {
     headers_sent: bool,
 }
 
+impl Watcher {
+    /// When this watcher next needs attention: its deadline or its next bookmark.
+    fn next_timer(&self) -> Timestamp {
+        self.next_bookmark.map_or(self.params.deadline, |b| b.min(self.params.deadline))
+    }
+}
+
 #[derive(Debug)]
 enum Waiting {
     Read(ReadId, ReadRequest),
@@ -180,6 +187,9 @@ pub struct WatchCache {
     history: VecDeque<HistoryEntry>,
     capacity: usize,
     watchers: BTreeMap<WatcherId, Watcher>,
+    /// Every watcher's next timer, so that `poll` looks only at watchers that are due. An entry
+    /// whose watcher is gone or whose time no longer matches the watcher's is skipped.
+    timers: BTreeSet<(Timestamp, WatcherId)>,
     /// Reads and watches waiting for the cache to be ready or fresh enough, with deadlines.
     waiting: Vec<(Timestamp, Waiting)>,
     progress_asked: bool,
@@ -199,6 +209,7 @@ impl WatchCache {
             history: VecDeque::new(),
             capacity: capacity.max(1),
             watchers: BTreeMap::new(),
+            timers: BTreeSet::new(),
             waiting: Vec::new(),
             progress_asked: false,
             effects: VecDeque::new(),
@@ -266,9 +277,9 @@ impl WatchCache {
 
     /// The next time `poll` has something to do on its own.
     pub fn poll_timeout(&self) -> Option<Timestamp> {
-        let watchers = self.watchers.values().flat_map(|w| [Some(w.params.deadline), w.next_bookmark]).flatten();
+        let timer = self.timers.first().map(|(t, _)| *t);
         let waits = self.waiting.iter().map(|(t, _)| *t);
-        watchers.chain(waits).min()
+        timer.into_iter().chain(waits).min()
     }
 
     fn listed(&mut self, now: Timestamp, result: KvResult) {
@@ -446,6 +457,7 @@ impl WatchCache {
             }
         }
         w.sent = self.revision;
+        self.timers.insert((w.next_timer(), id));
         self.watchers.insert(id, w);
     }
 
@@ -515,21 +527,18 @@ impl WatchCache {
 
     /// Deadlines: watch timeouts, bookmarks, and reads or watches that waited too long.
     fn expire(&mut self, now: Timestamp) {
-        let mut closed = Vec::new();
-        for (id, w) in self.watchers.iter_mut() {
+        while let Some(&(at, id)) = self.timers.first().filter(|(t, _)| *t <= now) {
+            self.timers.pop_first();
+            let Some(w) = self.watchers.get_mut(&id).filter(|w| w.next_timer() == at) else { continue };
             if w.params.deadline <= now {
-                closed.push(*id);
+                self.watchers.remove(&id);
+                self.effects.push_back(CacheEffect::Close { id });
                 continue;
             }
-            if w.next_bookmark.is_some_and(|t| t <= now) {
-                w.next_bookmark = Some(now + BOOKMARK_INTERVAL);
-                let frame = bookmark_frame(&self.res, w.params.output, self.revision.max(w.sent), false);
-                self.effects.push_back(CacheEffect::Deliver { id: *id, frame });
-            }
-        }
-        for id in closed {
-            self.watchers.remove(&id);
-            self.effects.push_back(CacheEffect::Close { id });
+            w.next_bookmark = Some(now + BOOKMARK_INTERVAL);
+            let frame = bookmark_frame(&self.res, w.params.output, self.revision.max(w.sent), false);
+            self.effects.push_back(CacheEffect::Deliver { id, frame });
+            self.timers.insert((w.next_timer(), id));
         }
         if !self.waiting.iter().any(|(t, _)| *t <= now) {
             return;

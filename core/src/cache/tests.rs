@@ -246,4 +246,18 @@ fn bookmarks_and_timeouts() {
     h.now += SignedDuration::from_secs(600);
     h.pump();
     assert!(h.closed.contains(&w));
+    assert_eq!(h.cache.poll_timeout(), None, "a closed watcher leaves no timer behind");
+}
+
+#[test]
+fn a_watcher_that_leaves_gets_no_more_bookmarks() {
+    let mut h = Harness::new();
+    let gone = h.watch(1, WatchStart::InitialEvents { min: None }, "");
+    let stays = h.watch(2, WatchStart::InitialEvents { min: None }, "");
+    h.cache.handle(h.now, CacheEvent::Unregister { id: gone });
+    h.now += BOOKMARK_INTERVAL;
+    h.pump();
+    assert_eq!(h.seen(gone).len(), 1, "only the initial-events bookmark");
+    assert_eq!(h.seen(stays).len(), 2, "and a periodic one");
+    assert_eq!(h.cache.poll_timeout(), Some(h.now + BOOKMARK_INTERVAL));
 }
