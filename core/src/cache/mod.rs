@@ -31,6 +31,9 @@ pub use object::{CachedObject, Shared};
 
 /// How long a read or watch waits for the cache to reach a revision (kube's `blockTimeout`).
 pub const FRESHNESS_TIMEOUT: SignedDuration = SignedDuration::from_secs(3);
+/// How often, at most, the cache asks the store for progress while reads or watches wait for a
+/// revision it has not seen (kube's progress requester ticks as often).
+pub const PROGRESS_INTERVAL: SignedDuration = SignedDuration::from_millis(100);
 /// How often watchers that asked for bookmarks get one.
 pub const BOOKMARK_INTERVAL: SignedDuration = SignedDuration::from_secs(60);
 /// Events kept for watches that resume from a past resourceVersion.
@@ -193,6 +196,8 @@ pub struct WatchCache {
     /// Reads and watches waiting for the cache to be ready or fresh enough, with deadlines.
     waiting: Vec<(Timestamp, Waiting)>,
     progress_asked: bool,
+    /// When progress was last asked for.
+    progress_last: Option<Timestamp>,
     effects: VecDeque<CacheEffect>,
 }
 
@@ -212,6 +217,7 @@ impl WatchCache {
             timers: BTreeSet::new(),
             waiting: Vec::new(),
             progress_asked: false,
+            progress_last: None,
             effects: VecDeque::new(),
         };
         c.relist();
@@ -279,7 +285,8 @@ impl WatchCache {
     pub fn poll_timeout(&self) -> Option<Timestamp> {
         let timer = self.timers.first().map(|(t, _)| *t);
         let waits = self.waiting.iter().map(|(t, _)| *t);
-        timer.into_iter().chain(waits).min()
+        let progress = self.next_progress().filter(|_| self.needs_progress());
+        timer.into_iter().chain(waits).chain(progress).min()
     }
 
     fn listed(&mut self, now: Timestamp, result: KvResult) {
@@ -418,7 +425,7 @@ impl WatchCache {
             WatchStart::Current => None,
         };
         if needed.is_some_and(|rv| rv > self.revision) {
-            self.ask_progress();
+            self.ask_progress(now);
             self.waiting.push((deadline, Waiting::Watch(id, params)));
             return;
         }
@@ -469,22 +476,35 @@ impl WatchCache {
         }
     }
 
-    fn ask_progress(&mut self) {
-        if !self.progress_asked {
-            self.progress_asked = true;
-            self.effects.push_back(CacheEffect::RequestProgress);
+    /// Asks the store for progress, unless an answer is awaited or the last ask was less than
+    /// [`PROGRESS_INTERVAL`] ago (then `poll` asks when the interval is over).
+    fn ask_progress(&mut self, now: Timestamp) {
+        if self.progress_asked || self.next_progress().is_some_and(|t| now < t) {
+            return;
         }
+        self.progress_asked = true;
+        self.progress_last = Some(now);
+        self.effects.push_back(CacheEffect::RequestProgress);
+    }
+
+    fn next_progress(&self) -> Option<Timestamp> {
+        self.progress_last.map(|t| t + PROGRESS_INTERVAL)
+    }
+
+    /// Reads and watches are waiting for a revision the cache has not reached.
+    fn needs_progress(&self) -> bool {
+        self.phase == Phase::Ready && !self.waiting.is_empty() && !self.progress_asked
     }
 
     /// Answers a read, or parks it until `deadline` while the cache is not ready or fresh.
-    fn read(&mut self, _now: Timestamp, id: ReadId, request: ReadRequest, deadline: Timestamp) {
+    fn read(&mut self, now: Timestamp, id: ReadId, request: ReadRequest, deadline: Timestamp) {
         let wanted = match request {
             ReadRequest::Latest { min } => min,
             ReadRequest::Exact { revision } => Some(revision),
         };
         if self.phase != Phase::Ready || wanted.is_some_and(|rv| rv > self.revision) {
             if self.phase == Phase::Ready {
-                self.ask_progress();
+                self.ask_progress(now);
             }
             self.waiting.push((deadline, Waiting::Read(id, request)));
             return;
@@ -539,6 +559,9 @@ impl WatchCache {
             let frame = bookmark_frame(&self.res, w.params.output, self.revision.max(w.sent), false);
             self.effects.push_back(CacheEffect::Deliver { id, frame });
             self.timers.insert((w.next_timer(), id));
+        }
+        if self.needs_progress() {
+            self.ask_progress(now);
         }
         if !self.waiting.iter().any(|(t, _)| *t <= now) {
             return;

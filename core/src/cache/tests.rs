@@ -19,6 +19,8 @@ struct Harness {
     closed: BTreeSet<WatcherId>,
     reads: BTreeMap<ReadId, Result<ReadResult, ApiError>>,
     answer_progress: bool,
+    /// How many times the cache asked the store for progress.
+    progress_asks: usize,
 }
 
 fn configmaps() -> Arc<Resource> {
@@ -36,6 +38,7 @@ impl Harness {
             closed: BTreeSet::new(),
             reads: BTreeMap::new(),
             answer_progress: true,
+            progress_asks: 0,
         };
         h.pump();
         h
@@ -57,6 +60,7 @@ impl Harness {
                     }
                 }
                 CacheEffect::RequestProgress => {
+                    self.progress_asks += 1;
                     if self.answer_progress {
                         let revision = self.model.revision();
                         self.cache.handle(self.now, CacheEvent::Watch(WatchResponse::Progress { revision }));
@@ -260,4 +264,24 @@ fn a_watcher_that_leaves_gets_no_more_bookmarks() {
     assert_eq!(h.seen(gone).len(), 1, "only the initial-events bookmark");
     assert_eq!(h.seen(stays).len(), 2, "and a periodic one");
     assert_eq!(h.cache.poll_timeout(), Some(h.now + BOOKMARK_INTERVAL));
+}
+
+#[test]
+fn a_future_revision_waits_without_flooding_the_store() {
+    let mut h = Harness::new();
+    h.put("a", json!({}));
+    // The store answers progress at once, and never reaches revision 1000.
+    let w = h.watch(1, WatchStart::After(1000), "");
+    assert_eq!(h.progress_asks, 1);
+    h.now += SignedDuration::from_millis(50);
+    h.pump();
+    assert_eq!(h.progress_asks, 1, "at most one ask per interval");
+    assert_eq!(h.cache.poll_timeout(), Some(h.now + SignedDuration::from_millis(50)));
+    h.now += SignedDuration::from_millis(50);
+    h.pump();
+    assert_eq!(h.progress_asks, 2);
+    h.now += FRESHNESS_TIMEOUT;
+    h.pump();
+    assert!(h.closed.contains(&w));
+    assert_eq!(h.frames[&w].last().unwrap()["object"]["reason"], "Timeout", "{:?}", h.frames[&w]);
 }
