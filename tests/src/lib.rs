@@ -112,6 +112,13 @@ impl Kapi {
 
     /// Runs kubectl with `stdin` and checks that it succeeds; returns stdout.
     pub fn kubectl_in(&self, args: &[&str], stdin: &str) -> String {
+        let out = self.kubectl_with_input(args, stdin);
+        assert!(out.status.success(), "kubectl {args:?} failed: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8(out.stdout).unwrap()
+    }
+
+    /// Runs kubectl with `stdin` as its input, whatever the outcome.
+    pub fn kubectl_with_input(&self, args: &[&str], stdin: &str) -> Output {
         use std::io::Write;
         let mut c = Command::new("kubectl")
             .args(args)
@@ -122,9 +129,7 @@ impl Kapi {
             .spawn()
             .expect("kubectl runs");
         c.stdin.take().unwrap().write_all(stdin.as_bytes()).unwrap();
-        let out = c.wait_with_output().unwrap();
-        assert!(out.status.success(), "kubectl {args:?} failed: {}", String::from_utf8_lossy(&out.stderr));
-        String::from_utf8(out.stdout).unwrap()
+        c.wait_with_output().unwrap()
     }
 
     /// Runs kubectl and checks that it succeeds; returns stdout.

@@ -109,4 +109,17 @@ fn discovery_and_openapi_documents() {
     let (code, body) = curl(&k, &[], "/openapi/v2");
     assert_eq!(code, 200);
     assert!(body.contains("\"swagger\":\"2.0\""));
+    // Either spelling of the protobuf form is answered under the current one.
+    let out = k.curl(&[
+        "-o",
+        "/dev/null",
+        "-w",
+        "%{http_code} %{content_type}",
+        "-H",
+        "Accept: application/com.github.proto-openapi.spec.v2@v1.0+protobuf",
+        &k.url("/openapi/v2"),
+    ]);
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "200 application/com.github.proto-openapi.spec.v2.v1.0+protobuf");
+    let (code, _) = curl(&k, &["-H", "Accept: text/html"], "/openapi/v2");
+    assert_eq!(code, 406);
 }

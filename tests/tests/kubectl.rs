@@ -117,19 +117,7 @@ fn server_side_apply_reports_conflicts() {
     k.kubectl_in(&["apply", "--server-side", "-f", "-"], APP);
     k.ok(&["scale", "deploy", "web", "--replicas=5"]);
     let cm = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: web-config\ndata:\n  key: other\n";
-    let out = Command::new("kubectl")
-        .args(["apply", "--server-side", "--field-manager=someone-else", "-f", "-"])
-        .env("KUBECONFIG", k.kubeconfig())
-        .stdin(Stdio::piped())
-        .stderr(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .and_then(|mut c| {
-            use std::io::Write;
-            c.stdin.take().unwrap().write_all(cm.as_bytes())?;
-            c.wait_with_output()
-        })
-        .unwrap();
+    let out = k.kubectl_with_input(&["apply", "--server-side", "--field-manager=someone-else", "-f", "-"], cm);
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success());
     assert!(err.contains("conflict with \"kubectl\""), "{err}");
@@ -182,18 +170,7 @@ fn pagination_and_stale_updates() {
     let cm = k.json(&["get", "cm", "page-0"]);
     k.ok(&["label", "cm", "page-0", "changed=yes"]);
     let stale = serde_json::to_string(&cm).unwrap();
-    let out = Command::new("kubectl")
-        .args(["replace", "-f", "-"])
-        .env("KUBECONFIG", k.kubeconfig())
-        .stdin(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .and_then(|mut c| {
-            use std::io::Write;
-            c.stdin.take().unwrap().write_all(stale.as_bytes())?;
-            c.wait_with_output()
-        })
-        .unwrap();
+    let out = k.kubectl_with_input(&["replace", "-f", "-"], &stale);
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("the object has been modified"), "{err}");
 }
@@ -259,6 +236,14 @@ fn discovery_explain_and_auth() {
     assert!(out.contains("Number of desired pods"), "{out}");
     let out = k.ok(&["explain", "pods.spec.containers.ports"]);
     assert!(out.contains("containerPort"), "{out}");
+    // The swagger 2.0 document, which kubectl reads in gnostic's protobuf form.
+    let out = k.ok(&["explain", "deployment.spec.replicas", "--output=plaintext-openapiv2"]);
+    assert!(out.contains("Number of desired pods"), "{out}");
+    // A kind no served API has: kubectl validates it against /openapi/v2, then finds no mapping.
+    let ingress = "apiVersion: networking.k8s.io/v1\nkind: Ingress\nmetadata: {name: i}\nspec: {defaultBackend: {service: {name: web, port: {number: 80}}}}\n";
+    let out = k.kubectl_with_input(&["apply", "-f", "-"], ingress);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("no matches for kind \"Ingress\" in version \"networking.k8s.io/v1\""), "{err}");
     assert_eq!(k.ok(&["auth", "can-i", "delete", "pods"]).trim(), "yes");
     assert!(k.ok(&["auth", "whoami"]).contains("system:masters"));
     assert!(k.ok(&["version"]).contains("Server Version: v1.33.0"));

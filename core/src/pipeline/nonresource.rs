@@ -20,6 +20,7 @@ pub struct Docs {
     apis: Value,
     aggregated: BTreeMap<(bool, &'static str), Bytes>,
     openapi_v2: Bytes,
+    openapi_v2_protobuf: Bytes,
     v3_index: Bytes,
     v3: BTreeMap<String, (String, Bytes)>,
 }
@@ -32,6 +33,7 @@ impl Docs {
                 aggregated.insert((legacy, v), json_bytes(&discovery::aggregated(catalog, legacy, v)));
             }
         }
+        let v2 = openapi::v2(catalog);
         let v3_docs = openapi::v3_documents(catalog);
         let v3_index = json_bytes(&openapi::v3_index(&v3_docs));
         let v3 = v3_docs.iter().map(|(k, d)| (k.clone(), (openapi::hash(d), json_bytes(d)))).collect();
@@ -39,7 +41,8 @@ impl Docs {
             api: discovery::api_versions(server_address),
             apis: discovery::api_group_list(catalog),
             aggregated,
-            openapi_v2: json_bytes(&openapi::v2(catalog)),
+            openapi_v2: json_bytes(&v2),
+            openapi_v2_protobuf: Bytes::from(openapi::v2_protobuf(&v2)),
             v3_index,
             v3,
         }
@@ -202,8 +205,15 @@ pub fn answer(server: &Server, method: &str, path: &str, query: &Query, accept: 
         ["apis", group] => discovery_answer(discovery::group_document(&server.catalog, group)?, "v1", "APIGroup", accept),
         ["apis", group, version] => discovery_answer(discovery::resource_list(&server.catalog, group, version)?, "v1", "APIResourceList", accept),
         ["openapi", "v2"] => {
-            let wants_json = accept.is_none_or(|a| parse_accept(a).iter().any(|r| matches!(r.mime.as_str(), "application/json" | "*/*" | "application/*")));
-            if wants_json { (Head::new(200, "application/json"), docs.openapi_v2.clone()) } else { error(&ApiError::not_acceptable(&["application/json"])) }
+            let chosen = parse_accept(accept.unwrap_or("application/json")).into_iter().find_map(|r| match r.mime.as_str() {
+                "application/json" | "*/*" | "application/*" => Some(("application/json", &docs.openapi_v2)),
+                // Either spelling is answered under the current one, as kube-openapi does.
+                m => openapi::V2_PROTOBUF.contains(&m).then_some((openapi::V2_PROTOBUF[0], &docs.openapi_v2_protobuf)),
+            });
+            match chosen {
+                Some((mime, body)) => (Head::new(200, mime), body.clone()),
+                None => error(&ApiError::not_acceptable(&[&["application/json"][..], &openapi::V2_PROTOBUF[..]].concat())),
+            }
         }
         ["openapi", "v3"] => (Head::new(200, "application/json"), docs.v3_index.clone()),
         ["openapi", "v3", rest @ ..] => {

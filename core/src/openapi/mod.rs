@@ -3,6 +3,8 @@
 //! reads them for `explain`, for client-side apply's patch strategies, and to learn that the
 //! server validates fields.
 
+mod gnostic;
+
 use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::{Map, Value, json};
@@ -11,7 +13,12 @@ use sha2::Digest;
 use crate::catalog::{Catalog, Resource};
 use crate::schema::schema;
 
+pub use gnostic::encode as v2_protobuf;
+
 pub const KUBE_VERSION: &str = "v1.33.0";
+
+/// The media types `/openapi/v2` is served in as protobuf (the second is the older spelling).
+pub const V2_PROTOBUF: [&str; 2] = ["application/com.github.proto-openapi.spec.v2.v1.0+protobuf", "application/com.github.proto-openapi.spec.v2@v1.0+protobuf"];
 
 const DELETE_OPTIONS: &str = "io.k8s.apimachinery.pkg.apis.meta.v1.DeleteOptions";
 const STATUS: &str = "io.k8s.apimachinery.pkg.apis.meta.v1.Status";
