@@ -7,6 +7,8 @@
 //! gnostic's own reader picks them. Extension values (`x-...`), defaults, enums and examples are
 //! `Any`s holding YAML, as gnostic writes them.
 
+use std::sync::LazyLock;
+
 use prost::encoding::{WireType, encode_key, encode_varint};
 use serde_json::{Map, Value};
 
@@ -67,6 +69,47 @@ enum Key {
 use F::*;
 use Key::*;
 
+/// The members of a non-body parameter in gnostic's order, numbered from 1 in query (and
+/// form) parameters; path (and header) parameters have no `allowEmptyValue` and number the
+/// rest one lower.
+const PARAMETER: [(&str, F); 23] = [
+    ("required", Bool),
+    ("in", Str),
+    ("description", Str),
+    ("name", Str),
+    ("allowEmptyValue", Bool),
+    ("type", Str),
+    ("format", Str),
+    ("items", Msg(M::PrimitivesItems)),
+    ("collectionFormat", Str),
+    ("default", Msg(M::Any)),
+    ("maximum", Double),
+    ("exclusiveMaximum", Bool),
+    ("minimum", Double),
+    ("exclusiveMinimum", Bool),
+    ("maxLength", Int),
+    ("minLength", Int),
+    ("pattern", Str),
+    ("maxItems", Int),
+    ("minItems", Int),
+    ("uniqueItems", Bool),
+    ("enum", Msgs(M::Any)),
+    ("multipleOf", Double),
+    ("x-", Entries(M::Any)),
+];
+
+fn parameter_table(allow_empty: bool) -> Vec<(Key, u32, F)> {
+    PARAMETER
+        .iter()
+        .filter(|(name, _)| allow_empty || *name != "allowEmptyValue")
+        .zip(1..)
+        .map(|(&(name, form), tag)| (if name == "x-" { Extension } else { Is(name) }, tag, form))
+        .collect()
+}
+
+static QUERY_PARAMETER: LazyLock<Vec<(Key, u32, F)>> = LazyLock::new(|| parameter_table(true));
+static PATH_PARAMETER: LazyLock<Vec<(Key, u32, F)>> = LazyLock::new(|| parameter_table(false));
+
 /// `(member, field number, form)` of each table-driven message.
 fn table(m: M) -> &'static [(Key, u32, F)] {
     match m {
@@ -126,56 +169,8 @@ fn table(m: M) -> &'static [(Key, u32, F)] {
             (Is("schema"), 5, Msg(M::Schema)),
             (Extension, 6, Entries(M::Any)),
         ],
-        M::QueryParameter => &[
-            (Is("required"), 1, Bool),
-            (Is("in"), 2, Str),
-            (Is("description"), 3, Str),
-            (Is("name"), 4, Str),
-            (Is("allowEmptyValue"), 5, Bool),
-            (Is("type"), 6, Str),
-            (Is("format"), 7, Str),
-            (Is("items"), 8, Msg(M::PrimitivesItems)),
-            (Is("collectionFormat"), 9, Str),
-            (Is("default"), 10, Msg(M::Any)),
-            (Is("maximum"), 11, Double),
-            (Is("exclusiveMaximum"), 12, Bool),
-            (Is("minimum"), 13, Double),
-            (Is("exclusiveMinimum"), 14, Bool),
-            (Is("maxLength"), 15, Int),
-            (Is("minLength"), 16, Int),
-            (Is("pattern"), 17, Str),
-            (Is("maxItems"), 18, Int),
-            (Is("minItems"), 19, Int),
-            (Is("uniqueItems"), 20, Bool),
-            (Is("enum"), 21, Msgs(M::Any)),
-            (Is("multipleOf"), 22, Double),
-            (Extension, 23, Entries(M::Any)),
-        ],
-        // Path and header parameters: the query layout without `allowEmptyValue`.
-        M::PathParameter => &[
-            (Is("required"), 1, Bool),
-            (Is("in"), 2, Str),
-            (Is("description"), 3, Str),
-            (Is("name"), 4, Str),
-            (Is("type"), 5, Str),
-            (Is("format"), 6, Str),
-            (Is("items"), 7, Msg(M::PrimitivesItems)),
-            (Is("collectionFormat"), 8, Str),
-            (Is("default"), 9, Msg(M::Any)),
-            (Is("maximum"), 10, Double),
-            (Is("exclusiveMaximum"), 11, Bool),
-            (Is("minimum"), 12, Double),
-            (Is("exclusiveMinimum"), 13, Bool),
-            (Is("maxLength"), 14, Int),
-            (Is("minLength"), 15, Int),
-            (Is("pattern"), 16, Str),
-            (Is("maxItems"), 17, Int),
-            (Is("minItems"), 18, Int),
-            (Is("uniqueItems"), 19, Bool),
-            (Is("enum"), 20, Msgs(M::Any)),
-            (Is("multipleOf"), 21, Double),
-            (Extension, 22, Entries(M::Any)),
-        ],
+        M::QueryParameter => &QUERY_PARAMETER,
+        M::PathParameter => &PATH_PARAMETER,
         M::PrimitivesItems => &[
             (Is("type"), 1, Str),
             (Is("format"), 2, Str),
@@ -456,7 +451,8 @@ mod tests {
             "swagger": "2.0",
             "paths": {"/api/v1/namespaces/{name}": {"parameters": [
                 {"name": "name", "in": "path", "required": true, "type": "string"},
-                {"name": "body", "in": "body", "schema": {"$ref": "#/definitions/X"}}]}},
+                {"name": "body", "in": "body", "schema": {"$ref": "#/definitions/X"}},
+                {"name": "pretty", "in": "query", "type": "string"}]}},
             "definitions": {"X": {"type": "object", "properties": {"n": {"type": "integer", "format": "int32"}},
                 "additionalProperties": false, "x-kubernetes-group-version-kind": [{"group": "", "kind": "X", "version": "v1"}]}},
         });
@@ -478,6 +474,9 @@ mod tests {
         let parameters: Vec<Vec<u8>> = fields_of(&field(&path, 2)).into_iter().filter(|(t, _)| *t == 9).map(|(_, b)| b).collect();
         let path_param = field(&field(&field(&parameters[0], 1), 2), 4);
         assert_eq!(field(&path_param, 4), b"name", "a path parameter is NonBodyParameter.path_parameter_sub_schema");
+        assert_eq!(field(&path_param, 5), b"string");
+        let query_param = field(&field(&field(&parameters[2], 1), 2), 3);
+        assert_eq!(field(&query_param, 6), b"string", "query parameters number their type after allowEmptyValue");
         let body = field(&field(&parameters[1], 1), 1);
         assert_eq!(field(&field(&body, 5), 1), b"#/definitions/X", "a body parameter holds its schema");
     }
