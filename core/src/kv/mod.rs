@@ -27,6 +27,22 @@ pub struct KeyValue {
     pub lease: i64,
 }
 
+impl KeyValue {
+    /// The key as a put at revision `rev` leaves it, after `prev` (its current version, if
+    /// any): a new key is created at `rev`, an existing one keeps its create revision and
+    /// counts one more version.
+    pub fn put(key: &Bytes, value: &Bytes, lease: i64, prev: Option<&KeyValue>, rev: Revision) -> KeyValue {
+        KeyValue {
+            key: key.clone(),
+            value: value.clone(),
+            create_revision: prev.map_or(rev, |p| p.create_revision),
+            mod_revision: rev,
+            version: prev.map_or(1, |p| p.version + 1),
+            lease,
+        }
+    }
+}
+
 /// The end of the key range holding every key that starts with `prefix` (etcd's `GetPrefixRangeEnd`).
 pub fn prefix_end(prefix: &[u8]) -> Bytes {
     let mut end = prefix.to_vec();

@@ -195,14 +195,7 @@ impl Model {
                 }
                 TxnOp::Put { key, value, lease } => {
                     let prev = self.current(key).cloned();
-                    let kv = KeyValue {
-                        key: key.clone(),
-                        value: value.clone(),
-                        create_revision: prev.as_ref().map_or(rev, |p| p.create_revision),
-                        mod_revision: rev,
-                        version: prev.as_ref().map_or(1, |p| p.version + 1),
-                        lease: *lease,
-                    };
+                    let kv = KeyValue::put(key, value, *lease, prev.as_ref(), rev);
                     self.push_version(key, rev, Some(kv.clone()));
                     events.push(Event { kind: EventKind::Put, kv, prev_kv: prev });
                     responses.push(TxnOpResponse::Put);

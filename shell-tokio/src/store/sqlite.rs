@@ -275,14 +275,7 @@ impl Inner {
                 }
                 TxnOp::Put { key, value, lease } => {
                     let prev = Self::current(&tx, key)?;
-                    let kv = KeyValue {
-                        key: key.clone(),
-                        value: value.clone(),
-                        create_revision: prev.as_ref().map_or(rev, |p| p.create_revision),
-                        mod_revision: rev,
-                        version: prev.as_ref().map_or(1, |p| p.version + 1),
-                        lease: *lease,
-                    };
+                    let kv = KeyValue::put(key, value, *lease, prev.as_ref(), rev);
                     tx.execute(
                         "INSERT OR REPLACE INTO current VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
                         params![&kv.key[..], &kv.value[..], kv.create_revision, rev, kv.version, kv.lease],
