@@ -6,6 +6,7 @@
 //! integration tests are built on it.
 
 pub mod fuzzing;
+pub mod sim;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -194,6 +195,7 @@ impl World {
                 self.slots.get_mut(k).expect("slot").cache.handle(now, CacheEvent::Watch(WatchResponse::Progress { revision }));
             }
             CacheEffect::Deliver { id, frame } => self.streams.entry(id).or_default().frames.push(frame),
+            CacheEffect::Backlog { id, frames } => self.streams.entry(id).or_default().frames.extend(frames),
             CacheEffect::Close { id } => self.streams.entry(id).or_default().closed = true,
             CacheEffect::ReadDone { id, result } => {
                 self.reads.insert(id, result);

@@ -17,12 +17,31 @@ use tokio::sync::{mpsc, oneshot};
 use crate::clock::{instant_of, now};
 use crate::store::Sqlite;
 
-/// Frames a watcher may have in flight before it counts as slow.
+/// Chunks a watcher may have in flight before it counts as slow.
 const WATCHER_BUFFER: usize = 1024;
+
+/// What a watch connection receives: one live frame, or the batch of frames it starts with
+/// (a batch takes one place in the watcher's buffer, however long).
+pub enum Chunk {
+    One(Bytes),
+    Batch(Vec<Bytes>),
+}
+
+impl IntoIterator for Chunk {
+    type Item = Bytes;
+    type IntoIter = std::iter::Chain<std::option::IntoIter<Bytes>, std::vec::IntoIter<Bytes>>;
+
+    fn into_iter(self) -> Self::IntoIter {
+        match self {
+            Chunk::One(b) => Some(b).into_iter().chain(Vec::new()),
+            Chunk::Batch(v) => None.into_iter().chain(v),
+        }
+    }
+}
 
 enum Command {
     Read(ReadRequest, oneshot::Sender<Result<ReadResult, ApiError>>),
-    Watch(WatchParams, mpsc::Sender<Bytes>),
+    Watch(WatchParams, mpsc::Sender<Chunk>),
     Gone(WatcherId),
 }
 
@@ -68,7 +87,7 @@ impl Caches {
     }
 
     /// Registers a watch; its frames arrive on the returned channel until it ends.
-    pub fn watch(&self, res: &Resource, params: WatchParams) -> Result<mpsc::Receiver<Bytes>, ApiError> {
+    pub fn watch(&self, res: &Resource, params: WatchParams) -> Result<mpsc::Receiver<Chunk>, ApiError> {
         let (tx, rx) = mpsc::channel(WATCHER_BUFFER);
         self.sender(res)?.send(Command::Watch(params, tx)).map_err(|_| ApiError::internal("cache stopped"))?;
         Ok(rx)
@@ -79,7 +98,7 @@ async fn run(mut cache: WatchCache, store: Sqlite, mut commands: mpsc::Unbounded
     let (kv_tx, mut kv_rx) = mpsc::unbounded_channel::<KvResult>();
     let mut watch: Option<(u64, mpsc::UnboundedReceiver<WatchResponse>)> = None;
     let mut reads: BTreeMap<ReadId, oneshot::Sender<Result<ReadResult, ApiError>>> = BTreeMap::new();
-    let mut watchers: BTreeMap<WatcherId, mpsc::Sender<Bytes>> = BTreeMap::new();
+    let mut watchers: BTreeMap<WatcherId, mpsc::Sender<Chunk>> = BTreeMap::new();
     let mut next_id = 0u64;
     loop {
         while let Some(effect) = cache.poll(now()) {
@@ -101,18 +120,8 @@ async fn run(mut cache: WatchCache, store: Sqlite, mut commands: mpsc::Unbounded
                         store.request_progress(*id).await;
                     }
                 }
-                CacheEffect::Deliver { id, frame } => {
-                    if let Some(tx) = watchers.get(&id) {
-                        match tx.try_send(frame) {
-                            Ok(()) => {}
-                            Err(mpsc::error::TrySendError::Full(_)) => cache.handle(now(), CacheEvent::Slow { id }),
-                            Err(mpsc::error::TrySendError::Closed(_)) => {
-                                watchers.remove(&id);
-                                cache.handle(now(), CacheEvent::Unregister { id });
-                            }
-                        }
-                    }
-                }
+                CacheEffect::Deliver { id, frame } => send(&mut cache, &mut watchers, id, Chunk::One(frame)),
+                CacheEffect::Backlog { id, frames } => send(&mut cache, &mut watchers, id, Chunk::Batch(frames)),
                 CacheEffect::Close { id } => {
                     watchers.remove(&id);
                 }
@@ -161,6 +170,19 @@ async fn run(mut cache: WatchCache, store: Sqlite, mut commands: mpsc::Unbounded
                 }
             },
             _ = async { tokio::time::sleep_until(timer.expect("guarded by the select condition")).await }, if timer.is_some() => {}
+        }
+    }
+}
+
+/// Hands a chunk to a watcher's connection; a full buffer makes the watcher slow, a closed one gone.
+fn send(cache: &mut WatchCache, watchers: &mut BTreeMap<WatcherId, mpsc::Sender<Chunk>>, id: WatcherId, chunk: Chunk) {
+    let Some(tx) = watchers.get(&id) else { return };
+    match tx.try_send(chunk) {
+        Ok(()) => {}
+        Err(mpsc::error::TrySendError::Full(_)) => cache.handle(now(), CacheEvent::Slow { id }),
+        Err(mpsc::error::TrySendError::Closed(_)) => {
+            watchers.remove(&id);
+            cache.handle(now(), CacheEvent::Unregister { id });
         }
     }
 }

@@ -18,7 +18,7 @@ use tokio::sync::{mpsc, oneshot};
 use tokio_rustls::TlsAcceptor;
 use tokio_stream::wrappers::ReceiverStream;
 
-use crate::caches::Caches;
+use crate::caches::{Caches, Chunk};
 use crate::clock::{instant_of, now, seed};
 use crate::store::Sqlite;
 
@@ -112,8 +112,8 @@ fn response(head: Head, body: Body) -> hyper::Response<Body> {
     b.body(body).expect("heads from the core are valid")
 }
 
-fn streaming(rx: mpsc::Receiver<Bytes>) -> Body {
-    BodyExt::boxed(StreamBody::new(ReceiverStream::new(rx).map(|b| Ok::<_, Infallible>(Frame::data(b)))))
+fn streaming(rx: mpsc::Receiver<Chunk>) -> Body {
+    BodyExt::boxed(StreamBody::new(ReceiverStream::new(rx).flat_map(futures_util::stream::iter).map(|b| Ok::<_, Infallible>(Frame::data(b)))))
 }
 
 /// Runs one request machine: carries out its effects, answering on `reply`.
@@ -121,7 +121,7 @@ async fn drive(state: Arc<State>, request: Request, reply: oneshot::Sender<hyper
     let health = state.health().await;
     let mut m = RequestMachine::new(state.server.clone(), request, health, now(), seed());
     let mut reply = Some(reply);
-    let mut body: Option<mpsc::Sender<Bytes>> = None;
+    let mut body: Option<mpsc::Sender<Chunk>> = None;
     loop {
         match m.poll(now()) {
             Some(Effect::Kv(req)) => {
@@ -141,7 +141,7 @@ async fn drive(state: Arc<State>, request: Request, reply: oneshot::Sender<hyper
             }
             Some(Effect::Body(b)) => {
                 let Some(tx) = &body else { break };
-                if tx.send(b).await.is_err() {
+                if tx.send(Chunk::One(b)).await.is_err() {
                     break;
                 }
             }

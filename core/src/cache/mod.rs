@@ -7,7 +7,8 @@
 //! again at [`WatchCache::poll_timeout`]. The cache first asks for a LIST of its prefix
 //! ([`CacheEffect::Kv`]) and then a KV watch from the listed revision
 //! ([`CacheEffect::StartWatch`]); it answers reads with [`CacheEffect::ReadDone`] and streams
-//! watches as [`CacheEffect::Deliver`] frames, encoded once per event and view and shared.
+//! watches as a [`CacheEffect::Backlog`] batch then [`CacheEffect::Deliver`] frames, live
+//! frames encoded once per event and view and shared.
 //! A slow consumer is reported with [`CacheEvent::Slow`] and is closed.
 
 mod frames;
@@ -124,9 +125,19 @@ pub enum CacheEffect {
     StartWatch(WatchRequest),
     /// Ask the store to report its revision on the watch stream (a progress notification).
     RequestProgress,
+    /// One live frame. A shell that cannot take it (the watcher's buffer is full) reports
+    /// [`CacheEvent::Slow`].
     Deliver {
         id: WatcherId,
         frame: Bytes,
+    },
+    /// The frames a watch starts with (its initial state or the history it resumes from), to
+    /// send before any live frame. They come as one batch that does not count against the
+    /// watcher's buffer: as in kube-apiserver, only live events can make a watcher slow, so a
+    /// watch of a collection larger than the buffer can start.
+    Backlog {
+        id: WatcherId,
+        frames: Vec<Bytes>,
     },
     /// The watch stream ends (after its last frame).
     Close {
@@ -434,6 +445,7 @@ impl WatchCache {
 
     fn start_watcher(&mut self, now: Timestamp, id: WatcherId, params: WatchParams) {
         let mut w = Watcher { next_bookmark: params.bookmarks.then(|| now + BOOKMARK_INTERVAL), sent: self.revision, headers_sent: false, params };
+        let mut frames = Vec::new();
         match w.params.start {
             WatchStart::After(rv) => {
                 if rv < self.base.0 {
@@ -448,32 +460,29 @@ impl WatchCache {
                     .filter(|e| e.revision > rv)
                     .filter_map(|e| view_of(e, &w.params).map(|(ty, use_prev)| (ty, object_for(&self.res, e, use_prev))))
                     .collect();
-                for (ty, obj) in replay {
-                    self.deliver(&mut w, id, ty, &obj, now);
-                }
+                frames.extend(replay.iter().filter_map(|(ty, obj)| self.frame_for(&mut w, *ty, obj, now)));
             }
             WatchStart::Current | WatchStart::InitialEvents { .. } => {
                 let initial: Vec<Shared> = self.objects.values().filter(|o| matches(o, &w.params)).cloned().collect();
-                for obj in initial {
-                    self.deliver(&mut w, id, EventType::Added, &obj, now);
-                }
+                frames.extend(initial.iter().filter_map(|obj| self.frame_for(&mut w, EventType::Added, obj, now)));
                 if let WatchStart::InitialEvents { .. } = w.params.start {
-                    let frame = bookmark_frame(&self.res, w.params.output, self.revision, true);
-                    self.effects.push_back(CacheEffect::Deliver { id, frame });
+                    frames.push(bookmark_frame(&self.res, w.params.output, self.revision, true));
                 }
             }
+        }
+        if !frames.is_empty() {
+            self.effects.push_back(CacheEffect::Backlog { id, frames });
         }
         w.sent = self.revision;
         self.timers.insert((w.next_timer(), id));
         self.watchers.insert(id, w);
     }
 
-    fn deliver(&mut self, w: &mut Watcher, id: WatcherId, ty: EventType, obj: &CachedObject, now: Timestamp) {
+    fn frame_for(&self, w: &mut Watcher, ty: EventType, obj: &CachedObject, now: Timestamp) -> Option<Bytes> {
         let headers = matches!(w.params.output.view, View::Table(_)) && !w.headers_sent;
-        if let Ok(frame) = event_frame(&self.res, w.params.output, ty, obj, headers, now) {
-            w.headers_sent |= headers;
-            self.effects.push_back(CacheEffect::Deliver { id, frame });
-        }
+        let frame = event_frame(&self.res, w.params.output, ty, obj, headers, now).ok()?;
+        w.headers_sent |= headers;
+        Some(frame)
     }
 
     /// Asks the store for progress, unless an answer is awaited or the last ask was less than

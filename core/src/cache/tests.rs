@@ -16,6 +16,8 @@ struct Harness {
     now: Timestamp,
     watch: Option<WatchRequest>,
     frames: BTreeMap<WatcherId, Vec<Value>>,
+    /// How many effects carried each watcher's frames (what a shell's buffer counts).
+    chunks: BTreeMap<WatcherId, usize>,
     closed: BTreeSet<WatcherId>,
     reads: BTreeMap<ReadId, Result<ReadResult, ApiError>>,
     answer_progress: bool,
@@ -35,6 +37,7 @@ impl Harness {
             now: "2024-01-01T00:00:00Z".parse().unwrap(),
             watch: None,
             frames: BTreeMap::new(),
+            chunks: BTreeMap::new(),
             closed: BTreeSet::new(),
             reads: BTreeMap::new(),
             answer_progress: true,
@@ -67,8 +70,13 @@ impl Harness {
                     }
                 }
                 CacheEffect::Deliver { id, frame } => {
-                    for line in std::str::from_utf8(&frame).unwrap().lines() {
-                        self.frames.entry(id).or_default().push(serde_json::from_str(line).unwrap());
+                    *self.chunks.entry(id).or_default() += 1;
+                    self.received(id, &frame);
+                }
+                CacheEffect::Backlog { id, frames } => {
+                    *self.chunks.entry(id).or_default() += 1;
+                    for frame in frames {
+                        self.received(id, &frame);
                     }
                 }
                 CacheEffect::Close { id } => {
@@ -78,6 +86,12 @@ impl Harness {
                     self.reads.insert(id, result);
                 }
             }
+        }
+    }
+
+    fn received(&mut self, id: WatcherId, frame: &[u8]) {
+        for line in std::str::from_utf8(frame).unwrap().lines() {
+            self.frames.entry(id).or_default().push(serde_json::from_str(line).unwrap());
         }
     }
 
@@ -150,6 +164,22 @@ fn watch_from_now_sees_initial_state_then_changes_in_order() {
     let r3 = h.put("a", json!({"x": "1"}));
     let r4 = h.delete("b");
     assert_eq!(h.seen(w), vec![ev("ADDED", "a", r1), ev("ADDED", "b", r2), ev("MODIFIED", "a", r3), ev("DELETED", "b", r4)]);
+}
+
+/// Found by the simulator: a watch of more objects than a slow reader's buffer holds was closed
+/// as slow before it could start. The start comes as one batch; only live events count.
+#[test]
+fn a_watch_starts_with_one_batch_however_large_the_collection() {
+    let mut h = Harness::new();
+    for i in 0..50 {
+        h.put(&format!("cm-{i}"), json!({}));
+    }
+    let w = h.watch(1, WatchStart::Current, "");
+    assert_eq!((h.seen(w).len(), h.chunks[&w]), (50, 1));
+    let resumed = h.watch(2, WatchStart::After(h.model.revision() - 5), "");
+    assert_eq!((h.seen(resumed).len(), h.chunks[&resumed]), (5, 1));
+    h.put("late", json!({}));
+    assert_eq!((h.seen(w).len(), h.chunks[&w]), (51, 2));
 }
 
 #[test]
