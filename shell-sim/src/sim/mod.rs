@@ -246,7 +246,9 @@ impl Simulation {
         self.add_clients();
         self.schedule_faults();
         while self.sent < self.steps {
-            self.step()?;
+            if !self.step()? {
+                return Err(fail(Invariant::Liveness, "the world stopped: nothing left to happen".into()));
+            }
         }
         self.liveness()
     }
@@ -299,22 +301,23 @@ impl Simulation {
     fn setup(&mut self, req: Request) -> Result<(u16, Bytes), Violation> {
         self.send(SETUP, 0, req);
         while self.setup_reply.is_none() {
-            self.step()?;
+            if !self.step()? {
+                return Err(fail(Invariant::Liveness, "a setup request was never answered".into()));
+            }
         }
         Ok(self.setup_reply.take().expect("checked above"))
     }
 
-    /// Advances to the next moment something happens and lets everything due then act.
-    fn step(&mut self) -> Result<(), Violation> {
+    /// Advances to the next moment something happens and lets everything due then act;
+    /// `false` when nothing is left to happen.
+    fn step(&mut self) -> Result<bool, Violation> {
         // Requests sent from outside a step have effects to hand out first.
         self.drain()?;
         let next = [self.store.poll_timeout(), self.server.poll_timeout(), self.wakes.first().map(|w| w.0), self.faults.first().map(|f| f.0)]
             .into_iter()
             .flatten()
             .min();
-        let Some(next) = next else {
-            return Err(fail(Invariant::Liveness, "nothing left to happen: the world stopped".into()));
-        };
+        let Some(next) = next else { return Ok(false) };
         self.now = self.now.max(next);
         while let Some((at, fault)) = self.faults.first().copied().filter(|(t, _)| *t <= self.now) {
             self.faults.remove(&(at, fault));
@@ -343,7 +346,8 @@ impl Simulation {
                 break;
             }
         }
-        self.bounded()
+        self.bounded()?;
+        Ok(true)
     }
 
     fn fault(&mut self, fault: Fault) {
@@ -555,14 +559,14 @@ impl Simulation {
         let deadline = self.now + LIVENESS_LIMIT;
         let mut checked = self.now;
         loop {
-            self.step()?;
-            if self.now >= checked {
+            let idle = !self.step()?;
+            if idle || self.now >= checked {
                 checked = self.now + SignedDuration::from_secs(1);
                 if self.settled().is_none() && self.server.ready() {
                     break;
                 }
             }
-            if self.now >= deadline {
+            if idle || self.now >= deadline {
                 let why = self.settled().unwrap_or_default();
                 return Err(fail(Invariant::Liveness, format!("not settled {}s after faults stopped: {why}", LIVENESS_LIMIT.as_secs())));
             }

@@ -79,7 +79,7 @@ impl Informer {
 
     fn watch(&mut self, cx: &mut Cx) {
         let tag = self.next_tag();
-        let mut q = vec!["watch=1".to_string(), format!("timeoutSeconds={}", cx.rng.between(1, 30)), "allowWatchBookmarks=true".into()];
+        let mut q = vec!["watch=1".to_string(), format!("timeoutSeconds={}", cx.rng.between(1, 120)), "allowWatchBookmarks=true".into()];
         if self.rv.is_empty() && self.initial_events {
             q.push("sendInitialEvents=true".into());
             q.push("resourceVersionMatch=NotOlderThan".into());
