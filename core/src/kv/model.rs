@@ -110,7 +110,9 @@ impl Model {
         Ok(self.log[from..]
             .iter()
             .filter(|e| req.contains(&e.kv.key))
-            .map(|e| if req.prev_kv { e.clone() } else { Event { prev_kv: None, ..e.clone() } })
+            // etcd reads a replayed event's previous version at the revision before it, which
+            // compaction may have removed: the event then comes without it.
+            .map(|e| if req.prev_kv && e.kv.mod_revision > self.compact_revision { e.clone() } else { Event { prev_kv: None, ..e.clone() } })
             .collect())
     }
 
@@ -129,6 +131,12 @@ impl Model {
 
     fn range(&self, r: &RangeRequest) -> Result<RangeResponse, KvError> {
         let rev = self.check_revision(r.revision)?;
+        Ok(self.range_at(r, rev))
+    }
+
+    /// The range as of `rev` (not checked: a transaction reads its own writes at the revision
+    /// it is making).
+    fn range_at(&self, r: &RangeRequest, rev: Revision) -> RangeResponse {
         let mut resp = RangeResponse { header_revision: self.revision, ..Default::default() };
         let matching = self.keys_in(&r.key, &r.range_end).filter_map(|(_, h)| Self::at(h, rev));
         for kv in matching {
@@ -146,7 +154,7 @@ impl Model {
             }
             resp.kvs.push(kv);
         }
-        Ok(resp)
+        resp
     }
 
     fn keys_in<'a>(&'a self, key: &[u8], range_end: &[u8]) -> Box<dyn Iterator<Item = (&'a Bytes, &'a Vec<KeyVersion>)> + 'a> {
@@ -182,17 +190,14 @@ impl Model {
                 return Err(KvError::LeaseNotFound);
             }
         }
-        let writes = ops.iter().any(|op| !matches!(op, TxnOp::Range(_)));
         let rev = self.revision + 1;
         let mut events = Vec::new();
         let mut responses = Vec::with_capacity(ops.len());
         for op in ops {
             match op {
-                TxnOp::Range(r) => {
-                    let mut resp = self.range(&RangeRequest { revision: 0, ..r.clone() })?;
-                    resp.header_revision = if writes { rev } else { self.revision };
-                    responses.push(TxnOpResponse::Range(resp));
-                }
+                // As in etcd: a range sees the writes before it in the same transaction, and its
+                // header carries the revision the transaction started from.
+                TxnOp::Range(r) => responses.push(TxnOpResponse::Range(self.range_at(r, rev))),
                 TxnOp::Put { key, value, lease } => {
                     let prev = self.current(key).cloned();
                     let kv = KeyValue::put(key, value, *lease, prev.as_ref(), rev);
@@ -209,7 +214,7 @@ impl Model {
                 }
             }
         }
-        if writes && !events.is_empty() {
+        if !events.is_empty() {
             self.revision = rev;
             self.log.extend(events.iter().cloned());
         }
@@ -289,6 +294,24 @@ mod tests {
         m.apply(Timestamp::UNIX_EPOCH, &KvRequest::Compact { revision: 3 }).0.unwrap();
         assert_eq!(range(&mut m, RangeRequest { revision: 2, ..RangeRequest::key("/a") }), Err(KvError::Compacted { compact_revision: 3 }));
         assert_eq!(m.backlog(&WatchRequest::prefix("/", 2)), Err(3));
+    }
+
+    /// Both found by the storage conformance suite, where SQLite already behaved as etcd does.
+    #[test]
+    fn a_transaction_reads_its_own_writes_and_replays_lose_compacted_prev_kvs() {
+        let mut m = Model::new();
+        put(&mut m, "/a", "1");
+        put(&mut m, "/a", "2");
+        let req = KvRequest::Txn(TxnRequest {
+            success: vec![TxnOp::Put { key: Bytes::from_static(b"/a"), value: Bytes::from_static(b"3"), lease: 0 }, TxnOp::Range(RangeRequest::key("/a"))],
+            ..Default::default()
+        });
+        let Ok(KvResponse::Txn(t)) = m.apply(Timestamp::UNIX_EPOCH, &req).0 else { panic!() };
+        let TxnOpResponse::Range(r) = &t.responses[1] else { panic!() };
+        assert_eq!((t.header_revision, r.header_revision, r.kvs[0].mod_revision, r.kvs[0].value.as_ref()), (4, 3, 4, &b"3"[..]));
+        m.apply(Timestamp::UNIX_EPOCH, &KvRequest::Compact { revision: 3 }).0.unwrap();
+        let replay = m.backlog(&WatchRequest::prefix("/", 3)).unwrap();
+        assert_eq!(replay.iter().map(|e| (e.kv.mod_revision, e.prev_kv.as_ref().map(|p| p.mod_revision))).collect::<Vec<_>>(), vec![(3, None), (4, Some(3))]);
     }
 
     #[test]

@@ -3,3 +3,6 @@
 mod sqlite;
 
 pub use sqlite::Sqlite;
+
+#[cfg(test)]
+mod conformance;
