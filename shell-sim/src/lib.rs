@@ -62,10 +62,10 @@ pub struct World {
     pub now: Timestamp,
     pub model: Model,
     pub server: Arc<Server>,
-    slots: BTreeMap<(String, String, String), Slot>,
+    slots: BTreeMap<SlotKey, Slot>,
     streams: BTreeMap<WatcherId, Stream>,
     /// The cache each watch stream comes from.
-    watch_slots: BTreeMap<WatcherId, (String, String, String)>,
+    watch_slots: BTreeMap<WatcherId, SlotKey>,
     reads: BTreeMap<ReadId, Result<ReadResult, ApiError>>,
     next_id: u64,
     seed: u64,
@@ -87,8 +87,24 @@ pub fn epoch() -> Timestamp {
     "2024-01-01T00:00:00Z".parse().expect("a valid timestamp")
 }
 
-fn slot_key(res: &Resource) -> (String, String, String) {
+/// How a simulated shell finds a resource's watch cache: (group, version, resource).
+pub(crate) type SlotKey = (String, String, String);
+
+pub(crate) fn slot_key(res: &Resource) -> SlotKey {
     (res.info.group.to_string(), res.info.version.to_string(), res.info.resource.to_string())
+}
+
+/// A fresh watch cache for every stored resource of `server`, keeping `history` events each.
+pub(crate) fn watch_caches(server: &Server, history: usize) -> Vec<(SlotKey, WatchCache)> {
+    server
+        .catalog
+        .resources()
+        .filter(|r| !r.info.review)
+        .map(|r| {
+            let prefix = Bytes::from(format!("{}/", server.storage_root(r)));
+            (slot_key(r), WatchCache::new(r.clone(), prefix, history))
+        })
+        .collect()
 }
 
 impl World {
@@ -107,10 +123,8 @@ impl World {
             controllers: None,
             controller_watches: BTreeMap::new(),
         };
-        let resources: Vec<Arc<Resource>> = w.server.catalog.resources().filter(|r| !r.info.review).cloned().collect();
-        for r in resources {
-            let prefix = Bytes::from(format!("{}/", w.server.storage_root(&r)));
-            w.slots.insert(slot_key(&r), Slot { cache: WatchCache::new(r, prefix, DEFAULT_HISTORY), watch: None });
+        for (key, cache) in watch_caches(&w.server, DEFAULT_HISTORY) {
+            w.slots.insert(key, Slot { cache, watch: None });
         }
         w.pump();
         let mut b = Bootstrap::new(w.server.clone(), "127.0.0.1", 6443, "10.0.0.1", seed);
@@ -170,7 +184,7 @@ impl World {
         }
     }
 
-    fn cache_effect(&mut self, k: &(String, String, String), e: CacheEffect) {
+    fn cache_effect(&mut self, k: &SlotKey, e: CacheEffect) {
         let now = self.now;
         match e {
             CacheEffect::Kv(req) => {

@@ -183,9 +183,7 @@ impl Simulation {
     fn new(config: &Config) -> Simulation {
         let mut rng = SimRng::new(config.seed);
         let swarm = Swarm::draw(&mut rng);
-        let mut calm = swarm.clone();
-        calm.calm();
-        let mut store = Store::new(calm, rng.next_u64());
+        let mut store = Store::new(swarm.calm(), rng.next_u64());
         store.planted = config.planted;
         let server = default_server();
         let now = epoch();
@@ -429,9 +427,7 @@ impl Simulation {
     /// The safety phase is over: faults stop, users stop writing.
     fn calm_down(&mut self) {
         self.calm = true;
-        let mut calm = self.swarm.clone();
-        calm.calm();
-        self.store.set_faults(calm);
+        self.store.set_faults(self.swarm.calm());
         self.store.outage(self.now, self.now);
         self.note(|| "faults off: liveness phase".into());
     }

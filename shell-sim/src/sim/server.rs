@@ -13,11 +13,11 @@ use std::sync::Arc;
 use bytes::Bytes;
 use jiff::Timestamp;
 use kapi_core::cache::{CacheEffect, CacheEvent, ReadId, WatchCache, WatcherId};
-use kapi_core::catalog::Resource;
 use kapi_core::kv::{KvRequest, KvResult, WatchRequest, WatchResponse};
 use kapi_core::pipeline::{Effect, Event, Head, Health, Request, RequestMachine, Server};
 
 use super::{ReqId, StreamId, Target, Ticket};
+use crate::{SlotKey, slot_key, watch_caches};
 
 #[derive(Debug)]
 pub enum ServerOut {
@@ -79,7 +79,7 @@ pub struct SimServer {
     server: Arc<Server>,
     epoch: u64,
     caches: Vec<WatchCache>,
-    slots: BTreeMap<(String, String, String), usize>,
+    slots: BTreeMap<SlotKey, usize>,
     requests: BTreeMap<ReqId, InFlight>,
     conns: BTreeMap<ReqId, Conn>,
     dirty_caches: BTreeSet<usize>,
@@ -87,10 +87,6 @@ pub struct SimServer {
     out: VecDeque<ServerOut>,
     history: usize,
     buffer: usize,
-}
-
-fn slot_key(res: &Resource) -> (String, String, String) {
-    (res.info.group.to_string(), res.info.version.to_string(), res.info.resource.to_string())
 }
 
 impl SimServer {
@@ -115,14 +111,12 @@ impl SimServer {
     }
 
     fn start_caches(&mut self) {
-        let resources: Vec<Arc<Resource>> = self.server.catalog.resources().filter(|r| !r.info.review).cloned().collect();
         self.caches.clear();
         self.slots.clear();
-        for r in resources {
-            let prefix = Bytes::from(format!("{}/", self.server.storage_root(&r)));
-            self.slots.insert(slot_key(&r), self.caches.len());
+        for (key, cache) in watch_caches(&self.server, self.history) {
+            self.slots.insert(key, self.caches.len());
             self.dirty_caches.insert(self.caches.len());
-            self.caches.push(WatchCache::new(r, prefix, self.history));
+            self.caches.push(cache);
         }
     }
 

@@ -70,13 +70,16 @@ impl Swarm {
         }
     }
 
-    /// No faults: what the liveness phase runs with.
-    pub fn calm(&mut self) {
-        self.store_errors = 0.0;
-        self.ambiguous_commits = 0.0;
-        self.ambiguous_failures = 0.0;
-        self.watch_drops = 0.0;
-        self.store_latency = self.store_latency.min(SignedDuration::from_millis(1));
+    /// The same world without faults: what setup and the liveness phase run with.
+    pub fn calm(&self) -> Swarm {
+        Swarm {
+            store_errors: 0.0,
+            ambiguous_commits: 0.0,
+            ambiguous_failures: 0.0,
+            watch_drops: 0.0,
+            store_latency: self.store_latency.min(SignedDuration::from_millis(1)),
+            ..self.clone()
+        }
     }
 }
 
