@@ -15,7 +15,7 @@ use kapi_core::status::ApiError;
 use tokio::sync::{mpsc, oneshot};
 
 use crate::clock::{instant_of, now};
-use crate::store::Sqlite;
+use crate::store::Store;
 
 /// Chunks a watcher may have in flight before it counts as slow.
 const WATCHER_BUFFER: usize = 1024;
@@ -60,7 +60,7 @@ fn key(res: &Resource) -> (String, String, String) {
 
 impl Caches {
     /// Starts a cache task for each resource.
-    pub fn start(resources: impl Iterator<Item = (Arc<Resource>, String)>, store: Sqlite) -> Caches {
+    pub fn start(resources: impl Iterator<Item = (Arc<Resource>, String)>, store: Store) -> Caches {
         let mut by_resource = HashMap::new();
         for (res, prefix) in resources {
             let (tx, rx) = mpsc::unbounded_channel();
@@ -94,7 +94,7 @@ impl Caches {
     }
 }
 
-async fn run(mut cache: WatchCache, store: Sqlite, mut commands: mpsc::UnboundedReceiver<Command>, me: mpsc::UnboundedSender<Command>, ready: Arc<AtomicBool>) {
+async fn run(mut cache: WatchCache, store: Store, mut commands: mpsc::UnboundedReceiver<Command>, me: mpsc::UnboundedSender<Command>, ready: Arc<AtomicBool>) {
     let (kv_tx, mut kv_rx) = mpsc::unbounded_channel::<KvResult>();
     let mut watch: Option<(u64, mpsc::UnboundedReceiver<WatchResponse>)> = None;
     let mut reads: BTreeMap<ReadId, oneshot::Sender<Result<ReadResult, ApiError>>> = BTreeMap::new();

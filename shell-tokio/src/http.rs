@@ -20,14 +20,14 @@ use tokio_stream::wrappers::ReceiverStream;
 
 use crate::caches::{Caches, Chunk};
 use crate::clock::{instant_of, now, seed};
-use crate::store::Sqlite;
+use crate::store::Store;
 
 type Body = BoxBody<Bytes, Infallible>;
 
 /// What every request needs from the process.
 pub struct State {
     pub server: Arc<Server>,
-    pub store: Sqlite,
+    pub store: Store,
     pub caches: Caches,
     pub bootstrapped: AtomicBool,
     pub shutting_down: AtomicBool,

@@ -23,6 +23,8 @@ use kapi_core::controllers::{Controllers, Enabled};
 use kapi_core::pipeline::Server;
 use kapi_core::resources::services::ServiceRanges;
 use kapi_core::resources::{Settings, catalog};
+use kapi_core::storage::compactor::Compactor;
+use store::{EtcdConfig, Store};
 
 #[derive(Parser)]
 #[command(name = "kapi", version, about = "A Kubernetes API server")]
@@ -71,9 +73,25 @@ struct ServeArgs {
     /// The range node ports are allocated from.
     #[arg(long, default_value = "30000-32767")]
     service_node_port_range: String,
+    /// etcd servers to store in (comma-separated URLs, e.g. http://127.0.0.1:2379); without
+    /// them kapi stores in SQLite under --data-dir.
+    #[arg(long, value_delimiter = ',')]
+    etcd_servers: Vec<String>,
     /// The prefix of every storage key.
     #[arg(long, default_value = "/registry")]
     etcd_prefix: String,
+    /// CA bundle that signs the etcd servers' certificates.
+    #[arg(long)]
+    etcd_cafile: Option<PathBuf>,
+    /// Client certificate (PEM) presented to etcd.
+    #[arg(long, requires = "etcd_keyfile")]
+    etcd_certfile: Option<PathBuf>,
+    /// Key of --etcd-certfile.
+    #[arg(long, requires = "etcd_certfile")]
+    etcd_keyfile: Option<PathBuf>,
+    /// How often the storage history is compacted (e.g. 5m); 0 turns compaction off.
+    #[arg(long, default_value = "5m")]
+    etcd_compaction_interval: String,
     /// How long events are kept (e.g. 1h, 30m).
     #[arg(long, default_value = "1h")]
     event_ttl: String,
@@ -137,8 +155,20 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let ranges = ServiceRanges { network, prefix, node_ports: (lo.trim().parse()?, hi.trim().parse()?) };
     let settings = Settings { event_ttl_seconds: parse_duration(&args.event_ttl)?, service_ranges: ranges };
 
+    let compaction_interval = parse_duration(&args.etcd_compaction_interval)?;
     std::fs::create_dir_all(&args.data_dir).with_context(|| format!("creating {}", args.data_dir.display()))?;
-    let store = store::Sqlite::open(&args.data_dir.join("kapi.db"))?;
+    let (store, store_name) = if args.etcd_servers.is_empty() {
+        (Store::Sqlite(store::Sqlite::open(&args.data_dir.join("kapi.db"))?), format!("SQLite store in {}", args.data_dir.display()))
+    } else {
+        let config = EtcdConfig {
+            servers: args.etcd_servers.clone(),
+            ca_file: args.etcd_cafile.clone(),
+            cert_file: args.etcd_certfile.clone(),
+            key_file: args.etcd_keyfile.clone(),
+            prefix: args.etcd_prefix.clone(),
+        };
+        (Store::Etcd(store::Etcd::connect(&config).await?), format!("etcd at {}", args.etcd_servers.join(",")))
+    };
 
     let host = if args.bind_address.is_unspecified() { IpAddr::V4(Ipv4Addr::LOCALHOST) } else { args.bind_address };
     let advertise = args.advertise_address.unwrap_or(host);
@@ -198,15 +228,22 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let listener = tokio::net::TcpListener::bind(addr).await.with_context(|| format!("listening on {addr}"))?;
     let serving = tokio::spawn(http::serve(listener, tls, state.clone()));
 
-    bootstrap(&server, &store, &advertise.to_string(), args.secure_port, &service_ip).await?;
+    // Until the store answers, /readyz says so and bootstrap tries again.
+    while let Err(e) = bootstrap(&server, &store, &advertise.to_string(), args.secure_port, &service_ip).await {
+        tracing::warn!("{e:#}; trying again");
+        tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+    }
     state.bootstrapped.store(true, Ordering::Relaxed);
     tokio::spawn(expire_leases(store.clone()));
+    if compaction_interval > 0 {
+        tokio::spawn(compact(store.clone(), jiff::SignedDuration::from_secs(compaction_interval)));
+    }
     if args.controllers.any() {
         let c = Controllers::new(args.controllers.clone(), &server.catalog, &loopback, &root_ca, clock::now());
         tokio::spawn(controllers::run(state.clone(), c));
     }
 
-    println!("kapi is serving the Kubernetes API on {server_url} (SQLite store in {})", args.data_dir.display());
+    println!("kapi is serving the Kubernetes API on {server_url} ({store_name})");
     println!("Use it with kubectl:\n  export KUBECONFIG={}\n  kubectl get namespaces", kubeconfig_path.display());
 
     tokio::select! {
@@ -219,7 +256,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-async fn bootstrap(server: &Arc<Server>, store: &store::Sqlite, address: &str, port: u16, service_ip: &str) -> anyhow::Result<()> {
+async fn bootstrap(server: &Arc<Server>, store: &Store, address: &str, port: u16, service_ip: &str) -> anyhow::Result<()> {
     let mut b = Bootstrap::new(server.clone(), address, port, service_ip, clock::seed());
     loop {
         match b.poll(clock::now()) {
@@ -234,12 +271,30 @@ async fn bootstrap(server: &Arc<Server>, store: &store::Sqlite, address: &str, p
 }
 
 /// Deletes objects whose lease ran out (events after `--event-ttl`).
-async fn expire_leases(store: store::Sqlite) {
+async fn expire_leases(store: Store) {
     let mut tick = tokio::time::interval(std::time::Duration::from_secs(1));
     loop {
         tick.tick().await;
         if let Err(e) = store.expire_leases(clock::now()).await {
             tracing::warn!("expiring leases: {e}");
+        }
+    }
+}
+
+/// Runs the storage compactor (`--etcd-compaction-interval`).
+async fn compact(store: Store, interval: jiff::SignedDuration) {
+    let mut compactor = Compactor::new(clock::now(), interval);
+    loop {
+        while let Some(req) = compactor.poll(clock::now()) {
+            let result = store.call(req).await;
+            if let Err(e) = &result {
+                tracing::warn!("compacting the store: {e}");
+            }
+            compactor.handle(clock::now(), result);
+        }
+        match compactor.poll_timeout() {
+            Some(t) => tokio::time::sleep_until(clock::instant_of(t)).await,
+            None => return,
         }
     }
 }

@@ -1,5 +1,9 @@
 //! A kapi server for a test: the real binary, on a free loopback port, with its own data
-//! directory, and the clients that talk to it.
+//! directory, and the clients that talk to it; and a real etcd ([`Etcd`]) for the storage tests.
+
+mod etcd;
+
+pub use etcd::Etcd;
 
 use std::io::{BufRead, BufReader};
 use std::net::TcpListener;
@@ -36,7 +40,8 @@ pub fn binary() -> PathBuf {
     .clone()
 }
 
-fn free_port() -> u16 {
+/// A loopback port nobody listens on.
+pub fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
 

@@ -37,6 +37,9 @@ pub const FRESHNESS_TIMEOUT: SignedDuration = SignedDuration::from_secs(3);
 pub const PROGRESS_INTERVAL: SignedDuration = SignedDuration::from_millis(100);
 /// How often watchers that asked for bookmarks get one.
 pub const BOOKMARK_INTERVAL: SignedDuration = SignedDuration::from_secs(60);
+/// How long the cache waits before asking a failing store again (a LIST or its watch), so an
+/// unreachable store is not hammered.
+pub const RETRY_DELAY: SignedDuration = SignedDuration::from_secs(1);
 /// Events kept for watches that resume from a past resourceVersion.
 pub const DEFAULT_HISTORY: usize = 2048;
 
@@ -182,6 +185,13 @@ enum Waiting {
     Watch(WatcherId, WatchParams),
 }
 
+/// What the cache asks the store again once [`RETRY_DELAY`] has passed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Retry {
+    List,
+    Watch,
+}
+
 #[derive(Debug, PartialEq, Eq)]
 enum Phase {
     /// Waiting for the LIST.
@@ -207,6 +217,7 @@ pub struct WatchCache {
     /// Reads and watches waiting for the cache to be ready or fresh enough, with deadlines.
     waiting: Vec<(Timestamp, Waiting)>,
     progress_asked: bool,
+    retry: Option<(Timestamp, Retry)>,
     /// When progress was last asked for.
     progress_last: Option<Timestamp>,
     effects: VecDeque<CacheEffect>,
@@ -228,6 +239,7 @@ impl WatchCache {
             timers: BTreeSet::new(),
             waiting: Vec::new(),
             progress_asked: false,
+            retry: None,
             progress_last: None,
             effects: VecDeque::new(),
         };
@@ -258,6 +270,7 @@ impl WatchCache {
 
     fn relist(&mut self) {
         self.phase = Phase::Listing;
+        self.retry = None;
         self.effects.push_back(CacheEffect::Kv(KvRequest::Range(RangeRequest::prefix(self.prefix.clone()))));
     }
 
@@ -267,7 +280,7 @@ impl WatchCache {
             CacheEvent::Watch(resp) => self.watched(now, resp),
             CacheEvent::WatchFailed => {
                 if self.phase == Phase::Ready {
-                    self.start_watch();
+                    self.retry = Some((now + RETRY_DELAY, Retry::Watch));
                 }
             }
             CacheEvent::Register { id, params } => {
@@ -297,15 +310,16 @@ impl WatchCache {
         let timer = self.timers.first().map(|(t, _)| *t);
         let waits = self.waiting.iter().map(|(t, _)| *t);
         let progress = self.next_progress().filter(|_| self.needs_progress());
-        timer.into_iter().chain(waits).chain(progress).min()
+        let retry = self.retry.map(|(t, _)| t);
+        timer.into_iter().chain(waits).chain(progress).chain(retry).min()
     }
 
     fn listed(&mut self, now: Timestamp, result: KvResult) {
         let range = match result {
             Ok(KvResponse::Range(r)) => r,
-            // The store failed: ask again.
+            // The store failed: ask again in a while.
             _ => {
-                self.relist();
+                self.retry = Some((now + RETRY_DELAY, Retry::List));
                 return;
             }
         };
@@ -329,6 +343,8 @@ impl WatchCache {
     }
 
     fn start_watch(&mut self) {
+        // A progress request on the old stream will not be answered on the new one.
+        self.progress_asked = false;
         self.effects.push_back(CacheEffect::StartWatch(WatchRequest::prefix(self.prefix.clone(), self.revision + 1)));
     }
 
@@ -556,6 +572,13 @@ impl WatchCache {
 
     /// Deadlines: watch timeouts, bookmarks, and reads or watches that waited too long.
     fn expire(&mut self, now: Timestamp) {
+        if let Some((_, what)) = self.retry.filter(|(t, _)| *t <= now) {
+            self.retry = None;
+            match what {
+                Retry::List => self.relist(),
+                Retry::Watch => self.start_watch(),
+            }
+        }
         while let Some(&(at, id)) = self.timers.first().filter(|(t, _)| *t <= now) {
             self.timers.pop_first();
             let Some(w) = self.watchers.get_mut(&id).filter(|w| w.next_timer() == at) else { continue };

@@ -315,3 +315,35 @@ fn a_future_revision_waits_without_flooding_the_store() {
     assert!(h.closed.contains(&w));
     assert_eq!(h.frames[&w].last().unwrap()["object"]["reason"], "Timeout", "{:?}", h.frames[&w]);
 }
+
+#[test]
+fn a_failing_store_is_asked_again_after_a_delay_and_a_lost_progress_request_is_asked_again() {
+    let mut cache = WatchCache::new(configmaps(), Bytes::from(PREFIX), 8);
+    let now: Timestamp = "2024-01-01T00:00:00Z".parse().unwrap();
+    assert!(matches!(cache.poll(now), Some(CacheEffect::Kv(_))));
+    cache.handle(now, CacheEvent::Kv(Err(kv::KvError::Unavailable("etcd is down".into()))));
+    assert!(cache.poll(now).is_none(), "no LIST at once: the store is not hammered");
+    assert_eq!(cache.poll_timeout(), Some(now + RETRY_DELAY));
+    assert!(matches!(cache.poll(now + RETRY_DELAY), Some(CacheEffect::Kv(_))));
+
+    let mut h = Harness::new();
+    h.put("a", json!({}));
+    // The store moves on outside the cache's prefix: only progress tells the cache.
+    let other =
+        KvRequest::Txn(TxnRequest { success: vec![TxnOp::Put { key: "/registry/other/x".into(), value: "{}".into(), lease: 0 }], ..Default::default() });
+    let _ = h.model.apply(h.now, &other);
+    h.answer_progress = false;
+    h.cache.handle(h.now, CacheEvent::Read { id: ReadId(1), request: ReadRequest::Latest { min: Some(h.model.revision()) } });
+    h.pump();
+    assert_eq!(h.progress_asks, 1);
+    // The stream breaks with the request on it, unanswered; the watch restarts after the delay.
+    h.cache.handle(h.now, CacheEvent::WatchFailed);
+    h.now += SignedDuration::from_millis(500);
+    h.pump();
+    assert_eq!(h.progress_asks, 1, "no restart before the delay");
+    h.answer_progress = true;
+    h.now += SignedDuration::from_millis(500);
+    h.pump();
+    assert_eq!(h.progress_asks, 2, "progress is asked again on the new stream");
+    assert!(h.reads[&ReadId(1)].is_ok(), "and the read is answered before its timeout");
+}

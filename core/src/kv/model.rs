@@ -196,8 +196,11 @@ impl Model {
         for op in ops {
             match op {
                 // As in etcd: a range sees the writes before it in the same transaction, and its
-                // header carries the revision the transaction started from.
-                TxnOp::Range(r) => responses.push(TxnOpResponse::Range(self.range_at(r, rev))),
+                // header carries the transaction's revision so far (the new one once it wrote).
+                TxnOp::Range(r) => {
+                    let header_revision = if events.is_empty() { self.revision } else { rev };
+                    responses.push(TxnOpResponse::Range(RangeResponse { header_revision, ..self.range_at(r, rev) }))
+                }
                 TxnOp::Put { key, value, lease } => {
                     let prev = self.current(key).cloned();
                     let kv = KeyValue::put(key, value, *lease, prev.as_ref(), rev);
@@ -296,19 +299,23 @@ mod tests {
         assert_eq!(m.backlog(&WatchRequest::prefix("/", 2)), Err(3));
     }
 
-    /// Both found by the storage conformance suite, where SQLite already behaved as etcd does.
+    /// Found by the storage conformance suite against etcd 3.4: a range inside a transaction
+    /// sees the writes before it, and its header carries the revision it read at (the new one
+    /// once the transaction has written); a replay after compaction loses compacted prev_kvs.
     #[test]
     fn a_transaction_reads_its_own_writes_and_replays_lose_compacted_prev_kvs() {
         let mut m = Model::new();
         put(&mut m, "/a", "1");
         put(&mut m, "/a", "2");
+        let read = || TxnOp::Range(RangeRequest::key("/a"));
         let req = KvRequest::Txn(TxnRequest {
-            success: vec![TxnOp::Put { key: Bytes::from_static(b"/a"), value: Bytes::from_static(b"3"), lease: 0 }, TxnOp::Range(RangeRequest::key("/a"))],
+            success: vec![read(), TxnOp::Put { key: Bytes::from_static(b"/a"), value: Bytes::from_static(b"3"), lease: 0 }, read()],
             ..Default::default()
         });
         let Ok(KvResponse::Txn(t)) = m.apply(Timestamp::UNIX_EPOCH, &req).0 else { panic!() };
-        let TxnOpResponse::Range(r) = &t.responses[1] else { panic!() };
-        assert_eq!((t.header_revision, r.header_revision, r.kvs[0].mod_revision, r.kvs[0].value.as_ref()), (4, 3, 4, &b"3"[..]));
+        let (TxnOpResponse::Range(before), TxnOpResponse::Range(after)) = (&t.responses[0], &t.responses[2]) else { panic!() };
+        assert_eq!((before.header_revision, before.kvs[0].value.as_ref()), (3, &b"2"[..]));
+        assert_eq!((t.header_revision, after.header_revision, after.kvs[0].mod_revision, after.kvs[0].value.as_ref()), (4, 4, 4, &b"3"[..]));
         m.apply(Timestamp::UNIX_EPOCH, &KvRequest::Compact { revision: 3 }).0.unwrap();
         let replay = m.backlog(&WatchRequest::prefix("/", 3)).unwrap();
         assert_eq!(replay.iter().map(|e| (e.kv.mod_revision, e.prev_kv.as_ref().map(|p| p.mod_revision))).collect::<Vec<_>>(), vec![(3, None), (4, Some(3))]);

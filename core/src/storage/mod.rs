@@ -13,6 +13,7 @@
 //! key's `mod_revision` with the one its transform saw, and on a conflict asks for the transform
 //! again on the newer value, so no update is ever based on a stale read.
 
+pub mod compactor;
 pub mod keys;
 
 use bytes::Bytes;

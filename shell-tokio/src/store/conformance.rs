@@ -1,17 +1,19 @@
 //! The storage-protocol conformance suite: property-generated sequences of KV operations and
-//! watches run against `kv::Model` (the reference semantics) and a real backend must give the
-//! same answers, revisions and watch streams. Leases are left out: their ids are each store's
-//! own.
+//! watches run against `kv::Model` (the reference semantics) and a real backend (SQLite, and a
+//! real etcd started for the test) must give the same answers, revisions and watch streams.
+//! Leases are left out: their ids are each store's own.
 
 use bytes::Bytes;
 use jiff::Timestamp;
 use kapi_core::kv::{
-    Compare, CompareOp, CompareTarget, Event, KvRequest, KvResult, Model, RangeRequest, Revision, TxnOp, TxnRequest, WatchRequest, WatchResponse, prefix_end,
+    Compare, CompareOp, CompareTarget, Event, KeyValue, KvError, KvRequest, KvResponse, KvResult, Model, RangeRequest, RangeResponse, Revision, TxnOp,
+    TxnOpResponse, TxnRequest, TxnResponse, WatchRequest, WatchResponse, prefix_end,
 };
 use proptest::prelude::*;
+use proptest::test_runner::{Config, TestRunner};
 use tokio::sync::mpsc;
 
-use super::Sqlite;
+use super::{Etcd, EtcdConfig, Sqlite, Store};
 
 const KEYS: &[&str] = &["/registry/a/x", "/registry/a/y", "/registry/a/z", "/registry/b/x", "/registry/ab"];
 const PREFIXES: &[&str] = &["/registry/a/", "/registry/", "/registry/b/", "/registry/a"];
@@ -125,66 +127,242 @@ impl Reference {
     }
 }
 
-fn drain(rx: &mut mpsc::UnboundedReceiver<WatchResponse>) -> Vec<Seen> {
-    let mut seen = Vec::new();
-    while let Ok(resp) = rx.try_recv() {
-        match resp {
-            WatchResponse::Events { events, .. } => seen.extend(events.into_iter().map(Seen::Event)),
-            WatchResponse::Canceled { compact_revision } => seen.push(Seen::Canceled(compact_revision)),
-            WatchResponse::Progress { .. } => {}
-        }
-    }
-    seen
+/// A backend under test, seen as a fresh store: etcd is shared by every case of a run, so each
+/// case has its own key prefix and counts revisions from the one it started at.
+struct Subject {
+    store: Store,
+    prefix: Bytes,
+    /// How far the backend's revisions are ahead of the model's.
+    offset: Revision,
+    /// How long the backend may take to deliver a watch event or sync a watch.
+    settle: std::time::Duration,
 }
 
-/// Runs `steps` on the reference and on SQLite; fails at the first difference.
-async fn sqlite_conforms(steps: Vec<Step>) -> Result<(), TestCaseError> {
-    let dir = std::env::temp_dir().join(format!("kapi-conformance-{}-{}", std::process::id(), rand_suffix()));
-    std::fs::create_dir_all(&dir).expect("a temp dir");
-    let store = Sqlite::open(&dir.join("kv.db")).expect("SQLite opens");
-    let mut reference = Reference { model: Model::new(), now: "2024-01-01T00:00:00Z".parse().expect("a timestamp"), watches: Vec::new() };
-    let mut streams = Vec::new();
-    let result = async {
-        for (i, s) in steps.iter().enumerate() {
-            let revision = reference.model.revision();
-            match s {
-                Step::Kv(g) => {
-                    let req = request(g, revision);
-                    let want = reference.apply(&req);
-                    let got = store.call(req.clone()).await;
-                    prop_assert_eq!(&got, &want, "step {} {:?}", i, req);
-                }
-                Step::Watch { prefix, back } => {
-                    let key = Bytes::from_static(PREFIXES[*prefix].as_bytes());
-                    let start = if *back == 0 { 0 } else { (revision - back).max(1) };
-                    let req = WatchRequest { range_end: prefix_end(&key), key, start_revision: start, prev_kv: true, progress_notify: false };
-                    reference.watch(req.clone());
-                    streams.push(store.watch(req).await.1);
-                }
-            }
+impl Subject {
+    fn key_in(&self, k: &Bytes) -> Bytes {
+        [&self.prefix[..], &k[..]].concat().into()
+    }
+
+    fn key_out(&self, k: &Bytes) -> Bytes {
+        k.slice(self.prefix.len()..)
+    }
+
+    fn rev_in(&self, r: Revision) -> Revision {
+        if r > 0 { r + self.offset } else { r }
+    }
+
+    fn rev_out(&self, r: Revision) -> Revision {
+        if r > 0 { r - self.offset } else { r }
+    }
+
+    fn range_in(&self, r: &RangeRequest) -> RangeRequest {
+        let range_end = if r.range_end.is_empty() { r.range_end.clone() } else { self.key_in(&r.range_end) };
+        RangeRequest { key: self.key_in(&r.key), range_end, revision: self.rev_in(r.revision), ..r.clone() }
+    }
+
+    fn request_in(&self, req: &KvRequest) -> KvRequest {
+        let op = |op: &TxnOp| match op {
+            TxnOp::Range(r) => TxnOp::Range(self.range_in(r)),
+            TxnOp::Put { key, value, lease } => TxnOp::Put { key: self.key_in(key), value: value.clone(), lease: *lease },
+            TxnOp::Delete { key } => TxnOp::Delete { key: self.key_in(key) },
+        };
+        match req {
+            KvRequest::Range(r) => KvRequest::Range(self.range_in(r)),
+            KvRequest::Txn(t) => KvRequest::Txn(TxnRequest {
+                compare: t
+                    .compare
+                    .iter()
+                    .map(|c| Compare {
+                        key: self.key_in(&c.key),
+                        value: if c.target == CompareTarget::Version { c.value } else { self.rev_in(c.value) },
+                        ..c.clone()
+                    })
+                    .collect(),
+                success: t.success.iter().map(op).collect(),
+                failure: t.failure.iter().map(op).collect(),
+            }),
+            KvRequest::Compact { revision } => KvRequest::Compact { revision: self.rev_in(*revision) },
+            KvRequest::LeaseGrant { .. } => req.clone(),
         }
-        for (i, (rx, (req, want))) in streams.iter_mut().zip(&reference.watches).enumerate() {
-            prop_assert_eq!(&drain(rx), want, "watch {} {:?}", i, req);
+    }
+
+    fn kv_out(&self, kv: KeyValue) -> KeyValue {
+        KeyValue { key: self.key_out(&kv.key), create_revision: self.rev_out(kv.create_revision), mod_revision: self.rev_out(kv.mod_revision), ..kv }
+    }
+
+    fn range_out(&self, r: RangeResponse) -> RangeResponse {
+        RangeResponse { header_revision: self.rev_out(r.header_revision), kvs: r.kvs.into_iter().map(|kv| self.kv_out(kv)).collect(), ..r }
+    }
+
+    fn result_out(&self, r: KvResult) -> KvResult {
+        match r {
+            Ok(KvResponse::Range(r)) => Ok(KvResponse::Range(self.range_out(r))),
+            Ok(KvResponse::Txn(t)) => Ok(KvResponse::Txn(TxnResponse {
+                header_revision: self.rev_out(t.header_revision),
+                succeeded: t.succeeded,
+                responses: t
+                    .responses
+                    .into_iter()
+                    .map(|r| match r {
+                        TxnOpResponse::Range(r) => TxnOpResponse::Range(self.range_out(r)),
+                        TxnOpResponse::Put => TxnOpResponse::Put,
+                        TxnOpResponse::Delete { prev_kv } => TxnOpResponse::Delete { prev_kv: prev_kv.map(|kv| self.kv_out(kv)) },
+                    })
+                    .collect(),
+            })),
+            Ok(KvResponse::Compact { header_revision }) => Ok(KvResponse::Compact { header_revision: self.rev_out(header_revision) }),
+            Err(KvError::Compacted { compact_revision }) => Err(KvError::Compacted { compact_revision: self.rev_out(compact_revision) }),
+            Err(KvError::FutureRevision { current }) => Err(KvError::FutureRevision { current: self.rev_out(current) }),
+            other => other,
+        }
+    }
+
+    fn event_out(&self, e: Event) -> Event {
+        Event { kind: e.kind, kv: self.kv_out(e.kv), prev_kv: e.prev_kv.map(|kv| self.kv_out(kv)) }
+    }
+}
+
+/// A backend's watch stream, and what it delivered so far.
+struct Stream {
+    id: u64,
+    rx: mpsc::UnboundedReceiver<WatchResponse>,
+    seen: Vec<Seen>,
+    ended: bool,
+}
+
+impl Stream {
+    /// Reads the stream until it has delivered `count` items or ended. (etcd 3.4 answers a
+    /// progress request out of order with events, so counting is the way to know a watch has
+    /// caught up.)
+    async fn sync(&mut self, subject: &Subject, count: usize) -> Result<(), TestCaseError> {
+        let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(20);
+        while !self.ended && self.seen.len() < count {
+            tokio::select! {
+                resp = self.rx.recv() => self.take(subject, resp),
+                _ = tokio::time::sleep_until(deadline) => prop_assert!(false, "watch {} delivered {} of {} items", self.id, self.seen.len(), count),
+            }
         }
         Ok(())
     }
-    .await;
-    let _ = std::fs::remove_dir_all(&dir);
-    result
+
+    /// Whatever else has arrived.
+    fn drain(&mut self, subject: &Subject) {
+        while let Ok(resp) = self.rx.try_recv() {
+            self.take(subject, Some(resp));
+        }
+    }
+
+    fn take(&mut self, subject: &Subject, resp: Option<WatchResponse>) {
+        match resp {
+            None => self.ended = true,
+            Some(WatchResponse::Events { events, .. }) => self.seen.extend(events.into_iter().map(|e| Seen::Event(subject.event_out(e)))),
+            Some(WatchResponse::Canceled { compact_revision }) => self.seen.push(Seen::Canceled(subject.rev_out(compact_revision))),
+            Some(WatchResponse::Progress { .. }) => {}
+        }
+    }
 }
 
-fn rand_suffix() -> u64 {
+/// Runs `steps` on the reference and on `subject`; fails at the first difference.
+async fn conforms(subject: &Subject, steps: &[Step]) -> Result<(), TestCaseError> {
+    let mut reference = Reference { model: Model::new(), now: "2024-01-01T00:00:00Z".parse().expect("a timestamp"), watches: Vec::new() };
+    let mut streams: Vec<Stream> = Vec::new();
+    let mut catching_up = false;
+    for (i, s) in steps.iter().enumerate() {
+        let revision = reference.model.revision();
+        match s {
+            Step::Kv(g) => {
+                let req = request(g, revision);
+                if matches!(req, KvRequest::Compact { .. }) && std::mem::take(&mut catching_up) {
+                    // etcd moves a watch from the past to its synced group within 100 ms; until
+                    // then a compaction past its start cancels it, where the model's watches are
+                    // synced at once.
+                    tokio::time::sleep(subject.settle * 3).await;
+                }
+                let want = reference.apply(&req);
+                let got = subject.result_out(subject.store.call(subject.request_in(&req)).await);
+                prop_assert_eq!(&got, &want, "step {} {:?}", i, req);
+            }
+            Step::Watch { prefix, back } => {
+                let key = Bytes::from_static(PREFIXES[*prefix].as_bytes());
+                let start = if *back == 0 { 0 } else { (revision - back).max(1) };
+                let req = WatchRequest { range_end: prefix_end(&key), key, start_revision: start, prev_kv: true, progress_notify: false };
+                reference.watch(req.clone());
+                let backend_req =
+                    WatchRequest { key: subject.key_in(&req.key), range_end: subject.key_in(&req.range_end), start_revision: subject.rev_in(start), ..req };
+                let (id, rx) = subject.store.watch(backend_req).await;
+                let mut stream = Stream { id, rx, seen: Vec::new(), ended: false };
+                stream.sync(subject, reference.watches.last().map_or(0, |(_, seen)| seen.len())).await?;
+                streams.push(stream);
+                catching_up |= start > 0;
+            }
+        }
+    }
+    for (stream, (_, want)) in streams.iter_mut().zip(&reference.watches) {
+        stream.sync(subject, want.len()).await?;
+    }
+    // Time for anything extra to arrive.
+    tokio::time::sleep(subject.settle).await;
+    for (i, (stream, (req, want))) in streams.iter_mut().zip(&reference.watches).enumerate() {
+        stream.drain(subject);
+        prop_assert_eq!(&stream.seen, want, "watch {} {:?}", i, req);
+        subject.store.cancel_watch(stream.id).await;
+    }
+    Ok(())
+}
+
+fn steps() -> impl Strategy<Value = Vec<Step>> {
+    prop::collection::vec(step(), 1..60)
+}
+
+fn runner(cases: u32) -> TestRunner {
+    TestRunner::new(Config { cases, ..Config::default() })
+}
+
+#[test]
+fn sqlite_matches_the_model() {
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().expect("a runtime");
+    runner(64)
+        .run(&steps(), |steps| {
+            let dir = tempfile_dir();
+            let store = Store::Sqlite(Sqlite::open(&dir.join("kv.db")).expect("SQLite opens"));
+            let result = rt.block_on(conforms(&Subject { store, prefix: Bytes::new(), offset: 0, settle: std::time::Duration::ZERO }, &steps));
+            let _ = std::fs::remove_dir_all(&dir);
+            result
+        })
+        .unwrap();
+}
+
+#[test]
+fn etcd_matches_the_model() {
+    let etcd = kapi_tests::Etcd::start();
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().expect("a runtime");
+    let config = EtcdConfig { servers: vec![etcd.url()], ca_file: None, cert_file: None, key_file: None, prefix: "/registry".into() };
+    let store = Store::Etcd(rt.block_on(Etcd::connect(&config)).expect("etcd client"));
+    let case = std::cell::Cell::new(0u64);
+    runner(64)
+        .run(&steps(), |steps| {
+            case.set(case.get() + 1);
+            rt.block_on(async {
+                // A write outside every case's keys starts the case past any earlier compaction.
+                let start =
+                    KvRequest::Txn(TxnRequest { success: vec![TxnOp::Put { key: "/start".into(), value: Bytes::new(), lease: 0 }], ..Default::default() });
+                let Ok(KvResponse::Txn(t)) = store.call(start).await else { panic!("etcd answers") };
+                let subject = Subject {
+                    store: store.clone(),
+                    prefix: Bytes::from(format!("/case{}", case.get())),
+                    offset: t.header_revision - 1,
+                    settle: std::time::Duration::from_millis(100),
+                };
+                conforms(&subject, &steps).await
+            })
+        })
+        .unwrap_or_else(|e| panic!("{e}\netcd's log:\n{}", etcd.log()));
+}
+
+fn tempfile_dir() -> std::path::PathBuf {
     let mut b = [0u8; 8];
     getrandom::fill(&mut b).expect("OS randomness");
-    u64::from_le_bytes(b)
-}
-
-proptest! {
-    #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
-
-    #[test]
-    fn sqlite_matches_the_model(steps in prop::collection::vec(step(), 1..60)) {
-        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("a runtime");
-        rt.block_on(sqlite_conforms(steps))?;
-    }
+    let dir = std::env::temp_dir().join(format!("kapi-conformance-{}-{}", std::process::id(), u64::from_le_bytes(b)));
+    std::fs::create_dir_all(&dir).expect("a temp dir");
+    dir
 }

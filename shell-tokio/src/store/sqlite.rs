@@ -270,7 +270,7 @@ impl Inner {
         for op in ops {
             match op {
                 TxnOp::Range(r) => {
-                    let resp = range_in(&tx, r, self.revision)?;
+                    let resp = range_in(&tx, r, if events.is_empty() { self.revision } else { rev })?;
                     responses.push(TxnOpResponse::Range(resp));
                 }
                 TxnOp::Put { key, value, lease } => {
