@@ -1,6 +1,8 @@
 //! The API's behaviour through the core's request pipeline, in the simulator's world: what
 //! clients see for each verb, with kube-apiserver's codes, reasons and messages.
 
+use std::sync::Arc;
+
 use bytes::Bytes;
 use jiff::SignedDuration;
 use kapi_core::pipeline::Request;
@@ -155,6 +157,35 @@ fn delete_with_finalizers_and_dry_run() {
     let r = call(&mut w, "POST", CMS, "dryRun=All", Some(cm("c", json!({}))), "application/json");
     assert_eq!(r.head.status, 201);
     assert_eq!(get(&mut w, &format!("{CMS}/c")).head.status, 404);
+}
+
+/// With a store whose progress notifications may overtake events (etcd before 3.4.31), a
+/// consistent LIST and its continuations read storage, as kube-apiserver's do.
+#[test]
+fn consistent_lists_read_storage_when_the_cache_cannot_prove_freshness() {
+    let mut server = kapi_sim::default_server();
+    Arc::get_mut(&mut server).expect("not shared yet").consistent_list_from_cache = false;
+    let mut w = World::new(server, epoch(), 7);
+    for i in 0..3 {
+        post(&mut w, CMS, cm(&format!("c{i}"), json!({})));
+    }
+    // A write the caches never hear of: only storage has it.
+    let mut hidden = cm("hidden", json!({}));
+    hidden["metadata"]["namespace"] = json!("default");
+    let unseen = serde_json::to_vec(&hidden).unwrap();
+    let put = kapi_core::kv::TxnOp::Put { key: Bytes::from_static(b"/registry/configmaps/default/hidden"), value: unseen.into(), lease: 0 };
+    w.model.apply(w.now, &kapi_core::kv::KvRequest::Txn(kapi_core::kv::TxnRequest { success: vec![put], ..Default::default() })).0.unwrap();
+    let names = |l: &Value| l["items"].as_array().unwrap().iter().map(|i| i["metadata"]["name"].as_str().unwrap().to_string()).collect::<Vec<_>>();
+    let l = call(&mut w, "GET", CMS, "", None, "").json();
+    assert_eq!(names(&l), ["c0", "c1", "c2", "hidden"]);
+    assert_eq!(l["metadata"]["resourceVersion"], w.model.revision().to_string());
+    let first = call(&mut w, "GET", CMS, "limit=2", None, "").json();
+    let token = first["metadata"]["continue"].as_str().unwrap().to_string();
+    let rest = call(&mut w, "GET", CMS, &format!("limit=10&continue={token}"), None, "").json();
+    assert_eq!(names(&rest), ["c2", "hidden"]);
+    assert_eq!(rest["metadata"]["resourceVersion"], first["metadata"]["resourceVersion"]);
+    let cached = call(&mut w, "GET", CMS, "resourceVersion=0", None, "").json();
+    assert_eq!(names(&cached), ["c0", "c1", "c2"], "resourceVersion=0 still reads the cache");
 }
 
 #[test]

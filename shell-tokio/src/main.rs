@@ -167,7 +167,18 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
             key_file: args.etcd_keyfile.clone(),
             prefix: args.etcd_prefix.clone(),
         };
-        (Store::Etcd(store::Etcd::connect(&config).await?), format!("etcd at {}", args.etcd_servers.join(",")))
+        let etcd = store::Etcd::connect(&config).await?;
+        loop {
+            match etcd.check_version().await {
+                Ok(v) if etcd.ordered_progress() => break tracing::info!("etcd {v}"),
+                Ok(v) => break tracing::warn!("etcd {v} answers progress requests out of order: consistent LISTs read etcd (upgrade to 3.4.31+ or 3.5.13+)"),
+                Err(e) => {
+                    tracing::warn!("waiting for etcd at {}: {e}", args.etcd_servers.join(","));
+                    tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+                }
+            }
+        }
+        (Store::Etcd(etcd), format!("etcd at {}", args.etcd_servers.join(",")))
     };
 
     let host = if args.bind_address.is_unspecified() { IpAddr::V4(Ipv4Addr::LOCALHOST) } else { args.bind_address };
@@ -213,6 +224,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let authenticator = Authenticator { tokens, loopback: Some(loopback.clone()) };
     let mut server = Server::new(catalog(&settings), authenticator, Authorizer::AlwaysAllow, &args.etcd_prefix, &format!("{advertise}:{}", args.secure_port));
     server.max_body_bytes = args.max_request_body_bytes;
+    server.consistent_list_from_cache = store.ordered_progress();
     let server = Arc::new(server);
     let resources: Vec<_> = server.catalog.resources().filter(|r| !r.info.review).map(|r| (r.clone(), format!("{}/", server.storage_root(r)))).collect();
     let caches = caches::Caches::start(resources.into_iter(), store.clone());

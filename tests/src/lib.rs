@@ -3,7 +3,7 @@
 
 mod etcd;
 
-pub use etcd::Etcd;
+pub use etcd::{Etcd, Tls};
 
 use std::io::{BufRead, BufReader};
 use std::net::TcpListener;
@@ -174,6 +174,14 @@ impl Kapi {
             .expect("curl runs")
     }
 
+    /// curl with `args` at `path`: the status code and the body.
+    pub fn http(&self, args: &[&str], path: &str) -> (u16, String) {
+        let mut a = args.to_vec();
+        let url = self.url(path);
+        a.extend(["-w", "\n%{http_code}", &url]);
+        status_and_body(&self.curl(&a))
+    }
+
     pub fn url(&self, path: &str) -> String {
         format!("https://127.0.0.1:{}{path}", self.port)
     }
@@ -186,6 +194,13 @@ impl Drop for Kapi {
             let _ = c.wait();
         }
     }
+}
+
+/// The status code and body of a curl run with `-w "\n%{http_code}"`.
+pub fn status_and_body(out: &Output) -> (u16, String) {
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    let (body, code) = text.rsplit_once('\n').unwrap_or(("", &text));
+    (code.trim().parse().unwrap_or(0), body.to_string())
 }
 
 /// Polls `f` until it returns true or `timeout` passes.

@@ -1,19 +1,10 @@
 //! Raw HTTP against the binary (curl): authentication, HTTP/2, and kube-apiserver's status codes.
 
-use kapi_tests::Kapi;
+use kapi_tests::{Kapi, status_and_body};
 use serde_json::Value;
 
-fn status_and_body(out: &std::process::Output) -> (u16, String) {
-    let text = String::from_utf8_lossy(&out.stdout).to_string();
-    let (body, code) = text.rsplit_once('\n').unwrap_or(("", &text));
-    (code.trim().parse().unwrap_or(0), body.to_string())
-}
-
 fn curl(k: &Kapi, args: &[&str], path: &str) -> (u16, String) {
-    let mut a = args.to_vec();
-    let url = k.url(path);
-    a.extend(["-w", "\n%{http_code}", &url]);
-    status_and_body(&k.curl(&a))
+    k.http(args, path)
 }
 
 #[test]

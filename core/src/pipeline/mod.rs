@@ -58,6 +58,11 @@ pub struct Server {
     /// The address clients reach this server at (`/api`'s `serverAddressByClientCIDRs`).
     pub server_address: String,
     pub max_body_bytes: usize,
+    /// Consistent LISTs (no resourceVersion) and their continuations are served from the watch
+    /// cache (kube's `ConsistentListFromCache`). That needs a store whose progress notifications
+    /// come in order with events; without one (etcd before 3.4.31 / 3.5.13) they read storage,
+    /// as kube-apiserver does.
+    pub consistent_list_from_cache: bool,
     docs: Docs,
 }
 
@@ -71,6 +76,7 @@ impl Server {
             prefix: prefix.to_string(),
             server_address: server_address.to_string(),
             max_body_bytes: DEFAULT_MAX_BODY_BYTES,
+            consistent_list_from_cache: true,
             docs,
         }
     }

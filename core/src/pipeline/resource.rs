@@ -249,13 +249,19 @@ impl RequestMachine {
             return Ok(());
         }
         let plan = ListPlan { res: res.clone(), output, namespace, opts, prefix };
+        let from_cache = self.server.consistent_list_from_cache;
         if let Some(token) = &plan.opts.continue_token {
+            if !from_cache {
+                self.storage_list(plan);
+                return Ok(());
+            }
             let request = ReadRequest::Exact { revision: token.rv };
             self.out.push_back(Effect::Cache { resource: res, request });
             self.stage = Stage::CacheList { plan };
             return Ok(());
         }
         match plan.opts.rv {
+            RvMatch::Consistent if !from_cache => self.storage_list(plan),
             RvMatch::Consistent => {
                 let op = StorageOp::new(StorageRequest::Count { prefix: Bytes::from(format!("{}/", self.server.storage_root(&res))) });
                 self.stage = Stage::Probe { op, plan };
@@ -265,6 +271,22 @@ impl RequestMachine {
             RvMatch::Exact(n) => self.read_cache(plan, ReadRequest::Exact { revision: n }),
         }
         Ok(())
+    }
+
+    /// Reads the list from storage: at the continue token's or the exact revision asked for,
+    /// or the current one.
+    fn storage_list(&mut self, plan: ListPlan) {
+        let revision = plan.opts.continue_token.as_ref().map(|t| t.rv).unwrap_or(match plan.opts.rv {
+            RvMatch::Exact(n) => n,
+            _ => 0,
+        });
+        let start = plan.opts.continue_token.as_ref().map(|t| {
+            let mut k = plan.prefix.to_vec();
+            k.extend_from_slice(t.start.as_bytes());
+            Bytes::from(k)
+        });
+        let op = StorageOp::new(StorageRequest::List { prefix: plan.prefix.clone(), start, limit: 0, revision });
+        self.stage = Stage::StorageList { op, plan };
     }
 
     fn read_cache(&mut self, plan: ListPlan, request: ReadRequest) {
@@ -745,19 +767,7 @@ impl RequestMachine {
                 let Stage::CacheList { plan } = std::mem::replace(&mut self.stage, Stage::Done) else { unreachable!() };
                 match result {
                     Ok(ReadResult::Snapshot(s)) => self.serve_list(plan, s.revision, &s.objects, now),
-                    Ok(ReadResult::NotCached) => {
-                        let revision = plan.opts.continue_token.as_ref().map(|t| t.rv).unwrap_or(match plan.opts.rv {
-                            RvMatch::Exact(n) => n,
-                            _ => 0,
-                        });
-                        let start = plan.opts.continue_token.as_ref().map(|t| {
-                            let mut k = plan.prefix.to_vec();
-                            k.extend_from_slice(t.start.as_bytes());
-                            Bytes::from(k)
-                        });
-                        let op = StorageOp::new(StorageRequest::List { prefix: plan.prefix.clone(), start, limit: 0, revision });
-                        self.stage = Stage::StorageList { op, plan };
-                    }
+                    Ok(ReadResult::NotCached) => self.storage_list(plan),
                     Err(e) => self.fail_as(&e, plan.output.format),
                 }
             }

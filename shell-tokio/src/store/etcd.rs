@@ -8,7 +8,7 @@
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -41,6 +41,9 @@ pub struct Etcd {
     /// Each open watch's way to ask for a progress notification; dropping it ends the watch.
     watches: Arc<Mutex<BTreeMap<u64, mpsc::UnboundedSender<()>>>>,
     next_watch: Arc<AtomicU64>,
+    /// Whether etcd answers a progress request in order with the events before it (see
+    /// [`Etcd::check_version`]).
+    ordered_progress: Arc<AtomicBool>,
 }
 
 fn read_file(path: &PathBuf) -> anyhow::Result<String> {
@@ -72,7 +75,31 @@ impl Etcd {
             health_key: format!("{}/health", config.prefix.trim_end_matches('/')),
             watches: Arc::default(),
             next_watch: Arc::new(AtomicU64::new(1)),
+            ordered_progress: Arc::default(),
         })
+    }
+
+    /// Asks etcd its version, and returns it. etcd before 3.4.31 and 3.5.13 answers a progress
+    /// request at once, ahead of events still queued for the stream (etcd issue 15220), so the
+    /// watch cache could believe itself fresher than it is: with those versions kapi sends no
+    /// progress requests, relies on etcd's periodic progress notifications (which come in order;
+    /// `--experimental-watch-progress-notify-interval`), and serves consistent LISTs from etcd,
+    /// as kube-apiserver does.
+    pub async fn check_version(&self) -> Result<String, String> {
+        let mut m = self.client.maintenance_client();
+        let status = match tokio::time::timeout(HEALTH_TIMEOUT, m.status()).await {
+            Ok(Ok(s)) => s,
+            Ok(Err(e)) => return Err(e.to_string()),
+            Err(_) => return Err("etcd did not answer within 2s".into()),
+        };
+        let version = status.version().to_string();
+        self.ordered_progress.store(orders_progress(&version), Ordering::Relaxed);
+        Ok(version)
+    }
+
+    /// Whether the watch cache can ask this etcd for progress (see [`Etcd::check_version`]).
+    pub fn ordered_progress(&self) -> bool {
+        self.ordered_progress.load(Ordering::Relaxed)
     }
 
     pub async fn call(&self, req: KvRequest) -> KvResult {
@@ -187,8 +214,11 @@ impl Etcd {
         self.watches.lock().unwrap_or_else(|p| p.into_inner()).remove(&id);
     }
 
-    /// Asks etcd for a progress notification on a watch.
+    /// Asks etcd for a progress notification on a watch, when its answers come in order.
     pub fn request_progress(&self, id: u64) {
+        if !self.ordered_progress() {
+            return;
+        }
         if let Some(w) = self.watches.lock().unwrap_or_else(|p| p.into_inner()).get(&id) {
             let _ = w.send(());
         }
@@ -203,6 +233,17 @@ impl Etcd {
             Ok(Err(e)) => Err(format!("error getting data from etcd: {e}")),
             Err(_) => Err("etcd did not answer within 2s".into()),
         }
+    }
+}
+
+/// Whether etcd `version` answers progress requests in order with events (3.4.31+, 3.5.13+, 3.6+).
+fn orders_progress(version: &str) -> bool {
+    let mut parts = version.split('.').map(|p| p.parse::<u64>().unwrap_or(0));
+    let (major, minor, patch) = (parts.next().unwrap_or(0), parts.next().unwrap_or(0), parts.next().unwrap_or(0));
+    match (major, minor) {
+        (3, 4) => patch >= 31,
+        (3, 5) => patch >= 13,
+        (m, n) => (m, n) > (3, 5),
     }
 }
 
@@ -258,6 +299,14 @@ fn event(e: &etcd::Event) -> Option<Event> {
         etcd::EventType::Delete => EventKind::Delete,
     };
     Some(Event { kind, kv: key_value(e.kv()?), prev_kv: e.prev_kv().map(key_value) })
+}
+
+#[cfg(test)]
+#[test]
+fn progress_requests_are_ordered_from_3_4_31_and_3_5_13() {
+    for (v, ordered) in [("3.4.23", false), ("3.4.31", true), ("3.5.12", false), ("3.5.13", true), ("3.6.0", true), ("3.3.27", false), ("4.0.0", true)] {
+        assert_eq!(orders_progress(v), ordered, "{v}");
+    }
 }
 
 fn revision_of(header: Option<&etcd::ResponseHeader>) -> Revision {

@@ -56,6 +56,15 @@ impl Store {
         }
     }
 
+    /// Whether the watch cache can serve consistent LISTs: its store answers progress requests
+    /// in order with events.
+    pub fn ordered_progress(&self) -> bool {
+        match self {
+            Store::Sqlite(_) => true,
+            Store::Etcd(e) => e.ordered_progress(),
+        }
+    }
+
     pub async fn health(&self) -> Result<(), String> {
         match self {
             Store::Sqlite(s) => s.health().await,
