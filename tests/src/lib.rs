@@ -51,6 +51,9 @@ pub struct Kapi {
     dir: tempfile::TempDir,
     pub port: u16,
     extra_args: Vec<String>,
+    /// The etcd this kapi stores in when the tests run on etcd (`KAPI_TEST_STORE=etcd`), kept
+    /// until kapi is dropped.
+    _etcd: Option<Etcd>,
 }
 
 impl Kapi {
@@ -58,9 +61,16 @@ impl Kapi {
         Self::start_with(&[])
     }
 
+    /// A kapi with `args`; on its own etcd when `KAPI_TEST_STORE=etcd` (and `args` name none).
     pub fn start_with(args: &[&str]) -> Kapi {
         let dir = tempfile::tempdir().unwrap();
-        let mut k = Kapi { child: None, dir, port: free_port(), extra_args: args.iter().map(|s| s.to_string()).collect() };
+        let mut extra_args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
+        let on_etcd = std::env::var("KAPI_TEST_STORE").is_ok_and(|s| s == "etcd") && !args.contains(&"--etcd-servers");
+        let etcd = on_etcd.then(Etcd::start);
+        if let Some(e) = &etcd {
+            extra_args.extend(["--etcd-servers".to_string(), e.url()]);
+        }
+        let mut k = Kapi { child: None, dir, port: free_port(), extra_args, _etcd: etcd };
         k.launch();
         k
     }
