@@ -115,7 +115,7 @@ impl Etcd {
         match result {
             // etcd's errors name neither revision: look them up, as the protocol reports both.
             Err(KvError::Compacted { .. }) => Err(KvError::Compacted { compact_revision: self.compact_revision().await }),
-            Err(KvError::FutureRevision { .. }) => match self.current_revision().await {
+            Err(KvError::FutureRevision { .. }) => match self.current_revision(CALL_TIMEOUT).await {
                 Ok(current) => Err(KvError::FutureRevision { current }),
                 Err(e) => Err(e),
             },
@@ -173,12 +173,14 @@ impl Etcd {
         tokio::time::timeout(CALL_TIMEOUT, probe).await.ok().flatten().unwrap_or(0)
     }
 
-    async fn current_revision(&self) -> Result<Revision, KvError> {
-        let opts = etcd::GetOptions::new().with_count_only();
-        match tokio::time::timeout(CALL_TIMEOUT, self.client.kv_client().get(self.health_key.clone(), Some(opts))).await {
+    /// etcd's current revision, from a count of `<prefix>/health` answered within `timeout`.
+    async fn current_revision(&self, timeout: Duration) -> Result<Revision, KvError> {
+        let mut kv = self.client.kv_client();
+        let read = kv.get(self.health_key.clone(), Some(etcd::GetOptions::new().with_count_only()));
+        match tokio::time::timeout(timeout, read).await {
             Ok(Ok(resp)) => Ok(revision_of(resp.header())),
             Ok(Err(e)) => Err(kv_error(e, false)),
-            Err(_) => Err(KvError::Timeout("etcd did not answer".into())),
+            Err(_) => Err(KvError::Timeout(format!("etcd did not answer within {}s", timeout.as_secs()))),
         }
     }
 
@@ -226,13 +228,7 @@ impl Etcd {
 
     /// kube's etcd check: a read of `<prefix>/health` answered within two seconds.
     pub async fn health(&self) -> Result<(), String> {
-        let mut kv = self.client.kv_client();
-        let read = kv.get(self.health_key.clone(), Some(etcd::GetOptions::new().with_count_only()));
-        match tokio::time::timeout(HEALTH_TIMEOUT, read).await {
-            Ok(Ok(_)) => Ok(()),
-            Ok(Err(e)) => Err(format!("error getting data from etcd: {e}")),
-            Err(_) => Err("etcd did not answer within 2s".into()),
-        }
+        self.current_revision(HEALTH_TIMEOUT).await.map(|_| ()).map_err(|e| e.to_string())
     }
 }
 
