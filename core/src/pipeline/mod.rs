@@ -39,7 +39,7 @@ pub use info::{RequestInfo, resolve};
 pub use nonresource::{Docs, version};
 pub use params::ContinueToken;
 pub use query::Query;
-pub use respond::Head;
+pub use respond::{Head, ListBody, Page};
 
 /// kube-apiserver's `--max-request-body-bytes` default.
 pub const DEFAULT_MAX_BODY_BYTES: usize = 3 * 1024 * 1024;

@@ -1,0 +1,157 @@
+//! Criterion micro-benchmarks of kapi-core's hot paths, on the pod kapi-bench writes:
+//! JSON decode/encode, strategic merge patch, server-side apply, selector matching, one watch
+//! event dispatched to 1, 100 and 10,000 watchers, and a LIST body of 10,000 pods.
+//!
+//! `cargo bench -p kapi-bench --bench hot_paths`
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use criterion::{BatchSize, BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
+use jiff::{SignedDuration, Timestamp};
+use kapi_bench::objects::Kind;
+use kapi_core::cache::{CacheEffect, CacheEvent, CachedObject, WatchCache, WatchParams, WatchStart, WatcherId};
+use kapi_core::catalog::Resource;
+use kapi_core::codec::{self, Format, Output, View};
+use kapi_core::kv::{Event, EventKind, KeyValue, Model, WatchResponse};
+use kapi_core::pipeline::{ListBody, Page};
+use kapi_core::resources::{Settings, catalog};
+use kapi_core::schema::schema;
+use kapi_core::selector::{FieldSelector, LabelSelector};
+use serde_json::{Value, json};
+
+const POD_DEF: &str = "io.k8s.api.core.v1.Pod";
+
+fn now() -> Timestamp {
+    "2026-01-01T00:00:00Z".parse().expect("a timestamp")
+}
+
+fn pods() -> Arc<Resource> {
+    catalog(&Settings::default()).get("", "v1", "pods").expect("pods are built in").clone()
+}
+
+fn pod(name: &str) -> Value {
+    let mut p = Kind::Pod.object(name, 0);
+    p["metadata"]["namespace"] = json!("default");
+    p
+}
+
+fn codecs(c: &mut Criterion) {
+    let value = pod("bench-000000");
+    let bytes = codec::encode(&value, Format::Json).expect("encodes");
+    let mut g = c.benchmark_group("pod_json");
+    g.throughput(Throughput::Bytes(bytes.len() as u64));
+    g.bench_function("decode", |b| b.iter(|| codec::decode(&bytes, Format::Json).expect("decodes")));
+    g.bench_function("encode", |b| b.iter(|| codec::encode(&value, Format::Json).expect("encodes")));
+    g.finish();
+}
+
+fn patches(c: &mut Criterion) {
+    let def = schema().get(POD_DEF).expect("the pod schema");
+    let live = pod("bench-000000");
+    let smp = json!({
+        "metadata": {"labels": {"churn": "1"}},
+        "spec": {"containers": [{"name": "server", "image": "registry.k8s.io/e2e-test-images/agnhost:2.53", "env": [{"name": "LOG_LEVEL", "value": "debug"}]}]},
+    });
+    c.bench_function("strategic_merge_patch/pod", |b| b.iter(|| kapi_core::patch::strategic_merge_patch(&live, &smp, def).expect("patches")));
+
+    let applied = kapi_core::ssa::apply(None, &live, def, "bench", false, now()).expect("applies");
+    let mut config = live.clone();
+    config["spec"]["containers"][0]["image"] = json!("registry.k8s.io/e2e-test-images/agnhost:2.53");
+    c.bench_function("server_side_apply/pod", |b| b.iter(|| kapi_core::ssa::apply(Some(&applied), &config, def, "bench", false, now()).expect("applies")));
+}
+
+fn selectors(c: &mut Criterion) {
+    let labels = [("app", "kapi-bench"), ("tier", "backend"), ("pod-template-hash", "7d9f8b6c5d")];
+    let label = LabelSelector::parse("app=kapi-bench,tier in (backend,frontend),!canary").expect("parses");
+    let fields = [("metadata.name", "bench-000000".to_string()), ("metadata.namespace", "default".to_string()), ("spec.nodeName", "node-1".to_string())];
+    let field = FieldSelector::parse("spec.nodeName=node-1,metadata.namespace!=kube-system").expect("parses");
+    c.bench_function("selector/label_match", |b| b.iter(|| label.matches(&labels)));
+    c.bench_function("selector/field_match", |b| b.iter(|| field.matches(&fields)));
+}
+
+/// A pods cache that has listed an empty store, is watching, and has `watchers` live watchers
+/// of the JSON stream.
+fn cache_with(watchers: u64) -> WatchCache {
+    let mut cache = WatchCache::new(pods(), Bytes::from_static(b"/registry/pods/"), 2048);
+    let mut model = Model::new();
+    while let Some(e) = cache.poll(now()) {
+        if let CacheEffect::Kv(req) = e {
+            let (r, _) = model.apply(now(), &req);
+            cache.handle(now(), CacheEvent::Kv(r));
+        }
+    }
+    for id in 0..watchers {
+        let params = WatchParams {
+            namespace: None,
+            labels: LabelSelector::default(),
+            fields: FieldSelector::default(),
+            start: WatchStart::After(model.revision()),
+            bookmarks: false,
+            output: Output { format: Format::Json, view: View::Object },
+            deadline: now() + SignedDuration::from_secs(3600),
+        };
+        cache.handle(now(), CacheEvent::Register { id: WatcherId(id), params });
+    }
+    while cache.poll(now()).is_some() {}
+    assert_eq!(cache.watcher_count(), watchers as usize);
+    cache
+}
+
+/// The store's event for writing the pod at `revision`.
+fn pod_event(value: &Bytes, revision: i64) -> WatchResponse {
+    let kv = KeyValue {
+        key: Bytes::from_static(b"/registry/pods/default/bench-000000"),
+        value: value.clone(),
+        create_revision: 2,
+        mod_revision: revision,
+        version: revision - 1,
+        lease: 0,
+    };
+    WatchResponse::Events { header_revision: revision, events: vec![Event { kind: EventKind::Put, kv, prev_kv: None }] }
+}
+
+fn dispatch(c: &mut Criterion) {
+    let value = codec::encode(&pod("bench-000000"), Format::Json).expect("encodes");
+    let mut g = c.benchmark_group("watch_cache_dispatch");
+    for watchers in [1u64, 100, 10_000] {
+        let mut cache = cache_with(watchers);
+        let mut revision = 1;
+        g.throughput(Throughput::Elements(watchers));
+        g.bench_with_input(BenchmarkId::from_parameter(watchers), &watchers, |b, _| {
+            b.iter(|| {
+                revision += 1;
+                cache.handle(now(), CacheEvent::Watch(pod_event(&value, revision)));
+                let mut delivered = 0;
+                while let Some(e) = cache.poll(now()) {
+                    delivered += matches!(e, CacheEffect::Deliver { .. }) as u64;
+                }
+                assert_eq!(delivered, watchers);
+            })
+        });
+    }
+    g.finish();
+}
+
+fn list_encoding(c: &mut Criterion) {
+    let res = pods();
+    let items: Vec<Arc<CachedObject>> = (0..10_000)
+        .map(|i| {
+            let name = format!("bench-{i:06}");
+            Arc::new(CachedObject::new(&res, Bytes::from(format!("/registry/pods/default/{name}")), 100 + i, &pod(&name)))
+        })
+        .collect();
+    let page = Page { items, revision: 10_100, continue_token: None, remaining: None };
+    let body_len = |page: &Page| {
+        let mut body = ListBody::new(res.clone(), Output { format: Format::Json, view: View::Object }, page.clone(), now()).expect("a list body");
+        std::iter::from_fn(|| body.next_chunk()).map(|c| c.len() as u64).sum::<u64>()
+    };
+    let mut g = c.benchmark_group("list_encoding");
+    g.throughput(Throughput::Bytes(body_len(&page)));
+    g.sample_size(20);
+    g.bench_function("json/10000_pods", |b| b.iter_batched(|| page.clone(), |p| body_len(&p), BatchSize::LargeInput));
+    g.finish();
+}
+
+criterion_group!(benches, codecs, patches, selectors, dispatch, list_encoding);
+criterion_main!(benches);

@@ -1,0 +1,82 @@
+//! The storage baselines the API server's writes are measured against: the same keys and
+//! values written straight to etcd (a Txn that creates the key if absent, as a create does)
+//! or to SQLite (one durable INSERT per transaction, WAL mode, as kapi's store runs it).
+
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use etcd_client::{Compare, CompareOp, DeleteOptions, Txn, TxnOp};
+
+use super::{name, pool};
+use crate::Api;
+use crate::report::{Recorder, Row};
+
+fn key(api: &Api, i: usize) -> String {
+    format!("/kapi-bench/{:?}/{}/{}", api.kind, api.namespace, name("bench", i)).to_lowercase()
+}
+
+pub async fn etcd(api: &Api, endpoints: &[String]) -> anyhow::Result<Vec<Row>> {
+    let client = etcd_client::Client::connect(endpoints, None).await?;
+    let value = api.kind.body(&name("bench", 0), api.size);
+    let prefix = format!("/kapi-bench/{:?}/", api.kind).to_lowercase();
+    client.kv_client().delete(prefix.as_str(), Some(DeleteOptions::new().with_prefix())).await?;
+    let keys: Arc<Vec<String>> = Arc::new((0..api.count).map(|i| key(api, i)).collect());
+    let value_bytes = value.len();
+    let (rec, elapsed) = pool(api.concurrency, api.count, move |i| {
+        let (mut kv, key, value) = (client.kv_client(), keys[i].clone(), value.clone());
+        async move {
+            let start = Instant::now();
+            let txn = Txn::new().when([Compare::create_revision(key.as_str(), CompareOp::Equal, 0)]).and_then([TxnOp::put(key.as_str(), value.to_vec(), None)]);
+            let outcome = match kv.txn(txn).await {
+                Ok(r) if r.succeeded() => Some(200),
+                Ok(_) => Some(409),
+                Err(_) => None,
+            };
+            (outcome, start.elapsed())
+        }
+    })
+    .await;
+    etcd_client::Client::connect(endpoints, None).await?.kv_client().delete(prefix.as_str(), Some(DeleteOptions::new().with_prefix())).await?;
+    Ok(vec![Row::new("raw-etcd", "txn-create", &rec, elapsed).with("value_bytes", value_bytes)])
+}
+
+pub fn sqlite(api: &Api, path: &Path) -> anyhow::Result<Vec<Row>> {
+    let _ = std::fs::remove_file(path);
+    let setup = rusqlite::Connection::open(path)?;
+    setup.execute_batch("PRAGMA journal_mode = WAL; CREATE TABLE kv (key BLOB PRIMARY KEY, value BLOB NOT NULL) WITHOUT ROWID;")?;
+    let value = api.kind.body(&name("bench", 0), api.size);
+    let next = Arc::new(AtomicUsize::new(0));
+    let keys: Arc<Vec<String>> = Arc::new((0..api.count).map(|i| key(api, i)).collect());
+    let start = Instant::now();
+    let workers: Vec<_> = (0..api.concurrency.max(1))
+        .map(|_| {
+            let (next, value, path, keys) = (next.clone(), value.clone(), path.to_path_buf(), keys.clone());
+            std::thread::spawn(move || -> anyhow::Result<Recorder> {
+                let conn = rusqlite::Connection::open(path)?;
+                conn.busy_timeout(Duration::from_secs(10))?;
+                conn.execute_batch("PRAGMA synchronous = FULL;")?;
+                let mut insert = conn.prepare("INSERT INTO kv (key, value) VALUES (?1, ?2)")?;
+                let mut rec = Recorder::default();
+                loop {
+                    let i = next.fetch_add(1, Ordering::Relaxed);
+                    let Some(key) = keys.get(i) else { return Ok(rec) };
+                    let t = Instant::now();
+                    let outcome = insert.execute((key.as_bytes(), &value[..])).map(|_| 200).ok();
+                    rec.record(outcome, t.elapsed());
+                }
+            })
+        })
+        .collect();
+    let mut rec = Recorder::default();
+    for w in workers {
+        rec.merge(&w.join().expect("sqlite workers do not panic")?);
+    }
+    let elapsed = start.elapsed();
+    drop(setup);
+    for suffix in ["", "-wal", "-shm"] {
+        let _ = std::fs::remove_file(format!("{}{suffix}", path.display()));
+    }
+    Ok(vec![Row::new("raw-sqlite", "insert", &rec, elapsed).with("value_bytes", value.len())])
+}
