@@ -64,6 +64,12 @@ fn other(e: rusqlite::Error) -> KvError {
     KvError::Other(format!("sqlite: {e}"))
 }
 
+/// Runs a statement from the connection's cache of prepared statements: every write's SQL is
+/// one of a handful, and parsing it again for each write cost as much as the write.
+fn exec(conn: &Connection, sql: &str, params: impl rusqlite::Params) -> Result<usize, KvError> {
+    conn.prepare_cached(sql).and_then(|mut s| s.execute(params)).map_err(other)
+}
+
 fn meta(conn: &Connection, name: &str) -> rusqlite::Result<i64> {
     conn.query_row("SELECT value FROM meta WHERE name = ?1", [name], |r| r.get(0))
 }
@@ -94,6 +100,7 @@ impl Sqlite {
     pub fn open(path: &Path) -> anyhow::Result<Sqlite> {
         let conn = Connection::open(path)?;
         conn.busy_timeout(std::time::Duration::from_secs(10))?;
+        conn.set_prepared_statement_cache_capacity(64);
         conn.execute_batch(SCHEMA)?;
         let revision = meta(&conn, "revision")?;
         let compact_revision = meta(&conn, "compact_revision")?;
@@ -212,8 +219,14 @@ impl Inner {
             );
             (format!("SELECT COUNT(*) {visible}"), format!("SELECT l.key, l.value, l.create_revision, l.revision, l.version, l.lease {visible} ORDER BY l.key"))
         };
-        let params = rusqlite::params_from_iter(args.iter());
-        let count: i64 = self.conn.query_row(&count_sql, params, |row| row.get(0)).map_err(other)?;
+        // Without a limit the rows are the count; only a limited or count-only read asks for it.
+        let counted = r.count_only || r.limit > 0;
+        let count: i64 = if counted {
+            let mut stmt = self.conn.prepare_cached(&count_sql).map_err(other)?;
+            stmt.query_row(rusqlite::params_from_iter(args.iter()), |row| row.get(0)).map_err(other)?
+        } else {
+            0
+        };
         let mut resp = RangeResponse { header_revision: self.revision, count, ..Default::default() };
         if r.count_only {
             return Ok(resp);
@@ -228,13 +241,16 @@ impl Inner {
             }
             resp.kvs.push(kv);
         }
+        if !counted {
+            resp.count = resp.kvs.len() as i64;
+        }
         resp.more = r.limit > 0 && count > r.limit;
         Ok(resp)
     }
 
     fn current(tx: &rusqlite::Transaction, key: &[u8]) -> Result<Option<KeyValue>, KvError> {
-        tx.query_row("SELECT key, value, create_revision, mod_revision, version, lease FROM current WHERE key = ?1", [key], kv_from_current)
-            .optional()
+        tx.prepare_cached("SELECT key, value, create_revision, mod_revision, version, lease FROM current WHERE key = ?1")
+            .and_then(|mut s| s.query_row([key], kv_from_current).optional())
             .map_err(other)
     }
 
@@ -258,7 +274,8 @@ impl Inner {
             if let TxnOp::Put { lease, .. } = op
                 && *lease != 0
             {
-                let exists: Option<i64> = tx.query_row("SELECT id FROM leases WHERE id = ?1", [lease], |r| r.get(0)).optional().map_err(other)?;
+                let exists: Option<i64> =
+                    tx.prepare_cached("SELECT id FROM leases WHERE id = ?1").and_then(|mut s| s.query_row([lease], |r| r.get(0)).optional()).map_err(other)?;
                 if exists.is_none() {
                     return Err(KvError::LeaseNotFound);
                 }
@@ -276,24 +293,24 @@ impl Inner {
                 TxnOp::Put { key, value, lease } => {
                     let prev = Self::current(&tx, key)?;
                     let kv = KeyValue::put(key, value, *lease, prev.as_ref(), rev);
-                    tx.execute(
+                    exec(
+                        &tx,
                         "INSERT OR REPLACE INTO current VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
                         params![&kv.key[..], &kv.value[..], kv.create_revision, rev, kv.version, kv.lease],
-                    )
-                    .map_err(other)?;
-                    tx.execute(
+                    )?;
+                    exec(
+                        &tx,
                         "INSERT OR REPLACE INTO log VALUES (?1, ?2, 0, ?3, ?4, ?5, ?6)",
                         params![&kv.key[..], rev, &kv.value[..], kv.create_revision, kv.version, kv.lease],
-                    )
-                    .map_err(other)?;
+                    )?;
                     events.push(Event { kind: EventKind::Put, kv, prev_kv: prev });
                     responses.push(TxnOpResponse::Put);
                 }
                 TxnOp::Delete { key } => {
                     let prev = Self::current(&tx, key)?;
                     if let Some(p) = &prev {
-                        tx.execute("DELETE FROM current WHERE key = ?1", [&key[..]]).map_err(other)?;
-                        tx.execute("INSERT OR REPLACE INTO log VALUES (?1, ?2, 1, x'', 0, 0, 0)", params![&key[..], rev]).map_err(other)?;
+                        exec(&tx, "DELETE FROM current WHERE key = ?1", [&key[..]])?;
+                        exec(&tx, "INSERT OR REPLACE INTO log VALUES (?1, ?2, 1, x'', 0, 0, 0)", params![&key[..], rev])?;
                         events.push(Event {
                             kind: EventKind::Delete,
                             kv: KeyValue { key: key.clone(), value: Bytes::new(), create_revision: 0, mod_revision: rev, version: 0, lease: 0 },
@@ -305,7 +322,7 @@ impl Inner {
             }
         }
         if !events.is_empty() {
-            tx.execute("UPDATE meta SET value = ?1 WHERE name = 'revision'", [rev]).map_err(other)?;
+            exec(&tx, "UPDATE meta SET value = ?1 WHERE name = 'revision'", [rev])?;
         }
         tx.commit().map_err(other)?;
         if !events.is_empty() {
