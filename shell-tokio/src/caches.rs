@@ -1,7 +1,7 @@
 //! One task per resource runs its watch cache machine: it feeds the machine the store's watch
 //! stream, the requests' reads and watch registrations, and carries out its effects. Watch
-//! frames go to each watcher through a bounded channel; a full channel is reported to the
-//! machine, which decides to close the slow watcher.
+//! frames go to each watcher through a bounded hand-off (`kapi-handoff`, loom-checked); a full
+//! one is reported to the machine, which decides to close the slow watcher.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -16,6 +16,7 @@ use tokio::sync::{mpsc, oneshot};
 
 use crate::clock::{instant_of, now};
 use crate::store::Store;
+use kapi_handoff as handoff;
 
 /// Chunks a watcher may have in flight before it counts as slow.
 const WATCHER_BUFFER: usize = 1024;
@@ -41,7 +42,7 @@ impl IntoIterator for Chunk {
 
 enum Command {
     Read(ReadRequest, oneshot::Sender<Result<ReadResult, ApiError>>),
-    Watch(WatchParams, mpsc::Sender<Chunk>),
+    Watch(WatchParams, handoff::Sender<Chunk>),
     Gone(WatcherId),
 }
 
@@ -87,8 +88,8 @@ impl Caches {
     }
 
     /// Registers a watch; its frames arrive on the returned channel until it ends.
-    pub fn watch(&self, res: &Resource, params: WatchParams) -> Result<mpsc::Receiver<Chunk>, ApiError> {
-        let (tx, rx) = mpsc::channel(WATCHER_BUFFER);
+    pub fn watch(&self, res: &Resource, params: WatchParams) -> Result<handoff::Receiver<Chunk>, ApiError> {
+        let (tx, rx) = handoff::channel(WATCHER_BUFFER);
         self.sender(res)?.send(Command::Watch(params, tx)).map_err(|_| ApiError::internal("cache stopped"))?;
         Ok(rx)
     }
@@ -98,7 +99,7 @@ async fn run(mut cache: WatchCache, store: Store, mut commands: mpsc::UnboundedR
     let (kv_tx, mut kv_rx) = mpsc::unbounded_channel::<KvResult>();
     let mut watch: Option<(u64, mpsc::UnboundedReceiver<WatchResponse>)> = None;
     let mut reads: BTreeMap<ReadId, oneshot::Sender<Result<ReadResult, ApiError>>> = BTreeMap::new();
-    let mut watchers: BTreeMap<WatcherId, mpsc::Sender<Chunk>> = BTreeMap::new();
+    let mut watchers: BTreeMap<WatcherId, handoff::Sender<Chunk>> = BTreeMap::new();
     let mut next_id = 0u64;
     loop {
         while let Some(effect) = cache.poll(now()) {
@@ -146,9 +147,9 @@ async fn run(mut cache: WatchCache, store: Store, mut commands: mpsc::UnboundedR
                     next_id += 1;
                     let id = WatcherId(next_id);
                     // When the client goes away, the watcher goes too.
-                    let (gone, me) = (frames.clone(), me.clone());
+                    let (gone, me) = (frames.closed(), me.clone());
                     tokio::spawn(async move {
-                        gone.closed().await;
+                        gone.await;
                         let _ = me.send(Command::Gone(id));
                     });
                     watchers.insert(id, frames);
@@ -175,12 +176,12 @@ async fn run(mut cache: WatchCache, store: Store, mut commands: mpsc::UnboundedR
 }
 
 /// Hands a chunk to a watcher's connection; a full buffer makes the watcher slow, a closed one gone.
-fn send(cache: &mut WatchCache, watchers: &mut BTreeMap<WatcherId, mpsc::Sender<Chunk>>, id: WatcherId, chunk: Chunk) {
+fn send(cache: &mut WatchCache, watchers: &mut BTreeMap<WatcherId, handoff::Sender<Chunk>>, id: WatcherId, chunk: Chunk) {
     let Some(tx) = watchers.get(&id) else { return };
     match tx.try_send(chunk) {
         Ok(()) => {}
-        Err(mpsc::error::TrySendError::Full(_)) => cache.handle(now(), CacheEvent::Slow { id }),
-        Err(mpsc::error::TrySendError::Closed(_)) => {
+        Err(handoff::TrySendError::Full(_)) => cache.handle(now(), CacheEvent::Slow { id }),
+        Err(handoff::TrySendError::Closed(_)) => {
             watchers.remove(&id);
             cache.handle(now(), CacheEvent::Unregister { id });
         }

@@ -112,8 +112,9 @@ fn response(head: Head, body: Body) -> hyper::Response<Body> {
     b.body(body).expect("heads from the core are valid")
 }
 
-fn streaming(rx: mpsc::Receiver<Chunk>) -> Body {
-    BodyExt::boxed(StreamBody::new(ReceiverStream::new(rx).flat_map(futures_util::stream::iter).map(|b| Ok::<_, Infallible>(Frame::data(b)))))
+/// A response body of the chunks a request machine or a watch cache produces.
+fn streaming(chunks: impl futures_util::Stream<Item = Chunk> + Send + Sync + 'static) -> Body {
+    BodyExt::boxed(StreamBody::new(chunks.flat_map(futures_util::stream::iter).map(|b| Ok::<_, Infallible>(Frame::data(b)))))
 }
 
 /// Runs one request machine: carries out its effects, answering on `reply`.
@@ -136,7 +137,7 @@ async fn drive(state: Arc<State>, request: Request, reply: oneshot::Sender<hyper
                 let (tx, rx) = mpsc::channel(4);
                 body = Some(tx);
                 if let Some(r) = reply.take() {
-                    let _ = r.send(response(head, streaming(rx)));
+                    let _ = r.send(response(head, streaming(ReceiverStream::new(rx))));
                 }
             }
             Some(Effect::Body(b)) => {
