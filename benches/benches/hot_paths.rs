@@ -124,7 +124,9 @@ fn dispatch(c: &mut Criterion) {
                 cache.handle(now(), CacheEvent::Watch(pod_event(&value, revision)));
                 let mut delivered = 0;
                 while let Some(e) = cache.poll(now()) {
-                    delivered += matches!(e, CacheEffect::Deliver { .. }) as u64;
+                    if let CacheEffect::Deliver { ids, .. } = e {
+                        delivered += ids.len() as u64;
+                    }
                 }
                 assert_eq!(delivered, watchers);
             })

@@ -97,8 +97,8 @@ impl LabelSelector {
         Ok(LabelSelector { reqs })
     }
 
-    pub fn matches(&self, labels: &[(&str, &str)]) -> bool {
-        let get = |k: &str| labels.iter().find(|(lk, _)| *lk == k).map(|(_, v)| *v);
+    pub fn matches<K: AsRef<str>, V: AsRef<str>>(&self, labels: &[(K, V)]) -> bool {
+        let get = |k: &str| labels.iter().find(|(lk, _)| lk.as_ref() == k).map(|(_, v)| v.as_ref());
         self.reqs.iter().all(|r| r.matches(&get))
     }
 }
@@ -334,7 +334,7 @@ mod tests {
         assert!(!s.matches(&[("app", "web"), ("tier", "mid"), ("release", "1")]));
         assert!(LabelSelector::parse("a b").is_err());
         assert!(LabelSelector::parse("x>3").unwrap().matches(&[("x", "4")]));
-        assert!(LabelSelector::parse("").unwrap().matches(&[]));
+        assert!(LabelSelector::parse("").unwrap().matches::<&str, &str>(&[]));
     }
 
     #[test]

@@ -208,7 +208,11 @@ impl World {
                 let revision = self.model.revision();
                 self.slots.get_mut(k).expect("slot").cache.handle(now, CacheEvent::Watch(WatchResponse::Progress { revision }));
             }
-            CacheEffect::Deliver { id, frame } => self.streams.entry(id).or_default().frames.push(frame),
+            CacheEffect::Deliver { ids, frame } => {
+                for id in ids {
+                    self.streams.entry(id).or_default().frames.push(frame.clone());
+                }
+            }
             CacheEffect::Backlog { id, frames } => self.streams.entry(id).or_default().frames.extend(frames),
             CacheEffect::Close { id } => self.streams.entry(id).or_default().closed = true,
             CacheEffect::ReadDone { id, result } => {

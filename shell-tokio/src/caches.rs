@@ -121,7 +121,11 @@ async fn run(mut cache: WatchCache, store: Store, mut commands: mpsc::UnboundedR
                         store.request_progress(*id).await;
                     }
                 }
-                CacheEffect::Deliver { id, frame } => send(&mut cache, &mut watchers, id, Chunk::One(frame)),
+                CacheEffect::Deliver { ids, frame } => {
+                    for id in ids {
+                        send(&mut cache, &mut watchers, id, Chunk::One(frame.clone()));
+                    }
+                }
                 CacheEffect::Backlog { id, frames } => send(&mut cache, &mut watchers, id, Chunk::Batch(frames)),
                 CacheEffect::Close { id } => {
                     watchers.remove(&id);

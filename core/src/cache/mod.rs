@@ -14,7 +14,7 @@
 mod frames;
 mod object;
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -128,10 +128,10 @@ pub enum CacheEffect {
     StartWatch(WatchRequest),
     /// Ask the store to report its revision on the watch stream (a progress notification).
     RequestProgress,
-    /// One live frame. A shell that cannot take it (the watcher's buffer is full) reports
-    /// [`CacheEvent::Slow`].
+    /// One live frame for each of `ids`: the same bytes for all, encoded once. A shell that
+    /// cannot take it for a watcher (the watcher's buffer is full) reports [`CacheEvent::Slow`].
     Deliver {
-        id: WatcherId,
+        ids: Vec<WatcherId>,
         frame: Bytes,
     },
     /// The frames a watch starts with (its initial state or the history it resumes from), to
@@ -409,9 +409,13 @@ impl WatchCache {
         self.dispatch_last(now);
     }
 
+    /// Hands the newest event to every watcher that sees it: one frame per distinct view
+    /// (format, event type, object, table headers), encoded once and shared, and one
+    /// [`CacheEffect::Deliver`] per frame naming its watchers.
     fn dispatch_last(&mut self, now: Timestamp) {
         let entry = self.history.back().expect("an event was just recorded");
-        let mut built: HashMap<(Output, EventType, bool, bool), Bytes> = HashMap::new();
+        // A handful of distinct views at most, so a list beats hashing per watcher.
+        let mut built: Vec<((Output, EventType, bool, bool), Option<Bytes>, Vec<WatcherId>)> = Vec::new();
         let res = &self.res;
         for (id, w) in self.watchers.iter_mut() {
             if entry.revision <= w.sent {
@@ -421,21 +425,24 @@ impl WatchCache {
             let Some((ty, use_prev)) = view_of(entry, &w.params) else { continue };
             let headers = matches!(w.params.output.view, View::Table(_)) && !w.headers_sent;
             let key = (w.params.output, ty, use_prev, headers);
-            let frame = match built.get(&key) {
-                Some(f) => f.clone(),
+            let slot = match built.iter().position(|(k, _, _)| *k == key) {
+                Some(i) => i,
                 None => {
-                    let obj = object_for(res, entry, use_prev);
-                    match event_frame(res, w.params.output, ty, &obj, headers, now) {
-                        Ok(f) => {
-                            built.insert(key, f.clone());
-                            f
-                        }
-                        Err(_) => continue,
-                    }
+                    let frame = event_frame(res, w.params.output, ty, &object_for(res, entry, use_prev), headers, now).ok();
+                    built.push((key, frame, Vec::new()));
+                    built.len() - 1
                 }
             };
-            w.headers_sent |= headers;
-            self.effects.push_back(CacheEffect::Deliver { id: *id, frame });
+            let (_, frame, ids) = &mut built[slot];
+            if frame.is_some() {
+                w.headers_sent |= headers;
+                ids.push(*id);
+            }
+        }
+        for (_, frame, ids) in built {
+            if let Some(frame) = frame.filter(|_| !ids.is_empty()) {
+                self.effects.push_back(CacheEffect::Deliver { ids, frame });
+            }
         }
     }
 
@@ -466,7 +473,7 @@ impl WatchCache {
             WatchStart::After(rv) => {
                 if rv < self.base.0 {
                     let err = ApiError::expired(format!("too old resource version: {rv} ({})", self.base.0));
-                    self.effects.push_back(CacheEffect::Deliver { id, frame: error_frame(w.params.output, &err) });
+                    self.effects.push_back(CacheEffect::Deliver { ids: vec![id], frame: error_frame(w.params.output, &err) });
                     self.effects.push_back(CacheEffect::Close { id });
                     return;
                 }
@@ -589,7 +596,7 @@ impl WatchCache {
             }
             w.next_bookmark = Some(now + BOOKMARK_INTERVAL);
             let frame = bookmark_frame(&self.res, w.params.output, self.revision.max(w.sent), false);
-            self.effects.push_back(CacheEffect::Deliver { id, frame });
+            self.effects.push_back(CacheEffect::Deliver { ids: vec![id], frame });
             self.timers.insert((w.next_timer(), id));
         }
         if self.needs_progress() {
@@ -620,7 +627,7 @@ impl WatchCache {
                         self.effects.push_back(CacheEffect::Close { id });
                     } else {
                         let err = too_large(rv, self.revision);
-                        self.effects.push_back(CacheEffect::Deliver { id, frame: error_frame(params.output, &err) });
+                        self.effects.push_back(CacheEffect::Deliver { ids: vec![id], frame: error_frame(params.output, &err) });
                         self.effects.push_back(CacheEffect::Close { id });
                     }
                 }
@@ -648,7 +655,7 @@ fn matches(o: &CachedObject, p: &WatchParams) -> bool {
     {
         return false;
     }
-    p.labels.matches(&o.labels()) && p.fields.matches(&o.fields.iter().map(|(k, v)| (*k, v.clone())).collect::<Vec<_>>())
+    o.matches(&p.labels, &p.fields)
 }
 
 /// What a watcher sees of an event (`convertToWatchEvent`): its type, and whether it sees the

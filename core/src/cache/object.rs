@@ -10,6 +10,7 @@ use crate::kv::{KeyValue, Revision};
 use crate::meta;
 use crate::registry::objects::set_resource_version;
 use crate::schema::schema;
+use crate::selector::{FieldSelector, LabelSelector};
 
 #[derive(Debug)]
 pub struct CachedObject {
@@ -72,8 +73,10 @@ impl CachedObject {
         self.proto.get_or_init(|| crate::codec::protobuf::encode(schema(), &self.value()).map(Bytes::from)).clone()
     }
 
-    pub fn labels(&self) -> Vec<(&str, &str)> {
-        self.labels.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect()
+    /// Whether the object passes a label and a field selector (without allocating: this runs
+    /// for every watcher of every event and every object of a filtered LIST).
+    pub fn matches(&self, labels: &LabelSelector, fields: &FieldSelector) -> bool {
+        labels.matches(&self.labels) && fields.matches(&self.fields)
     }
 }
 

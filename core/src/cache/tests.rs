@@ -69,9 +69,11 @@ impl Harness {
                         self.cache.handle(self.now, CacheEvent::Watch(WatchResponse::Progress { revision }));
                     }
                 }
-                CacheEffect::Deliver { id, frame } => {
-                    *self.chunks.entry(id).or_default() += 1;
-                    self.received(id, &frame);
+                CacheEffect::Deliver { ids, frame } => {
+                    for id in ids {
+                        *self.chunks.entry(id).or_default() += 1;
+                        self.received(id, &frame);
+                    }
                 }
                 CacheEffect::Backlog { id, frames } => {
                     *self.chunks.entry(id).or_default() += 1;

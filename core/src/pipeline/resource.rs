@@ -659,8 +659,7 @@ impl RequestMachine {
                     for kv in &range.kvs {
                         let Ok(o) = CachedObject::from_kv(&dc.res, kv) else { continue };
                         let f = &dc.filter;
-                        let keep = f.labels.matches(&o.labels()) && f.fields.matches(&o.fields.iter().map(|(k, v)| (*k, v.clone())).collect::<Vec<_>>());
-                        if keep {
+                        if o.matches(&f.labels, &f.fields) {
                             dc.names.push_back(o.name.clone());
                         }
                     }
@@ -801,11 +800,7 @@ fn resolve_name(method: &str, path: &str, query: &Query) -> String {
 /// continue token and remaining count kube gives.
 fn paginate<'a>(items: impl Iterator<Item = &'a Shared>, plan: &ListPlan, revision: Revision, limit: i64) -> Page {
     let filtered = !plan.opts.labels.is_empty() || !plan.opts.fields.is_empty();
-    let matches = |o: &CachedObject| {
-        plan.namespace.as_ref().is_none_or(|ns| &o.namespace == ns)
-            && plan.opts.labels.matches(&o.labels())
-            && plan.opts.fields.matches(&o.fields.iter().map(|(k, v)| (*k, v.clone())).collect::<Vec<_>>())
-    };
+    let matches = |o: &CachedObject| plan.namespace.as_ref().is_none_or(|ns| &o.namespace == ns) && o.matches(&plan.opts.labels, &plan.opts.fields);
     let mut page = Page { revision, ..Default::default() };
     let mut last_key: Option<Bytes> = None;
     let mut more = 0i64;

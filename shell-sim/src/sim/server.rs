@@ -270,7 +270,11 @@ impl SimServer {
             CacheEffect::Kv(req) => self.out.push_back(ServerOut::Kv { ticket: Ticket { epoch: self.epoch, to: Target::Cache(slot) }, req }),
             CacheEffect::StartWatch(req) => self.out.push_back(ServerOut::Watch { stream, req }),
             CacheEffect::RequestProgress => self.out.push_back(ServerOut::Progress { stream }),
-            CacheEffect::Deliver { id, frame } => self.deliver(now, slot, id, VecDeque::from([frame])),
+            CacheEffect::Deliver { ids, frame } => {
+                for id in ids {
+                    self.deliver(now, slot, id, VecDeque::from([frame.clone()]));
+                }
+            }
             CacheEffect::Backlog { id, frames } => self.deliver(now, slot, id, frames.into()),
             CacheEffect::Close { id } => {
                 let rid = ReqId(id.0);
