@@ -152,6 +152,10 @@ pub enum CacheEffect {
     },
 }
 
+/// What makes two watchers' frames of one event differ: the output, the event type, whether
+/// the object is the previous state, and whether table column headers are included.
+type FrameKey = (Output, EventType, bool, bool);
+
 #[derive(Debug)]
 struct HistoryEntry {
     revision: Revision,
@@ -415,7 +419,7 @@ impl WatchCache {
     fn dispatch_last(&mut self, now: Timestamp) {
         let entry = self.history.back().expect("an event was just recorded");
         // A handful of distinct views at most, so a list beats hashing per watcher.
-        let mut built: Vec<((Output, EventType, bool, bool), Option<Bytes>, Vec<WatcherId>)> = Vec::new();
+        let mut built: Vec<(FrameKey, Option<Bytes>, Vec<WatcherId>)> = Vec::new();
         let res = &self.res;
         for (id, w) in self.watchers.iter_mut() {
             if entry.revision <= w.sent {
