@@ -188,6 +188,31 @@ fn consistent_lists_read_storage_when_the_cache_cannot_prove_freshness() {
     assert_eq!(names(&cached), ["c0", "c1", "c2"], "resourceVersion=0 still reads the cache");
 }
 
+/// Admission looks namespaces up in the watch cache, as kube's plugins read informers, and
+/// reads storage only for one the cache does not have: a namespace created a moment ago is
+/// usable at once, and a create does not wait for a storage read of its namespace.
+#[test]
+fn admission_reads_namespaces_from_the_cache_and_storage_for_one_it_lacks() {
+    let mut w = world();
+    let direct = |w: &mut World, op: kapi_core::kv::TxnOp| {
+        let txn = kapi_core::kv::KvRequest::Txn(kapi_core::kv::TxnRequest { success: vec![op], ..Default::default() });
+        w.model.apply(w.now, &txn).0.unwrap();
+    };
+    // Storage has "fresh", the cache has not heard of it yet.
+    let fresh = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "fresh"}, "status": {"phase": "Active"}});
+    let key = Bytes::from_static(b"/registry/namespaces/fresh");
+    direct(&mut w, kapi_core::kv::TxnOp::Put { key: key.clone(), value: serde_json::to_vec(&fresh).unwrap().into(), lease: 0 });
+    assert_eq!(post(&mut w, "/api/v1/namespaces/fresh/configmaps", cm("a", json!({}))).head.status, 201);
+    // The cache has "cached"; storage loses it behind the cache's back: the cache answers.
+    assert_eq!(post(&mut w, "/api/v1/namespaces", json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "cached"}})).head.status, 201);
+    direct(&mut w, kapi_core::kv::TxnOp::Delete { key: Bytes::from_static(b"/registry/namespaces/cached") });
+    assert_eq!(post(&mut w, "/api/v1/namespaces/cached/configmaps", cm("b", json!({}))).head.status, 201);
+    // Neither has "nowhere".
+    let r = post(&mut w, "/api/v1/namespaces/nowhere/configmaps", cm("c", json!({})));
+    assert_eq!(r.head.status, 404);
+    assert_eq!(r.json()["message"], "namespaces \"nowhere\" not found");
+}
+
 #[test]
 fn lists_paginate_and_select() {
     let mut w = world();

@@ -61,6 +61,14 @@ pub fn lookups(info: &ResourceInfo, op: Operation, subresource: Option<&str>, na
 }
 
 impl Admission {
+    /// Notes what a lookup found (`None`: the object does not exist).
+    pub fn record(&mut self, lookup: Lookup, found: Option<Value>) {
+        match lookup {
+            Lookup::Namespace(ns) => self.namespace = Some((ns, found)),
+            Lookup::ServiceAccount { .. } => self.service_account = Some(found),
+        }
+    }
+
     /// NamespaceLifecycle: creates need a live namespace.
     pub fn check_namespace(&self, info: &ResourceInfo, name: &str) -> Result<(), ApiError> {
         let Some((ns_name, ns)) = &self.namespace else { return Ok(()) };

@@ -46,6 +46,15 @@ pub(super) struct GetPlan {
     subresource: String,
 }
 
+/// Where an admission lookup stands. Like kube-apiserver's admission plugins, which read
+/// informer caches and fall back to a live read for an object not (yet) there, a lookup reads
+/// the watch cache first and storage only when the object is missing from it.
+pub(super) enum LookupRead {
+    /// Asked the cache; its answer once it came.
+    Cache(Option<Result<ReadResult, ApiError>>),
+    Storage(StorageOp<ApiError>),
+}
+
 /// A write waiting for admission lookups.
 pub(super) struct PendingWrite {
     res: Arc<Resource>,
@@ -74,7 +83,7 @@ pub(super) enum Stage {
     CacheList { plan: ListPlan },
     CacheGet { plan: GetPlan },
     StorageList { op: StorageOp<ApiError>, plan: ListPlan },
-    Lookups { pending: VecDeque<Lookup>, current: Option<(Lookup, StorageOp<ApiError>)>, admission: Admission, write: Option<PendingWrite> },
+    Lookups { pending: VecDeque<Lookup>, current: Option<(Lookup, LookupRead)>, admission: Admission, write: Option<PendingWrite> },
     Write { op: WriteOp, res: Arc<Resource>, output: Output, action: bool },
     Stream(ListBody),
     Listing { op: StorageOp<ApiError>, dc: Box<DeleteCollection> },
@@ -471,6 +480,15 @@ impl RequestMachine {
         }
     }
 
+    /// The resource whose watch cache holds what `l` looks for.
+    fn lookup_resource(&self, l: &Lookup) -> Option<Arc<Resource>> {
+        let resource = match l {
+            Lookup::Namespace(_) => "namespaces",
+            Lookup::ServiceAccount { .. } => "serviceaccounts",
+        };
+        self.server.catalog.get("", "v1", resource).cloned()
+    }
+
     fn finish_write(&mut self, res: Arc<Resource>, output: Output, action: bool, result: Result<WriteOutcome, ApiError>, now: Timestamp) {
         let outcome = match result {
             Ok(o) => o,
@@ -593,8 +611,14 @@ impl RequestMachine {
             Stage::Lookups { mut pending, current, mut admission, write } => match current {
                 None => match pending.pop_front() {
                     Some(l) => {
-                        let key = self.lookup_key(&l);
-                        self.stage = Stage::Lookups { pending, current: Some((l, StorageOp::new(StorageRequest::Get { key, revision: 0 }))), admission, write };
+                        let read = match self.lookup_resource(&l) {
+                            Some(resource) => {
+                                self.out.push_back(Effect::Cache { resource, request: ReadRequest::Latest { min: None } });
+                                LookupRead::Cache(None)
+                            }
+                            None => LookupRead::Storage(StorageOp::new(StorageRequest::Get { key: self.lookup_key(&l), revision: 0 })),
+                        };
+                        self.stage = Stage::Lookups { pending, current: Some((l, read)), admission, write };
                         true
                     }
                     None => {
@@ -604,10 +628,32 @@ impl RequestMachine {
                         true
                     }
                 },
-                Some((l, mut op)) => match op.poll(now) {
+                Some((l, LookupRead::Cache(None))) => {
+                    self.stage = Stage::Lookups { pending, current: Some((l, LookupRead::Cache(None))), admission, write };
+                    false
+                }
+                Some((l, LookupRead::Cache(Some(answer)))) => {
+                    let key = self.lookup_key(&l);
+                    let cached = match answer {
+                        Ok(ReadResult::Snapshot(s)) => s.objects.get(&key).map(|o| o.value()),
+                        _ => None,
+                    };
+                    match cached {
+                        Some(found) => {
+                            admission.record(l, Some(found));
+                            self.stage = Stage::Lookups { pending, current: None, admission, write };
+                        }
+                        None => {
+                            let op = StorageOp::new(StorageRequest::Get { key, revision: 0 });
+                            self.stage = Stage::Lookups { pending, current: Some((l, LookupRead::Storage(op))), admission, write };
+                        }
+                    }
+                    true
+                }
+                Some((l, LookupRead::Storage(mut op))) => match op.poll(now) {
                     Some(StorageEffect::Kv(r)) => {
                         self.out.push_back(Effect::Kv(r));
-                        self.stage = Stage::Lookups { pending, current: Some((l, op)), admission, write };
+                        self.stage = Stage::Lookups { pending, current: Some((l, LookupRead::Storage(op))), admission, write };
                         true
                     }
                     Some(StorageEffect::Done(r)) => {
@@ -620,15 +666,12 @@ impl RequestMachine {
                                 return true;
                             }
                         };
-                        match l {
-                            Lookup::Namespace(ns) => admission.namespace = Some((ns, found)),
-                            Lookup::ServiceAccount { .. } => admission.service_account = Some(found),
-                        }
+                        admission.record(l, found);
                         self.stage = Stage::Lookups { pending, current: None, admission, write };
                         true
                     }
                     _ => {
-                        self.stage = Stage::Lookups { pending, current: Some((l, op)), admission, write };
+                        self.stage = Stage::Lookups { pending, current: Some((l, LookupRead::Storage(op))), admission, write };
                         false
                     }
                 },
@@ -755,7 +798,8 @@ impl RequestMachine {
             (Stage::Get { op, .. } | Stage::Probe { op, .. } | Stage::StorageList { op, .. } | Stage::Listing { op, .. }, Event::Kv(r)) => {
                 op.handle(now, StorageEvent::Kv(r));
             }
-            (Stage::Lookups { current: Some((_, op)), .. }, Event::Kv(r)) => op.handle(now, StorageEvent::Kv(r)),
+            (Stage::Lookups { current: Some((_, LookupRead::Storage(op))), .. }, Event::Kv(r)) => op.handle(now, StorageEvent::Kv(r)),
+            (Stage::Lookups { current: Some((_, LookupRead::Cache(answer @ None))), .. }, Event::Cache(result)) => *answer = Some(result),
             (Stage::Write { op, .. }, Event::Kv(r)) => op.handle(now, r),
             (Stage::DeleteCollection(dc), Event::Kv(r)) => {
                 if let Some(op) = dc.current.as_mut() {
