@@ -52,7 +52,7 @@ pub(super) struct GetPlan {
 pub(super) enum LookupRead {
     /// Asked the cache; its answer once it came.
     Cache(Option<Result<ReadResult, ApiError>>),
-    Storage(StorageOp<ApiError>),
+    Storage(Box<StorageOp<ApiError>>),
 }
 
 /// A write waiting for admission lookups.
@@ -616,7 +616,7 @@ impl RequestMachine {
                                 self.out.push_back(Effect::Cache { resource, request: ReadRequest::Latest { min: None } });
                                 LookupRead::Cache(None)
                             }
-                            None => LookupRead::Storage(StorageOp::new(StorageRequest::Get { key: self.lookup_key(&l), revision: 0 })),
+                            None => LookupRead::Storage(Box::new(StorageOp::new(StorageRequest::Get { key: self.lookup_key(&l), revision: 0 }))),
                         };
                         self.stage = Stage::Lookups { pending, current: Some((l, read)), admission, write };
                         true
@@ -644,7 +644,7 @@ impl RequestMachine {
                             self.stage = Stage::Lookups { pending, current: None, admission, write };
                         }
                         None => {
-                            let op = StorageOp::new(StorageRequest::Get { key, revision: 0 });
+                            let op = Box::new(StorageOp::new(StorageRequest::Get { key, revision: 0 }));
                             self.stage = Stage::Lookups { pending, current: Some((l, LookupRead::Storage(op))), admission, write };
                         }
                     }
