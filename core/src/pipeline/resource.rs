@@ -84,7 +84,7 @@ pub(super) enum Stage {
     CacheGet { plan: GetPlan },
     StorageList { op: StorageOp<ApiError>, plan: ListPlan },
     Lookups { pending: VecDeque<Lookup>, current: Option<(Lookup, LookupRead)>, admission: Admission, write: Option<PendingWrite> },
-    Write { op: WriteOp, res: Arc<Resource>, output: Output, action: bool },
+    Write { op: Box<WriteOp>, res: Arc<Resource>, output: Output, action: bool },
     Stream(ListBody),
     Listing { op: StorageOp<ApiError>, dc: Box<DeleteCollection> },
     DeleteCollection(Box<DeleteCollection>),
@@ -393,7 +393,7 @@ impl RequestMachine {
         if !info.subresource.is_empty() {
             let body = codec::decode(&self.req.body, negotiate::request_format(self.req.header("Content-Type"))?).map_err(ApiError::bad_request)?;
             let op = WriteOp::new(res.clone(), ctx, WriteKind::Action(body), Admission::default(), crate::rand::Rng::new(self.rng.next_u64()));
-            self.stage = Stage::Write { op, res, output, action: true };
+            self.stage = Stage::Write { op: Box::new(op), res, output, action: true };
             return Ok(());
         }
         let obj = self.decode_body(&res)?;
@@ -624,7 +624,7 @@ impl RequestMachine {
                     None => {
                         let w = write.expect("a write waits for its lookups");
                         let op = WriteOp::new(w.res.clone(), w.ctx, w.kind, admission, crate::rand::Rng::new(self.rng.next_u64()));
-                        self.stage = Stage::Write { op, res: w.res, output: w.output, action: false };
+                        self.stage = Stage::Write { op: Box::new(op), res: w.res, output: w.output, action: false };
                         true
                     }
                 },
