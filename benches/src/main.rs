@@ -60,7 +60,8 @@ enum Scenario {
         per_connection: usize,
     },
     /// Density-test churn: --pods pods, then creates, updates and deletes at --rate, with
-    /// --watchers watching and a LIST every --list-interval seconds.
+    /// --watchers watching a share of the pods each, --informers watching all, and a LIST
+    /// every --list-interval seconds.
     Mixed {
         #[command(flatten)]
         api: Api,
@@ -70,6 +71,8 @@ enum Scenario {
         rate: f64,
         #[arg(long, default_value_t = 1000)]
         watchers: usize,
+        #[arg(long, default_value_t = 3)]
+        informers: usize,
         #[arg(long, default_value_t = 100)]
         per_connection: usize,
         #[arg(long, default_value_t = 5.0)]
@@ -105,11 +108,12 @@ async fn run(scenario: &Scenario) -> anyhow::Result<Vec<report::Row>> {
         Scenario::WatchFanout { api, watchers, rate, duration, per_connection } => {
             watch::fanout(api, &api.target()?, *watchers, *rate, Duration::from_secs_f64(*duration), *per_connection).await
         }
-        Scenario::Mixed { api, pods, rate, watchers, per_connection, list_interval, duration } => {
+        Scenario::Mixed { api, pods, rate, watchers, informers, per_connection, list_interval, duration } => {
             let m = mixed::Mixed {
                 pods: *pods,
                 rate: *rate,
                 watchers: *watchers,
+                informers: *informers,
                 per_connection: *per_connection,
                 list_interval: Duration::from_secs_f64(*list_interval),
                 duration: Duration::from_secs_f64(*duration),

@@ -1,11 +1,12 @@
 //! The storage baselines the API server's writes are measured against: the same keys and
 //! values written straight to etcd (a Txn that creates the key if absent, as a create does)
-//! or to SQLite (one durable INSERT per transaction, WAL mode, as kapi's store runs it).
+//! or to SQLite (one durable INSERT per transaction on one connection, WAL mode, as kapi's
+//! store runs it).
 
 use std::path::Path;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::{Duration, Instant};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
 
 use etcd_client::{Compare, CompareOp, DeleteOptions, Txn, TxnOp};
 
@@ -43,27 +44,34 @@ pub async fn etcd(api: &Api, endpoints: &[String]) -> anyhow::Result<Vec<Row>> {
 }
 
 pub fn sqlite(api: &Api, path: &Path) -> anyhow::Result<Vec<Row>> {
-    let _ = std::fs::remove_file(path);
-    let setup = rusqlite::Connection::open(path)?;
-    setup.execute_batch("PRAGMA journal_mode = WAL; CREATE TABLE kv (key BLOB PRIMARY KEY, value BLOB NOT NULL) WITHOUT ROWID;")?;
+    for suffix in ["", "-wal", "-shm"] {
+        let _ = std::fs::remove_file(format!("{}{suffix}", path.display()));
+    }
+    // One connection that the workers take turns on, as kapi's store does: SQLite has one
+    // writer at a time, and connections that fight for the lock sleep in its busy handler.
+    let conn = rusqlite::Connection::open(path)?;
+    conn.execute_batch("PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL; CREATE TABLE kv (key BLOB PRIMARY KEY, value BLOB NOT NULL) WITHOUT ROWID;")?;
+    let conn = Arc::new(Mutex::new(conn));
     let value = api.kind.body(&name("bench", 0), api.size);
     let next = Arc::new(AtomicUsize::new(0));
     let keys: Arc<Vec<String>> = Arc::new((0..api.count).map(|i| key(api, i)).collect());
     let start = Instant::now();
     let workers: Vec<_> = (0..api.concurrency.max(1))
         .map(|_| {
-            let (next, value, path, keys) = (next.clone(), value.clone(), path.to_path_buf(), keys.clone());
-            std::thread::spawn(move || -> anyhow::Result<Recorder> {
-                let conn = rusqlite::Connection::open(path)?;
-                conn.busy_timeout(Duration::from_secs(10))?;
-                conn.execute_batch("PRAGMA synchronous = FULL;")?;
-                let mut insert = conn.prepare("INSERT INTO kv (key, value) VALUES (?1, ?2)")?;
+            let (next, value, conn, keys) = (next.clone(), value.clone(), conn.clone(), keys.clone());
+            std::thread::spawn(move || {
                 let mut rec = Recorder::default();
                 loop {
                     let i = next.fetch_add(1, Ordering::Relaxed);
-                    let Some(key) = keys.get(i) else { return Ok(rec) };
+                    let Some(key) = keys.get(i) else { return rec };
                     let t = Instant::now();
-                    let outcome = insert.execute((key.as_bytes(), &value[..])).map(|_| 200).ok();
+                    let conn = conn.lock().unwrap_or_else(|p| p.into_inner());
+                    let outcome = conn
+                        .prepare_cached("INSERT INTO kv (key, value) VALUES (?1, ?2)")
+                        .and_then(|mut s| s.execute((key.as_bytes(), &value[..])))
+                        .map(|_| 200)
+                        .ok();
+                    drop(conn);
                     rec.record(outcome, t.elapsed());
                 }
             })
@@ -71,10 +79,10 @@ pub fn sqlite(api: &Api, path: &Path) -> anyhow::Result<Vec<Row>> {
         .collect();
     let mut rec = Recorder::default();
     for w in workers {
-        rec.merge(&w.join().expect("sqlite workers do not panic")?);
+        rec.merge(&w.join().expect("sqlite workers do not panic"));
     }
     let elapsed = start.elapsed();
-    drop(setup);
+    drop(conn);
     for suffix in ["", "-wal", "-shm"] {
         let _ = std::fs::remove_file(format!("{}{suffix}", path.display()));
     }

@@ -1,7 +1,10 @@
 //! Watchers that note when each event arrives, and the watch-fanout scenario: W watchers on one
 //! collection, one writer creating objects at R per second. Delivery latency is from the
 //! write's acknowledgement (its response) to each watcher's receipt of the event; every watcher
-//! must see every acknowledged write once.
+//! must see every acknowledged write it selects once.
+//!
+//! A watcher may select one group of objects (label `bench-group=g<N>`, as a kubelet selects
+//! its node's pods); a write is acknowledged with its object's group.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
@@ -18,21 +21,41 @@ use crate::client::Client;
 use crate::kubeconfig::Target;
 use crate::report::{Recorder, Row};
 
-/// When each acknowledged write (by its resourceVersion) was acknowledged.
+/// The label that puts an object in a group.
+pub const GROUP_LABEL: &str = "bench-group";
+
+/// What identifies a write's event: the resourceVersion a create or update answered with, or
+/// the name of a deleted object (servers differ in the resourceVersion a DELETE answers with:
+/// the object's last one, or the deletion's).
+#[derive(Clone, PartialEq, Eq, Hash)]
+enum Write {
+    Rv(u64),
+    Deleted(String),
+}
+
+/// When each acknowledged write was acknowledged, and its object's group.
 #[derive(Clone, Default)]
-pub struct Acks(Arc<Mutex<HashMap<u64, Instant>>>);
+pub struct Acks(Arc<Mutex<HashMap<Write, (Instant, Option<usize>)>>>);
 
 impl Acks {
-    pub fn note(&self, body: &[u8]) {
+    /// A create or update answered with `body`.
+    pub fn note(&self, body: &[u8], group: Option<usize>) {
         if let Some(rv) = resource_version(body) {
-            self.0.lock().expect("no panics while held").insert(rv, Instant::now());
+            self.0.lock().expect("no panics while held").insert(Write::Rv(rv), (Instant::now(), group));
         }
+    }
+
+    /// The deletion of `name`.
+    pub fn note_deleted(&self, name: &str, group: Option<usize>) {
+        self.0.lock().expect("no panics while held").insert(Write::Deleted(name.to_string()), (Instant::now(), group));
     }
 }
 
 /// What one watcher received: each event's resourceVersion and arrival, or why it ended early.
 struct Log {
-    seen: Vec<(u64, Instant)>,
+    /// The group it selects; `None`: it sees everything.
+    group: Option<usize>,
+    seen: Vec<(Write, Instant)>,
     error: Option<String>,
 }
 
@@ -50,8 +73,8 @@ struct Event {
 }
 
 /// Reads a watch stream until `stop`, noting each event's arrival.
-async fn run(client: Client, path: String, ready: tokio::sync::mpsc::Sender<Result<(), String>>, mut stop: watch::Receiver<bool>) -> Log {
-    let mut log = Log { seen: Vec::new(), error: None };
+async fn run(client: Client, path: String, group: Option<usize>, ready: tokio::sync::mpsc::Sender<Result<(), String>>, mut stop: watch::Receiver<bool>) -> Log {
+    let mut log = Log { group, seen: Vec::new(), error: None };
     let resp = match client.send(Method::GET, &path, None).await {
         Ok(r) if r.status() == 200 => r,
         Ok(r) => {
@@ -94,9 +117,14 @@ async fn run(client: Client, path: String, ready: tokio::sync::mpsc::Sender<Resu
             let line: Vec<u8> = buf.drain(..=end).collect();
             match serde_json::from_slice::<Event>(&line) {
                 Ok(e) if e.kind == "ERROR" => log.error = Some(format!("ERROR event: {}", e.object)),
+                Ok(e) if e.kind == "DELETED" => {
+                    if let Some(name) = e.object["metadata"]["name"].as_str() {
+                        log.seen.push((Write::Deleted(name.to_string()), at));
+                    }
+                }
                 Ok(e) => {
                     if let Some(rv) = e.object["metadata"]["resourceVersion"].as_str().and_then(|s| s.parse().ok()) {
-                        log.seen.push((rv, at));
+                        log.seen.push((Write::Rv(rv), at));
                     }
                 }
                 Err(_) => log.error = Some("an undecodable event".into()),
@@ -106,19 +134,22 @@ async fn run(client: Client, path: String, ready: tokio::sync::mpsc::Sender<Resu
 }
 
 impl Watchers {
-    /// Starts `count` watches of `collection` from `rv`, `per_connection` to a connection,
-    /// and returns once every one has its response head (or failed).
-    pub async fn start(target: &Target, collection: &str, rv: u64, count: usize, per_connection: usize) -> anyhow::Result<Watchers> {
+    /// Starts a watch of `collection` from `rv` for each of `groups` (the group it selects, or
+    /// `None` for all), `per_connection` to a connection, and returns once every one has its
+    /// response head (or failed).
+    pub async fn start(target: &Target, collection: &str, rv: u64, groups: &[Option<usize>], per_connection: usize) -> anyhow::Result<Watchers> {
+        let count = groups.len();
         let (stop, stopped) = watch::channel(false);
         let (ready_tx, mut ready) = tokio::sync::mpsc::channel(count.max(1));
-        let path = format!("{collection}?watch=true&resourceVersion={rv}&timeoutSeconds=3600");
         let mut client = Client::new(target);
         let mut tasks = Vec::with_capacity(count);
-        for i in 0..count {
+        for (i, group) in groups.iter().enumerate() {
             if i > 0 && i % per_connection.max(1) == 0 {
                 client = Client::new(target);
             }
-            tasks.push(tokio::spawn(run(client.clone(), path.clone(), ready_tx.clone(), stopped.clone())));
+            let selector = group.map(|g| format!("&labelSelector={GROUP_LABEL}%3Dg{g}")).unwrap_or_default();
+            let path = format!("{collection}?watch=true&resourceVersion={rv}&timeoutSeconds=3600{selector}");
+            tasks.push(tokio::spawn(run(client.clone(), path, *group, ready_tx.clone(), stopped.clone())));
         }
         drop(ready_tx);
         let mut failed = 0;
@@ -142,16 +173,17 @@ impl Watchers {
         for t in self.tasks {
             let log = t.await.expect("watchers do not panic");
             errors += log.error.is_some() as u64;
-            let mut counts: HashMap<u64, u32> = HashMap::with_capacity(log.seen.len());
-            for (rv, at) in &log.seen {
-                *counts.entry(*rv).or_default() += 1;
-                if let Some(acked) = acks.get(rv) {
+            let mut counts: HashMap<&Write, u32> = HashMap::with_capacity(log.seen.len());
+            for (write, at) in &log.seen {
+                *counts.entry(write).or_default() += 1;
+                if let Some((acked, _)) = acks.get(write) {
                     rec.latency(at.saturating_duration_since(*acked));
                     rec.count(Some(200));
                 }
             }
             duplicated += counts.values().map(|&n| n as u64 - 1).sum::<u64>();
-            missed += acks.keys().filter(|rv| !counts.contains_key(rv)).count() as u64;
+            let expected = |group: &Option<usize>| log.group.is_none() || *group == log.group;
+            missed += acks.iter().filter(|(write, (_, group))| expected(group) && !counts.contains_key(write)).count() as u64;
         }
         let figures = BTreeMap::from([("missed", missed), ("duplicated", duplicated), ("watch_errors", errors), ("acknowledged_writes", acks.len() as u64)]);
         (rec, figures)
@@ -170,7 +202,7 @@ pub async fn fanout(api: &Api, target: &Target, watchers: usize, rate: f64, dura
     super::crud::namespace(&client, &api.namespace).await?;
     let collection = api.kind.collection(&api.namespace);
     let rv = current_rv(&client, &collection).await?;
-    let w = Watchers::start(target, &collection, rv, watchers, per_connection).await?;
+    let w = Watchers::start(target, &collection, rv, &vec![None; watchers], per_connection).await?;
     let acks = Acks::default();
     let prefix = super::run_prefix("fanout");
     let (writes, elapsed) = paced(rate, duration, |i| {
@@ -178,7 +210,7 @@ pub async fn fanout(api: &Api, target: &Target, watchers: usize, rate: f64, dura
         async move {
             let (outcome, body, d) = client.call(Method::POST, &collection, Some(body)).await;
             if outcome == Some(201) {
-                acks.note(&body);
+                acks.note(&body, None);
             }
             (outcome, d)
         }
