@@ -33,9 +33,12 @@ enum Write {
     Deleted(String),
 }
 
-/// When each acknowledged write was acknowledged, and its object's group.
+/// When a write was acknowledged, and its object's group.
+type Ack = (Instant, Option<usize>);
+
+/// Every acknowledged write.
 #[derive(Clone, Default)]
-pub struct Acks(Arc<Mutex<HashMap<Write, (Instant, Option<usize>)>>>);
+pub struct Acks(Arc<Mutex<HashMap<Write, Ack>>>);
 
 impl Acks {
     /// A create or update answered with `body`.
