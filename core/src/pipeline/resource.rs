@@ -272,7 +272,7 @@ impl RequestMachine {
         match plan.opts.rv {
             RvMatch::Consistent if !from_cache => self.storage_list(plan),
             RvMatch::Consistent => {
-                let op = StorageOp::new(StorageRequest::Count { prefix: Bytes::from(format!("{}/", self.server.storage_root(&res))) });
+                let op = StorageOp::new(StorageRequest::Revision { key: Bytes::from(format!("{}/", self.server.storage_root(&res))) });
                 self.stage = Stage::Probe { op, plan };
             }
             RvMatch::Any => self.read_cache(plan, ReadRequest::Latest { min: None }),
@@ -554,7 +554,7 @@ impl RequestMachine {
                     self.stage = Stage::Probe { op, plan };
                     true
                 }
-                Some(StorageEffect::Done(Ok(Outcome::Counted { revision, .. }))) => {
+                Some(StorageEffect::Done(Ok(Outcome::AtRevision(revision)))) => {
                     self.read_cache(plan, ReadRequest::Latest { min: Some(revision) });
                     true
                 }

@@ -28,8 +28,10 @@ pub enum StorageRequest {
     /// Keys under `prefix` from `start` (inclusive; default: the prefix itself), at most `limit`
     /// (0: all), at `revision` (0: current).
     List { prefix: Bytes, start: Option<Bytes>, limit: i64, revision: Revision },
-    /// Number of keys under `prefix`, with the store's revision.
-    Count { prefix: Bytes },
+    /// The store's current revision, read with a count-only read of the single key `key`: it
+    /// costs the same whatever the size of the collection under it (a count of the collection
+    /// scanned every stored object in SQLite, a tenth of a LIST's time for 50,000 pods).
+    Revision { key: Bytes },
     /// Create `key` if it does not exist; with a TTL the key is attached to a new lease.
     Create { key: Bytes, value: Bytes, ttl_seconds: Option<i64> },
     /// Check that `key` could be created, and write nothing (`dryRun`).
@@ -53,10 +55,8 @@ pub enum Transform {
 pub enum Outcome {
     Found(Option<KeyValue>),
     Listed(RangeResponse),
-    Counted {
-        count: i64,
-        revision: Revision,
-    },
+    /// The store's revision.
+    AtRevision(Revision),
     Created(KeyValue),
     /// The key was created or updated by a mutate.
     Written {
@@ -127,7 +127,7 @@ enum State<E> {
 enum Awaiting {
     Get,
     List,
-    Count,
+    Revision,
     Lease { key: Bytes, value: Bytes },
     Create { key: Bytes, value: Bytes, lease: i64 },
     CreateDryRun,
@@ -156,9 +156,9 @@ impl<E: std::fmt::Debug> StorageOp<E> {
                 let r = RangeRequest { key: start.unwrap_or_else(|| prefix.clone()), range_end: end, limit, revision, ..Default::default() };
                 (prefix, State::Send(KvRequest::Range(r), Awaiting::List))
             }
-            StorageRequest::Count { prefix } => {
-                let r = RangeRequest { count_only: true, ..RangeRequest::prefix(prefix.clone()) };
-                (prefix, State::Send(KvRequest::Range(r), Awaiting::Count))
+            StorageRequest::Revision { key } => {
+                let r = RangeRequest { count_only: true, ..RangeRequest::key(key.clone()) };
+                (key, State::Send(KvRequest::Range(r), Awaiting::Revision))
             }
             StorageRequest::Create { key, value, ttl_seconds: Some(ttl) } => {
                 let awaiting = Awaiting::Lease { key: key.clone(), value };
@@ -217,7 +217,7 @@ impl<E: std::fmt::Debug> StorageOp<E> {
         match (awaiting, resp) {
             (Awaiting::Get, KvResponse::Range(r)) => State::Finished(Ok(Outcome::Found(r.kvs.into_iter().next()))),
             (Awaiting::List, KvResponse::Range(r)) => State::Finished(Ok(Outcome::Listed(r))),
-            (Awaiting::Count, KvResponse::Range(r)) => State::Finished(Ok(Outcome::Counted { count: r.count, revision: r.header_revision })),
+            (Awaiting::Revision, KvResponse::Range(r)) => State::Finished(Ok(Outcome::AtRevision(r.header_revision))),
             (Awaiting::Lease { key, value }, KvResponse::LeaseGrant { id, .. }) => {
                 State::Send(create_txn(&key, &value, id), Awaiting::Create { key, value, lease: id })
             }
