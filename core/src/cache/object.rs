@@ -52,7 +52,7 @@ impl CachedObject {
             name: meta::name(obj).to_string(),
             labels,
             fields,
-            json: Bytes::from(serde_json::to_vec(obj).expect("JSON trees serialize")),
+            json: Bytes::from(exact(serde_json::to_vec(obj).expect("JSON trees serialize"))),
             proto: OnceLock::new(),
         }
     }
@@ -81,3 +81,10 @@ impl CachedObject {
 }
 
 pub type Shared = Arc<CachedObject>;
+
+/// `v` without its spare capacity: an encoder's buffer grows by doubling, and a cached object
+/// keeps its bytes for as long as it lives (up to 1.6x the JSON's size across 50,000 pods).
+fn exact(mut v: Vec<u8>) -> Vec<u8> {
+    v.shrink_to_fit();
+    v
+}
