@@ -134,10 +134,12 @@ fn parse_duration(s: &str) -> anyhow::Result<i64> {
     Ok(total)
 }
 
-/// mimalloc rather than glibc's malloc: requests allocate many small JSON trees on many
-/// threads, and glibc's arenas spent a quarter of a create's CPU time in malloc and free.
+/// jemalloc rather than glibc's malloc: requests allocate many small JSON trees on many
+/// threads, and glibc's arenas spent a quarter of a create's CPU time in malloc and free
+/// (creates of 50,000 pods: 1,743/s with glibc, 2,415/s with jemalloc). mimalloc was as fast
+/// but held 535 MiB after them where jemalloc holds 437 MiB (glibc: 396 MiB).
 #[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
 fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();

@@ -5,7 +5,6 @@
 
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
 use jiff::Timestamp;
@@ -53,11 +52,16 @@ struct Inner {
     next_watcher: u64,
 }
 
-/// The SQLite store. Writes and watch registration are serialized by one lock, so watchers see
-/// every revision exactly once, in order.
+/// Work for the store's thread.
+type Job = Box<dyn FnOnce(&mut Inner) + Send>;
+
+/// The SQLite store. One thread owns the database and does every request in turn, so watchers
+/// see every revision exactly once, in order. (SQLite has one writer at a time anyway; a pool
+/// of blocking threads taking turns on a lock cost more in hand-offs, and each thread's
+/// allocator cache held memory of its own.)
 #[derive(Clone)]
 pub struct Sqlite {
-    inner: Arc<Mutex<Inner>>,
+    jobs: std::sync::mpsc::Sender<Job>,
 }
 
 fn other(e: rusqlite::Error) -> KvError {
@@ -104,18 +108,25 @@ impl Sqlite {
         conn.execute_batch(SCHEMA)?;
         let revision = meta(&conn, "revision")?;
         let compact_revision = meta(&conn, "compact_revision")?;
-        Ok(Sqlite { inner: Arc::new(Mutex::new(Inner { conn, revision, compact_revision, watchers: BTreeMap::new(), next_watcher: 1 })) })
+        let mut inner = Inner { conn, revision, compact_revision, watchers: BTreeMap::new(), next_watcher: 1 };
+        let (jobs, queue) = std::sync::mpsc::channel::<Job>();
+        // The thread ends when the last handle is dropped.
+        std::thread::Builder::new().name("kapi-sqlite".into()).spawn(move || {
+            for job in queue {
+                job(&mut inner);
+            }
+        })?;
+        Ok(Sqlite { jobs })
     }
 
-    /// Runs `f` on the database, off the async threads.
+    /// Runs `f` on the database, on the store's thread.
     async fn with<T: Send + 'static>(&self, f: impl FnOnce(&mut Inner) -> T + Send + 'static) -> T {
-        let inner = self.inner.clone();
-        tokio::task::spawn_blocking(move || {
-            let mut g = inner.lock().unwrap_or_else(|p| p.into_inner());
-            f(&mut g)
-        })
-        .await
-        .expect("store tasks do not panic")
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let job: Job = Box::new(move |inner| {
+            let _ = tx.send(f(inner));
+        });
+        self.jobs.send(job).expect("the store's thread lives as long as its handles");
+        rx.await.expect("store jobs do not panic")
     }
 
     pub async fn call(&self, req: KvRequest) -> KvResult {
