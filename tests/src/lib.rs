@@ -79,6 +79,11 @@ impl Kapi {
         self.dir.path().join("data")
     }
 
+    /// The server's process id (to sample its memory and CPU).
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().expect("kapi is running").id()
+    }
+
     pub fn kubeconfig(&self) -> PathBuf {
         self.data_dir().join("admin.kubeconfig")
     }
