@@ -328,9 +328,11 @@ impl WatchCache {
             }
         };
         let mut objects = OrdMap::new();
-        for kv in &range.kvs {
-            if let Ok(o) = CachedObject::from_kv(&self.res, kv) {
-                objects.insert(kv.key.clone(), Arc::new(o));
+        // Each stored value is dropped once its object is built, so the allocator reuses its
+        // memory for the next object instead of holding the whole LIST response alongside.
+        for kv in range.kvs {
+            if let Ok(o) = CachedObject::from_kv(&self.res, &kv) {
+                objects.insert(kv.key, Arc::new(o));
             }
         }
         self.objects = objects;
