@@ -20,6 +20,8 @@ use tokio::sync::mpsc;
 
 /// How long one etcd call may take.
 pub const CALL_TIMEOUT: Duration = Duration::from_secs(10);
+/// The largest etcd response kapi takes: etcd's Go client default (`math.MaxInt32`).
+const MAX_RESPONSE: usize = i32::MAX as usize;
 /// How long the health check waits (kube's `--etcd-healthcheck-timeout` default).
 const HEALTH_TIMEOUT: Duration = Duration::from_secs(2);
 
@@ -123,8 +125,19 @@ impl Etcd {
         }
     }
 
+    /// A KV client that takes responses of any size etcd sends, as etcd's Go client (and so
+    /// kube-apiserver) does: tonic's default of 4 MiB failed a LIST of 800 pods.
+    fn kv(&self) -> etcd::KvClient {
+        self.client.kv_client().max_decoding_message_size(MAX_RESPONSE)
+    }
+
+    /// A watch client that takes responses of any size etcd sends (see [`Etcd::kv`]).
+    fn watcher(&self) -> etcd::WatchClient {
+        self.client.watch_client().max_decoding_message_size(MAX_RESPONSE)
+    }
+
     async fn send(&self, req: &KvRequest) -> Result<KvResponse, etcd::Error> {
-        let mut kv = self.client.kv_client();
+        let mut kv = self.kv();
         match req {
             KvRequest::Range(r) => {
                 let resp = kv.get(r.key.to_vec(), Some(get_options(r))).await?;
@@ -162,7 +175,7 @@ impl Etcd {
     async fn compact_revision(&self) -> Revision {
         let probe = async {
             let opts = etcd::WatchOptions::new().with_start_revision(1);
-            let mut stream = self.client.watch_client().watch(b"\0".to_vec(), Some(opts)).await.ok()?;
+            let mut stream = self.watcher().watch(b"\0".to_vec(), Some(opts)).await.ok()?;
             while let Ok(Some(resp)) = stream.message().await {
                 if resp.canceled() {
                     return Some(resp.compact_revision());
@@ -175,7 +188,7 @@ impl Etcd {
 
     /// etcd's current revision, from a count of `<prefix>/health` answered within `timeout`.
     async fn current_revision(&self, timeout: Duration) -> Result<Revision, KvError> {
-        let mut kv = self.client.kv_client();
+        let mut kv = self.kv();
         let read = kv.get(self.health_key.clone(), Some(etcd::GetOptions::new().with_count_only()));
         match tokio::time::timeout(timeout, read).await {
             Ok(Ok(resp)) => Ok(revision_of(resp.header())),
@@ -199,7 +212,7 @@ impl Etcd {
         if req.progress_notify {
             opts = opts.with_progress_notify();
         }
-        let started = tokio::time::timeout(CALL_TIMEOUT, self.client.watch_client().watch(req.key.to_vec(), Some(opts))).await;
+        let started = tokio::time::timeout(CALL_TIMEOUT, self.watcher().watch(req.key.to_vec(), Some(opts))).await;
         match started {
             Ok(Ok(stream)) => {
                 let (progress_tx, progress_rx) = mpsc::unbounded_channel();
