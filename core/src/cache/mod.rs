@@ -4,8 +4,10 @@
 //!
 //! Call order: [`WatchCache::new`]; then, as with every machine, feed inputs with
 //! [`WatchCache::handle`] and drain [`WatchCache::poll`] until it returns `None`; call `poll`
-//! again at [`WatchCache::poll_timeout`]. The cache first asks for a LIST of its prefix
-//! ([`CacheEffect::Kv`]) and then a KV watch from the listed revision
+//! again at [`WatchCache::poll_timeout`]. The cache first asks for a LIST of its prefix, in
+//! pages of [`LIST_PAGE`] at one revision ([`CacheEffect::Kv`], one page at a time; a page
+//! is decoded by the `poll` after the one that asks for the next, so the store reads while the
+//! cache decodes), and then a KV watch from the listed revision
 //! ([`CacheEffect::StartWatch`]); it answers reads with [`CacheEffect::ReadDone`] and streams
 //! watches as a [`CacheEffect::Backlog`] batch then [`CacheEffect::Deliver`] frames, live
 //! frames encoded once per event and view and shared.
@@ -40,6 +42,8 @@ pub const BOOKMARK_INTERVAL: SignedDuration = SignedDuration::from_secs(60);
 /// How long the cache waits before asking a failing store again (a LIST or its watch), so an
 /// unreachable store is not hammered.
 pub const RETRY_DELAY: SignedDuration = SignedDuration::from_secs(1);
+/// Keys per page of the cache's LIST of its prefix.
+pub const LIST_PAGE: i64 = 10_000;
 /// Events kept for watches that resume from a past resourceVersion.
 pub const DEFAULT_HISTORY: usize = 2048;
 
@@ -189,6 +193,13 @@ enum Waiting {
     Watch(WatcherId, WatchParams),
 }
 
+/// The first key after `key`.
+fn next_key(key: &[u8]) -> Bytes {
+    let mut k = key.to_vec();
+    k.push(0);
+    Bytes::from(k)
+}
+
 /// What the cache asks the store again once [`RETRY_DELAY`] has passed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Retry {
@@ -203,11 +214,21 @@ enum Phase {
     Ready,
 }
 
+/// A LIST of the prefix under way.
+struct Listing {
+    objects: OrdMap<Bytes, Shared>,
+    /// The revision every page is read at: the first page's.
+    revision: Option<Revision>,
+    /// A page received and not decoded yet, and whether it is the last.
+    page: Option<(Vec<kv::KeyValue>, bool)>,
+}
+
 /// The watch cache of one resource; see the module documentation.
 pub struct WatchCache {
     res: Arc<Resource>,
     prefix: Bytes,
     phase: Phase,
+    listing: Option<Listing>,
     objects: OrdMap<Bytes, Shared>,
     revision: Revision,
     /// The state before the oldest event in `history`, and its revision.
@@ -234,6 +255,7 @@ impl WatchCache {
             res,
             prefix,
             phase: Phase::Listing,
+            listing: None,
             objects: OrdMap::new(),
             revision: 0,
             base: (0, OrdMap::new()),
@@ -275,7 +297,14 @@ impl WatchCache {
     fn relist(&mut self) {
         self.phase = Phase::Listing;
         self.retry = None;
-        self.effects.push_back(CacheEffect::Kv(KvRequest::Range(RangeRequest::prefix(self.prefix.clone()))));
+        self.listing = Some(Listing { objects: OrdMap::new(), revision: None, page: None });
+        self.ask_page(self.prefix.clone(), 0);
+    }
+
+    /// Asks for the page of the prefix from `key` on, at `revision` (0: the current one).
+    fn ask_page(&mut self, key: Bytes, revision: Revision) {
+        let range = RangeRequest { key, range_end: kv::prefix_end(&self.prefix), limit: LIST_PAGE, revision, ..Default::default() };
+        self.effects.push_back(CacheEffect::Kv(KvRequest::Range(range)));
     }
 
     pub fn handle(&mut self, now: Timestamp, event: CacheEvent) {
@@ -306,6 +335,9 @@ impl WatchCache {
 
     pub fn poll(&mut self, now: Timestamp) -> Option<CacheEffect> {
         self.expire(now);
+        if self.effects.is_empty() {
+            self.decode_page(now);
+        }
         self.effects.pop_front()
     }
 
@@ -318,25 +350,41 @@ impl WatchCache {
         timer.into_iter().chain(waits).chain(progress).chain(retry).min()
     }
 
+    /// A page of the LIST: asks for the next one (decoding waits for the next `poll`).
     fn listed(&mut self, now: Timestamp, result: KvResult) {
-        let range = match result {
-            Ok(KvResponse::Range(r)) => r,
-            // The store failed: ask again in a while.
-            _ => {
-                self.retry = Some((now + RETRY_DELAY, Retry::List));
-                return;
-            }
+        // A shell that answers before polling again must not overwrite the page before.
+        self.decode_page(now);
+        let (Some(listing), Ok(KvResponse::Range(range))) = (self.listing.as_mut(), result) else {
+            // The store failed (or the revision was compacted between pages): list again in a while.
+            self.listing = None;
+            self.retry = Some((now + RETRY_DELAY, Retry::List));
+            return;
         };
-        let mut objects = OrdMap::new();
+        let revision = *listing.revision.get_or_insert(range.header_revision);
+        let next = range.more.then(|| range.kvs.last().map(|kv| next_key(&kv.key))).flatten();
+        listing.page = Some((range.kvs, next.is_none()));
+        if let Some(key) = next {
+            self.ask_page(key, revision);
+        }
+    }
+
+    /// Decodes the page received, and once the last is in, makes the listed state current.
+    fn decode_page(&mut self, now: Timestamp) {
+        let Some(listing) = self.listing.as_mut() else { return };
+        let Some((kvs, last)) = listing.page.take() else { return };
         // Each stored value is dropped once its object is built, so the allocator reuses its
-        // memory for the next object instead of holding the whole LIST response alongside.
-        for kv in range.kvs {
+        // memory for the next object instead of holding the whole page alongside.
+        for kv in kvs {
             if let Ok(o) = CachedObject::from_kv(&self.res, &kv) {
-                objects.insert(kv.key, Arc::new(o));
+                listing.objects.insert(kv.key, Arc::new(o));
             }
         }
-        self.objects = objects;
-        self.revision = range.header_revision;
+        if !last {
+            return;
+        }
+        let listing = self.listing.take().expect("checked above");
+        self.objects = listing.objects;
+        self.revision = listing.revision.expect("a page was received");
         self.base = (self.revision, self.objects.clone());
         self.history.clear();
         // Watchers of the old state cannot continue across a relist.

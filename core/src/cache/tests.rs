@@ -349,3 +349,48 @@ fn a_failing_store_is_asked_again_after_a_delay_and_a_lost_progress_request_is_a
     assert_eq!(h.progress_asks, 2, "progress is asked again on the new stream");
     assert!(h.reads[&ReadId(1)].is_ok(), "and the read is answered before its timeout");
 }
+
+/// A collection larger than a page is listed page by page at the first page's revision; a
+/// write that lands between pages is not in the listed state but arrives on the watch.
+#[test]
+fn a_large_collection_is_listed_in_pages_at_one_revision() {
+    let now: Timestamp = "2024-01-01T00:00:00Z".parse().unwrap();
+    let mut model = Model::new();
+    let put = |model: &mut Model, name: &str| {
+        let obj = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": "default"}});
+        let op = TxnOp::Put { key: format!("{PREFIX}default/{name}").into(), value: serde_json::to_vec(&obj).unwrap().into(), lease: 0 };
+        model.apply(now, &KvRequest::Txn(TxnRequest { success: vec![op], ..Default::default() })).0.unwrap();
+    };
+    let total = LIST_PAGE as usize + 5;
+    for i in 0..total {
+        put(&mut model, &format!("c{i:06}"));
+    }
+    let listed_at = model.revision();
+    let mut cache = WatchCache::new(configmaps(), Bytes::from(PREFIX), 8);
+    let (mut pages, mut watch) = (Vec::new(), None);
+    while cache.watcher_count() == 0 && watch.is_none() {
+        match cache.poll(now) {
+            Some(CacheEffect::Kv(KvRequest::Range(r))) => {
+                pages.push((r.limit, r.revision));
+                let (result, _) = model.apply(now, &KvRequest::Range(r));
+                if pages.len() == 1 {
+                    put(&mut model, "between-pages");
+                }
+                cache.handle(now, CacheEvent::Kv(result));
+            }
+            Some(CacheEffect::StartWatch(w)) => watch = Some(w),
+            Some(other) => panic!("unexpected {other:?}"),
+            None => panic!("the cache stalled while listing"),
+        }
+    }
+    assert_eq!(pages, [(LIST_PAGE, 0), (LIST_PAGE, listed_at)], "the second page is read at the first's revision");
+    assert!(cache.is_ready());
+    assert_eq!(cache.revision(), listed_at);
+    cache.handle(now, CacheEvent::Read { id: ReadId(1), request: ReadRequest::Latest { min: None } });
+    let Some(CacheEffect::ReadDone { result: Ok(ReadResult::Snapshot(s)), .. }) = cache.poll(now) else { panic!("a snapshot") };
+    assert_eq!(s.objects.len(), total);
+    let watch = watch.unwrap();
+    assert_eq!(watch.start_revision, listed_at + 1);
+    let backlog = model.backlog(&watch).unwrap();
+    assert_eq!(backlog.len(), 1, "the write between pages comes on the watch");
+}
