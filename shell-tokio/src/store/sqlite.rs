@@ -34,6 +34,8 @@ CREATE TABLE IF NOT EXISTS current (
     version INTEGER NOT NULL,
     lease INTEGER NOT NULL
 ) WITHOUT ROWID;
+-- Only keys: counting a range reads this small index instead of every stored value.
+CREATE INDEX IF NOT EXISTS current_keys ON current(key);
 CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS leases (id INTEGER PRIMARY KEY, ttl INTEGER NOT NULL, expires_at INTEGER NOT NULL);
 INSERT OR IGNORE INTO meta VALUES ('revision', 1), ('compact_revision', 0), ('next_lease', 4096);
@@ -217,7 +219,9 @@ impl Inner {
             (false, None) => ("key >= ?1", vec![lo.into()]),
             (false, Some(hi)) => ("key >= ?1 AND key < ?2", vec![lo.into(), hi.into()]),
         };
-        let current = rev == self.revision;
+        // A past revision reads the live rows when nothing in the range changed since: the
+        // pages of a LIST pinned to its first page's revision, while writes go elsewhere.
+        let current = rev == self.revision || !self.changed_since(sql_where, &args, rev)?;
         let (count_sql, rows_sql) = if current {
             (
                 format!("SELECT COUNT(*) FROM current WHERE {sql_where}"),
@@ -257,6 +261,13 @@ impl Inner {
         }
         resp.more = r.limit > 0 && count > r.limit;
         Ok(resp)
+    }
+
+    /// Whether a key matching `sql_where` was written or deleted after `rev`.
+    fn changed_since(&self, sql_where: &str, args: &[rusqlite::types::Value], rev: Revision) -> Result<bool, KvError> {
+        let sql = format!("SELECT EXISTS (SELECT 1 FROM log INDEXED BY log_by_revision WHERE revision > {rev} AND {sql_where})");
+        let mut stmt = self.conn.prepare_cached(&sql).map_err(other)?;
+        stmt.query_row(rusqlite::params_from_iter(args.iter()), |row| row.get(0)).map_err(other)
     }
 
     fn current(tx: &rusqlite::Transaction, key: &[u8]) -> Result<Option<KeyValue>, KvError> {
