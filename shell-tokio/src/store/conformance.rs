@@ -273,10 +273,10 @@ async fn conforms(subject: &Subject, steps: &[Step]) -> Result<(), TestCaseError
             Step::Kv(g) => {
                 let req = request(g, revision);
                 if matches!(req, KvRequest::Compact { .. }) && std::mem::take(&mut catching_up) {
-                    // etcd moves a watch from the past to its synced group within 100 ms; until
-                    // then a compaction past its start cancels it, where the model's watches are
-                    // synced at once.
-                    tokio::time::sleep(subject.settle * 3).await;
+                    // etcd moves a watch from the past to its synced group within 100 ms (later
+                    // on a loaded machine); until then a compaction past its start cancels it,
+                    // where the model's watches are synced at once.
+                    tokio::time::sleep(subject.settle * 10).await;
                 }
                 let want = reference.apply(&req);
                 let got = subject.result_out(subject.store.call(subject.request_in(&req)).await);
