@@ -219,9 +219,15 @@ impl Inner {
             (false, None) => ("key >= ?1", vec![lo.into()]),
             (false, Some(hi)) => ("key >= ?1 AND key < ?2", vec![lo.into(), hi.into()]),
         };
+        // The revision is a parameter after the key bounds, so the statements stay few and
+        // cached whatever revision is read.
+        let rev_param = format!("?{}", args.len() + 1);
+        let mut args_at_rev = args.clone();
+        args_at_rev.push(rev.into());
         // A past revision reads the live rows when nothing in the range changed since: the
         // pages of a LIST pinned to its first page's revision, while writes go elsewhere.
-        let current = rev == self.revision || !self.changed_since(sql_where, &args, rev)?;
+        let current = rev == self.revision || !self.changed_since(sql_where, &rev_param, &args_at_rev)?;
+        let args = if current { args } else { args_at_rev };
         let (count_sql, rows_sql) = if current {
             (
                 format!("SELECT COUNT(*) FROM current WHERE {sql_where}"),
@@ -229,7 +235,7 @@ impl Inner {
             )
         } else {
             let visible = format!(
-                "FROM log AS l WHERE {} AND l.revision = (SELECT MAX(revision) FROM log WHERE key = l.key AND revision <= {rev}) AND l.deleted = 0",
+                "FROM log AS l WHERE {} AND l.revision = (SELECT MAX(revision) FROM log WHERE key = l.key AND revision <= {rev_param}) AND l.deleted = 0",
                 sql_where.replace("key", "l.key")
             );
             (format!("SELECT COUNT(*) {visible}"), format!("SELECT l.key, l.value, l.create_revision, l.revision, l.version, l.lease {visible} ORDER BY l.key"))
@@ -263,9 +269,10 @@ impl Inner {
         Ok(resp)
     }
 
-    /// Whether a key matching `sql_where` was written or deleted after `rev`.
-    fn changed_since(&self, sql_where: &str, args: &[rusqlite::types::Value], rev: Revision) -> Result<bool, KvError> {
-        let sql = format!("SELECT EXISTS (SELECT 1 FROM log INDEXED BY log_by_revision WHERE revision > {rev} AND {sql_where})");
+    /// Whether a key matching `sql_where` was written or deleted after the revision that the
+    /// parameter `rev_param` holds.
+    fn changed_since(&self, sql_where: &str, rev_param: &str, args: &[rusqlite::types::Value]) -> Result<bool, KvError> {
+        let sql = format!("SELECT EXISTS (SELECT 1 FROM log INDEXED BY log_by_revision WHERE revision > {rev_param} AND {sql_where})");
         let mut stmt = self.conn.prepare_cached(&sql).map_err(other)?;
         stmt.query_row(rusqlite::params_from_iter(args.iter()), |row| row.get(0)).map_err(other)
     }
