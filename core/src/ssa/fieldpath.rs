@@ -101,9 +101,15 @@ impl Set {
         match path {
             [] => {}
             [last] => {
-                self.members.insert(last.clone());
+                if !self.members.contains(last) {
+                    self.members.insert(last.clone());
+                }
             }
-            [first, rest @ ..] => self.children.entry(first.clone()).or_default().insert(rest),
+            // Most inserts go down existing branches: look up before cloning the element.
+            [first, rest @ ..] => match self.children.get_mut(first) {
+                Some(c) => c.insert(rest),
+                None => self.children.entry(first.clone()).or_default().insert(rest),
+            },
         }
     }
 
@@ -124,17 +130,21 @@ impl Set {
         }
     }
 
-    pub fn union(&self, other: &Set) -> Set {
-        let mut out = self.clone();
-        out.members.extend(other.members.iter().cloned());
-        for (k, c) in &other.children {
-            let merged = match out.children.get(k) {
-                Some(mine) => mine.union(c),
-                None => c.clone(),
-            };
-            out.children.insert(k.clone(), merged);
+    /// Adds every path of `other` (an in-place union).
+    pub fn extend(&mut self, other: &Set) {
+        for m in &other.members {
+            if !self.members.contains(m) {
+                self.members.insert(m.clone());
+            }
         }
-        out
+        for (k, c) in &other.children {
+            match self.children.get_mut(k) {
+                Some(mine) => mine.extend(c),
+                None => {
+                    self.children.insert(k.clone(), c.clone());
+                }
+            }
+        }
     }
 
     pub fn difference(&self, other: &Set) -> Set {
@@ -186,23 +196,32 @@ impl Set {
         }
     }
 
-    /// The set without the subtree at `path` (and without `path` itself).
-    pub fn without_prefix(&self, path: &[PathElement]) -> Set {
-        let mut out = self.clone();
-        out.remove_prefix(path);
-        out
+    /// Removes the subtree at `path` (and `path` itself).
+    pub fn remove_prefix(&mut self, path: &[PathElement]) {
+        self.remove_at(path, true);
     }
 
-    fn remove_prefix(&mut self, path: &[PathElement]) {
+    /// Removes `path` itself, keeping the paths below it.
+    pub fn remove(&mut self, path: &[PathElement]) {
+        self.remove_at(path, false);
+    }
+
+    fn remove_at(&mut self, path: &[PathElement], subtree: bool) {
         match path {
-            [] => *self = Set::default(),
+            [] => {
+                if subtree {
+                    *self = Set::default();
+                }
+            }
             [last] => {
                 self.members.remove(last);
-                self.children.remove(last);
+                if subtree {
+                    self.children.remove(last);
+                }
             }
             [first, rest @ ..] => {
                 if let Some(c) = self.children.get_mut(first) {
-                    c.remove_prefix(rest);
+                    c.remove_at(rest, subtree);
                     if c.is_empty() {
                         self.children.remove(first);
                     }
@@ -317,7 +336,14 @@ mod tests {
         b.insert(&[f("a"), f("c")]);
         assert_eq!(a.difference(&b).paths(), vec![vec![f("a"), f("b")]]);
         assert_eq!(a.intersection(&b), b);
-        assert_eq!(b.union(&a), a);
-        assert!(a.without_prefix(&[f("a")]).is_empty());
+        let mut u = b.clone();
+        u.extend(&a);
+        assert_eq!(u, a);
+        let mut m = a.clone();
+        m.insert(&[f("a")]);
+        m.remove(&[f("a")]);
+        assert_eq!(m, a, "removing a path keeps the paths below it");
+        m.remove_prefix(&[f("a")]);
+        assert!(m.is_empty());
     }
 }

@@ -50,8 +50,13 @@ impl Entry {
     }
 }
 
-fn decode_entries(obj: &Value) -> Vec<Entry> {
-    let Some(list) = meta::at(obj, &["metadata", "managedFields"]).and_then(Value::as_array) else { return Vec::new() };
+fn entries_of(obj: &Value) -> Vec<Entry> {
+    meta::at(obj, &["metadata", "managedFields"]).map(decode_entries).unwrap_or_default()
+}
+
+/// The entries of a `metadata.managedFields` value.
+fn decode_entries(managed_fields: &Value) -> Vec<Entry> {
+    let Some(list) = managed_fields.as_array() else { return Vec::new() };
     list.iter()
         .filter_map(|e| {
             let s = |k: &str| e.get(k).and_then(Value::as_str).unwrap_or_default().to_string();
@@ -124,7 +129,7 @@ fn cap_update_managers(entries: &mut Vec<Entry>) {
         set: Set::default(),
     };
     for i in &doomed {
-        ancient.set = ancient.set.union(&entries[*i].set);
+        ancient.set.extend(&entries[*i].set);
     }
     let mut i = 0;
     entries.retain(|_| {
@@ -136,38 +141,30 @@ fn cap_update_managers(entries: &mut Vec<Entry>) {
 }
 
 /// Fields no manager ever owns (`stripMeta`).
-fn strip(set: &Set) -> Set {
+fn strip(mut set: Set) -> Set {
     let f = |s: &str| PathElement::Field(s.to_string());
-    let mut out = set.clone();
     for top in ["apiVersion", "kind"] {
-        out = out.without_prefix(&[f(top)]);
+        set.remove_prefix(&[f(top)]);
     }
     for m in ["name", "namespace", "creationTimestamp", "selfLink", "uid", "clusterName", "generation", "managedFields", "resourceVersion"] {
-        out = out.without_prefix(&[f("metadata"), f(m)]);
+        set.remove_prefix(&[f("metadata"), f(m)]);
     }
-    if out.contains(&[f("metadata")]) {
-        let rest = out.without_prefix(&[f("metadata")]);
-        let children = out.only_prefix(&[f("metadata")]);
-        let mut only_children = Set::default();
-        for p in children.paths() {
-            if p.len() > 1 {
-                only_children.insert(&p);
-            }
-        }
-        out = rest.union(&only_children);
-    }
-    out
+    set.remove(&[f("metadata")]);
+    set
 }
 
 /// Fields a write through this endpoint does not own (`ResetFields`): status on the main
 /// resource, everything but status on `/status`.
-fn reset_filter(set: &Set, subresource: &str) -> Set {
+fn reset_filter(mut set: Set, subresource: &str) -> Set {
     let status = [PathElement::Field("status".into())];
     match subresource {
-        "" => set.without_prefix(&status),
+        "" => {
+            set.remove_prefix(&status);
+            set
+        }
         "status" => set.only_prefix(&status),
         "scale" => set.only_prefix(&[PathElement::Field("spec".into()), PathElement::Field("replicas".into())]),
-        _ => set.clone(),
+        _ => set,
     }
 }
 
@@ -181,20 +178,29 @@ fn without_managed_fields(obj: &Value) -> Value {
     o
 }
 
+/// `added` and `modified` of a comparison, without the fields nobody owns.
+fn changed_fields(c: &typed::Comparison) -> Set {
+    let mut changed = c.added.clone();
+    changed.extend(&c.modified);
+    strip(changed)
+}
+
 /// Records in `new.metadata.managedFields` what a create, update or patch by `manager` changed
 /// from `old` (`None` for a create).
 pub fn record_update(old: Option<&Value>, new: &mut Value, manager: &str, subresource: Option<&str>, now: Timestamp) {
     let subresource = subresource.unwrap_or("");
     let api_version = api_version_of(new);
     let Some(def_ty) = type_of(new) else { return };
-    let mut entries = decode_entries(new);
+    // The new object's entries are taken out rather than the object cloned without them: they
+    // are written back below in any case.
+    let sent = new.get_mut("metadata").and_then(Value::as_object_mut).and_then(|m| m.remove("managedFields"));
+    let mut entries = sent.as_ref().map(decode_entries).unwrap_or_default();
     if entries.is_empty() {
-        entries = old.map(decode_entries).unwrap_or_default();
+        entries = old.map(entries_of).unwrap_or_default();
     }
     let old_clean = old.map(without_managed_fields);
-    let new_clean = without_managed_fields(new);
-    let c = typed::compare(old_clean.as_ref(), Some(&new_clean), &def_ty);
-    let changed = reset_filter(&strip(&c.added.union(&c.modified)), subresource);
+    let c = typed::compare(old_clean.as_ref(), Some(new), &def_ty);
+    let changed = reset_filter(changed_fields(&c), subresource);
     let removed = c.removed;
     for e in entries.iter_mut() {
         e.set = e.set.difference(&changed).difference(&removed);
@@ -203,7 +209,7 @@ pub fn record_update(old: Option<&Value>, new: &mut Value, manager: &str, subres
         let time = Some(format_time(now, false));
         match entries.iter_mut().find(|e| e.same_manager(manager, "Update", subresource, &api_version)) {
             Some(e) => {
-                e.set = e.set.union(&changed);
+                e.set.extend(&changed);
                 e.time = time;
             }
             None => entries.push(Entry {
@@ -237,11 +243,11 @@ pub fn apply(live: Option<&Value>, config: &Value, def: &Definition, manager: &s
     }
     let ty = Type::Object(def.name.clone());
     let api_version = api_version_of(config);
-    let mut entries = live.map(decode_entries).unwrap_or_default();
+    let mut entries = live.map(entries_of).unwrap_or_default();
     let live_clean = live.map(without_managed_fields);
     let merged = typed::merge(live_clean.as_ref(), Some(config), &ty).unwrap_or_else(|| config.clone());
 
-    let applied = reset_filter(&strip(&typed::to_set(config, &ty)), "");
+    let applied = reset_filter(strip(typed::to_set(config, &ty)), "");
     let pos = entries.iter().position(|e| e.same_manager(manager, "Apply", "", &api_version));
     let last = pos.map(|i| entries[i].set.clone()).unwrap_or_default();
     let me = match pos {
@@ -262,7 +268,10 @@ pub fn apply(live: Option<&Value>, config: &Value, def: &Definition, manager: &s
     entries[me].api_version = api_version;
 
     // Prune what this manager applied before, applies no more, and nobody else owns.
-    let owned = entries.iter().fold(Set::default(), |acc, e| acc.union(&e.set));
+    let owned = entries.iter().fold(Set::default(), |mut acc, e| {
+        acc.extend(&e.set);
+        acc
+    });
     let mut pruned = merged;
     let mut doomed = last.difference(&owned).paths();
     doomed.reverse();
@@ -273,7 +282,7 @@ pub fn apply(live: Option<&Value>, config: &Value, def: &Definition, manager: &s
     }
 
     let c = typed::compare(live_clean.as_ref(), Some(&pruned), &ty);
-    let changed = strip(&c.added.union(&c.modified));
+    let changed = changed_fields(&c);
     let mut conflicts = Vec::new();
     for (i, e) in entries.iter_mut().enumerate() {
         if i == me {

@@ -175,13 +175,15 @@ fn walk_compare(lhs: Option<&Value>, rhs: Option<&Value>, ty: &Type, path: &mut 
         Shape::KeyedList(items_ty, keys) => {
             let la = lhs.and_then(Value::as_array).map(Vec::as_slice).unwrap_or(&[]);
             let ra = rhs.and_then(Value::as_array).map(Vec::as_slice).unwrap_or(&[]);
-            let mut pes: Vec<PathElement> = la.iter().chain(ra.iter()).map(|i| item_key(i, keys)).collect();
+            let lk: Vec<PathElement> = la.iter().map(|i| item_key(i, keys)).collect();
+            let rk: Vec<PathElement> = ra.iter().map(|i| item_key(i, keys)).collect();
+            let mut pes: Vec<&PathElement> = lk.iter().chain(rk.iter()).collect();
             pes.sort();
             pes.dedup();
             for pe in pes {
-                let l = la.iter().find(|i| item_key(i, keys) == pe);
-                let r = ra.iter().find(|i| item_key(i, keys) == pe);
-                path.push(pe);
+                let l = lk.iter().position(|k| k == pe).map(|i| &la[i]);
+                let r = rk.iter().position(|k| k == pe).map(|i| &ra[i]);
+                path.push(pe.clone());
                 walk_compare(l, r, items_ty, path, c);
                 path.pop();
             }
