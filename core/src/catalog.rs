@@ -154,14 +154,20 @@ pub struct ReviewContext<'a> {
 
 /// A resource's rules. Every method has kube's generic behaviour as its default.
 pub trait Strategy: Send + Sync {
+    /// Whether storage holds objects as they are served; `false` where the two conversions
+    /// below change them. The watch cache then serves the stored bytes without decoding them.
+    fn stored_as_served(&self) -> bool {
+        true
+    }
+
     /// The object as served, from what storage holds (kinds stored as another version).
     fn served_from_stored(&self, stored: Value) -> Value {
         stored
     }
 
-    /// What storage holds for an object as served.
-    fn stored_from_served(&self, served: Value) -> Value {
-        served
+    /// What storage holds for an object as served, where it differs from the object itself.
+    fn stored_from_served(&self, _served: &Value) -> Option<Value> {
+        None
     }
 
     /// Defaults applied to objects written by clients (`SetDefaults_<Kind>`).
@@ -270,9 +276,16 @@ pub trait Strategy: Send + Sync {
         &[]
     }
 
-    /// The value of a selectable field.
+    /// Where in the object a selectable field's value is (a dotted path): the field's own name
+    /// unless kube names it otherwise.
+    fn field_path<'a>(&self, field: &'a str) -> &'a str {
+        field
+    }
+
+    /// The value of a selectable field. It reads only under the field's path (the watch cache
+    /// gives it an object with just those parts of the stored one).
     fn field_value(&self, obj: &Value, field: &str) -> Option<String> {
-        let path: Vec<&str> = field.split('.').collect();
+        let path: Vec<&str> = self.field_path(field).split('.').collect();
         meta::at(obj, &path).map(|v| match v {
             Value::String(s) => s.clone(),
             other => other.to_string(),

@@ -8,7 +8,7 @@ use serde_json::Value;
 use crate::catalog::Resource;
 use crate::kv::{KeyValue, Revision};
 use crate::meta;
-use crate::registry::objects::set_resource_version;
+use crate::registry::objects::{serve_stored, set_resource_version};
 use crate::schema::schema;
 use crate::selector::{FieldSelector, LabelSelector};
 
@@ -28,8 +28,17 @@ pub struct CachedObject {
 }
 
 impl CachedObject {
-    /// The object stored in `kv`, as the resource serves it.
+    /// The object stored in `kv`, as the resource serves it. Where storage holds objects as
+    /// served, the stored bytes are served with the resourceVersion spliced in, and only what
+    /// selectors read is decoded.
     pub fn from_kv(res: &Resource, kv: &KeyValue) -> Result<CachedObject, String> {
+        if res.strategy.stored_as_served() {
+            let mut paths = vec!["metadata.name", "metadata.namespace", "metadata.labels"];
+            paths.extend(res.strategy.selectable_fields().iter().map(|f| res.strategy.field_path(f)));
+            if let Some(s) = serve_stored(&kv.value, kv.mod_revision, &paths) {
+                return Ok(Self::with_json(res, kv.key.clone(), kv.mod_revision, &s.parts, s.json));
+            }
+        }
         let stored: Value = serde_json::from_slice(&kv.value).map_err(|e| format!("stored object is not JSON: {e}"))?;
         let mut obj = res.strategy.served_from_stored(stored);
         set_resource_version(&mut obj, kv.mod_revision);
@@ -37,6 +46,12 @@ impl CachedObject {
     }
 
     pub fn new(res: &Resource, key: Bytes, rv: Revision, obj: &Value) -> CachedObject {
+        Self::with_json(res, key, rv, obj, serde_json::to_vec(obj).expect("JSON trees serialize"))
+    }
+
+    /// The object encoded as `json`, with what selectors need taken from `obj` (the object, or
+    /// just the parts selectors read).
+    fn with_json(res: &Resource, key: Bytes, rv: Revision, obj: &Value, json: Vec<u8>) -> CachedObject {
         let labels = meta::labels(obj).into_iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
         let mut fields = vec![("metadata.name", meta::name(obj).to_string())];
         if res.info.namespaced {
@@ -52,7 +67,7 @@ impl CachedObject {
             name: meta::name(obj).to_string(),
             labels,
             fields,
-            json: Bytes::from(exact(serde_json::to_vec(obj).expect("JSON trees serialize"))),
+            json: Bytes::from(exact(json)),
             proto: OnceLock::new(),
         }
     }
@@ -87,4 +102,94 @@ pub type Shared = Arc<CachedObject>;
 fn exact(mut v: Vec<u8>) -> Vec<u8> {
     v.shrink_to_fit();
     v
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::registry::{decode_stored, encode_for_storage};
+    use crate::resources::{Settings, catalog};
+
+    fn stored_kv(value: &[u8]) -> KeyValue {
+        KeyValue {
+            key: Bytes::from_static(b"/registry/x/ns/a"),
+            value: Bytes::copy_from_slice(value),
+            create_revision: 3,
+            mod_revision: 42,
+            version: 1,
+            lease: 0,
+        }
+    }
+
+    /// What the cache would hold had it decoded the stored object whole.
+    fn decoded(res: &Resource, kv: &KeyValue) -> CachedObject {
+        CachedObject::new(res, kv.key.clone(), kv.mod_revision, &decode_stored(res, kv).expect("decodes"))
+    }
+
+    fn assert_same(fast: &CachedObject, slow: &CachedObject) {
+        assert_eq!(String::from_utf8_lossy(&fast.json), String::from_utf8_lossy(&slow.json));
+        assert_eq!((&fast.name, &fast.namespace, &fast.labels, &fast.fields), (&slow.name, &slow.namespace, &slow.labels, &slow.fields));
+    }
+
+    #[test]
+    fn stored_objects_are_served_with_their_resource_version_spliced_in() {
+        let cat = catalog(&Settings::default());
+        let managed = json!([{"manager": "kubectl", "operation": "Update", "apiVersion": "v1", "fieldsType": "FieldsV1", "fieldsV1": {"f:spec": {}}}]);
+        let objects = [
+            (
+                "",
+                "v1",
+                "pods",
+                json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "a", "namespace": "ns", "labels": {"app": "x"}, "managedFields": managed, "uid": "u"},
+                "spec": {"nodeName": "n1", "restartPolicy": "Always", "hostNetwork": true, "containers": [{"name": "c", "image": "i"}]}, "status": {"phase": "Running", "podIP": "10.0.0.1"}}),
+            ),
+            ("", "v1", "nodes", json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n1"}, "spec": {"unschedulable": true}})),
+            ("batch", "v1", "jobs", json!({"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "j", "namespace": "ns"}, "status": {"succeeded": 2}})),
+            (
+                "",
+                "v1",
+                "events",
+                json!({"apiVersion": "v1", "kind": "Event", "metadata": {"name": "e", "namespace": "ns"}, "involvedObject": {"kind": "Pod", "name": "a"}, "reason": "Started", "source": {"component": "kubelet"}, "type": "Normal"}),
+            ),
+            (
+                "",
+                "v1",
+                "secrets",
+                json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "s", "namespace": "ns"}, "type": "Opaque", "data": {"k": "dg=="}}),
+            ),
+            (
+                "",
+                "v1",
+                "services",
+                json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "s", "namespace": "ns", "annotations": {"a\"b": "c"}}, "spec": {"clusterIP": "10.0.0.10", "type": "ClusterIP"}}),
+            ),
+            ("", "v1", "configmaps", json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {}, "data": {"k": "v"}})),
+            ("", "v1", "configmaps", json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"uid": "u"}})),
+        ];
+        for (group, version, resource, obj) in objects {
+            let res = cat.get(group, version, resource).expect("built in");
+            let kv = stored_kv(&encode_for_storage(res, &obj));
+            assert_same(&CachedObject::from_kv(res, &kv).unwrap(), &decoded(res, &kv));
+        }
+    }
+
+    #[test]
+    fn stored_bytes_from_other_writers_are_served_as_the_same_object() {
+        let res = catalog(&Settings::default()).get("", "v1", "configmaps").expect("built in").clone();
+        // Indented, unsorted, with escapes: only the key order and spacing may differ.
+        let stored =
+            b"{ \"metadata\" : { \"uid\": \"u\", \"name\": \"a\\u0062\", \"labels\": {\"k\": \"v\"} },\n \"kind\": \"ConfigMap\", \"apiVersion\": \"v1\" }";
+        let kv = stored_kv(stored);
+        let (fast, slow) = (CachedObject::from_kv(&res, &kv).unwrap(), decoded(&res, &kv));
+        assert_eq!(fast.value(), slow.value());
+        assert_eq!((&fast.name, &fast.labels), (&slow.name, &slow.labels));
+        // A stored resourceVersion, or no metadata, and the object is decoded whole.
+        for stored in [&b"{\"metadata\":{\"name\":\"a\",\"resourceVersion\":\"7\"}}"[..], b"{\"data\":{}}", b"[1]"] {
+            assert!(serve_stored(stored, 42, &[]).is_none(), "{}", String::from_utf8_lossy(stored));
+        }
+        let with_rv = stored_kv(b"{\"metadata\":{\"name\":\"a\",\"resourceVersion\":\"7\"}}");
+        assert_eq!(CachedObject::from_kv(&res, &with_rv).unwrap().value()["metadata"]["resourceVersion"], "42");
+    }
 }

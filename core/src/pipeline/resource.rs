@@ -200,8 +200,8 @@ impl RequestMachine {
     }
 
     fn respond_object(&mut self, res: &Resource, obj: &Value, output: Output, code: u16, subresource: &str, now: Timestamp) {
-        let view = if subresource == "scale" { res.strategy.scale_of(obj).unwrap_or_else(|| obj.clone()) } else { obj.clone() };
-        match object_body(res, &view, output, now) {
+        let scale = if subresource == "scale" { res.strategy.scale_of(obj) } else { None };
+        match object_body(res, scale.as_ref().unwrap_or(obj), output, now) {
             Ok((ct, body)) => self.respond(Head::new(code, &ct), body),
             Err(e) => self.fail_as(&e, output.format),
         }

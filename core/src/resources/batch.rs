@@ -185,6 +185,10 @@ impl Strategy for Jobs {
         &["status.successful"]
     }
 
+    fn field_path<'a>(&self, field: &'a str) -> &'a str {
+        if field == "status.successful" { "status.succeeded" } else { field }
+    }
+
     fn field_value(&self, obj: &Value, field: &str) -> Option<String> {
         (field == "status.successful").then(|| table::int_at(obj, &["status", "succeeded"]).to_string())
     }

@@ -86,6 +86,10 @@ impl Events {
 }
 
 impl Strategy for Events {
+    fn stored_as_served(&self) -> bool {
+        self.api == Api::Core
+    }
+
     fn served_from_stored(&self, stored: Value) -> Value {
         match self.api {
             Api::Core => stored,
@@ -93,10 +97,10 @@ impl Strategy for Events {
         }
     }
 
-    fn stored_from_served(&self, served: Value) -> Value {
+    fn stored_from_served(&self, served: &Value) -> Option<Value> {
         match self.api {
-            Api::Core => served,
-            Api::EventsK8sIo => rename(served, true, "v1"),
+            Api::Core => None,
+            Api::EventsK8sIo => Some(rename(served.clone(), true, "v1")),
         }
     }
 
