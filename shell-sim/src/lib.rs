@@ -295,7 +295,7 @@ impl World {
 
     fn run(&mut self, req: Request) -> Response {
         let seed = self.seed ^ self.next();
-        let mut m = RequestMachine::new(self.server.clone(), req, Health::default(), self.now, seed);
+        let mut m = RequestMachine::new(self.server.clone(), req, self.now, seed);
         let mut head = None;
         let mut body = Vec::new();
         loop {
@@ -326,6 +326,7 @@ impl World {
                     self.pump();
                     return Response { head, body: Bytes::new(), watch: Some(id) };
                 }
+                Some(Effect::Health) => m.handle(self.now, Event::Health(Health::default())),
                 Some(Effect::Respond(h)) => head = Some(h),
                 Some(Effect::Body(b)) => body.extend_from_slice(&b),
                 Some(Effect::End) | None => break,

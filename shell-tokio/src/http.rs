@@ -119,8 +119,7 @@ fn streaming(chunks: impl futures_util::Stream<Item = Chunk> + Send + Sync + 'st
 
 /// Runs one request machine: carries out its effects, answering on `reply`.
 async fn drive(state: Arc<State>, request: Request, reply: oneshot::Sender<hyper::Response<Body>>) {
-    let health = state.health().await;
-    let mut m = RequestMachine::new(state.server.clone(), request, health, now(), seed());
+    let mut m = RequestMachine::new(state.server.clone(), request, now(), seed());
     let mut reply = Some(reply);
     let mut body: Option<mpsc::Sender<Chunk>> = None;
     loop {
@@ -132,6 +131,10 @@ async fn drive(state: Arc<State>, request: Request, reply: oneshot::Sender<hyper
             Some(Effect::Cache { resource, request }) => {
                 let r = state.caches.read(&resource, request).await;
                 m.handle(now(), Event::Cache(r));
+            }
+            Some(Effect::Health) => {
+                let health = state.health().await;
+                m.handle(now(), Event::Health(health));
             }
             Some(Effect::Respond(head)) => {
                 let (tx, rx) = mpsc::channel(4);

@@ -7,6 +7,8 @@
 //! whole, up to [`Server::max_body_bytes`]). Then loop on [`RequestMachine::poll`]:
 //! - [`Effect::Kv`]: send to the store, feed the answer with [`Event::Kv`];
 //! - [`Effect::Cache`]: read the resource's watch cache, feed the answer with [`Event::Cache`];
+//! - [`Effect::Health`]: find out the server's [`Health`], feed it with [`Event::Health`] (only
+//!   `/healthz`, `/livez` and `/readyz` ask, so other requests pay nothing for the store's check);
 //! - [`Effect::Respond`] then [`Effect::Body`]s then [`Effect::End`]: write the response;
 //!   `poll` again only when a body chunk is written, so a list is held one chunk at a time;
 //! - [`Effect::Watch`]: register the watch with the resource's cache and stream its frames
@@ -36,7 +38,7 @@ use crate::rand::Rng;
 use crate::status::ApiError;
 
 pub use info::{RequestInfo, resolve};
-pub use nonresource::{Docs, version};
+pub use nonresource::{Docs, HealthRequest, version};
 pub use params::ContinueToken;
 pub use query::Query;
 pub use respond::{Head, ListBody, Page};
@@ -135,6 +137,8 @@ pub enum Effect {
         params: WatchParams,
         head: Head,
     },
+    /// Report the server's health with [`Event::Health`].
+    Health,
     Respond(Head),
     Body(Bytes),
     End,
@@ -144,13 +148,13 @@ pub enum Effect {
 pub enum Event {
     Kv(KvResult),
     Cache(Result<ReadResult, ApiError>),
+    Health(Health),
 }
 
 /// One request; see the module documentation for the call order.
 pub struct RequestMachine {
     server: Arc<Server>,
     req: Request,
-    health: Health,
     rng: Rng,
     deadline: Timestamp,
     responded: bool,
@@ -163,11 +167,10 @@ pub struct RequestMachine {
 
 impl RequestMachine {
     /// `seed` feeds the request's randomness (UIDs, generated names).
-    pub fn new(server: Arc<Server>, req: Request, health: Health, now: Timestamp, seed: u64) -> RequestMachine {
+    pub fn new(server: Arc<Server>, req: Request, now: Timestamp, seed: u64) -> RequestMachine {
         let mut m = RequestMachine {
             server,
             req,
-            health,
             rng: Rng::new(seed),
             deadline: now + REQUEST_TIMEOUT,
             responded: false,
@@ -193,9 +196,14 @@ impl RequestMachine {
         };
         let info = resolve(&self.req.method, &self.req.path, &query);
         if !info.is_resource_request {
+            if let Some(request) = HealthRequest::of(&self.req.method, &self.req.path) {
+                self.out.push_back(Effect::Health);
+                self.stage = resource::Stage::Health { request, query };
+                return;
+            }
             let server = self.server.clone();
             let accept = self.req.header("Accept").map(str::to_string);
-            match nonresource::answer(&server, &self.req.method, &self.req.path, &query, accept.as_deref(), &self.health) {
+            match nonresource::answer(&server, &self.req.method, &self.req.path, &query, accept.as_deref()) {
                 Some((head, body)) => self.respond(head, body),
                 None => self.fail(&ApiError::path_not_found()),
             }

@@ -103,6 +103,36 @@ fn checks(which: &str, health: &Health) -> Vec<(&'static str, Result<(), String>
     c
 }
 
+/// A GET or HEAD of `/healthz`, `/livez` or `/readyz` (or one of their checks): the only
+/// requests that need the server's [`Health`], so only they make the shell find it out.
+#[derive(Clone, Debug)]
+pub struct HealthRequest {
+    which: &'static str,
+    /// The one check asked for (`/readyz/etcd`).
+    single: Option<String>,
+}
+
+impl HealthRequest {
+    pub fn of(method: &str, path: &str) -> Option<HealthRequest> {
+        if method != "GET" && method != "HEAD" {
+            return None;
+        }
+        let mut parts = path.trim_end_matches('/').trim_start_matches('/').split('/');
+        let which = match parts.next()? {
+            "healthz" => "healthz",
+            "livez" => "livez",
+            "readyz" => "readyz",
+            _ => return None,
+        };
+        let rest: Vec<&str> = parts.collect();
+        Some(HealthRequest { which, single: (!rest.is_empty()).then(|| rest.join("/")) })
+    }
+
+    pub fn answer(&self, query: &Query, health: &Health) -> Answer {
+        health_answer(self.which, self.single.as_deref(), query, health)
+    }
+}
+
 fn health_answer(which: &str, single: Option<&str>, query: &Query, health: &Health) -> Answer {
     let all = checks(which, health);
     if let Some(name) = single {
@@ -176,8 +206,9 @@ fn discovery_answer(mut doc: Value, api_version: &str, kind: &str, accept: Optio
     json_answer(&doc)
 }
 
-/// Answers a non-resource request, or `None` for paths that are not one.
-pub fn answer(server: &Server, method: &str, path: &str, query: &Query, accept: Option<&str>, health: &Health) -> Option<Answer> {
+/// Answers a non-resource request other than a [`HealthRequest`], or `None` for paths that are
+/// not one.
+pub fn answer(server: &Server, method: &str, path: &str, query: &Query, accept: Option<&str>) -> Option<Answer> {
     let path = path.trim_end_matches('/');
     let parts: Vec<&str> = path.trim_start_matches('/').split('/').collect();
     if method != "GET" && method != "HEAD" {
@@ -191,8 +222,6 @@ pub fn answer(server: &Server, method: &str, path: &str, query: &Query, accept: 
     let docs = &server.docs;
     Some(match parts.as_slice() {
         ["version"] => json_answer(&version()),
-        [w @ ("healthz" | "livez" | "readyz")] => health_answer(w, None, query, health),
-        [w @ ("healthz" | "livez" | "readyz"), rest @ ..] => health_answer(w, Some(&rest.join("/")), query, health),
         ["api"] => match aggregated_version(accept) {
             Some(v) => aggregated_answer(docs, true, v),
             None => discovery_answer(docs.api.clone(), "v1", "APIVersions", accept),

@@ -78,15 +78,48 @@ pub(super) struct DeleteCollection {
 
 pub(super) enum Stage {
     Done,
-    Get { op: StorageOp<ApiError>, res: Arc<Resource>, output: Output, subresource: String },
-    Probe { op: StorageOp<ApiError>, plan: ListPlan },
-    CacheList { plan: ListPlan },
-    CacheGet { plan: GetPlan },
-    StorageList { op: StorageOp<ApiError>, plan: ListPlan },
-    Lookups { pending: VecDeque<Lookup>, current: Option<(Lookup, LookupRead)>, admission: Admission, write: Option<PendingWrite> },
-    Write { op: Box<WriteOp>, res: Arc<Resource>, output: Output, action: bool },
+    /// A health endpoint waits for the server's health.
+    Health {
+        request: super::HealthRequest,
+        query: Query,
+    },
+    Get {
+        op: StorageOp<ApiError>,
+        res: Arc<Resource>,
+        output: Output,
+        subresource: String,
+    },
+    Probe {
+        op: StorageOp<ApiError>,
+        plan: ListPlan,
+    },
+    CacheList {
+        plan: ListPlan,
+    },
+    CacheGet {
+        plan: GetPlan,
+    },
+    StorageList {
+        op: StorageOp<ApiError>,
+        plan: ListPlan,
+    },
+    Lookups {
+        pending: VecDeque<Lookup>,
+        current: Option<(Lookup, LookupRead)>,
+        admission: Admission,
+        write: Option<PendingWrite>,
+    },
+    Write {
+        op: Box<WriteOp>,
+        res: Arc<Resource>,
+        output: Output,
+        action: bool,
+    },
     Stream(ListBody),
-    Listing { op: StorageOp<ApiError>, dc: Box<DeleteCollection> },
+    Listing {
+        op: StorageOp<ApiError>,
+        dc: Box<DeleteCollection>,
+    },
     DeleteCollection(Box<DeleteCollection>),
 }
 
@@ -515,6 +548,10 @@ impl RequestMachine {
     pub(super) fn step(&mut self, now: Timestamp) -> bool {
         match std::mem::replace(&mut self.stage, Stage::Done) {
             Stage::Done => false,
+            waiting @ Stage::Health { .. } => {
+                self.stage = waiting;
+                false
+            }
             Stage::Stream(mut body) => {
                 match body.next_chunk() {
                     Some(chunk) => {
@@ -795,6 +832,10 @@ impl RequestMachine {
 
     pub(super) fn on_event(&mut self, now: Timestamp, event: Event) {
         match (&mut self.stage, event) {
+            (Stage::Health { request, query }, Event::Health(health)) => {
+                let (head, body) = request.answer(query, &health);
+                self.respond(head, body);
+            }
             (Stage::Get { op, .. } | Stage::Probe { op, .. } | Stage::StorageList { op, .. } | Stage::Listing { op, .. }, Event::Kv(r)) => {
                 op.handle(now, StorageEvent::Kv(r));
             }

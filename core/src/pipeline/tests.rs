@@ -21,10 +21,11 @@ fn simple(method: &str, path: &str, query: &str, token: Option<&str>, accept: Op
         headers.push(("Accept".into(), a.into()));
     }
     let req = Request { method: method.into(), path: path.into(), query: query.into(), headers, ..Default::default() };
-    let mut m = RequestMachine::new(server(), req, health, now(), 1);
+    let mut m = RequestMachine::new(server(), req, now(), 1);
     let (mut status, mut ct, mut body) = (0, String::new(), Vec::new());
     while let Some(e) = m.poll(now()) {
         match e {
+            Effect::Health => m.handle(now(), Event::Health(health.clone())),
             Effect::Respond(h) => {
                 status = h.status;
                 ct = h.content_type().unwrap_or_default().to_string();
@@ -88,7 +89,7 @@ fn a_watch_hands_over_to_the_cache() {
         headers: vec![("Authorization".into(), "Bearer t0ken".into())],
         ..Default::default()
     };
-    let mut m = RequestMachine::new(server(), req, Health::default(), now(), 1);
+    let mut m = RequestMachine::new(server(), req, now(), 1);
     match m.poll(now()) {
         Some(Effect::Watch { resource, params, head }) => {
             assert_eq!(resource.info.resource, "configmaps");

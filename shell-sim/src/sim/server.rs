@@ -153,7 +153,7 @@ impl SimServer {
 
     /// A client sends a request; a `slow` client reads watch frames only when it calls [`read`](Self::read).
     pub fn request(&mut self, now: Timestamp, id: ReqId, req: Request, seed: u64, slow: bool) {
-        let machine = RequestMachine::new(self.server.clone(), req, Health::default(), now, seed);
+        let machine = RequestMachine::new(self.server.clone(), req, now, seed);
         self.requests.insert(id, InFlight { machine, head: None, body: Vec::new(), slow });
         self.dirty_requests.insert(id);
         self.pump(now);
@@ -331,6 +331,8 @@ impl SimServer {
                     self.dirty_caches.insert(slot);
                     return;
                 }
+                // The simulated server is always healthy: its faults are the store's.
+                Effect::Health => r.machine.handle(now, Event::Health(Health::default())),
                 Effect::Respond(h) => r.head = Some(h),
                 Effect::Body(b) => r.body.extend_from_slice(&b),
                 Effect::End => {
