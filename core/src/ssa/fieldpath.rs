@@ -28,7 +28,12 @@ impl PathElement {
     /// The `FieldsV1` spelling.
     fn encode(&self) -> String {
         match self {
-            PathElement::Field(f) => format!("f:{f}"),
+            PathElement::Field(f) => {
+                let mut s = String::with_capacity(f.len() + 2);
+                s.push_str("f:");
+                s.push_str(f);
+                s
+            }
             PathElement::Key(k) => {
                 let mut s = String::from("k:{");
                 for (i, (n, v)) in k.iter().enumerate() {
@@ -110,6 +115,49 @@ impl Set {
                 Some(c) => c.insert(rest),
                 None => self.children.entry(first.clone()).or_default().insert(rest),
             },
+        }
+    }
+
+    /// Adds `pe` below the root: as a member if `member`, with the paths of `below` under it.
+    pub fn add_child(&mut self, pe: PathElement, member: bool, below: Set) {
+        let empty = below.is_empty();
+        match (member, empty) {
+            (true, true) => {
+                self.members.insert(pe);
+            }
+            (true, false) => {
+                self.members.insert(pe.clone());
+                self.merge_child(pe, below);
+            }
+            (false, false) => self.merge_child(pe, below),
+            (false, true) => {}
+        }
+    }
+
+    fn merge_child(&mut self, pe: PathElement, below: Set) {
+        match self.children.get_mut(&pe) {
+            Some(c) => c.extend(&below),
+            None => {
+                self.children.insert(pe, below);
+            }
+        }
+    }
+
+    /// Adds `path` (if `member`) and the paths of `below` under it.
+    pub fn graft(&mut self, path: &[PathElement], member: bool, below: Set) {
+        match path {
+            [] if self.is_empty() => *self = below,
+            [] => self.extend(&below),
+            [last] => self.add_child(last.clone(), member, below),
+            [first, rest @ ..] => {
+                if !member && below.is_empty() {
+                    return;
+                }
+                match self.children.get_mut(first) {
+                    Some(c) => c.graft(rest, member, below),
+                    None => self.children.entry(first.clone()).or_default().graft(rest, member, below),
+                }
+            }
         }
     }
 

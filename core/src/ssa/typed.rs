@@ -125,6 +125,18 @@ pub fn compare(lhs: Option<&Value>, rhs: Option<&Value>, ty: &Type) -> Compariso
 }
 
 fn walk_compare(lhs: Option<&Value>, rhs: Option<&Value>, ty: &Type, path: &mut Path, c: &mut Comparison) {
+    // A side that is absent makes the whole other side added or removed: built bottom-up in one
+    // pass (a create's every field) rather than inserted path by path from the root.
+    let one_sided = match (lhs, rhs) {
+        (None, Some(r)) => Some((r, &mut c.added)),
+        (Some(l), None) => Some((l, &mut c.removed)),
+        _ => None,
+    };
+    if let Some((v, set)) = one_sided {
+        let (itself, below) = subtree(v, ty);
+        set.graft(path, itself && !path.is_empty(), below);
+        return;
+    }
     let sh = shape(ty);
     let container = match (&sh, lhs, rhs) {
         (Shape::Leaf, ..) => false,
@@ -197,6 +209,50 @@ fn walk_compare(lhs: Option<&Value>, rhs: Option<&Value>, ty: &Type, path: &mut 
             _ => {}
         }
     }
+}
+
+/// The fields of `v` when the other side of a comparison has nothing there: whether `v`'s own
+/// node counts (not for structs, as [`walk_compare`] has it) and the set of paths below it.
+fn subtree(v: &Value, ty: &Type) -> (bool, Set) {
+    let sh = shape(ty);
+    let container = match (&sh, v) {
+        (Shape::Leaf, _) => false,
+        _ if is_empty_container(Some(v)) => false,
+        (Shape::Struct(_) | Shape::Map(_), v) => v.is_object(),
+        (Shape::Set | Shape::KeyedList(..), v) => v.is_array(),
+    };
+    if !container {
+        return (true, Set::default());
+    }
+    let mut set = Set::default();
+    match (&sh, v) {
+        (Shape::Struct(_) | Shape::Map(_), Value::Object(m)) => {
+            for (k, child) in m {
+                let (itself, below) = subtree(child, child_type(&sh, k));
+                set.add_child(PathElement::Field(k.clone()), itself, below);
+            }
+        }
+        (Shape::Set, Value::Array(items)) => {
+            for item in items {
+                set.add_child(PathElement::Value(item.to_string()), true, Set::default());
+            }
+        }
+        (Shape::KeyedList(items_ty, keys), Value::Array(items)) => {
+            // Items with the same key are one path; the first of them is the one compared.
+            let mut seen: Vec<PathElement> = Vec::with_capacity(items.len());
+            for item in items {
+                let pe = item_key(item, keys);
+                if seen.contains(&pe) {
+                    continue;
+                }
+                seen.push(pe.clone());
+                let (itself, below) = subtree(item, items_ty);
+                set.add_child(pe, itself, below);
+            }
+        }
+        _ => unreachable!("containers are objects or arrays"),
+    }
+    (!matches!(sh, Shape::Struct(_)), set)
 }
 
 /// The applied configuration merged into the live object (`typed.Merge`).
