@@ -1,7 +1,9 @@
 //! The storage-protocol conformance suite: property-generated sequences of KV operations and
 //! watches run against `kv::Model` (the reference semantics) and a real backend (SQLite, and a
 //! real etcd started for the test) must give the same answers, revisions and watch streams.
-//! Leases are left out: their ids are each store's own.
+//! Leases are left out: their ids are each store's own. SQLite is also run with runs of
+//! transactions queued together, so they commit as one group: each must still answer as it would
+//! alone.
 
 use bytes::Bytes;
 use jiff::Timestamp;
@@ -262,12 +264,49 @@ impl Stream {
     }
 }
 
-/// Runs `steps` on the reference and on `subject`; fails at the first difference.
-async fn conforms(subject: &Subject, steps: &[Step]) -> Result<(), TestCaseError> {
+/// Sends a run of transactions to SQLite while its thread is held, so they are taken as one
+/// group, and compares each answer with the reference's for the same transactions one by one.
+async fn group_conforms(subject: &Subject, reference: &mut Reference, run: &[&Gen]) -> Result<(), TestCaseError> {
+    let Store::Sqlite(sqlite) = &subject.store else { panic!("only SQLite groups transactions") };
+    let hold = sqlite.hold();
+    let mut answers = Vec::new();
+    for g in run {
+        let req = request(g, reference.model.revision());
+        let want = reference.apply(&req);
+        answers.push((sqlite.call(subject.request_in(&req)), want, req));
+    }
+    drop(hold);
+    for (got, want, req) in answers {
+        let got = subject.result_out(got.await);
+        prop_assert_eq!(&got, &want, "in a group {:?}", req);
+    }
+    Ok(())
+}
+
+/// Runs `steps` on the reference and on `subject`; fails at the first difference. With
+/// `grouped`, runs of consecutive transactions go to the store together ([`group_conforms`]).
+async fn conforms(subject: &Subject, steps: &[Step], grouped: bool) -> Result<(), TestCaseError> {
     let mut reference = Reference { model: Model::new(), now: "2024-01-01T00:00:00Z".parse().expect("a timestamp"), watches: Vec::new() };
     let mut streams: Vec<Stream> = Vec::new();
     let mut catching_up = false;
-    for (i, s) in steps.iter().enumerate() {
+    let is_txn = |s: &Step| matches!(s, Step::Kv(g) if matches!(request(g, 1), KvRequest::Txn(_)));
+    let mut i = 0;
+    while i < steps.len() {
+        let run: Vec<&Gen> = steps[i..]
+            .iter()
+            .take_while(|s| grouped && is_txn(s))
+            .map(|s| match s {
+                Step::Kv(g) => g,
+                Step::Watch { .. } => unreachable!("a run holds transactions only"),
+            })
+            .collect();
+        if run.len() > 1 {
+            group_conforms(subject, &mut reference, &run).await?;
+            i += run.len();
+            continue;
+        }
+        let (s, index) = (&steps[i], i);
+        i += 1;
         let revision = reference.model.revision();
         match s {
             Step::Kv(g) => {
@@ -280,7 +319,7 @@ async fn conforms(subject: &Subject, steps: &[Step]) -> Result<(), TestCaseError
                 }
                 let want = reference.apply(&req);
                 let got = subject.result_out(subject.store.call(subject.request_in(&req)).await);
-                prop_assert_eq!(&got, &want, "step {} {:?}", i, req);
+                prop_assert_eq!(&got, &want, "step {} {:?}", index, req);
             }
             Step::Watch { prefix, back } => {
                 let key = Bytes::from_static(PREFIXES[*prefix].as_bytes());
@@ -318,18 +357,28 @@ fn runner(cases: u32) -> TestRunner {
     TestRunner::new(Config { cases, ..Config::default() })
 }
 
-#[test]
-fn sqlite_matches_the_model() {
+/// The suite on a fresh SQLite store per case.
+fn sqlite_conforms(grouped: bool) {
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().expect("a runtime");
     runner(64)
         .run(&steps(), |steps| {
             let dir = tempfile_dir();
             let store = Store::Sqlite(Sqlite::open(&dir.join("kv.db")).expect("SQLite opens"));
-            let result = rt.block_on(conforms(&Subject { store, prefix: Bytes::new(), offset: 0, settle: std::time::Duration::ZERO }, &steps));
+            let result = rt.block_on(conforms(&Subject { store, prefix: Bytes::new(), offset: 0, settle: std::time::Duration::ZERO }, &steps, grouped));
             let _ = std::fs::remove_dir_all(&dir);
             result
         })
         .unwrap();
+}
+
+#[test]
+fn sqlite_matches_the_model() {
+    sqlite_conforms(false);
+}
+
+#[test]
+fn sqlite_matches_the_model_when_transactions_commit_in_groups() {
+    sqlite_conforms(true);
 }
 
 #[test]
@@ -353,7 +402,7 @@ fn etcd_matches_the_model() {
                     offset: t.header_revision - 1,
                     settle: std::time::Duration::from_millis(100),
                 };
-                conforms(&subject, &steps).await
+                conforms(&subject, &steps, false).await
             })
         })
         .unwrap_or_else(|e| panic!("{e}\netcd's log:\n{}", etcd.log()));

@@ -2,6 +2,12 @@
 //! revision; `log` keeps one row per key per revision (the history reads at past revisions and
 //! watches replay from), `current` the live keys. WAL mode with synchronous commits: an
 //! acknowledged write survives `kill -9`.
+//!
+//! Group commit: the KV transactions queued while the store was busy are applied together, each
+//! in a savepoint of one SQLite transaction (so each is still all or nothing, with its own
+//! revision), and that SQLite transaction is committed, and synced, once. None is answered or
+//! published to watchers before that commit. On a disk whose sync costs far more than a row,
+//! concurrent writers then share the sync instead of queueing for one each.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -54,8 +60,17 @@ struct Inner {
     next_watcher: u64,
 }
 
+/// The most KV transactions committed together.
+const MAX_GROUP: usize = 256;
+
+type Reply = tokio::sync::oneshot::Sender<KvResult>;
+
 /// Work for the store's thread.
-type Job = Box<dyn FnOnce(&mut Inner) + Send>;
+enum Job {
+    /// A KV request; transactions queued one after another commit together.
+    Kv(KvRequest, Reply),
+    Run(Box<dyn FnOnce(&mut Inner) + Send>),
+}
 
 /// The SQLite store. One thread owns the database and does every request in turn, so watchers
 /// see every revision exactly once, in order. (SQLite has one writer at a time anyway; a pool
@@ -113,26 +128,35 @@ impl Sqlite {
         let mut inner = Inner { conn, revision, compact_revision, watchers: BTreeMap::new(), next_watcher: 1 };
         let (jobs, queue) = std::sync::mpsc::channel::<Job>();
         // The thread ends when the last handle is dropped.
-        std::thread::Builder::new().name("kapi-sqlite".into()).spawn(move || {
-            for job in queue {
-                job(&mut inner);
-            }
-        })?;
+        std::thread::Builder::new().name("kapi-sqlite".into()).spawn(move || run(&mut inner, &queue))?;
         Ok(Sqlite { jobs })
     }
 
-    /// Runs `f` on the database, on the store's thread.
-    async fn with<T: Send + 'static>(&self, f: impl FnOnce(&mut Inner) -> T + Send + 'static) -> T {
+    /// Queues `f` to run on the database, on the store's thread, at once (not when the result
+    /// is first awaited): jobs run in the order of these calls.
+    fn with<T: Send + 'static, F: FnOnce(&mut Inner) -> T + Send + 'static>(&self, f: F) -> impl Future<Output = T> + use<T, F> {
         let (tx, rx) = tokio::sync::oneshot::channel();
-        let job: Job = Box::new(move |inner| {
+        let job = Job::Run(Box::new(move |inner| {
             let _ = tx.send(f(inner));
-        });
+        }));
         self.jobs.send(job).expect("the store's thread lives as long as its handles");
-        rx.await.expect("store jobs do not panic")
+        async { rx.await.expect("store jobs do not panic") }
     }
 
-    pub async fn call(&self, req: KvRequest) -> KvResult {
-        self.with(move |inner| inner.apply(&req)).await
+    /// Holds the store's thread until the returned sender is dropped, so that the requests
+    /// queued meanwhile are taken together.
+    #[cfg(test)]
+    pub fn hold(&self) -> std::sync::mpsc::Sender<()> {
+        let (tx, rx) = std::sync::mpsc::channel::<()>();
+        drop(self.with(move |_| while rx.recv().is_ok() {}));
+        tx
+    }
+
+    /// Queues `req` at once (see [`Sqlite::with`]); its answer comes once it is committed.
+    pub fn call(&self, req: KvRequest) -> impl Future<Output = KvResult> + use<> {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        self.jobs.send(Job::Kv(req, tx)).expect("the store's thread lives as long as its handles");
+        async { rx.await.expect("store jobs do not panic") }
     }
 
     /// Starts a watch; its events arrive on the returned channel until the watch is dropped.
@@ -188,11 +212,48 @@ impl Sqlite {
     }
 }
 
+/// The store's thread: does the jobs in the order they come, a run of transactions as one group.
+fn run(inner: &mut Inner, queue: &std::sync::mpsc::Receiver<Job>) {
+    let mut next = None;
+    loop {
+        let job = match next.take() {
+            Some(job) => job,
+            None => match queue.recv() {
+                Ok(job) => job,
+                Err(_) => return,
+            },
+        };
+        match job {
+            Job::Kv(KvRequest::Txn(t), reply) => {
+                let mut group = vec![(t, reply)];
+                while group.len() < MAX_GROUP {
+                    match queue.try_recv() {
+                        Ok(Job::Kv(KvRequest::Txn(t), reply)) => group.push((t, reply)),
+                        Ok(other) => {
+                            next = Some(other);
+                            break;
+                        }
+                        Err(_) => break,
+                    }
+                }
+                let (txns, replies): (Vec<TxnRequest>, Vec<Reply>) = group.into_iter().unzip();
+                for (result, reply) in inner.txns(&txns).into_iter().zip(replies) {
+                    let _ = reply.send(result.map(KvResponse::Txn));
+                }
+            }
+            Job::Kv(req, reply) => {
+                let _ = reply.send(inner.apply(&req));
+            }
+            Job::Run(f) => f(inner),
+        }
+    }
+}
+
 impl Inner {
     fn apply(&mut self, req: &KvRequest) -> KvResult {
         match req {
             KvRequest::Range(r) => self.range(r).map(KvResponse::Range),
-            KvRequest::Txn(t) => self.txn(t).map(KvResponse::Txn),
+            KvRequest::Txn(t) => self.txns(std::slice::from_ref(t)).pop().expect("one answer per transaction").map(KvResponse::Txn),
             KvRequest::Compact { revision } => self.compact(*revision),
             KvRequest::LeaseGrant { ttl_seconds } => {
                 let ttl = (*ttl_seconds).max(1);
@@ -277,88 +338,44 @@ impl Inner {
         stmt.query_row(rusqlite::params_from_iter(args.iter()), |row| row.get(0)).map_err(other)
     }
 
-    fn current(tx: &rusqlite::Transaction, key: &[u8]) -> Result<Option<KeyValue>, KvError> {
-        tx.prepare_cached("SELECT key, value, create_revision, mod_revision, version, lease FROM current WHERE key = ?1")
-            .and_then(|mut s| s.query_row([key], kv_from_current).optional())
-            .map_err(other)
-    }
-
-    fn txn(&mut self, t: &TxnRequest) -> Result<TxnResponse, KvError> {
-        let tx = self.conn.transaction().map_err(other)?;
-        let mut succeeded = true;
-        for c in &t.compare {
-            let kv = Self::current(&tx, &c.key)?;
-            let v = match c.target {
-                CompareTarget::ModRevision => kv.map_or(0, |kv| kv.mod_revision),
-                CompareTarget::CreateRevision => kv.map_or(0, |kv| kv.create_revision),
-                CompareTarget::Version => kv.map_or(0, |kv| kv.version),
-            };
-            if !c.holds(v) {
-                succeeded = false;
-                break;
-            }
-        }
-        let ops = if succeeded { &t.success } else { &t.failure };
-        for op in ops {
-            if let TxnOp::Put { lease, .. } = op
-                && *lease != 0
-            {
-                let exists: Option<i64> =
-                    tx.prepare_cached("SELECT id FROM leases WHERE id = ?1").and_then(|mut s| s.query_row([lease], |r| r.get(0)).optional()).map_err(other)?;
-                if exists.is_none() {
-                    return Err(KvError::LeaseNotFound);
-                }
-            }
-        }
-        let rev = self.revision + 1;
+    /// Applies `txns` in order, each in a savepoint with its own revision, and commits them
+    /// together: one answer per transaction, none of them acknowledged unless the commit was.
+    fn txns(&mut self, txns: &[TxnRequest]) -> Vec<Result<TxnResponse, KvError>> {
+        let base = self.revision;
+        let mut revision = base;
+        let mut answers = Vec::with_capacity(txns.len());
         let mut events = Vec::new();
-        let mut responses = Vec::with_capacity(ops.len());
-        for op in ops {
-            match op {
-                TxnOp::Range(r) => {
-                    let resp = range_in(&tx, r, if events.is_empty() { self.revision } else { rev })?;
-                    responses.push(TxnOpResponse::Range(resp));
-                }
-                TxnOp::Put { key, value, lease } => {
-                    let prev = Self::current(&tx, key)?;
-                    let kv = KeyValue::put(key, value, *lease, prev.as_ref(), rev);
-                    exec(
-                        &tx,
-                        "INSERT OR REPLACE INTO current VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-                        params![&kv.key[..], &kv.value[..], kv.create_revision, rev, kv.version, kv.lease],
-                    )?;
-                    exec(
-                        &tx,
-                        "INSERT OR REPLACE INTO log VALUES (?1, ?2, 0, ?3, ?4, ?5, ?6)",
-                        params![&kv.key[..], rev, &kv.value[..], kv.create_revision, kv.version, kv.lease],
-                    )?;
-                    events.push(Event { kind: EventKind::Put, kv, prev_kv: prev });
-                    responses.push(TxnOpResponse::Put);
-                }
-                TxnOp::Delete { key } => {
-                    let prev = Self::current(&tx, key)?;
-                    if let Some(p) = &prev {
-                        exec(&tx, "DELETE FROM current WHERE key = ?1", [&key[..]])?;
-                        exec(&tx, "INSERT OR REPLACE INTO log VALUES (?1, ?2, 1, x'', 0, 0, 0)", params![&key[..], rev])?;
-                        events.push(Event {
-                            kind: EventKind::Delete,
-                            kv: KeyValue { key: key.clone(), value: Bytes::new(), create_revision: 0, mod_revision: rev, version: 0, lease: 0 },
-                            prev_kv: Some(p.clone()),
-                        });
+        let committed = (|| {
+            let mut tx = self.conn.transaction()?;
+            for t in txns {
+                let sp = tx.savepoint()?;
+                match txn_in(&sp, t, revision) {
+                    Ok((resp, evs)) => {
+                        sp.commit()?;
+                        if !evs.is_empty() {
+                            revision += 1;
+                            events.extend(evs);
+                        }
+                        answers.push(Ok(resp));
                     }
-                    responses.push(TxnOpResponse::Delete { prev_kv: prev });
+                    Err(e) => answers.push(Err(e)),
                 }
             }
+            if revision != base {
+                tx.prepare_cached("UPDATE meta SET value = ?1 WHERE name = 'revision'")?.execute([revision])?;
+            }
+            tx.commit()
+        })();
+        if let Err(e) = committed {
+            // Nothing of the group is stored: each of its transactions failed.
+            let e = other(e);
+            return txns.iter().map(|_| Err(e.clone())).collect();
         }
+        self.revision = revision;
         if !events.is_empty() {
-            exec(&tx, "UPDATE meta SET value = ?1 WHERE name = 'revision'", [rev])?;
-        }
-        tx.commit().map_err(other)?;
-        if !events.is_empty() {
-            self.revision = rev;
             self.publish(&events);
         }
-        Ok(TxnResponse { header_revision: self.revision, succeeded, responses })
+        answers
     }
 
     fn publish(&mut self, events: &[Event]) {
@@ -467,14 +484,93 @@ impl Inner {
             self.conn.execute("DELETE FROM leases WHERE id = ?1", [id]).map_err(other)?;
         }
         if !doomed.is_empty() {
-            self.txn(&TxnRequest { success: doomed, ..Default::default() })?;
+            self.txns(&[TxnRequest { success: doomed, ..Default::default() }]).pop().expect("one answer per transaction")?;
         }
         Ok(())
     }
 }
 
+/// One KV transaction inside an open SQLite transaction, on a store at `revision`: its answer
+/// and, if it wrote, its events at `revision + 1`.
+fn txn_in(tx: &rusqlite::Connection, t: &TxnRequest, revision: Revision) -> Result<(TxnResponse, Vec<Event>), KvError> {
+    let mut succeeded = true;
+    for c in &t.compare {
+        let kv = current(tx, &c.key)?;
+        let v = match c.target {
+            CompareTarget::ModRevision => kv.map_or(0, |kv| kv.mod_revision),
+            CompareTarget::CreateRevision => kv.map_or(0, |kv| kv.create_revision),
+            CompareTarget::Version => kv.map_or(0, |kv| kv.version),
+        };
+        if !c.holds(v) {
+            succeeded = false;
+            break;
+        }
+    }
+    let ops = if succeeded { &t.success } else { &t.failure };
+    for op in ops {
+        if let TxnOp::Put { lease, .. } = op
+            && *lease != 0
+        {
+            let exists: Option<i64> =
+                tx.prepare_cached("SELECT id FROM leases WHERE id = ?1").and_then(|mut s| s.query_row([lease], |r| r.get(0)).optional()).map_err(other)?;
+            if exists.is_none() {
+                return Err(KvError::LeaseNotFound);
+            }
+        }
+    }
+    let rev = revision + 1;
+    let mut events = Vec::new();
+    let mut responses = Vec::with_capacity(ops.len());
+    for op in ops {
+        match op {
+            TxnOp::Range(r) => {
+                let resp = range_in(tx, r, if events.is_empty() { revision } else { rev })?;
+                responses.push(TxnOpResponse::Range(resp));
+            }
+            TxnOp::Put { key, value, lease } => {
+                let prev = current(tx, key)?;
+                let kv = KeyValue::put(key, value, *lease, prev.as_ref(), rev);
+                exec(
+                    tx,
+                    "INSERT OR REPLACE INTO current VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                    params![&kv.key[..], &kv.value[..], kv.create_revision, rev, kv.version, kv.lease],
+                )?;
+                exec(
+                    tx,
+                    "INSERT OR REPLACE INTO log VALUES (?1, ?2, 0, ?3, ?4, ?5, ?6)",
+                    params![&kv.key[..], rev, &kv.value[..], kv.create_revision, kv.version, kv.lease],
+                )?;
+                events.push(Event { kind: EventKind::Put, kv, prev_kv: prev });
+                responses.push(TxnOpResponse::Put);
+            }
+            TxnOp::Delete { key } => {
+                let prev = current(tx, key)?;
+                if let Some(p) = &prev {
+                    exec(tx, "DELETE FROM current WHERE key = ?1", [&key[..]])?;
+                    exec(tx, "INSERT OR REPLACE INTO log VALUES (?1, ?2, 1, x'', 0, 0, 0)", params![&key[..], rev])?;
+                    events.push(Event {
+                        kind: EventKind::Delete,
+                        kv: KeyValue { key: key.clone(), value: Bytes::new(), create_revision: 0, mod_revision: rev, version: 0, lease: 0 },
+                        prev_kv: Some(p.clone()),
+                    });
+                }
+                responses.push(TxnOpResponse::Delete { prev_kv: prev });
+            }
+        }
+    }
+    let header_revision = if events.is_empty() { revision } else { rev };
+    Ok((TxnResponse { header_revision, succeeded, responses }, events))
+}
+
+/// The live version of `key`.
+fn current(tx: &rusqlite::Connection, key: &[u8]) -> Result<Option<KeyValue>, KvError> {
+    tx.prepare_cached("SELECT key, value, create_revision, mod_revision, version, lease FROM current WHERE key = ?1")
+        .and_then(|mut s| s.query_row([key], kv_from_current).optional())
+        .map_err(other)
+}
+
 /// A range inside a write transaction (the `failure` branch of guarded writes).
-fn range_in(tx: &rusqlite::Transaction, r: &RangeRequest, revision: Revision) -> Result<RangeResponse, KvError> {
+fn range_in(tx: &rusqlite::Connection, r: &RangeRequest, revision: Revision) -> Result<RangeResponse, KvError> {
     let (lo, hi, single) = bounds(&r.key, &r.range_end);
     let mut resp = RangeResponse { header_revision: revision, ..Default::default() };
     let mut push = |kv: KeyValue| {
