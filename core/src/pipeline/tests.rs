@@ -100,3 +100,19 @@ fn a_watch_hands_over_to_the_cache() {
         other => panic!("{other:?}"),
     }
 }
+
+/// Only the health endpoints make the shell check the store's health: other requests go
+/// straight to their work.
+#[test]
+fn only_health_endpoints_ask_for_health() {
+    let first_effect = |path: &str| {
+        let headers = vec![("Authorization".into(), "Bearer t0ken".into())];
+        let req = Request { method: "GET".into(), path: path.into(), headers, ..Default::default() };
+        RequestMachine::new(server(), req, now(), 1).poll(now())
+    };
+    for path in ["/healthz", "/livez/etcd", "/readyz/"] {
+        assert!(matches!(first_effect(path), Some(Effect::Health)), "{path}");
+    }
+    assert!(matches!(first_effect("/api/v1/namespaces/default/configmaps/c"), Some(Effect::Kv(_))));
+    assert!(matches!(first_effect("/version"), Some(Effect::Respond(_))));
+}
