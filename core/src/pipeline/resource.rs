@@ -538,6 +538,12 @@ impl RequestMachine {
             return self.respond(Head::new(200, &ct), body);
         }
         self.warnings.extend(outcome.warnings.iter().cloned());
+        if output == (Output { format: Format::Json, view: crate::codec::View::Object })
+            && let Some((stored, rv)) = &outcome.stored
+            && let Some(served) = registry::serve_stored(stored, *rv, &[])
+        {
+            return self.respond(Head::new(outcome.code, &content_type(output, false)), Bytes::from(served.json));
+        }
         self.respond_object(&res, &outcome.object, output, outcome.code, "", now);
     }
 

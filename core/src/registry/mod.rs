@@ -25,14 +25,15 @@ use serde_json::Value;
 
 use crate::admission::Admission;
 use crate::catalog::{Claim, Resource};
-use crate::kv::{KeyValue, KvRequest, KvResult};
+use crate::kv::{KeyValue, KvRequest, KvResult, Revision};
+use crate::meta;
 use crate::rand::Rng;
 use crate::schema::{normalize::normalize, schema};
 use crate::status::ApiError;
 use crate::storage::{Outcome, StorageEffect, StorageError, StorageEvent, StorageOp, StorageRequest, Transform};
 
 pub use delete::DeleteOptions;
-pub use objects::{decode_stored, encode_for_storage};
+pub use objects::{decode_stored, encode_for_storage, serve_stored};
 
 /// How unknown and duplicate fields in a request are treated (`fieldValidation`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -84,6 +85,9 @@ pub struct WriteOutcome {
     /// 200 or 201.
     pub code: u16,
     pub object: Value,
+    /// The bytes just stored for `object` and their revision, when `object` is exactly those
+    /// bytes with the resourceVersion added: its JSON is then spliced, not encoded again.
+    pub stored: Option<(Bytes, Revision)>,
     /// For deletes: the object is gone (rather than marked for deletion).
     pub deleted: bool,
     /// Warnings for the `Warning` header (unknown fields with `fieldValidation=Warn`).
@@ -168,24 +172,25 @@ impl WriteOp {
     }
 
     fn start(&mut self) {
-        match self.kind.clone() {
-            WriteKind::Create(obj) => match self.prepare_create(obj).and_then(|obj| Ok((self.res.strategy.claims(&obj, &mut self.rng)?, obj))) {
-                Ok((claims, obj)) if claims.is_empty() => self.write_new(obj),
-                Ok((claims, mut obj)) if self.ctx.dry_run => {
-                    let values: Vec<String> = claims.iter().filter_map(|c| c.candidates.get(0)).collect();
-                    self.res.strategy.grant(&mut obj, &values);
-                    self.write_new(obj);
-                }
-                Ok((claims, obj)) => {
-                    self.phase = Phase::Claiming { obj, claims, index: 0, attempt: 0, granted: Vec::new() };
-                    self.claim_next();
-                }
-                Err(e) => self.done = Some(Err(e)),
-            },
-            _ => {
-                let name = self.ctx.name.clone().unwrap_or_default();
-                self.storage = Some(StorageOp::new(StorageRequest::Mutate { key: self.key(&name), cached: None, dry_run: self.ctx.dry_run }));
+        let WriteKind::Create(obj) = &mut self.kind else {
+            let name = self.ctx.name.clone().unwrap_or_default();
+            self.storage = Some(StorageOp::new(StorageRequest::Mutate { key: self.key(&name), cached: None, dry_run: self.ctx.dry_run }));
+            return;
+        };
+        // The object moves on to become the result: nothing reads a create's kind again.
+        let obj = std::mem::take(obj);
+        match self.prepare_create(obj).and_then(|obj| Ok((self.res.strategy.claims(&obj, &mut self.rng)?, obj))) {
+            Ok((claims, obj)) if claims.is_empty() => self.write_new(obj),
+            Ok((claims, mut obj)) if self.ctx.dry_run => {
+                let values: Vec<String> = claims.iter().filter_map(|c| c.candidates.get(0)).collect();
+                self.res.strategy.grant(&mut obj, &values);
+                self.write_new(obj);
             }
+            Ok((claims, obj)) => {
+                self.phase = Phase::Claiming { obj, claims, index: 0, attempt: 0, granted: Vec::new() };
+                self.claim_next();
+            }
+            Err(e) => self.done = Some(Err(e)),
         }
     }
 
@@ -345,12 +350,15 @@ impl WriteOp {
         let warnings = std::mem::take(&mut self.warnings);
         let scale = self.ctx.subresource.as_deref() == Some("scale");
         let view = |obj: Value| if scale { self.res.strategy.scale_of(&obj).unwrap_or(obj) } else { obj };
-        let done = |object: Value, code: u16, deleted: bool| Ok(WriteOutcome { code, object, deleted, warnings: warnings.clone() });
+        let done = |object: Value, code: u16, deleted: bool| Ok(WriteOutcome { code, object, stored: None, deleted, warnings: warnings.clone() });
         match outcome {
             Outcome::Created(kv) | Outcome::Written { kv, .. } => {
                 let mut obj = self.result.take().expect("a transform or create produced the object");
                 objects::set_resource_version(&mut obj, kv.mod_revision);
-                done(view(obj), if self.created { 201 } else { 200 }, false)
+                // The stored form leaves out only the resourceVersion (and a selfLink).
+                let as_stored = !scale && self.res.strategy.stored_as_served() && meta::at(&obj, &["metadata", "selfLink"]).is_none();
+                let stored = as_stored.then(|| (kv.value.clone(), kv.mod_revision));
+                done(view(obj), if self.created { 201 } else { 200 }, false).map(|o| WriteOutcome { stored, ..o })
             }
             Outcome::WouldWrite { value: Some(_), .. } => {
                 let obj = self.result.take().expect("a transform or create produced the object");
