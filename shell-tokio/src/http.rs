@@ -14,7 +14,7 @@ use hyper_util::rt::{TokioExecutor, TokioIo};
 use kapi_core::auth::Peer;
 use kapi_core::pipeline::{Effect, Event, Head, Health, Request, RequestMachine, Server};
 use tokio::net::TcpListener;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::mpsc;
 use tokio_rustls::TlsAcceptor;
 use tokio_stream::wrappers::ReceiverStream;
 
@@ -97,11 +97,47 @@ async fn handle(state: Arc<State>, peer: Peer, req: hyper::Request<Incoming>) ->
     Ok(call(state, request).await)
 }
 
-/// Serves one request; the response's body streams while the request machine runs.
+/// Serves one request: runs its request machine until it answers. An answer whose body is
+/// complete by then (most are: one object, one status) goes out whole; a longer one (a list)
+/// streams from a task that goes on running the machine, a chunk at a time.
 pub async fn call(state: Arc<State>, request: Request) -> hyper::Response<Body> {
-    let (tx, rx) = oneshot::channel();
-    tokio::spawn(drive(state, request, tx));
-    rx.await.unwrap_or_else(|_| response(Head::new(500, "text/plain"), Full::new(Bytes::from_static(b"internal error")).boxed()))
+    let mut m = RequestMachine::new(state.server.clone(), request, now(), seed());
+    loop {
+        match m.poll(now()) {
+            Some(Effect::Kv(req)) => {
+                let r = state.store.call(req).await;
+                m.handle(now(), Event::Kv(r));
+            }
+            Some(Effect::Cache { resource, request }) => {
+                let r = state.caches.read(&resource, request).await;
+                m.handle(now(), Event::Cache(r));
+            }
+            Some(Effect::Health) => {
+                let health = state.health().await;
+                m.handle(now(), Event::Health(health));
+            }
+            Some(Effect::Respond(head)) => return respond(m, head),
+            Some(Effect::Watch { resource, params, head }) => {
+                return match state.caches.watch(&resource, params) {
+                    Ok(rx) => response(head, streaming(rx)),
+                    Err(e) => {
+                        let body = Bytes::from(serde_json::to_vec(&e.to_status()).expect("JSON trees serialize"));
+                        response(Head::new(e.code, "application/json"), Full::new(body).boxed())
+                    }
+                };
+            }
+            // A machine that ends without answering (it cannot: it answers 504 at its deadline).
+            Some(Effect::Body(_) | Effect::End) => return internal_error(),
+            None => match m.poll_timeout() {
+                Some(t) => tokio::time::sleep_until(instant_of(t)).await,
+                None => return internal_error(),
+            },
+        }
+    }
+}
+
+fn internal_error() -> hyper::Response<Body> {
+    response(Head::new(500, "text/plain"), Full::new(Bytes::from_static(b"internal error")).boxed())
 }
 
 fn response(head: Head, body: Body) -> hyper::Response<Body> {
@@ -117,59 +153,33 @@ fn streaming(chunks: impl futures_util::Stream<Item = Chunk> + Send + Sync + 'st
     BodyExt::boxed(StreamBody::new(chunks.flat_map(futures_util::stream::iter).map(|b| Ok::<_, Infallible>(Frame::data(b)))))
 }
 
-/// Runs one request machine: carries out its effects, answering on `reply`.
-async fn drive(state: Arc<State>, request: Request, reply: oneshot::Sender<hyper::Response<Body>>) {
-    let mut m = RequestMachine::new(state.server.clone(), request, now(), seed());
-    let mut reply = Some(reply);
-    let mut body: Option<mpsc::Sender<Chunk>> = None;
-    loop {
-        match m.poll(now()) {
-            Some(Effect::Kv(req)) => {
-                let r = state.store.call(req).await;
-                m.handle(now(), Event::Kv(r));
-            }
-            Some(Effect::Cache { resource, request }) => {
-                let r = state.caches.read(&resource, request).await;
-                m.handle(now(), Event::Cache(r));
-            }
-            Some(Effect::Health) => {
-                let health = state.health().await;
-                m.handle(now(), Event::Health(health));
-            }
-            Some(Effect::Respond(head)) => {
-                let (tx, rx) = mpsc::channel(4);
-                body = Some(tx);
-                if let Some(r) = reply.take() {
-                    let _ = r.send(response(head, streaming(ReceiverStream::new(rx))));
-                }
-            }
-            Some(Effect::Body(b)) => {
-                let Some(tx) = &body else { break };
-                if tx.send(Chunk::One(b)).await.is_err() {
-                    break;
-                }
-            }
-            Some(Effect::End) => break,
-            Some(Effect::Watch { resource, params, head }) => {
-                match state.caches.watch(&resource, params) {
-                    Ok(rx) => {
-                        if let Some(r) = reply.take() {
-                            let _ = r.send(response(head, streaming(rx)));
-                        }
-                    }
-                    Err(e) => {
-                        let body = Bytes::from(serde_json::to_vec(&e.to_status()).expect("JSON trees serialize"));
-                        if let Some(r) = reply.take() {
-                            let _ = r.send(response(Head::new(e.code, "application/json"), Full::new(body).boxed()));
-                        }
-                    }
-                }
-                break;
-            }
-            None => match m.poll_timeout() {
-                Some(t) => tokio::time::sleep_until(instant_of(t)).await,
-                None => break,
-            },
+/// The response under `head`: whole if the machine's body is one chunk, else streamed as the
+/// machine produces it.
+fn respond(mut m: RequestMachine, head: Head) -> hyper::Response<Body> {
+    let first = match m.poll(now()) {
+        Some(Effect::Body(b)) => b,
+        _ => return response(head, Full::new(Bytes::new()).boxed()),
+    };
+    match m.poll(now()) {
+        Some(Effect::Body(second)) => {
+            let (tx, rx) = mpsc::channel(4);
+            tokio::spawn(stream_rest(m, [first, second], tx));
+            response(head, streaming(ReceiverStream::new(rx)))
+        }
+        _ => response(head, Full::new(first).boxed()),
+    }
+}
+
+/// Sends `ready`, then the rest of the machine's body, a chunk at a time as the client reads.
+async fn stream_rest(mut m: RequestMachine, ready: [Bytes; 2], tx: mpsc::Sender<Chunk>) {
+    for b in ready {
+        if tx.send(Chunk::One(b)).await.is_err() {
+            return;
+        }
+    }
+    while let Some(Effect::Body(b)) = m.poll(now()) {
+        if tx.send(Chunk::One(b)).await.is_err() {
+            return;
         }
     }
 }
