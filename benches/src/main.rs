@@ -4,6 +4,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{Parser, Subcommand};
+use kapi_bench::scenarios::raw;
 use kapi_bench::{Api, plot, report, sampler, scenarios};
 
 #[derive(Parser)]
@@ -86,6 +87,8 @@ enum Scenario {
         api: Api,
         #[arg(long, value_delimiter = ',', default_value = "http://127.0.0.1:2379")]
         endpoints: Vec<String>,
+        #[command(flatten)]
+        value: raw::Value,
     },
     /// Baseline: --count durable INSERTs of the same keys and values into a SQLite file.
     RawSqlite {
@@ -94,6 +97,8 @@ enum Scenario {
         /// The database file (made afresh, removed after); put it on kapi's data disk.
         #[arg(long)]
         db: PathBuf,
+        #[command(flatten)]
+        value: raw::Value,
     },
 }
 
@@ -120,10 +125,10 @@ async fn run(scenario: &Scenario) -> anyhow::Result<Vec<report::Row>> {
             };
             mixed::mixed(api, &api.target()?, &m).await
         }
-        Scenario::RawEtcd { api, endpoints } => raw::etcd(api, endpoints).await,
-        Scenario::RawSqlite { api, db } => {
-            let (api, db) = (api.clone(), db.clone());
-            tokio::task::spawn_blocking(move || raw::sqlite(&api, &db)).await?
+        Scenario::RawEtcd { api, endpoints, value } => raw::etcd(api, endpoints, value.bytes(api)).await,
+        Scenario::RawSqlite { api, db, value } => {
+            let (api, db, value) = (api.clone(), db.clone(), value.bytes(api));
+            tokio::task::spawn_blocking(move || raw::sqlite(&api, &db, value)).await?
         }
     }
 }

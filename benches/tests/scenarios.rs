@@ -93,7 +93,8 @@ fn the_raw_storage_baselines_run() {
     no_errors(&rows[0]);
     assert!(!db.exists(), "the database is removed after");
     let etcd = Etcd::start();
-    let rows = bench(&json, &["raw-etcd", "--endpoints", &etcd.url(), "--count", "50", "--concurrency", "4"]);
+    let rows = bench(&json, &["raw-etcd", "--endpoints", &etcd.url(), "--count", "50", "--concurrency", "4", "--value-bytes", "5220"]);
     assert_eq!(rows[0]["count"], 50);
+    assert_eq!(rows[0]["value_bytes"], 5220, "values of the size asked for");
     no_errors(&rows[0]);
 }
