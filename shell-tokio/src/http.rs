@@ -52,8 +52,8 @@ pub async fn serve(listener: TcpListener, tls: TlsAcceptor, state: Arc<State>) -
         tokio::spawn(async move {
             let _ = tcp.set_nodelay(true);
             let Ok(stream) = tls.accept(tcp).await else { return };
-            let certificate = stream.get_ref().1.peer_certificates().and_then(|c| c.first()).map(|c| c.to_vec());
-            let peer = Peer { client_certificate: certificate, remote_addr: addr.to_string() };
+            let certificate = stream.get_ref().1.peer_certificates().and_then(|c| c.first());
+            let peer = Peer::new(certificate.map(|c| c.as_ref()), addr.to_string());
             let service = service_fn(move |req| handle(state.clone(), peer.clone(), req));
             let _ = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new()).serve_connection_with_upgrades(TokioIo::new(stream), service).await;
         });

@@ -5,6 +5,7 @@
 //! verified certificate to a user (CN = name, O = groups), as kube's x509 authenticator does.
 
 use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
 
 use crate::status::ApiError;
 
@@ -77,7 +78,7 @@ fn csv_fields(line: &str) -> Vec<String> {
 }
 
 /// The user a verified client certificate (DER) stands for.
-pub fn user_from_certificate(der: &[u8]) -> Option<UserInfo> {
+fn user_from_certificate(der: &[u8]) -> Option<UserInfo> {
     let (_, cert) = x509_parser::parse_x509_certificate(der).ok()?;
     let subject = cert.subject();
     let name = subject.iter_common_name().next()?.as_str().ok()?.to_string();
@@ -103,17 +104,25 @@ pub fn apiserver_user() -> UserInfo {
 /// What the connection proved about the client.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Peer {
-    /// The leaf certificate the client presented, verified against the client CA by the shell.
-    pub client_certificate: Option<Vec<u8>>,
+    /// The user named by the leaf certificate the client presented (verified against the
+    /// client CA by the shell), read once per connection rather than once per request.
+    certificate_user: Option<Arc<UserInfo>>,
     pub remote_addr: String,
+}
+
+impl Peer {
+    /// A connection from `remote_addr` that presented `client_certificate` (DER), if any.
+    pub fn new(client_certificate: Option<&[u8]>, remote_addr: String) -> Peer {
+        Peer { certificate_user: client_certificate.and_then(user_from_certificate).map(|u| Arc::new(u.authenticated())), remote_addr }
+    }
 }
 
 impl Authenticator {
     /// Authenticates a request from its `Authorization` header and its peer; 401 when nothing
     /// vouches for it (anonymous requests are not allowed).
     pub fn authenticate(&self, authorization: Option<&str>, peer: &Peer) -> Result<UserInfo, ApiError> {
-        if let Some(user) = peer.client_certificate.as_deref().and_then(user_from_certificate) {
-            return Ok(user.authenticated());
+        if let Some(user) = &peer.certificate_user {
+            return Ok(UserInfo::clone(user));
         }
         let Some(token) = authorization.and_then(bearer_token) else { return Err(ApiError::unauthorized()) };
         if self.loopback.as_deref() == Some(token) {
