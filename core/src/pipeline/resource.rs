@@ -539,10 +539,9 @@ impl RequestMachine {
         }
         self.warnings.extend(outcome.warnings.iter().cloned());
         if output == (Output { format: Format::Json, view: crate::codec::View::Object })
-            && let Some((stored, rv)) = &outcome.stored
-            && let Some(served) = registry::serve_stored(stored, *rv, &[])
+            && let Some((stored, rv, splice)) = &outcome.stored
         {
-            return self.respond(Head::new(outcome.code, &content_type(output, false)), Bytes::from(served.json));
+            return self.respond(Head::new(outcome.code, &content_type(output, false)), Bytes::from(splice.apply(stored, *rv)));
         }
         self.respond_object(&res, &outcome.object, output, outcome.code, "", now);
     }

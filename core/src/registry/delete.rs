@@ -4,7 +4,7 @@
 use jiff::{SignedDuration, Timestamp};
 use serde_json::Value;
 
-use super::{WriteOp, encode_for_storage};
+use super::WriteOp;
 use crate::admission;
 use crate::catalog::GracefulDelete;
 use crate::meta;
@@ -75,8 +75,7 @@ impl WriteOp {
             None => mark_as_deleting(&mut obj, now),
         }
         bump_generation(&mut obj);
-        self.result = Some(obj.clone());
-        Ok(Transform::Put(encode_for_storage(&self.res, &obj)))
+        Ok(Transform::Put(self.store(obj)))
     }
 
     /// A delete of an object already being deleted: only a shorter grace period or a change
@@ -106,8 +105,7 @@ impl WriteOp {
             }
             _ => {}
         }
-        self.result = Some(obj.clone());
-        Ok(Transform::Put(encode_for_storage(&self.res, &obj)))
+        Ok(Transform::Put(self.store(obj)))
     }
 }
 

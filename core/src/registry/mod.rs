@@ -33,7 +33,7 @@ use crate::status::ApiError;
 use crate::storage::{Outcome, StorageEffect, StorageError, StorageEvent, StorageOp, StorageRequest, Transform};
 
 pub use delete::DeleteOptions;
-pub use objects::{decode_stored, encode_for_storage, serve_stored};
+pub use objects::{Splice, decode_stored, encode_for_storage, encode_stored, serve_stored};
 
 /// How unknown and duplicate fields in a request are treated (`fieldValidation`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -85,9 +85,10 @@ pub struct WriteOutcome {
     /// 200 or 201.
     pub code: u16,
     pub object: Value,
-    /// The bytes just stored for `object` and their revision, when `object` is exactly those
-    /// bytes with the resourceVersion added: its JSON is then spliced, not encoded again.
-    pub stored: Option<(Bytes, Revision)>,
+    /// The bytes just stored for `object`, their revision and where the resourceVersion goes
+    /// in them, when `object` is exactly those bytes with it added: its JSON is then spliced,
+    /// not encoded again.
+    pub stored: Option<(Bytes, Revision, Splice)>,
     /// For deletes: the object is gone (rather than marked for deletion).
     pub deleted: bool,
     /// Warnings for the `Warning` header (unknown fields with `fieldValidation=Warn`).
@@ -130,6 +131,9 @@ pub struct WriteOp {
     storage: Option<StorageOp<ApiError>>,
     /// The object the last transform produced, returned when the write lands.
     result: Option<Value>,
+    /// Where the resourceVersion goes in the bytes stored for `result`, if it was stored as
+    /// served (see [`Self::store`]).
+    splice: Option<Splice>,
     /// Pool keys this write took (to give back if the create fails).
     claimed: Vec<Bytes>,
     /// A create answers 201; an update that created the object too.
@@ -149,6 +153,7 @@ impl WriteOp {
             phase: Phase::Writing,
             storage: None,
             result: None,
+            splice: None,
             claimed: Vec::new(),
             created: false,
             warnings: Vec::new(),
@@ -199,13 +204,21 @@ impl WriteOp {
         let key = self.key(crate::meta::name(&obj));
         self.created = true;
         let req = if self.ctx.dry_run {
+            self.result = Some(obj);
             StorageRequest::CreateDryRun { key }
         } else {
-            StorageRequest::Create { key, value: encode_for_storage(&self.res, &obj), ttl_seconds: self.res.ttl_seconds }
+            StorageRequest::Create { key, value: self.store(obj), ttl_seconds: self.res.ttl_seconds }
         };
-        self.result = Some(obj);
         self.phase = Phase::Writing;
         self.storage = Some(StorageOp::new(req));
+    }
+
+    /// The bytes to store for `obj`, which becomes the write's result.
+    fn store(&mut self, obj: Value) -> Bytes {
+        let (bytes, splice) = encode_stored(&self.res, &obj);
+        self.result = Some(obj);
+        self.splice = splice;
+        bytes
     }
 
     /// Tries the current candidate of the current claim, or moves on.
@@ -356,8 +369,8 @@ impl WriteOp {
                 let mut obj = self.result.take().expect("a transform or create produced the object");
                 objects::set_resource_version(&mut obj, kv.mod_revision);
                 // The stored form leaves out only the resourceVersion (and a selfLink).
-                let as_stored = !scale && self.res.strategy.stored_as_served() && meta::at(&obj, &["metadata", "selfLink"]).is_none();
-                let stored = as_stored.then(|| (kv.value.clone(), kv.mod_revision));
+                let splice = self.splice.filter(|_| !scale && meta::at(&obj, &["metadata", "selfLink"]).is_none());
+                let stored = splice.map(|s| (kv.value.clone(), kv.mod_revision, s));
                 done(view(obj), if self.created { 201 } else { 200 }, false).map(|o| WriteOutcome { stored, ..o })
             }
             Outcome::WouldWrite { value: Some(_), .. } => {

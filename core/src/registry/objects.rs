@@ -3,7 +3,7 @@
 
 use bytes::Bytes;
 use serde::de::{MapAccess, Visitor};
-use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
@@ -14,26 +14,81 @@ use crate::status::ApiError;
 
 /// The bytes stored for an object.
 pub fn encode_for_storage(res: &Resource, obj: &Value) -> Bytes {
-    let converted = res.strategy.stored_from_served(obj);
-    let obj = converted.as_ref().unwrap_or(obj);
-    Bytes::from(serde_json::to_vec(&Stored::Object(obj)).expect("JSON trees always serialize"))
+    encode_stored(res, obj).0
 }
 
-/// An object written as stored, without `metadata.resourceVersion` and `metadata.selfLink`,
-/// without copying it first (a write's object is encoded for storage on every attempt).
-enum Stored<'a> {
-    Object(&'a Value),
-    Metadata(&'a Value),
-    Other(&'a Value),
+/// The bytes stored for an object and, when the resource stores objects as served, where its
+/// resourceVersion goes in them to serve it (found while writing, so serving the object just
+/// written reads nothing back).
+pub fn encode_stored(res: &Resource, obj: &Value) -> (Bytes, Option<Splice>) {
+    match res.strategy.stored_from_served(obj) {
+        Some(converted) => (write_stored(&converted).0, None),
+        None => write_stored(obj),
+    }
 }
 
-impl Serialize for Stored<'_> {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        match *self {
-            Stored::Object(Value::Object(m)) => s.collect_map(m.iter().map(|(k, v)| (k, if k == "metadata" { Stored::Metadata(v) } else { Stored::Other(v) }))),
-            Stored::Metadata(Value::Object(m)) => s.collect_map(m.iter().filter(|(k, _)| *k != "resourceVersion" && *k != "selfLink")),
-            Stored::Object(v) | Stored::Metadata(v) | Stored::Other(v) => v.serialize(s),
+/// `obj` as JSON without `metadata.resourceVersion` and `metadata.selfLink`, written without
+/// copying it first (a write's object is encoded for storage on every attempt); and where the
+/// resourceVersion would go.
+fn write_stored(obj: &Value) -> (Bytes, Option<Splice>) {
+    let Value::Object(top) = obj else { return (Bytes::from(serde_json::to_vec(obj).expect("JSON trees always serialize")), None) };
+    let mut out = Vec::with_capacity(4096);
+    let mut splice = None;
+    out.push(b'{');
+    for (i, (k, v)) in top.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
         }
+        write_json(&mut out, k);
+        out.push(b':');
+        match v {
+            Value::Object(m) if k == "metadata" => {
+                out.push(b'{');
+                let mut written = 0;
+                for (mk, mv) in m.iter().filter(|(mk, _)| *mk != "resourceVersion" && *mk != "selfLink") {
+                    if splice.is_none() && mk.as_str() > "resourceVersion" {
+                        splice = Some(Splice { at: out.len(), comma_before: written > 0, comma_after: written == 0 });
+                    }
+                    if written > 0 {
+                        out.push(b',');
+                    }
+                    write_json(&mut out, mk);
+                    out.push(b':');
+                    write_json(&mut out, mv);
+                    written += 1;
+                }
+                splice = splice.or(Some(Splice { at: out.len(), comma_before: written > 0, comma_after: false }));
+                out.push(b'}');
+            }
+            v => write_json(&mut out, v),
+        }
+    }
+    out.push(b'}');
+    (Bytes::from(out), splice)
+}
+
+fn write_json(out: &mut Vec<u8>, v: &impl Serialize) {
+    serde_json::to_writer(out, v).expect("JSON trees always serialize");
+}
+
+/// Where `metadata.resourceVersion` goes in an object's stored bytes: at byte `at`, after a
+/// member (a comma before it) or before one (a comma after it).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Splice {
+    at: usize,
+    comma_before: bool,
+    comma_after: bool,
+}
+
+impl Splice {
+    /// `stored` with `"resourceVersion":"<rv>"` in place: the served object's JSON.
+    pub fn apply(&self, stored: &[u8], rv: i64) -> Vec<u8> {
+        let entry = format!("{}\"resourceVersion\":\"{rv}\"{}", if self.comma_before { "," } else { "" }, if self.comma_after { "," } else { "" });
+        let mut json = Vec::with_capacity(stored.len() + entry.len());
+        json.extend_from_slice(&stored[..self.at]);
+        json.extend_from_slice(entry.as_bytes());
+        json.extend_from_slice(&stored[self.at..]);
+        json
     }
 }
 
@@ -70,17 +125,11 @@ pub fn serve_stored(stored: &[u8], rv: i64, paths: &[&str]) -> Option<Served> {
         return None;
     }
     let offset = |raw: &str| raw.as_ptr() as usize - stored.as_ptr() as usize;
-    let entry = format!("\"resourceVersion\":\"{rv}\"");
-    let (at, insert) = match metadata.0.iter().take_while(|(k, _)| k.as_str() < "resourceVersion").last() {
-        Some((_, before)) => (offset(before.get()) + before.get().len(), format!(",{entry}")),
-        None if metadata.0.is_empty() => (offset(meta_raw.get()) + 1, entry),
-        None => (offset(meta_raw.get()) + 1, format!("{entry},")),
+    let splice = match metadata.0.iter().take_while(|(k, _)| k.as_str() < "resourceVersion").last() {
+        Some((_, before)) => Splice { at: offset(before.get()) + before.get().len(), comma_before: true, comma_after: false },
+        None => Splice { at: offset(meta_raw.get()) + 1, comma_before: false, comma_after: !metadata.0.is_empty() },
     };
-    let mut json = Vec::with_capacity(stored.len() + insert.len());
-    json.extend_from_slice(&stored[..at]);
-    json.extend_from_slice(insert.as_bytes());
-    json.extend_from_slice(&stored[at..]);
-    Some(Served { json, parts: pick(&top, paths) })
+    Some(Served { json: splice.apply(stored, rv), parts: pick(&top, paths) })
 }
 
 /// The parts of an object at `paths` (dotted, relative to it), decoded; nothing else.
@@ -192,5 +241,28 @@ mod tests {
         meta::remove_meta(&mut want, "selfLink");
         assert_eq!(stored, want);
         assert_eq!(encode_for_storage(&deployments, &obj), Bytes::from(serde_json::to_vec(&want).unwrap()), "the same bytes as the object without them");
+    }
+
+    /// The place for the resourceVersion found while writing an object is the one a reader of
+    /// its bytes finds, and serving from it gives the object's own JSON, wherever its
+    /// metadata's members fall around `resourceVersion`.
+    #[test]
+    fn an_object_just_stored_is_served_by_splicing_its_resource_version_in() {
+        let configmaps = catalog(&Settings::default()).get("", "v1", "configmaps").expect("built in").clone();
+        for metadata in [
+            json!({}),
+            json!({"name": "c"}),
+            json!({"uid": "u"}),
+            json!({"name": "c", "namespace": "n", "uid": "u", "selfLink": "/x"}),
+            json!({"annotations": {"resourceVersion": "no"}, "labels": {"a": "b"}, "name": "c"}),
+        ] {
+            let mut obj = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": metadata, "data": {"metadata": "{}"}});
+            let (bytes, splice) = encode_stored(&configmaps, &obj);
+            let served = splice.expect("configmaps are stored as served").apply(&bytes, 42);
+            meta::remove_meta(&mut obj, "selfLink");
+            set_resource_version(&mut obj, 42);
+            assert_eq!(String::from_utf8(served.clone()).unwrap(), serde_json::to_string(&obj).unwrap());
+            assert_eq!(serve_stored(&bytes, 42, &[]).unwrap().json, served);
+        }
     }
 }

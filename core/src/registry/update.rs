@@ -2,7 +2,7 @@
 
 use serde_json::Value;
 
-use super::{PatchType, WriteOp, encode_for_storage};
+use super::{PatchType, WriteOp};
 use crate::admission::Operation;
 use crate::meta;
 use crate::patch;
@@ -120,8 +120,7 @@ impl WriteOp {
         let mut new = old.clone();
         self.res.strategy.subresource_create(&sub, &mut new, &body, self.ctx.now)?;
         self.created = true;
-        self.result = Some(new.clone());
-        Ok(Transform::Put(encode_for_storage(&self.res, &new)))
+        Ok(Transform::Put(self.store(new)))
     }
 
     /// `checkName`: the body may not name another object than the URL.
@@ -207,18 +206,16 @@ impl WriteOp {
         if !errs.is_empty() {
             return Err(ApiError::invalid(&info.group_kind(), meta::name(&obj), &errs));
         }
-        self.result = Some(obj.clone());
         if super::delete::should_delete_during_update(&obj) {
+            self.result = Some(obj);
             return Ok(Transform::Delete);
         }
-        Ok(Transform::Put(encode_for_storage(&self.res, &obj)))
+        Ok(Transform::Put(self.store(obj)))
     }
 
     /// An update or apply that creates the object.
     fn put_new(&mut self, obj: Value) -> Result<Transform, ApiError> {
         self.created = true;
-        let bytes = encode_for_storage(&self.res, &obj);
-        self.result = Some(obj);
-        Ok(Transform::Put(bytes))
+        Ok(Transform::Put(self.store(obj)))
     }
 }
