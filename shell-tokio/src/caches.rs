@@ -2,13 +2,19 @@
 //! stream, the requests' reads and watch registrations, and carries out its effects. Watch
 //! frames go to each watcher through a bounded hand-off (`kapi-handoff`, loom-checked); a full
 //! one is reported to the machine, which decides to close the slow watcher.
+//!
+//! After every turn of its machine the task publishes the cache's state (an immutable
+//! snapshot, swapped in whole), and a read that state can answer is answered from it by the
+//! requester itself, without waiting for a turn of the task (as kube's admission plugins read
+//! their informers' caches).
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
+use arc_swap::ArcSwapOption;
 use bytes::Bytes;
-use kapi_core::cache::{CacheEffect, CacheEvent, DEFAULT_HISTORY, ReadId, ReadRequest, ReadResult, WatchCache, WatchParams, WatcherId};
+use kapi_core::cache::{CacheEffect, CacheEvent, DEFAULT_HISTORY, ReadId, ReadRequest, ReadResult, Snapshot, WatchCache, WatchParams, WatcherId};
 use kapi_core::catalog::Resource;
 use kapi_core::kv::{KvResult, WatchResponse};
 use kapi_core::status::ApiError;
@@ -46,8 +52,12 @@ enum Command {
     Gone(WatcherId),
 }
 
-/// A cache task's command channel and whether its cache is ready.
-type Handle = (mpsc::UnboundedSender<Command>, Arc<AtomicBool>);
+/// A cache task's command channel, whether its cache is ready, and its published state.
+struct Handle {
+    commands: mpsc::UnboundedSender<Command>,
+    ready: Arc<AtomicBool>,
+    published: Arc<ArcSwapOption<Snapshot>>,
+}
 
 /// The handles of every resource's cache task.
 #[derive(Clone)]
@@ -65,23 +75,31 @@ impl Caches {
         let mut by_resource = HashMap::new();
         for (res, prefix) in resources {
             let (tx, rx) = mpsc::unbounded_channel();
-            let ready = Arc::new(AtomicBool::new(false));
-            by_resource.insert(key(&res), (tx.clone(), ready.clone()));
+            let handle = Handle { commands: tx.clone(), ready: Arc::default(), published: Arc::default() };
+            let task = Task { store: store.clone(), me: tx, ready: handle.ready.clone(), published: handle.published.clone() };
+            by_resource.insert(key(&res), handle);
             let cache = WatchCache::new(res, Bytes::from(prefix), DEFAULT_HISTORY);
-            tokio::spawn(run(cache, store.clone(), rx, tx, ready));
+            tokio::spawn(run(cache, task, rx));
         }
         Caches { by_resource: Arc::new(by_resource) }
     }
 
     pub fn ready(&self) -> bool {
-        self.by_resource.values().all(|(_, r)| r.load(Ordering::Relaxed))
+        self.by_resource.values().all(|h| h.ready.load(Ordering::Relaxed))
+    }
+
+    fn handle(&self, res: &Resource) -> Result<&Handle, ApiError> {
+        self.by_resource.get(&key(res)).ok_or_else(|| ApiError::internal(format!("no cache for {}", res.info.resource)))
     }
 
     fn sender(&self, res: &Resource) -> Result<&mpsc::UnboundedSender<Command>, ApiError> {
-        self.by_resource.get(&key(res)).map(|(s, _)| s).ok_or_else(|| ApiError::internal(format!("no cache for {}", res.info.resource)))
+        self.handle(res).map(|h| &h.commands)
     }
 
     pub async fn read(&self, res: &Resource, request: ReadRequest) -> Result<ReadResult, ApiError> {
+        if let Some(answer) = self.handle(res)?.published.load().as_deref().and_then(|s| request.answer_from(s)) {
+            return Ok(answer);
+        }
         let (tx, rx) = oneshot::channel();
         self.sender(res)?.send(Command::Read(request, tx)).map_err(|_| ApiError::internal("cache stopped"))?;
         rx.await.map_err(|_| ApiError::internal("cache stopped"))?
@@ -95,7 +113,19 @@ impl Caches {
     }
 }
 
-async fn run(mut cache: WatchCache, store: Store, mut commands: mpsc::UnboundedReceiver<Command>, me: mpsc::UnboundedSender<Command>, ready: Arc<AtomicBool>) {
+/// What a cache task holds besides its machine and its commands.
+struct Task {
+    store: Store,
+    /// Its own command channel (watchers that go away say so on it).
+    me: mpsc::UnboundedSender<Command>,
+    ready: Arc<AtomicBool>,
+    published: Arc<ArcSwapOption<Snapshot>>,
+}
+
+async fn run(mut cache: WatchCache, task: Task, mut commands: mpsc::UnboundedReceiver<Command>) {
+    let Task { store, me, ready, published } = task;
+    // The (readiness, revision) last published: the state is swapped only when it changed.
+    let mut shown = (false, 0);
     let (kv_tx, mut kv_rx) = mpsc::unbounded_channel::<KvResult>();
     let mut watch: Option<(u64, mpsc::UnboundedReceiver<WatchResponse>)> = None;
     let mut reads: BTreeMap<ReadId, oneshot::Sender<Result<ReadResult, ApiError>>> = BTreeMap::new();
@@ -138,6 +168,12 @@ async fn run(mut cache: WatchCache, store: Store, mut commands: mpsc::UnboundedR
             }
         }
         ready.store(cache.is_ready(), Ordering::Relaxed);
+        let state = cache.published();
+        let now_shown = state.as_ref().map_or((false, 0), |s| (true, s.revision));
+        if now_shown != shown {
+            shown = now_shown;
+            published.store(state.map(Arc::new));
+        }
         let timer = cache.poll_timeout().map(instant_of);
         tokio::select! {
             cmd = commands.recv() => match cmd {

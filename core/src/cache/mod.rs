@@ -94,6 +94,19 @@ pub enum ReadRequest {
     Exact { revision: Revision },
 }
 
+impl ReadRequest {
+    /// The answer a ready cache whose current state is `snapshot` gives this read, if that
+    /// state is the one it asks for: a shell answers such a read from the cache's
+    /// [`published`](WatchCache::published) state, without a turn of the cache's machine.
+    pub fn answer_from(&self, snapshot: &Snapshot) -> Option<ReadResult> {
+        let fits = match *self {
+            ReadRequest::Latest { min } => min.is_none_or(|rv| rv <= snapshot.revision),
+            ReadRequest::Exact { revision } => revision == snapshot.revision,
+        };
+        fits.then(|| ReadResult::Snapshot(snapshot.clone()))
+    }
+}
+
 #[derive(Clone, Debug)]
 pub enum ReadResult {
     Snapshot(Snapshot),
@@ -595,9 +608,11 @@ impl WatchCache {
             self.waiting.push((deadline, Waiting::Read(id, request)));
             return;
         }
-        let result = match request {
-            ReadRequest::Latest { .. } => ReadResult::Snapshot(self.snapshot()),
-            ReadRequest::Exact { revision } => self.snapshot_at(revision),
+        let current = self.snapshot();
+        let result = match request.answer_from(&current) {
+            Some(r) => r,
+            // An older revision: from the window, if it still holds it.
+            None => self.snapshot_at(wanted.unwrap_or(current.revision)),
         };
         self.effects.push_back(CacheEffect::ReadDone { id, result: Ok(result) });
     }
@@ -606,11 +621,16 @@ impl WatchCache {
         Snapshot { revision: self.revision, objects: self.objects.clone() }
     }
 
-    /// The state at `revision`, if the window still holds it.
+    /// The state reads may be answered from by [`ReadRequest::answer_from`] without the
+    /// machine: the current one, once the cache is ready (`None` before, and while it lists
+    /// again). A shell that publishes it again after every turn of the machine answers those
+    /// reads as the machine would have a moment earlier.
+    pub fn published(&self) -> Option<Snapshot> {
+        (self.phase == Phase::Ready).then(|| self.snapshot())
+    }
+
+    /// The state at `revision`, older than the current one, if the window still holds it.
     fn snapshot_at(&self, revision: Revision) -> ReadResult {
-        if revision == self.revision {
-            return ReadResult::Snapshot(self.snapshot());
-        }
         if revision < self.base.0 {
             return ReadResult::NotCached;
         }

@@ -394,3 +394,36 @@ fn a_large_collection_is_listed_in_pages_at_one_revision() {
     let backlog = model.backlog(&watch).unwrap();
     assert_eq!(backlog.len(), 1, "the write between pages comes on the watch");
 }
+
+/// A read the published state answers gets the answer the machine would give; the others
+/// (a revision not reached yet, an older one, a cache not ready) are left to the machine.
+#[test]
+fn reads_answered_from_the_published_state_are_the_machines_answers() {
+    let mut h = Harness::new();
+    let r1 = h.put("a", json!({}));
+    let r2 = h.put("b", json!({}));
+    let published = h.cache.published().expect("a ready cache publishes its state");
+    let requests = [
+        ReadRequest::Latest { min: None },
+        ReadRequest::Latest { min: Some(r1) },
+        ReadRequest::Latest { min: Some(r2) },
+        ReadRequest::Latest { min: Some(r2 + 1) },
+        ReadRequest::Exact { revision: r2 },
+        ReadRequest::Exact { revision: r1 },
+    ];
+    let keys = |r: &ReadResult| match r {
+        ReadResult::Snapshot(s) => (s.revision, s.objects.keys().cloned().collect::<Vec<_>>()),
+        ReadResult::NotCached => (0, Vec::new()),
+    };
+    let mut answered = Vec::new();
+    for (i, request) in requests.iter().enumerate() {
+        let Some(answer) = request.answer_from(&published) else { continue };
+        answered.push(i);
+        let id = ReadId(100 + i as u64);
+        h.cache.handle(h.now, CacheEvent::Read { id, request: *request });
+        h.pump();
+        assert_eq!(keys(&answer), keys(h.reads[&id].as_ref().unwrap()), "{request:?}");
+    }
+    assert_eq!(answered, vec![0, 1, 2, 4]);
+    assert!(WatchCache::new(configmaps(), Bytes::from(PREFIX), 8).published().is_none(), "nothing before the first LIST");
+}
