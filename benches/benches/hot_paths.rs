@@ -3,7 +3,8 @@
 //! a whole create through the core, selector matching, one watch event dispatched to 1, 100 and
 //! 10,000 watchers, a LIST body of 10,000 pods, and a stored pod decoded for the watch cache.
 //!
-//! `cargo bench -p kapi-bench --bench hot_paths`
+//! `cargo bench -p kapi-bench --bench hot_paths`. They run on jemalloc, as the `kapi` binary
+//! does: much of a request's cost is allocation, and glibc's malloc would measure another one.
 
 use std::sync::Arc;
 
@@ -20,6 +21,9 @@ use kapi_core::resources::{Settings, catalog};
 use kapi_core::schema::schema;
 use kapi_core::selector::{FieldSelector, LabelSelector};
 use serde_json::{Value, json};
+
+#[global_allocator]
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
 const POD_DEF: &str = "io.k8s.api.core.v1.Pod";
 
