@@ -1,6 +1,5 @@
 //! Field paths and sets of them, and their `FieldsV1` form (structured-merge-diff's `fieldpath`).
 
-use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write;
 
 use serde_json::{Map, Value};
@@ -90,55 +89,98 @@ pub fn path_string(p: &[PathElement]) -> String {
     p.iter().map(ToString::to_string).collect()
 }
 
-/// A set of paths, as a trie: `members` end here, `children` go deeper.
+/// A set of paths, as a trie: `members` end here, `children` go deeper. Both are sorted
+/// vectors, and no child is empty: the nodes of an object's field set hold a handful of
+/// entries each, and sorted vectors build, merge and compare them as walks, where trees of
+/// nodes cost an allocation and a search per entry.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Set {
-    members: BTreeSet<PathElement>,
-    children: BTreeMap<PathElement, Set>,
+    members: Vec<PathElement>,
+    children: Vec<(PathElement, Set)>,
+}
+
+/// `a` ∪ `b`, both sorted without duplicates.
+fn union(a: &mut Vec<PathElement>, b: &[PathElement]) {
+    if b.is_empty() {
+        return;
+    }
+    if a.is_empty() {
+        a.extend_from_slice(b);
+        return;
+    }
+    let mut out = Vec::with_capacity(a.len() + b.len());
+    let mut mine = std::mem::take(a).into_iter().peekable();
+    let mut theirs = b.iter().peekable();
+    loop {
+        match (mine.peek(), theirs.peek()) {
+            (Some(x), Some(y)) => match x.cmp(y) {
+                std::cmp::Ordering::Less => out.extend(mine.next()),
+                std::cmp::Ordering::Greater => out.extend(theirs.next().cloned()),
+                std::cmp::Ordering::Equal => {
+                    out.extend(mine.next());
+                    theirs.next();
+                }
+            },
+            (Some(_), None) => out.extend(mine.by_ref()),
+            (None, Some(_)) => out.extend(theirs.by_ref().cloned()),
+            (None, None) => break,
+        }
+    }
+    *a = out;
 }
 
 impl Set {
     pub fn is_empty(&self) -> bool {
-        self.members.is_empty() && self.children.values().all(Set::is_empty)
+        self.members.is_empty() && self.children.iter().all(|(_, c)| c.is_empty())
+    }
+
+    fn is_member(&self, pe: &PathElement) -> bool {
+        self.members.binary_search(pe).is_ok()
+    }
+
+    fn child_at(&self, pe: &PathElement) -> Result<usize, usize> {
+        self.children.binary_search_by(|(k, _)| k.cmp(pe))
+    }
+
+    fn child(&self, pe: &PathElement) -> Option<&Set> {
+        self.child_at(pe).ok().map(|i| &self.children[i].1)
+    }
+
+    fn add_member(&mut self, pe: &PathElement) {
+        if let Err(i) = self.members.binary_search(pe) {
+            self.members.insert(i, pe.clone());
+        }
+    }
+
+    /// The child at `pe`, made (empty, for the caller to fill) if there is none.
+    fn child_mut(&mut self, pe: &PathElement) -> &mut Set {
+        let i = match self.child_at(pe) {
+            Ok(i) => i,
+            Err(i) => {
+                self.children.insert(i, (pe.clone(), Set::default()));
+                i
+            }
+        };
+        &mut self.children[i].1
     }
 
     pub fn insert(&mut self, path: &[PathElement]) {
         match path {
             [] => {}
-            [last] => {
-                if !self.members.contains(last) {
-                    self.members.insert(last.clone());
-                }
-            }
-            // Most inserts go down existing branches: look up before cloning the element.
-            [first, rest @ ..] => match self.children.get_mut(first) {
-                Some(c) => c.insert(rest),
-                None => self.children.entry(first.clone()).or_default().insert(rest),
-            },
+            [last] => self.add_member(last),
+            [first, rest @ ..] => self.child_mut(first).insert(rest),
         }
     }
 
     /// Adds `pe` below the root: as a member if `member`, with the paths of `below` under it.
     pub fn add_child(&mut self, pe: PathElement, member: bool, below: Set) {
-        let empty = below.is_empty();
-        match (member, empty) {
-            (true, true) => {
-                self.members.insert(pe);
-            }
-            (true, false) => {
-                self.members.insert(pe.clone());
-                self.merge_child(pe, below);
-            }
-            (false, false) => self.merge_child(pe, below),
-            (false, true) => {}
+        if member {
+            self.add_member(&pe);
         }
-    }
-
-    fn merge_child(&mut self, pe: PathElement, below: Set) {
-        match self.children.get_mut(&pe) {
-            Some(c) => c.extend(&below),
-            None => {
-                self.children.insert(pe, below);
+        if !below.is_empty() {
+            match self.child_at(&pe) {
+                Ok(i) => self.children[i].1.extend(&below),
+                Err(i) => self.children.insert(i, (pe, below)),
             }
         }
     }
@@ -150,12 +192,8 @@ impl Set {
             [] => self.extend(&below),
             [last] => self.add_child(last.clone(), member, below),
             [first, rest @ ..] => {
-                if !member && below.is_empty() {
-                    return;
-                }
-                match self.children.get_mut(first) {
-                    Some(c) => c.graft(rest, member, below),
-                    None => self.children.entry(first.clone()).or_default().graft(rest, member, below),
+                if member || !below.is_empty() {
+                    self.child_mut(first).graft(rest, member, below);
                 }
             }
         }
@@ -164,8 +202,8 @@ impl Set {
     pub fn contains(&self, path: &[PathElement]) -> bool {
         match path {
             [] => false,
-            [last] => self.members.contains(last),
-            [first, rest @ ..] => self.children.get(first).is_some_and(|c| c.contains(rest)),
+            [last] => self.is_member(last),
+            [first, rest @ ..] => self.child(first).is_some_and(|c| c.contains(rest)),
         }
     }
 
@@ -173,53 +211,49 @@ impl Set {
     pub fn has_prefix(&self, prefix: &[PathElement]) -> bool {
         match prefix {
             [] => !self.is_empty(),
-            [last] => self.members.contains(last) || self.children.get(last).is_some_and(|c| !c.is_empty()),
-            [first, rest @ ..] => self.children.get(first).is_some_and(|c| c.has_prefix(rest)),
+            [last] => self.is_member(last) || self.child(last).is_some_and(|c| !c.is_empty()),
+            [first, rest @ ..] => self.child(first).is_some_and(|c| c.has_prefix(rest)),
         }
     }
 
     /// Adds every path of `other` (an in-place union).
     pub fn extend(&mut self, other: &Set) {
-        for m in &other.members {
-            if !self.members.contains(m) {
-                self.members.insert(m.clone());
-            }
-        }
+        union(&mut self.members, &other.members);
         for (k, c) in &other.children {
-            match self.children.get_mut(k) {
-                Some(mine) => mine.extend(c),
-                None => {
-                    self.children.insert(k.clone(), c.clone());
-                }
+            match self.child_at(k) {
+                Ok(i) => self.children[i].1.extend(c),
+                Err(i) => self.children.insert(i, (k.clone(), c.clone())),
             }
         }
     }
 
     pub fn difference(&self, other: &Set) -> Set {
-        let mut out = Set { members: self.members.difference(&other.members).cloned().collect(), children: BTreeMap::new() };
-        for (k, c) in &self.children {
-            let d = match other.children.get(k) {
-                Some(o) => c.difference(o),
-                None => c.clone(),
-            };
-            if !d.is_empty() {
-                out.children.insert(k.clone(), d);
-            }
-        }
-        out
+        let members = self.members.iter().filter(|m| !other.is_member(m)).cloned().collect();
+        let children = self
+            .children
+            .iter()
+            .filter_map(|(k, c)| {
+                let d = match other.child(k) {
+                    Some(o) => c.difference(o),
+                    None => c.clone(),
+                };
+                (!d.is_empty()).then(|| (k.clone(), d))
+            })
+            .collect();
+        Set { members, children }
     }
 
     pub fn intersection(&self, other: &Set) -> Set {
-        let mut out = Set { members: self.members.intersection(&other.members).cloned().collect(), children: BTreeMap::new() };
-        for (k, c) in &self.children {
-            if let Some(o) = other.children.get(k) {
-                let i = c.intersection(o);
-                if !i.is_empty() {
-                    out.children.insert(k.clone(), i);
-                }
-            }
-        }
-        out
+        let members = self.members.iter().filter(|m| other.is_member(m)).cloned().collect();
+        let children = self
+            .children
+            .iter()
+            .filter_map(|(k, c)| {
+                let i = c.intersection(other.child(k)?);
+                (!i.is_empty()).then(|| (k.clone(), i))
+            })
+            .collect();
+        Set { members, children }
     }
 
     /// Every member path, in order.
@@ -230,14 +264,15 @@ impl Set {
     }
 
     fn collect(&self, prefix: &mut Path, out: &mut Vec<Path>) {
-        let mut keys: BTreeSet<&PathElement> = self.members.iter().collect();
-        keys.extend(self.children.keys());
+        let mut keys: Vec<&PathElement> = self.members.iter().chain(self.children.iter().map(|(k, _)| k)).collect();
+        keys.sort();
+        keys.dedup();
         for k in keys {
             prefix.push(k.clone());
-            if self.members.contains(k) {
+            if self.is_member(k) {
                 out.push(prefix.clone());
             }
-            if let Some(c) = self.children.get(k) {
+            if let Some(c) = self.child(k) {
                 c.collect(prefix, out);
             }
             prefix.pop();
@@ -262,16 +297,19 @@ impl Set {
                 }
             }
             [last] => {
-                self.members.remove(last);
-                if subtree {
-                    self.children.remove(last);
+                if let Ok(i) = self.members.binary_search(last) {
+                    self.members.remove(i);
+                }
+                if subtree && let Ok(i) = self.child_at(last) {
+                    self.children.remove(i);
                 }
             }
             [first, rest @ ..] => {
-                if let Some(c) = self.children.get_mut(first) {
+                if let Ok(i) = self.child_at(first) {
+                    let c = &mut self.children[i].1;
                     c.remove_at(rest, subtree);
                     if c.is_empty() {
-                        self.children.remove(first);
+                        self.children.remove(i);
                     }
                 }
             }
@@ -280,56 +318,54 @@ impl Set {
 
     /// Only the subtree at `path` (with `path` itself).
     pub fn only_prefix(&self, path: &[PathElement]) -> Set {
+        let mut out = Set::default();
         match path {
-            [] => self.clone(),
+            [] => return self.clone(),
             [last] => {
-                let mut out = Set::default();
-                if self.members.contains(last) {
-                    out.members.insert(last.clone());
+                if self.is_member(last) {
+                    out.members.push(last.clone());
                 }
-                if let Some(c) = self.children.get(last) {
-                    out.children.insert(last.clone(), c.clone());
+                if let Some(c) = self.child(last) {
+                    out.children.push((last.clone(), c.clone()));
                 }
-                out
             }
             [first, rest @ ..] => {
-                let mut out = Set::default();
-                if let Some(c) = self.children.get(first) {
+                if let Some(c) = self.child(first) {
                     let inner = c.only_prefix(rest);
                     if !inner.is_empty() {
-                        out.children.insert(first.clone(), inner);
+                        out.children.push((first.clone(), inner));
                     }
                 }
-                out
             }
         }
+        out
     }
 
     /// The `FieldsV1` JSON of the set.
     pub fn to_fields_v1(&self) -> Value {
-        let mut m = Map::new();
+        let leaf = || Value::Object(Map::new());
+        let mut entries: Vec<(String, Value)> = Vec::with_capacity(self.members.len() + self.children.len());
         for e in &self.members {
-            if !self.children.contains_key(e) {
-                m.insert(e.encode(), Value::Object(Map::new()));
+            if self.child(e).is_none_or(Set::is_empty) {
+                entries.push((e.encode(), leaf()));
             }
         }
         for (e, c) in &self.children {
             if c.is_empty() {
-                if self.members.contains(e) {
-                    m.insert(e.encode(), Value::Object(Map::new()));
-                }
                 continue;
             }
             let mut inner = match c.to_fields_v1() {
                 Value::Object(o) => o,
                 _ => Map::new(),
             };
-            if self.members.contains(e) {
-                inner.insert(".".into(), Value::Object(Map::new()));
+            if self.is_member(e) {
+                inner.insert(".".into(), leaf());
             }
-            m.insert(e.encode(), Value::Object(inner));
+            entries.push((e.encode(), Value::Object(inner)));
         }
-        Value::Object(m)
+        // Collected whole, the map is built from its sorted entries at once rather than by an
+        // insert (and a search) per entry.
+        Value::Object(entries.into_iter().collect())
     }
 
     pub fn from_fields_v1(v: &Value) -> Result<Set, String> {
@@ -342,12 +378,7 @@ impl Set {
             let pe = PathElement::decode(k).ok_or_else(|| format!("invalid field path element {k:?}"))?;
             let c = Set::from_fields_v1(child)?;
             let is_member = child.as_object().is_some_and(|o| o.is_empty() || o.contains_key("."));
-            if is_member {
-                set.members.insert(pe.clone());
-            }
-            if !c.is_empty() {
-                set.children.insert(pe, c);
-            }
+            set.add_child(pe, is_member, c);
         }
         Ok(set)
     }
