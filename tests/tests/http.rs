@@ -52,6 +52,16 @@ fn serves_http2_and_http1() {
     assert_eq!(String::from_utf8_lossy(&h1.stdout), "1.1");
 }
 
+/// Like kube-apiserver (Go's TLS server), kapi picks AES-128-GCM when the client offers it,
+/// even after AES-256-GCM.
+#[test]
+fn tls_prefers_aes_128_gcm_as_kube_apiserver_does() {
+    let k = Kapi::start();
+    let out = k.curl(&["-v", "--tls13-ciphers", "TLS_AES_256_GCM_SHA384:TLS_AES_128_GCM_SHA256", "-o", "/dev/null", &k.url("/version")]);
+    let log = String::from_utf8_lossy(&out.stderr);
+    assert!(log.contains("SSL connection using TLSv1.3 / TLS_AES_128_GCM_SHA256"), "{log}");
+}
+
 #[test]
 fn status_codes_follow_kube() {
     let k = Kapi::start();
