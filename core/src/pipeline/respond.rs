@@ -203,7 +203,13 @@ impl ListBody {
         if self.items.is_empty() {
             return self.tail.take();
         }
-        let mut out = BytesMut::new();
+        // Sized up front for objects served as they are cached: growing by doubling copied the
+        // bytes once more (a tenth of a large LIST's time went to copying them).
+        let size = match self.output.view {
+            View::Object => self.items.iter().take(CHUNK).map(|o| o.json.len() + 1).sum(),
+            View::Metadata | View::Table(_) => 0,
+        };
+        let mut out = BytesMut::with_capacity(size);
         for _ in 0..CHUNK {
             let Some(o) = self.items.pop_front() else { break };
             if !self.first {
