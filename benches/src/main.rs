@@ -136,7 +136,13 @@ async fn run(scenario: &Scenario) -> anyhow::Result<Vec<report::Row>> {
 fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     let _ = rustls::crypto::ring::default_provider().install_default();
-    let runtime = tokio::runtime::Runtime::new()?;
+    // A LIST is one stream read in order: on one thread its frames are read where they arrive,
+    // where a pool of threads wakes another for each (a third of the client's CPU, on the
+    // cores the server under test shares).
+    let runtime = match cli.scenario {
+        Scenario::List { .. } => tokio::runtime::Builder::new_current_thread().enable_all().build()?,
+        _ => tokio::runtime::Runtime::new()?,
+    };
     runtime.block_on(async {
         let sampler = cli.server_pid.map(sampler::Sampler::start);
         let mut rows = run(&cli.scenario).await?;
