@@ -136,12 +136,15 @@ async fn run(scenario: &Scenario) -> anyhow::Result<Vec<report::Row>> {
 fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     let _ = rustls::crypto::ring::default_provider().install_default();
-    // A LIST is one stream read in order: on one thread its frames are read where they arrive,
-    // where a pool of threads wakes another for each (a third of the client's CPU, on the
-    // cores the server under test shares).
+    // The request scenarios run on one thread: their requests share one connection, and a pool
+    // of threads wakes another for each frame that arrives (a third of the client's CPU, on the
+    // cores the server under test shares). The watch scenarios, with thousands of streams on
+    // many connections, keep a pool.
     let runtime = match cli.scenario {
-        Scenario::List { .. } => tokio::runtime::Builder::new_current_thread().enable_all().build()?,
-        _ => tokio::runtime::Runtime::new()?,
+        Scenario::Create(_) | Scenario::Get(_) | Scenario::Update(_) | Scenario::Delete(_) | Scenario::List { .. } | Scenario::RawEtcd { .. } => {
+            tokio::runtime::Builder::new_current_thread().enable_all().build()?
+        }
+        Scenario::WatchFanout { .. } | Scenario::Mixed { .. } | Scenario::RawSqlite { .. } => tokio::runtime::Runtime::new()?,
     };
     runtime.block_on(async {
         let sampler = cli.server_pid.map(sampler::Sampler::start);
