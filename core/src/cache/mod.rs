@@ -186,6 +186,10 @@ struct HistoryEntry {
 #[derive(Debug)]
 struct Watcher {
     params: WatchParams,
+    /// No namespace, label or field selector: every event's view is the unfiltered one, worked
+    /// out once per event for all such watchers (informers of everything, such as a
+    /// controller's or the scheduler's).
+    selects_all: bool,
     /// Events up to here have been sent.
     sent: Revision,
     next_bookmark: Option<Timestamp>,
@@ -484,12 +488,14 @@ impl WatchCache {
         // A handful of distinct views at most, so a list beats hashing per watcher.
         let mut built: Vec<(FrameKey, Option<Bytes>, Vec<WatcherId>)> = Vec::new();
         let res = &self.res;
+        let unfiltered = view_by(entry, |_| true);
         for (id, w) in self.watchers.iter_mut() {
             if entry.revision <= w.sent {
                 continue;
             }
             w.sent = entry.revision;
-            let Some((ty, use_prev)) = view_of(entry, &w.params) else { continue };
+            let view = if w.selects_all { unfiltered } else { view_of(entry, &w.params) };
+            let Some((ty, use_prev)) = view else { continue };
             let headers = matches!(w.params.output.view, View::Table(_)) && !w.headers_sent;
             let key = (w.params.output, ty, use_prev, headers);
             let slot = match built.iter().position(|(k, _, _)| *k == key) {
@@ -534,7 +540,8 @@ impl WatchCache {
     }
 
     fn start_watcher(&mut self, now: Timestamp, id: WatcherId, params: WatchParams) {
-        let mut w = Watcher { next_bookmark: params.bookmarks.then(|| now + BOOKMARK_INTERVAL), sent: self.revision, headers_sent: false, params };
+        let selects_all = params.namespace.is_none() && params.labels.is_empty() && params.fields.is_empty();
+        let mut w = Watcher { next_bookmark: params.bookmarks.then(|| now + BOOKMARK_INTERVAL), selects_all, sent: self.revision, headers_sent: false, params };
         let mut frames = Vec::new();
         match w.params.start {
             WatchStart::After(rv) => {
@@ -735,8 +742,13 @@ fn matches(o: &CachedObject, p: &WatchParams) -> bool {
 /// What a watcher sees of an event (`convertToWatchEvent`): its type, and whether it sees the
 /// previous object (leaving its selector reads as a deletion of what it knew).
 fn view_of(e: &HistoryEntry, p: &WatchParams) -> Option<(EventType, bool)> {
-    let now_passes = e.kind == EventKind::Put && matches(&e.object, p);
-    let before_passes = e.prev.as_ref().is_some_and(|o| matches(o, p));
+    view_by(e, |o| matches(o, p))
+}
+
+/// [`view_of`] for a watcher that `passes` the objects it passes.
+fn view_by(e: &HistoryEntry, passes: impl Fn(&CachedObject) -> bool) -> Option<(EventType, bool)> {
+    let now_passes = e.kind == EventKind::Put && passes(&e.object);
+    let before_passes = e.prev.as_ref().is_some_and(|o| passes(o));
     match (now_passes, before_passes) {
         (true, false) => Some((EventType::Added, false)),
         (true, true) => Some((EventType::Modified, false)),
