@@ -19,6 +19,10 @@ struct Cli {
     /// Samples this process's RSS and CPU time (the server's) during the scenario.
     #[arg(long, global = true)]
     server_pid: Option<u32>,
+    /// A name for the server under test, written into every JSON line (`label`), so runs
+    /// against several servers can share one file.
+    #[arg(long, global = true)]
+    label: Option<String>,
     #[command(subcommand)]
     scenario: Scenario,
 }
@@ -148,9 +152,19 @@ fn main() -> anyhow::Result<()> {
     };
     runtime.block_on(async {
         let sampler = cli.server_pid.map(sampler::Sampler::start);
+        let own = sampler::cpu_seconds(std::process::id());
         let mut rows = run(&cli.scenario).await?;
         if let (Some(s), Some(first)) = (sampler, rows.first_mut()) {
             first.extra.extend(s.finish().await);
+        }
+        // The load generator's own CPU: on a machine it shares with the server, what it leaves.
+        if let (Some(before), Some(after), Some(first)) = (own, sampler::cpu_seconds(std::process::id()), rows.first_mut()) {
+            first.extra.insert("client_cpu_seconds".into(), (((after - before) * 100.0).round() / 100.0).into());
+        }
+        if let Some(label) = &cli.label {
+            for r in rows.iter_mut() {
+                r.extra.insert("label".into(), label.clone().into());
+            }
         }
         report::print(&rows);
         if let Some(path) = &cli.json {

@@ -19,7 +19,7 @@ pub fn rss(pid: u32) -> Option<u64> {
 }
 
 /// User plus system CPU seconds the process has used.
-fn cpu_seconds(pid: u32) -> Option<f64> {
+pub fn cpu_seconds(pid: u32) -> Option<f64> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     // The command name may hold spaces; the fields after it are space-separated.
     let rest = &stat[stat.rfind(')')? + 2..];

@@ -14,14 +14,18 @@ use crate::report::Row;
 
 const PREFIX: &str = "bench";
 
-/// Makes sure the namespace exists.
+/// Makes sure the namespace and its `default` service account exist: pods need the account,
+/// and a server's controller (if it runs one) may not have made it yet when the first pod comes.
 pub async fn namespace(client: &Client, namespace: &str) -> anyhow::Result<()> {
-    let body = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}});
-    let (outcome, body, _) = client.call(Method::POST, "/api/v1/namespaces", Some(serde_json::to_vec(&body)?.into())).await;
-    match outcome {
-        Some(201 | 409) => Ok(()),
-        other => anyhow::bail!("creating namespace {namespace}: {other:?} {}", String::from_utf8_lossy(&body)),
+    let ns = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}});
+    let sa = json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "default"}});
+    for (path, body) in [("/api/v1/namespaces".to_string(), ns), (format!("/api/v1/namespaces/{namespace}/serviceaccounts"), sa)] {
+        let (outcome, answer, _) = client.call(Method::POST, &path, Some(serde_json::to_vec(&body)?.into())).await;
+        if !matches!(outcome, Some(201 | 409)) {
+            anyhow::bail!("POST {path}: {outcome:?} {}", String::from_utf8_lossy(&answer));
+        }
     }
+    Ok(())
 }
 
 pub async fn create(api: &Api, client: Client) -> anyhow::Result<Vec<Row>> {
