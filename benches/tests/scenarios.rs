@@ -29,10 +29,12 @@ fn every_scenario_runs_against_kapi() {
     let pid = kapi.pid().to_string();
     let plot = dir.path().join("latency.svg");
 
-    let rows = bench(&json, &["--server-pid", &pid, "create", "--kubeconfig", kc, "--count", "40", "--concurrency", "4"]);
+    let rows = bench(&json, &["--server-pid", &pid, "--label", "kapi", "create", "--kubeconfig", kc, "--count", "40", "--concurrency", "4"]);
     assert_eq!((rows[0]["op"].as_str(), rows[0]["count"].as_u64()), (Some("pod"), Some(40)));
     no_errors(&rows[0]);
     assert!(rows[0]["server_rss_peak_mib"].as_f64().unwrap() > 1.0, "the server's memory is sampled: {}", rows[0]);
+    assert!(rows[0]["client_cpu_seconds"].as_f64().is_some(), "the load generator's CPU is reported: {}", rows[0]);
+    assert_eq!(rows[0]["label"], "kapi", "rows carry the server's label");
     assert_eq!(kapi.ok(&["get", "pods", "-n", "kapi-bench", "-o", "name"]).lines().count(), 40);
 
     for scenario in ["get", "update"] {
