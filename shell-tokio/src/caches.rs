@@ -92,23 +92,20 @@ impl Caches {
         self.by_resource.get(&key(res)).ok_or_else(|| ApiError::internal(format!("no cache for {}", res.info.resource)))
     }
 
-    fn sender(&self, res: &Resource) -> Result<&mpsc::UnboundedSender<Command>, ApiError> {
-        self.handle(res).map(|h| &h.commands)
-    }
-
     pub async fn read(&self, res: &Resource, request: ReadRequest) -> Result<ReadResult, ApiError> {
-        if let Some(answer) = self.handle(res)?.published.load().as_deref().and_then(|s| request.answer_from(s)) {
+        let handle = self.handle(res)?;
+        if let Some(answer) = handle.published.load().as_deref().and_then(|s| request.answer_from(s)) {
             return Ok(answer);
         }
         let (tx, rx) = oneshot::channel();
-        self.sender(res)?.send(Command::Read(request, tx)).map_err(|_| ApiError::internal("cache stopped"))?;
+        handle.commands.send(Command::Read(request, tx)).map_err(|_| ApiError::internal("cache stopped"))?;
         rx.await.map_err(|_| ApiError::internal("cache stopped"))?
     }
 
     /// Registers a watch; its frames arrive on the returned channel until it ends.
     pub fn watch(&self, res: &Resource, params: WatchParams) -> Result<handoff::Receiver<Chunk>, ApiError> {
         let (tx, rx) = handoff::channel(WATCHER_BUFFER);
-        self.sender(res)?.send(Command::Watch(params, tx)).map_err(|_| ApiError::internal("cache stopped"))?;
+        self.handle(res)?.commands.send(Command::Watch(params, tx)).map_err(|_| ApiError::internal("cache stopped"))?;
         Ok(rx)
     }
 }

@@ -109,7 +109,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::registry::{decode_stored, encode_for_storage};
+    use crate::registry::{decode_stored, encode_stored};
     use crate::resources::{Settings, catalog};
 
     fn stored_kv(value: &[u8]) -> KeyValue {
@@ -170,7 +170,7 @@ mod tests {
         ];
         for (group, version, resource, obj) in objects {
             let res = cat.get(group, version, resource).expect("built in");
-            let kv = stored_kv(&encode_for_storage(res, &obj));
+            let kv = stored_kv(&encode_stored(res, &obj).0);
             assert_same(&CachedObject::from_kv(res, &kv).unwrap(), &decoded(res, &kv));
         }
     }

@@ -33,7 +33,7 @@ use crate::status::ApiError;
 use crate::storage::{Outcome, StorageEffect, StorageError, StorageEvent, StorageOp, StorageRequest, Transform};
 
 pub use delete::DeleteOptions;
-pub use objects::{Splice, decode_stored, encode_for_storage, encode_stored, serve_stored};
+pub use objects::{Splice, decode_stored, encode_stored};
 
 /// How unknown and duplicate fields in a request are treated (`fieldValidation`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

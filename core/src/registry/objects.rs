@@ -12,11 +12,6 @@ use crate::kv::KeyValue;
 use crate::meta;
 use crate::status::ApiError;
 
-/// The bytes stored for an object.
-pub fn encode_for_storage(res: &Resource, obj: &Value) -> Bytes {
-    encode_stored(res, obj).0
-}
-
 /// The bytes stored for an object and, when the resource stores objects as served, where its
 /// resourceVersion goes in them to serve it (found while writing, so serving the object just
 /// written reads nothing back).
@@ -235,12 +230,12 @@ mod tests {
             "metadata": {"name": "d", "resourceVersion": "7", "selfLink": "/x", "uid": "u"},
             "spec": {"template": {"metadata": {"resourceVersion": "kept", "labels": {"a": "b"}}}},
         });
-        let stored: Value = serde_json::from_slice(&encode_for_storage(&deployments, &obj)).unwrap();
+        let stored: Value = serde_json::from_slice(&encode_stored(&deployments, &obj).0).unwrap();
         let mut want = obj.clone();
         meta::remove_meta(&mut want, "resourceVersion");
         meta::remove_meta(&mut want, "selfLink");
         assert_eq!(stored, want);
-        assert_eq!(encode_for_storage(&deployments, &obj), Bytes::from(serde_json::to_vec(&want).unwrap()), "the same bytes as the object without them");
+        assert_eq!(encode_stored(&deployments, &obj).0, Bytes::from(serde_json::to_vec(&want).unwrap()), "the same bytes as the object without them");
     }
 
     /// The place for the resourceVersion found while writing an object is the one a reader of
