@@ -9,12 +9,14 @@
 //! their informers' caches).
 
 use std::collections::{BTreeMap, HashMap};
+use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::task::{Context, Poll};
 
 use arc_swap::ArcSwapOption;
 use bytes::Bytes;
-use kapi_core::cache::{CacheEffect, CacheEvent, DEFAULT_HISTORY, ReadId, ReadRequest, ReadResult, Snapshot, WatchCache, WatchParams, WatcherId};
+use kapi_core::cache::{Backlog, CacheEffect, CacheEvent, DEFAULT_HISTORY, ReadId, ReadRequest, ReadResult, Snapshot, WatchCache, WatchParams, WatcherId};
 use kapi_core::catalog::Resource;
 use kapi_core::kv::{KvResult, WatchResponse};
 use kapi_core::status::ApiError;
@@ -26,29 +28,68 @@ use kapi_handoff as handoff;
 
 /// Chunks a watcher may have in flight before it counts as slow.
 const WATCHER_BUFFER: usize = 1024;
+/// Bytes of live frames a watcher may have in flight before it counts as slow.
+const WATCHER_MAX_BYTES: usize = 32 * 1024 * 1024;
 
-/// What a watch connection receives: one live frame, or the batch of frames it starts with
-/// (a batch takes one place in the watcher's buffer, however long).
+/// What a watch connection receives: one live frame, or the frames it starts with (made as
+/// they are written; they take one place in the watcher's buffer and no bytes of it).
 pub enum Chunk {
     One(Bytes),
-    Batch(Vec<Bytes>),
+    Backlog(Backlog),
 }
 
-impl IntoIterator for Chunk {
-    type Item = Bytes;
-    type IntoIter = std::iter::Chain<std::option::IntoIter<Bytes>, std::vec::IntoIter<Bytes>>;
+/// What a cache task and a watch connection both see of a watcher: the bytes of live frames
+/// queued, how many frames the connection has taken, and whether it waits for more (nothing
+/// in hand). A watcher that has frames to send and takes none for the stall limit is slow.
+#[derive(Default)]
+struct Pending {
+    bytes: AtomicUsize,
+    taken: AtomicU64,
+    waiting: AtomicBool,
+}
 
-    fn into_iter(self) -> Self::IntoIter {
-        match self {
-            Chunk::One(b) => Some(b).into_iter().chain(Vec::new()),
-            Chunk::Batch(v) => None.into_iter().chain(v),
+/// A watch's frames as its connection writes them.
+pub struct WatchStream {
+    rx: handoff::Receiver<Chunk>,
+    pending: Arc<Pending>,
+    backlog: Option<Backlog>,
+}
+
+impl futures_util::Stream for WatchStream {
+    type Item = Bytes;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Bytes>> {
+        let this = &mut *self;
+        loop {
+            if let Some(frame) = this.backlog.as_mut().and_then(Iterator::next) {
+                this.pending.taken.fetch_add(1, Ordering::Relaxed);
+                return Poll::Ready(Some(frame));
+            }
+            this.backlog = None;
+            match this.rx.poll_recv(cx) {
+                Poll::Ready(Some(Chunk::One(frame))) => {
+                    this.pending.bytes.fetch_sub(frame.len(), Ordering::Relaxed);
+                    this.pending.taken.fetch_add(1, Ordering::Relaxed);
+                    this.pending.waiting.store(false, Ordering::Relaxed);
+                    return Poll::Ready(Some(frame));
+                }
+                Poll::Ready(Some(Chunk::Backlog(b))) => {
+                    this.pending.waiting.store(false, Ordering::Relaxed);
+                    this.backlog = Some(b);
+                }
+                Poll::Ready(None) => return Poll::Ready(None),
+                Poll::Pending => {
+                    this.pending.waiting.store(true, Ordering::Relaxed);
+                    return Poll::Pending;
+                }
+            }
         }
     }
 }
 
 enum Command {
     Read(ReadRequest, oneshot::Sender<Result<ReadResult, ApiError>>),
-    Watch(WatchParams, handoff::Sender<Chunk>),
+    Watch(WatchParams, Watcher),
     Gone(WatcherId),
 }
 
@@ -71,7 +112,9 @@ fn key(res: &Resource) -> (String, String, String) {
 
 impl Caches {
     /// Starts a cache task for each resource.
-    pub fn start(resources: impl Iterator<Item = (Arc<Resource>, String)>, store: Store) -> Caches {
+    /// A watcher whose connection takes none of the frames it has to send for `stall_limit`
+    /// is closed as slow.
+    pub fn start(resources: impl Iterator<Item = (Arc<Resource>, String)>, store: Store, stall_limit: std::time::Duration) -> Caches {
         let mut by_resource = HashMap::new();
         for (res, prefix) in resources {
             let (tx, rx) = mpsc::unbounded_channel();
@@ -79,7 +122,7 @@ impl Caches {
             let task = Task { store: store.clone(), me: tx, ready: handle.ready.clone(), published: handle.published.clone() };
             by_resource.insert(key(&res), handle);
             let cache = WatchCache::new(res, Bytes::from(prefix), DEFAULT_HISTORY);
-            tokio::spawn(run(cache, task, rx));
+            tokio::spawn(run(cache, task, rx, stall_limit));
         }
         Caches { by_resource: Arc::new(by_resource) }
     }
@@ -102,11 +145,39 @@ impl Caches {
         rx.await.map_err(|_| ApiError::internal("cache stopped"))?
     }
 
-    /// Registers a watch; its frames arrive on the returned channel until it ends.
-    pub fn watch(&self, res: &Resource, params: WatchParams) -> Result<handoff::Receiver<Chunk>, ApiError> {
+    /// Registers a watch; its frames come from the returned stream until it ends.
+    pub fn watch(&self, res: &Resource, params: WatchParams) -> Result<WatchStream, ApiError> {
         let (tx, rx) = handoff::channel(WATCHER_BUFFER);
-        self.handle(res)?.commands.send(Command::Watch(params, tx)).map_err(|_| ApiError::internal("cache stopped"))?;
-        Ok(rx)
+        let pending = Arc::new(Pending::default());
+        let watcher = Watcher { tx, pending: pending.clone(), stall: None };
+        self.handle(res)?.commands.send(Command::Watch(params, watcher)).map_err(|_| ApiError::internal("cache stopped"))?;
+        Ok(WatchStream { rx, pending, backlog: None })
+    }
+}
+
+/// A watcher as its cache task holds it: where its frames go, and since when (with how many
+/// frames taken then) it has had frames to send that its connection does not take.
+struct Watcher {
+    tx: handoff::Sender<Chunk>,
+    pending: Arc<Pending>,
+    stall: Option<(u64, tokio::time::Instant)>,
+}
+
+impl Watcher {
+    /// Whether the connection has taken nothing for `limit` while it had frames to send.
+    fn stalled(&mut self, now: tokio::time::Instant, limit: std::time::Duration) -> bool {
+        let taken = self.pending.taken.load(Ordering::Relaxed);
+        if self.pending.waiting.load(Ordering::Relaxed) {
+            self.stall = None;
+            return false;
+        }
+        match self.stall {
+            Some((t, since)) if t == taken => now.duration_since(since) >= limit,
+            _ => {
+                self.stall = Some((taken, now));
+                false
+            }
+        }
     }
 }
 
@@ -119,14 +190,15 @@ struct Task {
     published: Arc<ArcSwapOption<Snapshot>>,
 }
 
-async fn run(mut cache: WatchCache, task: Task, mut commands: mpsc::UnboundedReceiver<Command>) {
+async fn run(mut cache: WatchCache, task: Task, mut commands: mpsc::UnboundedReceiver<Command>, stall_limit: std::time::Duration) {
     let Task { store, me, ready, published } = task;
     // The (readiness, revision) last published: the state is swapped only when it changed.
     let mut shown = (false, 0);
     let (kv_tx, mut kv_rx) = mpsc::unbounded_channel::<KvResult>();
     let mut watch: Option<(u64, mpsc::UnboundedReceiver<WatchResponse>)> = None;
     let mut reads: BTreeMap<ReadId, oneshot::Sender<Result<ReadResult, ApiError>>> = BTreeMap::new();
-    let mut watchers: BTreeMap<WatcherId, handoff::Sender<Chunk>> = BTreeMap::new();
+    let mut watchers: BTreeMap<WatcherId, Watcher> = BTreeMap::new();
+    let mut stall_check = tokio::time::interval(stall_limit / 4);
     let mut next_id = 0u64;
     loop {
         while let Some(effect) = cache.poll(now()) {
@@ -153,7 +225,7 @@ async fn run(mut cache: WatchCache, task: Task, mut commands: mpsc::UnboundedRec
                         send(&mut cache, &mut watchers, id, Chunk::One(frame.clone()));
                     }
                 }
-                CacheEffect::Backlog { id, frames } => send(&mut cache, &mut watchers, id, Chunk::Batch(frames)),
+                CacheEffect::Backlog { id, frames } => send(&mut cache, &mut watchers, id, Chunk::Backlog(frames)),
                 CacheEffect::Close { id } => {
                     watchers.remove(&id);
                 }
@@ -184,7 +256,7 @@ async fn run(mut cache: WatchCache, task: Task, mut commands: mpsc::UnboundedRec
                     next_id += 1;
                     let id = WatcherId(next_id);
                     // When the client goes away, the watcher goes too.
-                    let (gone, me) = (frames.closed(), me.clone());
+                    let (gone, me) = (frames.tx.closed(), me.clone());
                     tokio::spawn(async move {
                         gone.await;
                         let _ = me.send(Command::Gone(id));
@@ -208,16 +280,35 @@ async fn run(mut cache: WatchCache, task: Task, mut commands: mpsc::UnboundedRec
                 }
             },
             _ = async { tokio::time::sleep_until(timer.expect("guarded by the select condition")).await }, if timer.is_some() => {}
+            _ = stall_check.tick(), if !watchers.is_empty() => {
+                let now = tokio::time::Instant::now();
+                let stalled: Vec<WatcherId> = watchers.iter_mut().filter_map(|(id, w)| w.stalled(now, stall_limit).then_some(*id)).collect();
+                for id in stalled {
+                    cache.handle(crate::clock::now(), CacheEvent::Slow { id });
+                }
+            }
         }
     }
 }
 
-/// Hands a chunk to a watcher's connection; a full buffer makes the watcher slow, a closed one gone.
-fn send(cache: &mut WatchCache, watchers: &mut BTreeMap<WatcherId, handoff::Sender<Chunk>>, id: WatcherId, chunk: Chunk) {
-    let Some(tx) = watchers.get(&id) else { return };
-    match tx.try_send(chunk) {
+/// Hands a chunk to a watcher's connection; a full buffer (in chunks or in bytes) makes the
+/// watcher slow, a closed one gone.
+fn send(cache: &mut WatchCache, watchers: &mut BTreeMap<WatcherId, Watcher>, id: WatcherId, chunk: Chunk) {
+    let Some(w) = watchers.get(&id) else { return };
+    let bytes = match &chunk {
+        Chunk::One(frame) => frame.len(),
+        Chunk::Backlog(_) => 0,
+    };
+    if w.pending.bytes.load(Ordering::Relaxed) + bytes > WATCHER_MAX_BYTES {
+        return cache.handle(now(), CacheEvent::Slow { id });
+    }
+    w.pending.bytes.fetch_add(bytes, Ordering::Relaxed);
+    match w.tx.try_send(chunk) {
         Ok(()) => {}
-        Err(handoff::TrySendError::Full(_)) => cache.handle(now(), CacheEvent::Slow { id }),
+        Err(handoff::TrySendError::Full(_)) => {
+            w.pending.bytes.fetch_sub(bytes, Ordering::Relaxed);
+            cache.handle(now(), CacheEvent::Slow { id });
+        }
         Err(handoff::TrySendError::Closed(_)) => {
             watchers.remove(&id);
             cache.handle(now(), CacheEvent::Unregister { id });

@@ -36,6 +36,27 @@ fn read(path: &Path) -> Option<String> {
     std::fs::read_to_string(path).ok()
 }
 
+/// Lifetimes kubeadm gives what it generates: its CA 10 years, the certificates it signs 1.
+const CA_YEARS: i16 = 10;
+const LEAF_YEARS: i16 = 1;
+/// A certificate this close to its end is made anew at start.
+const RENEW_BEFORE_SECONDS: i64 = 30 * 24 * 3600;
+
+/// Valid from the start of today (UTC) for `years`.
+fn validity(params: &mut CertificateParams, years: i16) {
+    let today = jiff::Timestamp::now().to_zoned(jiff::tz::TimeZone::UTC).date();
+    let (y, m, d) = (i32::from(today.year()), today.month() as u8, today.day() as u8);
+    params.not_before = rcgen::date_time_ymd(y, m, d);
+    params.not_after = rcgen::date_time_ymd(y + i32::from(years), m, d.min(28));
+}
+
+/// Whether the PEM certificate ends within [`RENEW_BEFORE_SECONDS`] (or cannot be read).
+fn expiring(pem: &str) -> bool {
+    let now = jiff::Timestamp::now().as_second();
+    let not_after = x509_parser::pem::parse_x509_pem(pem.as_bytes()).ok().and_then(|(_, p)| p.parse_x509().ok().map(|c| c.validity().not_after.timestamp()));
+    not_after.is_none_or(|t| t - now < RENEW_BEFORE_SECONDS)
+}
+
 /// Loads the PKI under `dir`, creating what is missing. `sans` are the serving certificate's
 /// names and addresses.
 pub fn ensure(dir: &Path, sans: &[String]) -> anyhow::Result<Pki> {
@@ -49,7 +70,7 @@ pub fn ensure(dir: &Path, sans: &[String]) -> anyhow::Result<Pki> {
             params.distinguished_name = name("kapi-ca", None);
             params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
             params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign, KeyUsagePurpose::DigitalSignature];
-            params.not_after = rcgen::date_time_ymd(2124, 1, 1);
+            validity(&mut params, CA_YEARS);
             let cert = params.self_signed(&key)?;
             std::fs::write(p("ca.crt"), cert.pem())?;
             write_private(&p("ca.key"), &key.serialize_pem())?;
@@ -58,7 +79,9 @@ pub fn ensure(dir: &Path, sans: &[String]) -> anyhow::Result<Pki> {
     };
     let issuer = Issuer::from_ca_cert_pem(&ca_cert, KeyPair::from_pem(&ca_key)?)?;
     let leaf = |file: &str, cn: &str, org: Option<&str>, names: Vec<String>, usage: ExtendedKeyUsagePurpose| -> anyhow::Result<(String, String)> {
-        if let (Some(c), Some(k)) = (read(&p(&format!("{file}.crt"))), read(&p(&format!("{file}.key")))) {
+        if let (Some(c), Some(k)) = (read(&p(&format!("{file}.crt"))), read(&p(&format!("{file}.key"))))
+            && !expiring(&c)
+        {
             return Ok((c, k));
         }
         let key = KeyPair::generate()?;
@@ -66,7 +89,7 @@ pub fn ensure(dir: &Path, sans: &[String]) -> anyhow::Result<Pki> {
         params.distinguished_name = name(cn, org);
         params.extended_key_usages = vec![usage];
         params.key_usages = vec![KeyUsagePurpose::DigitalSignature, KeyUsagePurpose::KeyEncipherment];
-        params.not_after = rcgen::date_time_ymd(2124, 1, 1);
+        validity(&mut params, LEAF_YEARS);
         let cert = params.signed_by(&key, &issuer)?;
         std::fs::write(p(&format!("{file}.crt")), cert.pem())?;
         write_private(&p(&format!("{file}.key")), &key.serialize_pem())?;

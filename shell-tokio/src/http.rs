@@ -18,8 +18,9 @@ use tokio::sync::mpsc;
 use tokio_rustls::TlsAcceptor;
 use tokio_stream::wrappers::ReceiverStream;
 
-use crate::caches::{Caches, Chunk};
+use crate::caches::Caches;
 use crate::clock::{instant_of, now, seed};
+use crate::conn::{self, Activity, Counted, Limits, Verdict};
 use crate::store::Store;
 
 type Body = BoxBody<Bytes, Infallible>;
@@ -44,20 +45,43 @@ impl State {
     }
 }
 
-/// Accepts connections until the listener fails.
-pub async fn serve(listener: TcpListener, tls: TlsAcceptor, state: Arc<State>) -> anyhow::Result<()> {
-    loop {
-        let (tcp, addr) = listener.accept().await?;
+/// Serves connections for ever: TLS, then HTTP/1.1 or HTTP/2 by ALPN, each within `limits`.
+pub async fn serve(listener: TcpListener, tls: TlsAcceptor, state: Arc<State>, limits: Limits) {
+    conn::accept_loop(listener, move |tcp, addr| {
         let (tls, state) = (tls.clone(), state.clone());
-        tokio::spawn(async move {
+        async move {
             let _ = tcp.set_nodelay(true);
-            let Ok(stream) = tls.accept(tcp).await else { return };
-            let certificate = stream.get_ref().1.peer_certificates().and_then(|c| c.first());
-            let peer = Peer::new(certificate.map(|c| c.as_ref()), addr.to_string());
-            let service = service_fn(move |req| handle(state.clone(), peer.clone(), req));
-            let _ = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new()).serve_connection_with_upgrades(TokioIo::new(stream), service).await;
-        });
-    }
+            let activity = Arc::new(Activity::default());
+            let handshake = tls.accept(Counted::new(tcp, activity.clone()));
+            let Ok(Ok(stream)) = tokio::time::timeout(limits.header, handshake).await else { return };
+            activity.settle();
+            let (_, session) = stream.get_ref();
+            let http2 = session.alpn_protocol() == Some(b"h2");
+            let peer = Peer::new(session.peer_certificates().and_then(|c| c.first()).map(|c| c.as_ref()), addr.to_string());
+            let requests = activity.clone();
+            let service = service_fn(move |req| {
+                let in_flight = requests.start();
+                let (state, peer) = (state.clone(), peer.clone());
+                async move {
+                    let response = handle(state, peer, req).await;
+                    // The request is in flight until its response's body is sent or dropped.
+                    Ok::<_, Infallible>(response.map(|body| body.map_frame(move |f| (&in_flight, f).1).boxed()))
+                }
+            });
+            let mut builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
+            builder.http1().header_read_timeout(None);
+            let connection = builder.serve_connection_with_upgrades(TokioIo::new(stream), service);
+            tokio::pin!(connection);
+            tokio::select! {
+                _ = connection.as_mut() => return,
+                verdict = conn::watchdog(activity, limits, http2) => if verdict == Verdict::SlowHeader { return },
+            }
+            // Idle: HTTP/2 says GOAWAY, HTTP/1 closes; either way the connection ends.
+            connection.as_mut().graceful_shutdown();
+            let _ = tokio::time::timeout(limits.header, connection).await;
+        }
+    })
+    .await
 }
 
 /// Reads a body up to `limit` bytes; `true` when it was longer. The excess is read and
@@ -82,7 +106,7 @@ async fn read_body(mut body: Incoming, limit: usize) -> (Bytes, bool) {
     (Bytes::from(buf), seen > limit)
 }
 
-async fn handle(state: Arc<State>, peer: Peer, req: hyper::Request<Incoming>) -> Result<hyper::Response<Body>, Infallible> {
+async fn handle(state: Arc<State>, peer: Peer, req: hyper::Request<Incoming>) -> hyper::Response<Body> {
     let (parts, body) = req.into_parts();
     let (body, too_large) = read_body(body, state.server.max_body_bytes).await;
     let request = Request {
@@ -94,28 +118,35 @@ async fn handle(state: Arc<State>, peer: Peer, req: hyper::Request<Incoming>) ->
         body_too_large: too_large,
         peer,
     };
-    Ok(call(state, request).await)
+    call(state, request).await
 }
 
 /// Serves one request: runs its request machine until it answers. An answer whose body is
 /// complete by then (most are: one object, one status) goes out whole; a longer one (a list)
 /// streams from a task that goes on running the machine, a chunk at a time.
+///
+/// A request with a large body (a big object to decode, compare and validate) runs its machine
+/// off the threads that serve connections (`block_in_place`), so that it cannot hold up other
+/// requests; the request's deadline bounds every wait for the store or a cache, after which
+/// the machine answers 504.
 pub async fn call(state: Arc<State>, request: Request) -> hyper::Response<Body> {
+    let heavy = request.body.len() >= HEAVY_BODY_BYTES;
     let mut m = RequestMachine::new(state.server.clone(), request, now(), seed());
+    let run = |m: &mut RequestMachine, event: Option<Event>| {
+        let go = || {
+            if let Some(e) = event {
+                m.handle(now(), e);
+            }
+            m.poll(now())
+        };
+        if heavy { tokio::task::block_in_place(go) } else { go() }
+    };
+    let mut event = None;
     loop {
-        match m.poll(now()) {
-            Some(Effect::Kv(req)) => {
-                let r = state.store.call(req).await;
-                m.handle(now(), Event::Kv(r));
-            }
-            Some(Effect::Cache { resource, request }) => {
-                let r = state.caches.read(&resource, request).await;
-                m.handle(now(), Event::Cache(r));
-            }
-            Some(Effect::Health) => {
-                let health = state.health().await;
-                m.handle(now(), Event::Health(health));
-            }
+        match run(&mut m, event.take()) {
+            Some(Effect::Kv(req)) => event = within(m.poll_timeout(), state.store.call(req)).await.map(Event::Kv),
+            Some(Effect::Cache { resource, request }) => event = within(m.poll_timeout(), state.caches.read(&resource, request)).await.map(Event::Cache),
+            Some(Effect::Health) => event = within(m.poll_timeout(), state.health()).await.map(Event::Health),
             Some(Effect::Respond(head)) => return respond(m, head),
             Some(Effect::Watch { resource, params, head }) => {
                 return match state.caches.watch(&resource, params) {
@@ -136,6 +167,17 @@ pub async fn call(state: Arc<State>, request: Request) -> hyper::Response<Body> 
     }
 }
 
+/// Bodies from this size on are decoded and written off the connection-serving threads.
+const HEAVY_BODY_BYTES: usize = 64 * 1024;
+
+/// `f`'s output, or `None` if the deadline comes first.
+async fn within<T>(deadline: Option<jiff::Timestamp>, f: impl std::future::Future<Output = T>) -> Option<T> {
+    match deadline {
+        Some(t) => tokio::time::timeout_at(instant_of(t), f).await.ok(),
+        None => Some(f.await),
+    }
+}
+
 fn internal_error() -> hyper::Response<Body> {
     response(Head::new(500, "text/plain"), Full::new(Bytes::from_static(b"internal error")).boxed())
 }
@@ -149,8 +191,8 @@ fn response(head: Head, body: Body) -> hyper::Response<Body> {
 }
 
 /// A response body of the chunks a request machine or a watch cache produces.
-fn streaming(chunks: impl futures_util::Stream<Item = Chunk> + Send + Sync + 'static) -> Body {
-    BodyExt::boxed(StreamBody::new(chunks.flat_map(futures_util::stream::iter).map(|b| Ok::<_, Infallible>(Frame::data(b)))))
+fn streaming(chunks: impl futures_util::Stream<Item = Bytes> + Send + Sync + 'static) -> Body {
+    BodyExt::boxed(StreamBody::new(chunks.map(|b| Ok::<_, Infallible>(Frame::data(b)))))
 }
 
 /// The response under `head`: whole if the machine's body is one chunk, else streamed as the
@@ -171,14 +213,14 @@ fn respond(mut m: RequestMachine, head: Head) -> hyper::Response<Body> {
 }
 
 /// Sends `ready`, then the rest of the machine's body, a chunk at a time as the client reads.
-async fn stream_rest(mut m: RequestMachine, ready: [Bytes; 2], tx: mpsc::Sender<Chunk>) {
+async fn stream_rest(mut m: RequestMachine, ready: [Bytes; 2], tx: mpsc::Sender<Bytes>) {
     for b in ready {
-        if tx.send(Chunk::One(b)).await.is_err() {
+        if tx.send(b).await.is_err() {
             return;
         }
     }
     while let Some(Effect::Body(b)) = m.poll(now()) {
-        if tx.send(Chunk::One(b)).await.is_err() {
+        if tx.send(b).await.is_err() {
             return;
         }
     }

@@ -5,6 +5,7 @@
 mod caches;
 mod certs;
 mod clock;
+mod conn;
 mod controllers;
 mod http;
 mod store;
@@ -98,6 +99,12 @@ struct ServeArgs {
     /// The largest request body accepted.
     #[arg(long, default_value_t = kapi_core::pipeline::DEFAULT_MAX_BODY_BYTES)]
     max_request_body_bytes: usize,
+    /// The most read-only requests (get, list) in flight at once; beyond it, 429 (0: no limit).
+    #[arg(long, default_value_t = kapi_core::pipeline::DEFAULT_MAX_READONLY_IN_FLIGHT)]
+    max_requests_inflight: usize,
+    /// The most mutating requests in flight at once; beyond it, 429 (0: no limit).
+    #[arg(long, default_value_t = kapi_core::pipeline::DEFAULT_MAX_MUTATING_IN_FLIGHT)]
+    max_mutating_requests_inflight: usize,
     /// Authorization modes; kapi implements AlwaysAllow.
     #[arg(long, default_value = "AlwaysAllow")]
     authorization_mode: String,
@@ -108,6 +115,15 @@ struct ServeArgs {
     /// The CA bundle published in every namespace as `kube-root-ca.crt`; the generated CA when not given.
     #[arg(long)]
     root_ca_file: Option<PathBuf>,
+    /// How long a TLS handshake and a request's head may take (kube-apiserver: 32s, not a flag).
+    #[arg(long, default_value = "32s", hide = true)]
+    read_header_timeout: String,
+    /// How long a connection may stay open with no request (kube-apiserver: 90s, not a flag).
+    #[arg(long, default_value = "90s", hide = true)]
+    idle_timeout: String,
+    /// How long a watch may leave frames unread before it is closed as slow.
+    #[arg(long, default_value = "30s", hide = true)]
+    watch_stall_timeout: String,
 }
 
 /// A Go-style duration (`1h`, `30m`, `1h30m`, `90s`) in seconds.
@@ -154,6 +170,7 @@ fn main() -> anyhow::Result<()> {
 
 async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     tracing_subscriber::fmt().with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into())).init();
+    conn::raise_open_files_limit();
     if args.authorization_mode != "AlwaysAllow" {
         bail!("--authorization-mode={}: kapi implements AlwaysAllow only", args.authorization_mode);
     }
@@ -163,7 +180,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let settings = Settings { event_ttl_seconds: parse_duration(&args.event_ttl)?, service_ranges: ranges };
 
     let compaction_interval = parse_duration(&args.etcd_compaction_interval)?;
-    std::fs::create_dir_all(&args.data_dir).with_context(|| format!("creating {}", args.data_dir.display()))?;
+    private_data_dir(&args.data_dir)?;
     let (store, store_name) = if args.etcd_servers.is_empty() {
         (Store::Sqlite(store::Sqlite::open(&args.data_dir.join("kapi.db"))?), format!("SQLite store in {}", args.data_dir.display()))
     } else {
@@ -231,10 +248,12 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let authenticator = Authenticator { tokens, loopback: Some(loopback.clone()) };
     let mut server = Server::new(catalog(&settings), authenticator, Authorizer::AlwaysAllow, &args.etcd_prefix, &format!("{advertise}:{}", args.secure_port));
     server.max_body_bytes = args.max_request_body_bytes;
+    server.in_flight = kapi_core::pipeline::InFlight::new(args.max_requests_inflight, args.max_mutating_requests_inflight);
     server.consistent_list_from_cache = store.ordered_progress();
     let server = Arc::new(server);
     let resources: Vec<_> = server.catalog.resources().filter(|r| !r.info.review).map(|r| (r.clone(), format!("{}/", server.storage_root(r)))).collect();
-    let caches = caches::Caches::start(resources.into_iter(), store.clone());
+    let stall = std::time::Duration::from_secs(parse_duration(&args.watch_stall_timeout)?.max(1) as u64);
+    let caches = caches::Caches::start(resources.into_iter(), store.clone(), stall);
     let state = Arc::new(http::State {
         server: server.clone(),
         store: store.clone(),
@@ -245,7 +264,11 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
 
     let addr = SocketAddr::new(args.bind_address, args.secure_port);
     let listener = tokio::net::TcpListener::bind(addr).await.with_context(|| format!("listening on {addr}"))?;
-    let serving = tokio::spawn(http::serve(listener, tls, state.clone()));
+    let limits = conn::Limits {
+        header: std::time::Duration::from_secs(parse_duration(&args.read_header_timeout)?.max(1) as u64),
+        idle: std::time::Duration::from_secs(parse_duration(&args.idle_timeout)?.max(1) as u64),
+    };
+    let serving = tokio::spawn(http::serve(listener, tls, state.clone(), limits));
 
     // Until the store answers, /readyz says so and bootstrap tries again.
     while let Err(e) = bootstrap(&server, &store, &advertise.to_string(), args.secure_port, &service_ip).await {
@@ -253,6 +276,20 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         tokio::time::sleep(std::time::Duration::from_secs(1)).await;
     }
     state.bootstrapped.store(true, Ordering::Relaxed);
+    // kube-apiserver's system namespaces and kubernetes service controllers: what bootstrap
+    // made is made again, once a minute, if it was deleted.
+    let (again, store_again, address) = (server.clone(), store.clone(), advertise.to_string());
+    let (port, ip) = (args.secure_port, service_ip.clone());
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(std::time::Duration::from_secs(60));
+        tick.tick().await;
+        loop {
+            tick.tick().await;
+            if let Err(e) = bootstrap(&again, &store_again, &address, port, &ip).await {
+                tracing::warn!("{e:#}");
+            }
+        }
+    });
     tokio::spawn(expire_leases(store.clone()));
     if compaction_interval > 0 {
         tokio::spawn(compact(store.clone(), jiff::SignedDuration::from_secs(compaction_interval)));
@@ -266,10 +303,35 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     println!("Use it with kubectl:\n  export KUBECONFIG={}\n  kubectl get namespaces", kubeconfig_path.display());
 
     tokio::select! {
-        r = serving => r??,
+        r = serving => r?,
         _ = shutdown_signal() => {
             state.shutting_down.store(true, Ordering::Relaxed);
             tracing::info!("shutting down");
+        }
+    }
+    Ok(())
+}
+
+/// Makes `dir` (the store, keys and kubeconfig: every Secret of the cluster) reachable by this
+/// user only: the folder 0700, what is in it 0600 (folders 0700), and whatever kapi creates
+/// later too (umask 077: SQLite's WAL and shared-memory files are made after this).
+fn private_data_dir(dir: &std::path::Path) -> anyhow::Result<()> {
+    use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+    // SAFETY: umask only sets the process's file creation mask.
+    unsafe { libc::umask(0o077) };
+    std::fs::DirBuilder::new().recursive(true).mode(0o700).create(dir).with_context(|| format!("creating {}", dir.display()))?;
+    let mut pending = vec![dir.to_path_buf()];
+    while let Some(d) = pending.pop() {
+        std::fs::set_permissions(&d, std::fs::Permissions::from_mode(0o700)).with_context(|| format!("securing {}", d.display()))?;
+        for entry in std::fs::read_dir(&d)? {
+            let entry = entry?;
+            let kind = entry.file_type()?;
+            if kind.is_dir() {
+                pending.push(entry.path());
+            } else if kind.is_file() {
+                std::fs::set_permissions(entry.path(), std::fs::Permissions::from_mode(0o600))
+                    .with_context(|| format!("securing {}", entry.path().display()))?;
+            }
         }
     }
     Ok(())

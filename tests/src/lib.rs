@@ -51,6 +51,8 @@ pub struct Kapi {
     dir: tempfile::TempDir,
     pub port: u16,
     extra_args: Vec<String>,
+    /// A command kapi is started under.
+    wrapper: Vec<String>,
     /// The etcd this kapi stores in when the tests run on etcd (`KAPI_TEST_STORE=etcd`), kept
     /// until kapi is dropped.
     _etcd: Option<Etcd>,
@@ -63,6 +65,11 @@ impl Kapi {
 
     /// A kapi with `args`; on its own etcd when `KAPI_TEST_STORE=etcd` (and `args` name none).
     pub fn start_with(args: &[&str]) -> Kapi {
+        Self::start_under(&[], args)
+    }
+
+    /// A kapi with `args`, started by `wrapper` (e.g. `prlimit --nofile=256:256 --`).
+    pub fn start_under(wrapper: &[&str], args: &[&str]) -> Kapi {
         let dir = tempfile::tempdir().unwrap();
         let mut extra_args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
         let on_etcd = std::env::var("KAPI_TEST_STORE").is_ok_and(|s| s == "etcd") && !args.contains(&"--etcd-servers");
@@ -70,7 +77,8 @@ impl Kapi {
         if let Some(e) = &etcd {
             extra_args.extend(["--etcd-servers".to_string(), e.url()]);
         }
-        let mut k = Kapi { child: None, dir, port: free_port(), extra_args, _etcd: etcd };
+        let wrapper = wrapper.iter().map(|s| s.to_string()).collect();
+        let mut k = Kapi { child: None, dir, port: free_port(), extra_args, wrapper, _etcd: etcd };
         k.launch();
         k
     }
@@ -88,8 +96,29 @@ impl Kapi {
         self.data_dir().join("admin.kubeconfig")
     }
 
+    /// Whether the server process is still running.
+    pub fn running(&mut self) -> bool {
+        self.child.as_mut().is_some_and(|c| c.try_wait().is_ok_and(|s| s.is_none()))
+    }
+
+    /// Stops the server (SIGKILL) and leaves it stopped.
+    pub fn stop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
     fn launch(&mut self) {
-        let mut child = Command::new(binary())
+        let mut command = match self.wrapper.split_first() {
+            Some((first, rest)) => {
+                let mut c = Command::new(first);
+                c.args(rest).arg(binary());
+                c
+            }
+            None => Command::new(binary()),
+        };
+        let mut child = command
             .arg("serve")
             .arg("--data-dir")
             .arg(self.data_dir())

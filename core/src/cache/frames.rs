@@ -5,7 +5,9 @@ use bytes::{BufMut, Bytes, BytesMut};
 use jiff::Timestamp;
 use serde_json::{Value, json};
 
-use super::object::CachedObject;
+use std::sync::Arc;
+
+use super::object::{CachedObject, Shared};
 use crate::catalog::Resource;
 use crate::codec::{Format, IncludeTable, Output, View, protobuf};
 use crate::kv::Revision;
@@ -101,6 +103,58 @@ pub fn event_frame(res: &Resource, output: Output, ty: EventType, obj: &CachedOb
         }
     };
     Ok(frame(output.format, ty, &bytes))
+}
+
+/// The frames a watch starts with (its initial objects, or the events it resumes from, and the
+/// bookmark that ends initial events), made one at a time as the connection writes them.
+/// It holds the cached objects themselves, shared with the cache, so a watcher that does not
+/// read holds a pointer per object rather than a copy of the collection.
+pub struct Backlog {
+    res: Arc<Resource>,
+    output: Output,
+    events: std::vec::IntoIter<(EventType, Shared)>,
+    /// The first table frame carries the column definitions.
+    headers: bool,
+    end: Option<Bytes>,
+    now: Timestamp,
+}
+
+impl Backlog {
+    pub fn new(res: Arc<Resource>, output: Output, events: Vec<(EventType, Shared)>, end: Option<Bytes>, now: Timestamp) -> Backlog {
+        let headers = matches!(output.view, View::Table(_));
+        Backlog { res, output, events: events.into_iter(), headers, end, now }
+    }
+
+    /// Whether there is nothing to send.
+    pub fn is_empty(&self) -> bool {
+        self.events.len() == 0 && self.end.is_none()
+    }
+
+    /// Whether a table frame with column definitions is among the frames (a live frame after
+    /// them then needs none).
+    pub fn sends_headers(&self) -> bool {
+        self.headers && self.events.len() > 0
+    }
+}
+
+impl Iterator for Backlog {
+    type Item = Bytes;
+
+    fn next(&mut self) -> Option<Bytes> {
+        for (ty, obj) in self.events.by_ref() {
+            if let Ok(frame) = event_frame(&self.res, self.output, ty, &obj, self.headers, self.now) {
+                self.headers = false;
+                return Some(frame);
+            }
+        }
+        self.end.take()
+    }
+}
+
+impl std::fmt::Debug for Backlog {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Backlog({} events)", self.events.len())
+    }
 }
 
 /// A bookmark: an empty object of the kind carrying only a resourceVersion.

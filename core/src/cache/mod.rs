@@ -29,7 +29,7 @@ use crate::kv::{self, EventKind, KvRequest, KvResponse, KvResult, RangeRequest, 
 use crate::selector::{FieldSelector, LabelSelector};
 use crate::status::ApiError;
 
-pub use frames::{EventType, bookmark_frame, error_frame, event_frame, table_of};
+pub use frames::{Backlog, EventType, bookmark_frame, error_frame, event_frame, table_of};
 pub use object::{CachedObject, Shared};
 
 /// How long a read or watch waits for the cache to reach a revision (kube's `blockTimeout`).
@@ -157,7 +157,7 @@ pub enum CacheEffect {
     /// watch of a collection larger than the buffer can start.
     Backlog {
         id: WatcherId,
-        frames: Vec<Bytes>,
+        frames: Backlog,
     },
     /// The watch stream ends (after its last frame).
     Close {
@@ -542,8 +542,7 @@ impl WatchCache {
     fn start_watcher(&mut self, now: Timestamp, id: WatcherId, params: WatchParams) {
         let selects_all = params.namespace.is_none() && params.labels.is_empty() && params.fields.is_empty();
         let mut w = Watcher { next_bookmark: params.bookmarks.then(|| now + BOOKMARK_INTERVAL), selects_all, sent: self.revision, headers_sent: false, params };
-        let mut frames = Vec::new();
-        match w.params.start {
+        let (events, end): (Vec<(EventType, Shared)>, Option<Bytes>) = match w.params.start {
             WatchStart::After(rv) => {
                 if rv < self.base.0 {
                     let err = ApiError::expired(format!("too old resource version: {rv} ({})", self.base.0));
@@ -551,35 +550,28 @@ impl WatchCache {
                     self.effects.push_back(CacheEffect::Close { id });
                     return;
                 }
-                let replay: Vec<(EventType, Shared)> = self
+                let replay = self
                     .history
                     .iter()
                     .filter(|e| e.revision > rv)
                     .filter_map(|e| view_of(e, &w.params).map(|(ty, use_prev)| (ty, object_for(&self.res, e, use_prev))))
                     .collect();
-                frames.extend(replay.iter().filter_map(|(ty, obj)| self.frame_for(&mut w, *ty, obj, now)));
+                (replay, None)
             }
             WatchStart::Current | WatchStart::InitialEvents { .. } => {
-                let initial: Vec<Shared> = self.objects.values().filter(|o| matches(o, &w.params)).cloned().collect();
-                frames.extend(initial.iter().filter_map(|obj| self.frame_for(&mut w, EventType::Added, obj, now)));
-                if let WatchStart::InitialEvents { .. } = w.params.start {
-                    frames.push(bookmark_frame(&self.res, w.params.output, self.revision, true));
-                }
+                let initial = self.objects.values().filter(|o| matches(o, &w.params)).map(|o| (EventType::Added, o.clone())).collect();
+                let end = matches!(w.params.start, WatchStart::InitialEvents { .. }).then(|| bookmark_frame(&self.res, w.params.output, self.revision, true));
+                (initial, end)
             }
-        }
-        if !frames.is_empty() {
-            self.effects.push_back(CacheEffect::Backlog { id, frames });
+        };
+        let backlog = Backlog::new(self.res.clone(), w.params.output, events, end, now);
+        w.headers_sent = backlog.sends_headers();
+        if !backlog.is_empty() {
+            self.effects.push_back(CacheEffect::Backlog { id, frames: backlog });
         }
         w.sent = self.revision;
         self.timers.insert((w.next_timer(), id));
         self.watchers.insert(id, w);
-    }
-
-    fn frame_for(&self, w: &mut Watcher, ty: EventType, obj: &CachedObject, now: Timestamp) -> Option<Bytes> {
-        let headers = matches!(w.params.output.view, View::Table(_)) && !w.headers_sent;
-        let frame = event_frame(&self.res, w.params.output, ty, obj, headers, now).ok()?;
-        w.headers_sent |= headers;
-        Some(frame)
     }
 
     /// Asks the store for progress, unless an answer is awaited or the last ask was less than

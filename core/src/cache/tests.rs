@@ -77,7 +77,7 @@ impl Harness {
                 }
                 CacheEffect::Backlog { id, frames } => {
                     *self.chunks.entry(id).or_default() += 1;
-                    for frame in frames {
+                    for frame in frames.collect::<Vec<_>>() {
                         self.received(id, &frame);
                     }
                 }

@@ -178,6 +178,27 @@ pub struct TxnRequest {
     pub failure: Vec<TxnOp>,
 }
 
+/// etcd's default `--max-request-bytes`: a larger request is refused whole.
+pub const MAX_REQUEST_BYTES: usize = 1536 * 1024;
+
+impl TxnRequest {
+    /// About the size etcd gives the transaction against [`MAX_REQUEST_BYTES`]: its keys and
+    /// values, and a few bytes of framing for each part.
+    pub fn size(&self) -> usize {
+        let op = |o: &TxnOp| match o {
+            TxnOp::Range(r) => r.key.len() + r.range_end.len() + 16,
+            TxnOp::Put { key, value, .. } => key.len() + value.len() + 16,
+            TxnOp::Delete { key } => key.len() + 8,
+        };
+        self.compare.iter().map(|c| c.key.len() + 16).sum::<usize>() + self.success.iter().chain(&self.failure).map(op).sum::<usize>()
+    }
+
+    /// etcd's refusal of a transaction over [`MAX_REQUEST_BYTES`], which every store gives.
+    pub fn check_size(&self) -> Result<(), KvError> {
+        if self.size() > MAX_REQUEST_BYTES { Err(KvError::TooLarge) } else { Ok(()) }
+    }
+}
+
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TxnResponse {
     pub header_revision: Revision,
@@ -217,6 +238,8 @@ pub enum KvError {
         current: Revision,
     },
     LeaseNotFound,
+    /// The request is larger than the store takes ([`MAX_REQUEST_BYTES`]); nothing was done.
+    TooLarge,
     /// The store could not be reached; nothing was done.
     Unavailable(String),
     /// No answer in time: the request may or may not have been applied.
@@ -235,6 +258,7 @@ impl std::fmt::Display for KvError {
                 write!(f, "etcdserver: mvcc: required revision is a future revision (current {current})")
             }
             KvError::LeaseNotFound => write!(f, "etcdserver: requested lease not found"),
+            KvError::TooLarge => write!(f, "etcdserver: request is too large"),
             KvError::Unavailable(m) => write!(f, "storage unavailable: {m}"),
             KvError::Timeout(m) => write!(f, "storage request timed out: {m}"),
             KvError::Other(m) => write!(f, "{m}"),

@@ -172,6 +172,7 @@ impl Model {
     }
 
     fn txn(&mut self, t: &TxnRequest) -> Result<(TxnResponse, Vec<Event>), KvError> {
+        t.check_size()?;
         let succeeded = t.compare.iter().all(|c| {
             let kv = self.current(&c.key);
             let v = match c.target {

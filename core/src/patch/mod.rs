@@ -5,23 +5,20 @@ mod strategic;
 
 use serde_json::Value;
 
-use crate::status::{ApiError, StatusCause, StatusDetails};
+use crate::status::ApiError;
 
 pub use strategic::strategic_merge_patch;
 
 /// kube's cap on the operations of one JSON patch.
 pub const MAX_JSON_PATCH_OPERATIONS: usize = 10_000;
+/// kube's cap on the bytes the `copy` operations of one JSON patch add up to
+/// (`JSONPatchMaxCopyBytes`, evanphx/json-patch's `AccumulatedCopySizeLimit`).
+pub const MAX_JSON_PATCH_COPY_BYTES: usize = 3 * 1024 * 1024;
 
-/// A failure to apply a patch: 422 with the reason in a cause, as kube's
-/// `NewGenericServerResponse(422, ...)` words it.
-pub fn unprocessable(err: impl std::fmt::Display) -> ApiError {
-    ApiError {
-        details: Some(Box::new(StatusDetails {
-            causes: vec![StatusCause { reason: "UnexpectedServerResponse".into(), message: err.to_string(), field: String::new() }],
-            ..Default::default()
-        })),
-        ..ApiError::new(422, "Invalid", "the server rejected our request due to an error in our request")
-    }
+/// A failure to apply a patch: kube's `NewGenericServerResponse(422, ...)` with the patch's
+/// own error left out, as kube leaves it out (`details` is empty).
+pub fn unprocessable() -> ApiError {
+    ApiError { details: Some(Box::default()), ..ApiError::new(422, "Invalid", "the server rejected our request due to an error in our request") }
 }
 
 /// RFC 6902.
@@ -35,8 +32,36 @@ pub fn json_patch(current: &Value, doc: &Value) -> Result<Value, ApiError> {
     }
     let patch: json_patch::Patch = serde_json::from_value(doc.clone()).map_err(|e| ApiError::bad_request(e.to_string()))?;
     let mut out = current.clone();
-    json_patch::patch(&mut out, &patch).map_err(unprocessable)?;
+    // Operations one at a time, so that what `copy`s add up to is known before each is made:
+    // copies of the document into itself would double it at every step.
+    let mut copied = 0usize;
+    for op in patch.0 {
+        if let json_patch::PatchOperation::Copy(c) = &op {
+            copied = copied.saturating_add(out.pointer(c.from.as_str()).map_or(0, json_size));
+            if copied > MAX_JSON_PATCH_COPY_BYTES {
+                return Err(unprocessable());
+            }
+        }
+        json_patch::patch(&mut out, std::slice::from_ref(&op)).map_err(|_| unprocessable())?;
+    }
     Ok(out)
+}
+
+/// The length of `v` written as JSON, without writing it anywhere.
+pub fn json_size(v: &Value) -> usize {
+    struct Count(usize);
+    impl std::io::Write for Count {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0 += buf.len();
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut n = Count(0);
+    serde_json::to_writer(&mut n, v).expect("JSON trees serialize");
+    n.0
 }
 
 /// RFC 7386.
@@ -61,5 +86,15 @@ mod tests {
         let e = json_patch(&cur, &bad).unwrap_err();
         assert_eq!((e.code, e.reason), (422, "Invalid"));
         assert_eq!(merge_patch(&cur, &json!({"data": {"k": null, "n": "1"}})), json!({"metadata": {"labels": {"a": "1"}}, "data": {"n": "1"}}));
+    }
+
+    #[test]
+    fn copies_that_double_the_document_stop_at_the_copy_limit() {
+        let cur = json!({"metadata": {"name": "x", "labels": {"a": "b".repeat(1000)}}});
+        let ops: Vec<Value> = (0..40).map(|i| json!({"op": "copy", "from": "/metadata", "path": format!("/metadata/m{i}")})).collect();
+        let Err(e) = json_patch(&cur, &Value::Array(ops)) else { panic!("40 doublings were applied") };
+        assert_eq!((e.code, e.message.as_str()), (422, "the server rejected our request due to an error in our request"));
+        let few: Vec<Value> = (0..3).map(|_| json!({"op": "copy", "from": "/metadata/labels", "path": "/metadata/m"})).collect();
+        assert!(json_patch(&cur, &Value::Array(few)).is_ok());
     }
 }

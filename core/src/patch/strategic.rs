@@ -3,6 +3,8 @@
 //! of primitives), with the `$patch`, `$retainKeys`, `$setElementOrder/` and
 //! `$deleteFromPrimitiveList/` directives. Strategies come from the schema.
 
+use std::collections::{BTreeMap, BTreeSet};
+
 use serde_json::{Map, Value};
 
 use crate::schema::{Definition, Property, Type, schema};
@@ -121,7 +123,8 @@ fn merge_map(orig: &mut Map<String, Value>, patch: &Map<String, Value>, def_name
         if let Some(field) = k.strip_prefix(DELETE_FROM_PRIMITIVE_LIST) {
             let doomed = pv.as_array().ok_or_else(|| bad(format!("{k} must be a list")))?;
             if let Some(Value::Array(a)) = orig.get_mut(field) {
-                a.retain(|v| !doomed.contains(v));
+                let doomed: BTreeSet<String> = doomed.iter().map(Value::to_string).collect();
+                a.retain(|v| !doomed.contains(&v.to_string()));
             }
         }
     }
@@ -161,8 +164,9 @@ fn merge_list(orig: &[Value], patch: &[Value], prop: Option<&Property>, field: &
     let all_primitive = patch.iter().all(|v| !v.is_object());
     if all_primitive && key.is_none() || patch.iter().all(|v| !v.is_object() && !v.is_array()) && orig.iter().all(|v| !v.is_object()) {
         let mut out = orig.to_vec();
+        let mut seen: BTreeSet<String> = out.iter().map(Value::to_string).collect();
         for v in patch {
-            if !out.contains(v) {
+            if seen.insert(v.to_string()) {
                 out.push(v.clone());
             }
         }
@@ -170,42 +174,71 @@ fn merge_list(orig: &[Value], patch: &[Value], prop: Option<&Property>, field: &
     }
     let key = key.ok_or_else(|| bad(format!("merging an object in a list but no merge key for field {field}")))?;
     let elem = element_definition(prop);
-    let mut out = orig.to_vec();
+    // Items by merge key (indexes of those still there, in order); a removed item leaves a
+    // hole, so a list of any length merges in O(n log n).
+    let mut out: Vec<Option<Value>> = orig.iter().cloned().map(Some).collect();
+    let mut index: BTreeMap<String, Vec<usize>> = BTreeMap::new();
+    for (i, o) in orig.iter().enumerate() {
+        if let Some(k) = o.get(&key) {
+            index.entry(k.to_string()).or_default().push(i);
+        }
+    }
     for item in patch {
         let Value::Object(pm) = item else {
             return Err(bad(format!("the list {field} merges objects, found {item}")));
         };
         let kv = pm.get(&key).ok_or_else(|| bad(format!("map: {item} does not contain declared merge key: {key}")))?;
-        let pos = out.iter().position(|o| o.get(&key) == Some(kv));
-        match (pm.get(PATCH).and_then(Value::as_str), pos) {
-            (Some("delete"), Some(_)) => out.retain(|o| o.get(&key) != Some(kv)),
-            (Some("delete"), None) => {}
-            (_, Some(i)) => {
-                if let Value::Object(om) = &mut out[i]
-                    && merge_map(om, pm, elem.as_deref())?
-                {
-                    out.remove(i);
+        let at = index.entry(kv.to_string()).or_default();
+        match (pm.get(PATCH).and_then(Value::as_str), at.first().copied()) {
+            (Some("delete"), _) => {
+                for i in at.drain(..) {
+                    out[i] = None;
                 }
             }
-            (_, None) => out.push(strip_directives(item)),
+            (_, Some(i)) => {
+                if let Some(Value::Object(om)) = &mut out[i]
+                    && merge_map(om, pm, elem.as_deref())?
+                {
+                    out[i] = None;
+                    at.remove(0);
+                }
+            }
+            (_, None) => {
+                at.push(out.len());
+                out.push(Some(strip_directives(item)));
+            }
         }
     }
-    Ok(out)
+    Ok(out.into_iter().flatten().collect())
 }
 
-fn position_in(list: &[Value], item: &Value, key: Option<&str>) -> Option<usize> {
-    list.iter().position(|x| match key {
-        Some(k) => x.get(k).is_some() && x.get(k) == item.get(k),
-        None => x == item,
-    })
+/// The first index of each item of `list`, by its merge key (items without one are left out)
+/// or, without a key, by the whole item.
+fn positions(list: &[Value], key: Option<&str>) -> BTreeMap<String, usize> {
+    let mut out = BTreeMap::new();
+    for (i, x) in list.iter().enumerate() {
+        if let Some(id) = identity(x, key) {
+            out.entry(id).or_insert(i);
+        }
+    }
+    out
+}
+
+fn identity(item: &Value, key: Option<&str>) -> Option<String> {
+    match key {
+        Some(k) => item.get(k).map(Value::to_string),
+        None => Some(item.to_string()),
+    }
 }
 
 /// `normalizeElementOrder`: the items named by the patch in its order, the others (present only
 /// on the server) interleaved where they were.
 fn set_element_order(merged: &[Value], order: &[Value], server: &[Value], key: Option<&str>) -> Vec<Value> {
-    let (mut in_patch, server_only): (Vec<Value>, Vec<Value>) = merged.iter().cloned().partition(|v| position_in(order, v, key).is_some());
-    in_patch.sort_by_key(|v| position_in(order, v, key).unwrap_or(usize::MAX));
-    let less = |l: &Value, r: &Value| match (position_in(server, l, key), position_in(server, r, key)) {
+    let (order_at, server_at) = (positions(order, key), positions(server, key));
+    let position_in = |at: &BTreeMap<String, usize>, v: &Value| identity(v, key).and_then(|id| at.get(&id).copied());
+    let (mut in_patch, server_only): (Vec<Value>, Vec<Value>) = merged.iter().cloned().partition(|v| position_in(&order_at, v).is_some());
+    in_patch.sort_by_cached_key(|v| position_in(&order_at, v).unwrap_or(usize::MAX));
+    let less = |l: &Value, r: &Value| match (position_in(&server_at, l), position_in(&server_at, r)) {
         (Some(a), Some(b)) => a < b,
         _ => false,
     };

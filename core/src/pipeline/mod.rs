@@ -18,6 +18,7 @@
 //! request's deadline, after which `poll` answers 504 if nothing was sent yet.
 
 mod info;
+mod limits;
 mod nonresource;
 mod params;
 mod query;
@@ -38,6 +39,7 @@ use crate::rand::Rng;
 use crate::status::ApiError;
 
 pub use info::{RequestInfo, resolve};
+pub use limits::{DEFAULT_MAX_MUTATING_IN_FLIGHT, DEFAULT_MAX_READONLY_IN_FLIGHT, InFlight, is_long_running};
 pub use nonresource::{Docs, HealthRequest, version};
 pub use params::ContinueToken;
 pub use query::Query;
@@ -65,6 +67,9 @@ pub struct Server {
     /// come in order with events; without one (etcd before 3.4.31 / 3.5.13) they read storage,
     /// as kube-apiserver does.
     pub consistent_list_from_cache: bool,
+    /// `--max-requests-inflight` and `--max-mutating-requests-inflight`, and the requests
+    /// holding their seats.
+    pub in_flight: InFlight,
     docs: Docs,
 }
 
@@ -79,6 +84,7 @@ impl Server {
             server_address: server_address.to_string(),
             max_body_bytes: DEFAULT_MAX_BODY_BYTES,
             consistent_list_from_cache: true,
+            in_flight: InFlight::new(DEFAULT_MAX_READONLY_IN_FLIGHT, DEFAULT_MAX_MUTATING_IN_FLIGHT),
             docs,
         }
     }
@@ -163,6 +169,8 @@ pub struct RequestMachine {
     user: UserInfo,
     /// Warnings every response head of this request carries (a deprecated resource's).
     warnings: Vec<String>,
+    /// The request's place among those in flight, held until the machine is dropped.
+    _seat: Option<limits::Seat>,
 }
 
 impl RequestMachine {
@@ -178,6 +186,7 @@ impl RequestMachine {
             stage: resource::Stage::Done,
             user: UserInfo::default(),
             warnings: Vec::new(),
+            _seat: None,
         };
         m.start(now);
         m
@@ -187,14 +196,34 @@ impl RequestMachine {
         &self.user
     }
 
+    /// kube-apiserver's filters, in its order: request info, the deadline (`timeout`),
+    /// authentication, the in-flight limit; then the handler, which authorizes.
     fn start(&mut self, now: Timestamp) {
+        match query::decode_path(&self.req.path) {
+            Some(path) => self.req.path = path,
+            None => return self.respond(Head::new(400, "text/plain; charset=utf-8"), Bytes::from_static(b"400 Bad Request")),
+        }
         let query = Query::parse(&self.req.query);
+        let info = resolve(&self.req.method, &self.req.path, &query);
+        if !is_long_running(&info) {
+            match limits::requested_timeout(query.get("timeout"), REQUEST_TIMEOUT) {
+                Ok(Some(t)) => self.deadline = now + t,
+                Ok(None) => {}
+                Err(e) => return self.fail(&e),
+            }
+        }
         let authz = self.req.header("Authorization").map(str::to_string);
         self.user = match self.server.authenticator.authenticate(authz.as_deref(), &self.req.peer) {
             Ok(u) => u,
             Err(e) => return self.fail(&e),
         };
-        let info = resolve(&self.req.method, &self.req.path, &query);
+        match self.server.in_flight.admit(&info, &self.user.groups) {
+            Ok(seat) => self._seat = seat,
+            Err(too_many) => {
+                let (head, body) = too_many.response();
+                return self.respond(head, body);
+            }
+        }
         if !info.is_resource_request {
             if let Some(request) = HealthRequest::of(&self.req.method, &self.req.path) {
                 self.out.push_back(Effect::Health);

@@ -137,7 +137,9 @@ impl ContinueToken {
             return Err(bad("incorrect encoded start resourceVersion (version meta.k8s.io/v1)"));
         }
         let rv = v.get("rv").and_then(Value::as_i64).ok_or_else(|| bad("incorrect encoded start resourceVersion (version meta.k8s.io/v1)"))?;
-        if rv == 0 {
+        // kapi issues no token for an inconsistent continuation (kube's rv -1), so a revision
+        // below 1 was never one of its own.
+        if rv <= 0 {
             return Err(bad("incorrect encoded start resourceVersion (version meta.k8s.io/v1)"));
         }
         let start = v.get("start").and_then(Value::as_str).unwrap_or_default().to_string();
@@ -262,6 +264,9 @@ mod tests {
         let t = ContinueToken { rv: 42, start: "default/b\u{0}".into() };
         assert_eq!(ContinueToken::decode(&t.encode()).unwrap(), t);
         assert_eq!(ContinueToken::decode("bm9wZQ").unwrap_err().code, 400);
+        let negative = ContinueToken { rv: -7, start: "default/b".into() }.encode();
+        let e = ContinueToken::decode(&negative).unwrap_err();
+        assert_eq!((e.code, e.message.as_str()), (400, "continue key is not valid: incorrect encoded start resourceVersion (version meta.k8s.io/v1)"));
     }
 
     #[test]

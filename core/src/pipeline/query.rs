@@ -29,6 +29,29 @@ fn decode(s: &str) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
+/// A request path percent-decoded as Go's `url.URL.Path` is (kube routes on the decoded path,
+/// so `%2D` is `-` and `%2F` a separator); `None` for a `%` without two hex digits after it,
+/// or bytes that are not UTF-8, which Go's server answers with 400 before any handler.
+pub fn decode_path(s: &str) -> Option<String> {
+    if !s.contains('%') {
+        return Some(s.to_string());
+    }
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'%' {
+            let (h, l) = (hex(*b.get(i + 1)?)?, hex(*b.get(i + 2)?)?);
+            out.push(h * 16 + l);
+            i += 3;
+        } else {
+            out.push(b[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8(out).ok()
+}
+
 impl Query {
     pub fn parse(q: &str) -> Query {
         Query(
@@ -79,6 +102,15 @@ impl Query {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn paths_decode_as_go_decodes_them() {
+        assert_eq!(decode_path("/api/v1/namespaces/default/configmaps/my%2Dcm").as_deref(), Some("/api/v1/namespaces/default/configmaps/my-cm"));
+        assert_eq!(decode_path("/a%2Fb+c").as_deref(), Some("/a/b+c"));
+        assert_eq!(decode_path("/a%zz"), None);
+        assert_eq!(decode_path("/a%2"), None);
+        assert_eq!(decode_path("/a%ff"), None);
+    }
 
     #[test]
     fn decodes_percent_and_plus() {

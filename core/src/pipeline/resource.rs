@@ -183,6 +183,10 @@ impl RequestMachine {
             );
             return self.fail(&ApiError::forbidden(&res.info.group_resource(), &info.name, &why));
         }
+        // kube routes no HEAD to a resource's handlers: its router answers 405.
+        if self.req.method == "HEAD" {
+            return self.fail(&method_not_allowed());
+        }
         self.warnings.extend(res.info.deprecation.map(str::to_string));
         let result = match info.verb.as_str() {
             "get" => self.get(res, &info, &query),

@@ -427,6 +427,8 @@ pub fn storage_error(e: StorageError<ApiError>, gr: &crate::status::GroupResourc
         StorageError::Compacted { .. } => ApiError::expired("The resourceVersion for the provided list is too old."),
         StorageError::FutureRevision { current } => crate::cache::too_large(current + 1, current),
         StorageError::Kv(crate::kv::KvError::Timeout(m)) => ApiError::timeout(&format!("request did not complete within the allotted timeout: {m}"), 1),
+        // kube passes etcd's refusal through as it is: 500 without a reason.
+        StorageError::Kv(e @ crate::kv::KvError::TooLarge) => ApiError::new(500, "", e.to_string()),
         StorageError::Kv(e) => ApiError::internal(e),
     }
 }

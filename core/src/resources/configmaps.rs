@@ -25,16 +25,15 @@ const COLUMNS: &[Column] = &[Column::NAME, Column::new("Data", "integer", Descri
 /// Keys of `data` and `binaryData`, valid and not in both.
 pub(super) fn validate_data_keys(obj: &Value, fields: &[&str], errs: &mut Vec<FieldError>) -> usize {
     let mut total = 0;
-    let mut seen: Vec<&str> = Vec::new();
+    let mut seen = std::collections::BTreeSet::<&str>::new();
     for field in fields {
         for (k, v) in obj.get(*field).and_then(Value::as_object).into_iter().flatten() {
             for msg in config_map_key(k) {
                 errs.push(FieldError::invalid(format!("{field}[{k}]"), json!(k), msg));
             }
-            if seen.contains(&k.as_str()) {
+            if !seen.insert(k.as_str()) {
                 errs.push(FieldError::invalid(format!("{field}[{k}]"), json!(k), format!("duplicate of key present in {}", fields[0])));
             }
-            seen.push(k);
             total += v.as_str().map_or(0, str::len);
         }
     }

@@ -134,6 +134,16 @@ impl Set {
         self.members.is_empty() && self.children.iter().all(|(_, c)| c.is_empty())
     }
 
+    /// The paths of one element that end here, sorted.
+    pub fn members(&self) -> &[PathElement] {
+        &self.members
+    }
+
+    /// The sets below each element that has paths under it, sorted by element.
+    pub fn children(&self) -> impl Iterator<Item = (&PathElement, &Set)> {
+        self.children.iter().map(|(k, c)| (k, c))
+    }
+
     fn is_member(&self, pe: &PathElement) -> bool {
         self.members.binary_search(pe).is_ok()
     }

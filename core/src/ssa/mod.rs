@@ -271,13 +271,13 @@ pub fn apply(live: Option<&Value>, config: &Value, def: &Definition, manager: &s
         acc
     });
     let mut pruned = merged;
-    let mut doomed = last.difference(&owned).paths();
-    doomed.reverse();
-    for p in doomed {
+    let mut doomed = Set::default();
+    for p in last.difference(&owned).paths() {
         if !owned.has_prefix(&p) {
-            typed::remove(&mut pruned, &p, &ty);
+            doomed.insert(&p);
         }
     }
+    typed::remove_all(&mut pruned, &doomed, &ty);
 
     let typed::Comparison { added, modified, removed } = typed::compare(live_clean.as_ref(), Some(&pruned), &ty);
     let changed = changed_fields(added, &modified);

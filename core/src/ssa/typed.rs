@@ -5,6 +5,8 @@
 //! Struct nodes never count as set themselves (Go's non-pointer structs always exist); map
 //! entries, list items and leaves do.
 
+use std::collections::BTreeMap;
+
 use serde_json::{Map, Value};
 
 use super::fieldpath::{Path, PathElement, Set};
@@ -54,6 +56,29 @@ fn item_key(item: &Value, keys: &[String]) -> PathElement {
     PathElement::key_of(&fields)
 }
 
+/// The items of a keyed list by key, the first of each key (the one structured-merge-diff
+/// compares), in key order: every walk over a list is O(n log n), whatever its length.
+fn by_key<'a>(items: &'a [Value], keys: &[String]) -> BTreeMap<PathElement, &'a Value> {
+    let mut out = BTreeMap::new();
+    for item in items {
+        out.entry(item_key(item, keys)).or_insert(item);
+    }
+    out
+}
+
+/// The path elements of a set's items, sorted and without duplicates.
+fn set_elements(items: &[Value]) -> Vec<String> {
+    let mut out: Vec<String> = items.iter().map(Value::to_string).collect();
+    out.sort_unstable();
+    out.dedup();
+    out
+}
+
+/// The items of sorted `a` that sorted `b` lacks, in order.
+fn sorted_difference<'a>(a: &'a [String], b: &[String]) -> impl Iterator<Item = &'a String> {
+    a.iter().filter(move |x| b.binary_search(x).is_err())
+}
+
 fn is_empty_container(v: Option<&Value>) -> bool {
     match v {
         None | Some(Value::Null) => true,
@@ -92,15 +117,18 @@ fn walk_set(v: &Value, ty: &Type, path: &mut Path, set: &mut Set) {
             }
         }
         (Shape::Set, Value::Array(items)) => {
-            for item in items {
-                path.push(PathElement::Value(item.to_string()));
+            for item in set_elements(items) {
+                path.push(PathElement::Value(item));
                 set.insert(path);
                 path.pop();
             }
         }
         (Shape::KeyedList(items_ty, keys), Value::Array(items)) => {
-            for item in items {
-                path.push(item_key(item, keys));
+            // In key order, so each item's path is appended to its parent rather than inserted.
+            let mut keyed: Vec<(PathElement, &Value)> = items.iter().map(|i| (item_key(i, keys), i)).collect();
+            keyed.sort_by(|a, b| a.0.cmp(&b.0));
+            for (pe, item) in keyed {
+                path.push(pe);
                 walk_set(item, items_ty, path, set);
                 set.insert(path);
                 path.pop();
@@ -171,32 +199,25 @@ fn walk_compare(lhs: Option<&Value>, rhs: Option<&Value>, ty: &Type, path: &mut 
             }
         }
         Shape::Set => {
-            let la = lhs.and_then(Value::as_array).map(Vec::as_slice).unwrap_or(&[]);
-            let ra = rhs.and_then(Value::as_array).map(Vec::as_slice).unwrap_or(&[]);
-            for v in ra.iter().filter(|v| !la.contains(v)) {
-                path.push(PathElement::Value(v.to_string()));
-                c.added.insert(path);
-                path.pop();
-            }
-            for v in la.iter().filter(|v| !ra.contains(v)) {
-                path.push(PathElement::Value(v.to_string()));
-                c.removed.insert(path);
-                path.pop();
+            let la = set_elements(lhs.and_then(Value::as_array).map(Vec::as_slice).unwrap_or(&[]));
+            let ra = set_elements(rhs.and_then(Value::as_array).map(Vec::as_slice).unwrap_or(&[]));
+            for (from, to, set) in [(&ra, &la, &mut c.added), (&la, &ra, &mut c.removed)] {
+                for v in sorted_difference(from, to) {
+                    path.push(PathElement::Value(v.clone()));
+                    set.insert(path);
+                    path.pop();
+                }
             }
         }
         Shape::KeyedList(items_ty, keys) => {
-            let la = lhs.and_then(Value::as_array).map(Vec::as_slice).unwrap_or(&[]);
-            let ra = rhs.and_then(Value::as_array).map(Vec::as_slice).unwrap_or(&[]);
-            let lk: Vec<PathElement> = la.iter().map(|i| item_key(i, keys)).collect();
-            let rk: Vec<PathElement> = ra.iter().map(|i| item_key(i, keys)).collect();
-            let mut pes: Vec<&PathElement> = lk.iter().chain(rk.iter()).collect();
+            let lk = by_key(lhs.and_then(Value::as_array).map(Vec::as_slice).unwrap_or(&[]), keys);
+            let rk = by_key(rhs.and_then(Value::as_array).map(Vec::as_slice).unwrap_or(&[]), keys);
+            let mut pes: Vec<&PathElement> = lk.keys().chain(rk.keys()).collect();
             pes.sort();
             pes.dedup();
             for pe in pes {
-                let l = lk.iter().position(|k| k == pe).map(|i| &la[i]);
-                let r = rk.iter().position(|k| k == pe).map(|i| &ra[i]);
                 path.push(pe.clone());
-                walk_compare(l, r, items_ty, path, c);
+                walk_compare(lk.get(pe).copied(), rk.get(pe).copied(), items_ty, path, c);
                 path.pop();
             }
         }
@@ -233,19 +254,13 @@ fn subtree(v: &Value, ty: &Type) -> (bool, Set) {
             }
         }
         (Shape::Set, Value::Array(items)) => {
-            for item in items {
-                set.add_child(PathElement::Value(item.to_string()), true, Set::default());
+            for item in set_elements(items) {
+                set.add_child(PathElement::Value(item), true, Set::default());
             }
         }
         (Shape::KeyedList(items_ty, keys), Value::Array(items)) => {
             // Items with the same key are one path; the first of them is the one compared.
-            let mut seen: Vec<PathElement> = Vec::with_capacity(items.len());
-            for item in items {
-                let pe = item_key(item, keys);
-                if seen.contains(&pe) {
-                    continue;
-                }
-                seen.push(pe.clone());
+            for (pe, item) in by_key(items, keys) {
                 let (itself, below) = subtree(item, items_ty);
                 set.add_child(pe, itself, below);
             }
@@ -286,18 +301,26 @@ pub fn merge(live: Option<&Value>, config: Option<&Value>, ty: &Type) -> Option<
 fn merge_list(live: &[Value], config: &[Value], key: impl Fn(&Value) -> PathElement, both: impl Fn(&Value, &Value) -> Value) -> Vec<Value> {
     let lk: Vec<PathElement> = live.iter().map(&key).collect();
     let rk: Vec<PathElement> = config.iter().map(&key).collect();
-    let in_live = |pe: &PathElement| lk.iter().position(|x| x == pe);
-    let in_config = |pe: &PathElement| rk.iter().position(|x| x == pe);
+    let first_index = |keys: &[PathElement]| {
+        let mut m: BTreeMap<PathElement, usize> = BTreeMap::new();
+        for (i, k) in keys.iter().enumerate() {
+            m.entry(k.clone()).or_insert(i);
+        }
+        m
+    };
+    let (live_index, config_index) = (first_index(&lk), first_index(&rk));
+    let in_live = |pe: &PathElement| live_index.get(pe).copied();
+    let in_config = |pe: &PathElement| config_index.get(pe).copied();
     let mut shared: std::collections::VecDeque<&PathElement> = rk.iter().filter(|pe| in_live(pe).is_some()).collect();
     let mut next_shared = shared.pop_front();
-    let mut merged_config: Vec<&PathElement> = Vec::new();
+    let mut merged_config: std::collections::BTreeSet<&PathElement> = std::collections::BTreeSet::new();
     let mut out = Vec::with_capacity(live.len().max(config.len()));
     let (mut li, mut ri) = (0, 0);
     while li < lk.len() || ri < rk.len() {
         if li < lk.len() && ri < rk.len() {
             let pe = &lk[li];
             if *pe == rk[ri] {
-                merged_config.push(pe);
+                merged_config.insert(pe);
                 out.push(both(&live[li], &config[ri]));
                 li += 1;
                 ri += 1;
@@ -322,7 +345,7 @@ fn merge_list(live: &[Value], config: &[Value], key: impl Fn(&Value) -> PathElem
         }
         if ri < rk.len() {
             let pe = &rk[ri];
-            merged_config.push(pe);
+            merged_config.insert(pe);
             out.push(match in_live(pe) {
                 Some(i) => both(&live[i], &config[ri]),
                 None => config[ri].clone(),
@@ -336,42 +359,76 @@ fn merge_list(live: &[Value], config: &[Value], key: impl Fn(&Value) -> PathElem
     out
 }
 
-/// Removes the node at `path` (a field, map entry or list item) from `v`.
-pub fn remove(v: &mut Value, path: &[PathElement], ty: &Type) {
-    let Some((first, rest)) = path.split_first() else { return };
+/// Removes every path of `doomed` (fields, map entries, list items) from `v`, the paths below
+/// a node before the node, each list filtered once however many of its items go.
+pub fn remove_all(v: &mut Value, doomed: &Set, ty: &Type) {
     let sh = shape(ty);
-    match (first, v) {
-        (PathElement::Field(k), Value::Object(m)) => {
-            if rest.is_empty() {
-                m.remove(k);
-            } else if let Some(child) = m.get_mut(k) {
-                remove(child, rest, child_type(&sh, k));
-            }
-        }
-        (PathElement::Value(text), Value::Array(items)) if rest.is_empty() => {
-            let value = serde_json::from_str::<Value>(text).ok();
-            items.retain(|i| value.as_ref() != Some(i));
-        }
-        (pe @ PathElement::Key(_), Value::Array(items)) => {
-            let Shape::KeyedList(items_ty, keys) = sh else { return };
-            if rest.is_empty() {
-                items.retain(|i| item_key(i, keys) != *pe);
-            } else if let Some(item) = items.iter_mut().find(|i| item_key(i, keys) == *pe) {
-                remove(item, rest, items_ty);
-            }
-        }
-        (PathElement::Index(i), Value::Array(items)) => {
-            if rest.is_empty() {
-                if *i < items.len() {
-                    items.remove(*i);
+    match v {
+        Value::Object(m) => {
+            for (pe, below) in doomed.children() {
+                if let (PathElement::Field(k), false) = (pe, below.is_empty())
+                    && let Some(child) = m.get_mut(k)
+                {
+                    remove_all(child, below, child_type(&sh, k));
                 }
-            } else if let Some(item) = items.get_mut(*i) {
-                let items_ty = match ty {
-                    Type::Array { items, .. } => items.as_ref(),
-                    _ => &Type::Any,
-                };
-                remove(item, rest, items_ty);
             }
+            for pe in doomed.members() {
+                if let PathElement::Field(k) = pe {
+                    m.remove(k);
+                }
+            }
+        }
+        Value::Array(items) => {
+            let items_ty = match ty {
+                Type::Array { items, .. } => items.as_ref(),
+                _ => &Type::Any,
+            };
+            let keys: &[String] = match sh {
+                Shape::KeyedList(_, keys) => keys,
+                _ => &[],
+            };
+            let mut first_with_key: BTreeMap<PathElement, usize> = BTreeMap::new();
+            if doomed.children().any(|(pe, _)| matches!(pe, PathElement::Key(_))) && !keys.is_empty() {
+                for (i, item) in items.iter().enumerate() {
+                    first_with_key.entry(item_key(item, keys)).or_insert(i);
+                }
+            }
+            for (pe, below) in doomed.children() {
+                let at = match pe {
+                    PathElement::Key(_) => first_with_key.get(pe).copied(),
+                    PathElement::Index(i) => Some(*i),
+                    _ => None,
+                };
+                if let Some(item) = at.and_then(|i| items.get_mut(i)) {
+                    remove_all(item, below, items_ty);
+                }
+            }
+            let mut values = std::collections::BTreeSet::new();
+            let mut item_keys = std::collections::BTreeSet::new();
+            let mut indexes = std::collections::BTreeSet::new();
+            for pe in doomed.members() {
+                match pe {
+                    PathElement::Value(text) => values.extend(serde_json::from_str::<Value>(text).ok().map(|v| v.to_string())),
+                    PathElement::Key(_) if !keys.is_empty() => {
+                        item_keys.insert(pe);
+                    }
+                    PathElement::Index(i) => {
+                        indexes.insert(*i);
+                    }
+                    _ => {}
+                }
+            }
+            if values.is_empty() && item_keys.is_empty() && indexes.is_empty() {
+                return;
+            }
+            let mut i = 0;
+            items.retain(|item| {
+                let doomed = indexes.contains(&i)
+                    || (!values.is_empty() && values.contains(&item.to_string()))
+                    || (!item_keys.is_empty() && item_keys.contains(&item_key(item, keys)));
+                i += 1;
+                !doomed
+            });
         }
         _ => {}
     }

@@ -138,9 +138,10 @@ fn go_value(v: &Value) -> String {
 /// `utilerrors.NewAggregate(errs).Error()`: one message, or `[a, b]` with duplicates removed.
 pub fn aggregate(errors: &[FieldError]) -> Option<String> {
     let mut seen = Vec::<String>::new();
+    let mut known = std::collections::BTreeSet::<String>::new();
     for e in errors {
         let m = e.to_string();
-        if !seen.contains(&m) {
+        if known.insert(m.clone()) {
             seen.push(m);
         }
     }

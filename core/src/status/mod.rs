@@ -184,13 +184,6 @@ impl ApiError {
         Self::new(406, "NotAcceptable", format!("only the following media types are accepted: {}", accepted.join(", ")))
     }
 
-    pub fn too_many_requests(retry_after_seconds: i32) -> Self {
-        ApiError {
-            details: Some(Box::new(StatusDetails { retry_after_seconds, ..Default::default() })),
-            ..Self::new(429, "TooManyRequests", "Too many requests, please try again later.")
-        }
-    }
-
     pub fn service_unavailable(message: impl Into<String>) -> Self {
         Self::new(503, "ServiceUnavailable", message)
     }

@@ -275,7 +275,7 @@ impl SimServer {
                     self.deliver(now, slot, id, VecDeque::from([frame.clone()]));
                 }
             }
-            CacheEffect::Backlog { id, frames } => self.deliver(now, slot, id, frames.into()),
+            CacheEffect::Backlog { id, frames } => self.deliver(now, slot, id, frames.collect()),
             CacheEffect::Close { id } => {
                 let rid = ReqId(id.0);
                 if let Some(c) = self.conns.get_mut(&rid) {

@@ -387,6 +387,8 @@ fn kv_error(e: etcd::Error, writes: bool) -> KvError {
                 KvError::FutureRevision { current: 0 }
             } else if m.contains("requested lease not found") {
                 KvError::LeaseNotFound
+            } else if m.contains("request is too large") || s.code() == tonic::Code::ResourceExhausted {
+                KvError::TooLarge
             } else if s.code() == tonic::Code::DeadlineExceeded || m.contains("request timed out") {
                 KvError::Timeout(m.to_string())
             } else if s.code() == tonic::Code::Unavailable {

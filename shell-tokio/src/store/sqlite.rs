@@ -58,6 +58,15 @@ struct Inner {
     compact_revision: Revision,
     watchers: BTreeMap<u64, Watcher>,
     next_watcher: u64,
+    /// SQLite found the file damaged: nothing more is read or written, and health says so.
+    damaged: bool,
+}
+
+/// What every request to a damaged store gets, and what its failures start with.
+const DAMAGED: &str = "sqlite: the store is damaged";
+
+fn damaged_error() -> KvError {
+    KvError::Other(format!("{DAMAGED}; stop kapi and restore the data directory's kapi.db from a backup"))
 }
 
 /// The most KV transactions committed together.
@@ -82,7 +91,24 @@ pub struct Sqlite {
 }
 
 fn other(e: rusqlite::Error) -> KvError {
-    KvError::Other(format!("sqlite: {e}"))
+    use rusqlite::ErrorCode::{DatabaseCorrupt, NotADatabase};
+    match e.sqlite_error_code() {
+        Some(DatabaseCorrupt | NotADatabase) => KvError::Other(format!("{DAMAGED}: {e}")),
+        _ => KvError::Other(format!("sqlite: {e}")),
+    }
+}
+
+/// Whether `r` is SQLite reporting a damaged file.
+fn is_damage<T>(r: &Result<T, KvError>) -> bool {
+    matches!(r, Err(KvError::Other(m)) if m.starts_with(DAMAGED))
+}
+
+/// SQLite's own check of every page of the database (`PRAGMA quick_check`): `Err` with what it
+/// found when the file is damaged.
+fn check_integrity(conn: &Connection) -> Result<(), String> {
+    let mut stmt = conn.prepare("PRAGMA quick_check(5)").map_err(|e| e.to_string())?;
+    let found: Vec<String> = stmt.query_map([], |r| r.get(0)).and_then(|rows| rows.collect()).map_err(|e| e.to_string())?;
+    if found.len() == 1 && found[0] == "ok" { Ok(()) } else { Err(found.join("; ")) }
 }
 
 /// Runs a statement from the connection's cache of prepared statements: every write's SQL is
@@ -118,14 +144,22 @@ fn kv_from_current(r: &rusqlite::Row) -> rusqlite::Result<KeyValue> {
 }
 
 impl Sqlite {
+    /// Opens (or creates) the store at `path`, refusing one SQLite finds damaged.
     pub fn open(path: &Path) -> anyhow::Result<Sqlite> {
+        let refuse = |found: String| {
+            anyhow::anyhow!(
+                "the SQLite store {} is damaged ({found}); kapi does not serve from a damaged store. Restore it from a backup, or move it and its -wal and -shm files aside to start with an empty store",
+                path.display()
+            )
+        };
         let conn = Connection::open(path)?;
         conn.busy_timeout(std::time::Duration::from_secs(10))?;
         conn.set_prepared_statement_cache_capacity(64);
-        conn.execute_batch(SCHEMA)?;
+        conn.execute_batch(SCHEMA).map_err(|e| refuse(e.to_string()))?;
+        check_integrity(&conn).map_err(refuse)?;
         let revision = meta(&conn, "revision")?;
         let compact_revision = meta(&conn, "compact_revision")?;
-        let mut inner = Inner { conn, revision, compact_revision, watchers: BTreeMap::new(), next_watcher: 1 };
+        let mut inner = Inner { conn, revision, compact_revision, watchers: BTreeMap::new(), next_watcher: 1, damaged: false };
         let (jobs, queue) = std::sync::mpsc::channel::<Job>();
         // The thread ends when the last handle is dropped.
         std::thread::Builder::new().name("kapi-sqlite".into()).spawn(move || run(&mut inner, &queue))?;
@@ -208,7 +242,13 @@ impl Sqlite {
     }
 
     pub async fn health(&self) -> Result<(), String> {
-        self.with(|inner| inner.conn.query_row("SELECT 1", [], |_| Ok(())).map_err(|e| e.to_string())).await
+        self.with(|inner| {
+            if inner.damaged {
+                return Err(damaged_error().to_string());
+            }
+            inner.conn.query_row("SELECT 1", [], |_| Ok(())).map_err(|e| e.to_string())
+        })
+        .await
     }
 }
 
@@ -237,12 +277,16 @@ fn run(inner: &mut Inner, queue: &std::sync::mpsc::Receiver<Job>) {
                     }
                 }
                 let (txns, replies): (Vec<TxnRequest>, Vec<Reply>) = group.into_iter().unzip();
-                for (result, reply) in inner.txns(&txns).into_iter().zip(replies) {
+                let answers = if inner.damaged { txns.iter().map(|_| Err(damaged_error())).collect() } else { inner.txns(&txns) };
+                for (result, reply) in answers.into_iter().zip(replies) {
+                    inner.damaged |= is_damage(&result);
                     let _ = reply.send(result.map(KvResponse::Txn));
                 }
             }
             Job::Kv(req, reply) => {
-                let _ = reply.send(inner.apply(&req));
+                let result = if inner.damaged { Err(damaged_error()) } else { inner.apply(&req) };
+                inner.damaged |= is_damage(&result);
+                let _ = reply.send(result);
             }
             Job::Run(f) => f(inner),
         }
@@ -493,6 +537,7 @@ impl Inner {
 /// One KV transaction inside an open SQLite transaction, on a store at `revision`: its answer
 /// and, if it wrote, its events at `revision + 1`.
 fn txn_in(tx: &rusqlite::Connection, t: &TxnRequest, revision: Revision) -> Result<(TxnResponse, Vec<Event>), KvError> {
+    t.check_size()?;
     let mut succeeded = true;
     for c in &t.compare {
         let kv = current(tx, &c.key)?;
