@@ -10,3 +10,17 @@ need() {
     fi
     echo "$tool: $(command -v "$tool")"
 }
+
+# `debian_mirror`: the Debian archive apt is configured with (its first non-security source),
+# so a script fetches Debian's files from where this machine's apt does.
+debian_mirror() {
+    local uri
+    uri=$(cat /etc/apt/sources.list /etc/apt/sources.list.d/*.list /etc/apt/sources.list.d/*.sources 2>/dev/null \
+        | sed -nE 's/^URIs:[[:space:]]*//p; s/^deb[[:space:]]+(\[[^]]*\][[:space:]]+)?([^[:space:]]+).*/\2/p' \
+        | tr ' ' '\n' | grep -v -- '-security' | grep -m1 . || true)
+    if [ -z "$uri" ]; then
+        echo "no Debian archive in apt's sources" >&2
+        return 1
+    fi
+    echo "${uri%/}"
+}

@@ -50,6 +50,15 @@ fn send(k: &Kapi, method: &str, path: &str, body: &Value) -> (u16, String) {
     k.http(&["-X", method, "-H", "Content-Type: application/json", "--data-binary", &data], path)
 }
 
+/// Creates `count` configmaps `<prefix><i>` in `default`, each with a value of `bytes` bytes.
+fn create_configmaps(k: &Kapi, prefix: &str, count: usize, bytes: usize) {
+    let value = "v".repeat(bytes);
+    for i in 0..count {
+        let cm = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": format!("{prefix}{i}")}, "data": {"v": value}});
+        assert_eq!(send(k, "POST", "/api/v1/namespaces/default/configmaps", &cm).0, 201);
+    }
+}
+
 #[test]
 fn running_out_of_file_descriptors_does_not_end_the_server() {
     // The hard limit is the soft one: kapi cannot raise it, so accept meets EMFILE.
@@ -219,16 +228,7 @@ fn rss_kib(pid: u32) -> u64 {
 #[test]
 fn watchers_that_do_not_read_hold_no_copy_of_the_collection() {
     let k = Kapi::start_with(&["--watch-stall-timeout", "2s"]);
-    let value = "x".repeat(20_000);
-    for i in 0..200 {
-        let (code, _) = send(
-            &k,
-            "POST",
-            "/api/v1/namespaces/default/configmaps",
-            &json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": format!("big-{i}")}, "data": {"v": value}}),
-        );
-        assert_eq!(code, 201);
-    }
+    create_configmaps(&k, "big-", 200, 20_000);
     let before = rss_kib(k.pid());
     // 60 watches of the 4 MB collection whose clients never read: nothing drains their sockets.
     let pki = k.data_dir().join("pki");
@@ -297,16 +297,7 @@ fn the_data_directory_is_private() {
 fn a_damaged_store_is_refused_at_start() {
     let mut k = Kapi::start();
     // Enough to make SQLite move its write-ahead log into the database file.
-    let value = "v".repeat(100_000);
-    for i in 0..60 {
-        let (code, _) = send(
-            &k,
-            "POST",
-            "/api/v1/namespaces/default/configmaps",
-            &json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": format!("c{i}")}, "data": {"k": value}}),
-        );
-        assert_eq!(code, 201);
-    }
+    create_configmaps(&k, "c", 60, 100_000);
     k.stop();
     let data = k.data_dir();
     let mut bytes = std::fs::read(data.join("kapi.db")).unwrap();
