@@ -370,3 +370,41 @@ fn a_deleted_kube_node_lease_namespace_comes_back() {
     });
     assert!(back, "kube-node-lease was not made again");
 }
+
+/// The response headers and body curl saw, with `args` at `path` (the body as sent, undecoded).
+fn headers_and_body(k: &Kapi, args: &[&str], path: &str) -> (String, Vec<u8>) {
+    let headers = k.data_dir().join(format!("headers-{}", std::process::id()));
+    let mut a = vec!["-D", headers.to_str().unwrap()];
+    a.extend(args);
+    let url = k.url(path);
+    a.push(&url);
+    let out = k.curl(&a);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    (std::fs::read_to_string(&headers).unwrap().to_lowercase(), out.stdout)
+}
+
+#[test]
+fn large_responses_are_gzip_compressed_for_clients_that_accept_it() {
+    let k = Kapi::start();
+    create_configmaps(&k, "big", 30, 10_000);
+    let list = "/api/v1/namespaces/default/configmaps";
+    // Over 128 KiB to a client that accepts gzip: compressed, and whole when decompressed.
+    let (headers, body) = headers_and_body(&k, &["-H", "Accept-Encoding: gzip"], list);
+    assert!(headers.contains("content-encoding: gzip") && headers.contains("vary: accept-encoding"), "{headers}");
+    assert!(body.len() < 100_000, "{} bytes sent", body.len());
+    let (_, decoded) = headers_and_body(&k, &["--compressed"], list);
+    let list_json: Value = serde_json::from_slice(&decoded).unwrap();
+    let names = list_json["items"].as_array().unwrap().iter().filter(|i| i["metadata"]["name"].as_str().unwrap().starts_with("big"));
+    assert_eq!(names.count(), 30);
+    // The same in protobuf, and through kubectl (Go's transport asks for gzip itself).
+    let (headers, _) = headers_and_body(&k, &["-H", "Accept-Encoding: gzip", "-H", "Accept: application/vnd.kubernetes.protobuf"], list);
+    assert!(headers.contains("content-encoding: gzip"), "{headers}");
+    assert_eq!(k.ok(&["get", "configmaps", "-o", "name"]).lines().filter(|l| l.contains("/big")).count(), 30);
+    // Not compressed: under the threshold, without the exact token `gzip`, and watches.
+    let (headers, _) = headers_and_body(&k, &["-H", "Accept-Encoding: gzip"], "/api/v1/namespaces/default/configmaps/big0");
+    assert!(!headers.contains("content-encoding"), "{headers}");
+    let (headers, body) = headers_and_body(&k, &["-H", "Accept-Encoding: gzip;q=1"], list);
+    assert!(!headers.contains("content-encoding") && body.len() > 300_000, "{headers}");
+    let (headers, _) = headers_and_body(&k, &["-H", "Accept-Encoding: gzip", "-m", "2"], &format!("{list}?watch=1&timeoutSeconds=1"));
+    assert!(!headers.contains("content-encoding"), "{headers}");
+}

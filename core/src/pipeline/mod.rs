@@ -17,6 +17,7 @@
 //! `poll` returns `None` while it waits for an event; [`RequestMachine::poll_timeout`] is the
 //! request's deadline, after which `poll` answers 504 if nothing was sent yet.
 
+mod compress;
 mod info;
 mod limits;
 mod nonresource;
@@ -38,6 +39,7 @@ use crate::kv::{KvRequest, KvResult};
 use crate::rand::Rng;
 use crate::status::ApiError;
 
+pub use compress::GZIP_THRESHOLD_BYTES;
 pub use info::{RequestInfo, resolve};
 pub use limits::{DEFAULT_MAX_MUTATING_IN_FLIGHT, DEFAULT_MAX_READONLY_IN_FLIGHT, InFlight, is_long_running};
 pub use nonresource::{Docs, HealthRequest, version};
@@ -171,6 +173,10 @@ pub struct RequestMachine {
     warnings: Vec<String>,
     /// The request's place among those in flight, held until the machine is dropped.
     _seat: Option<limits::Seat>,
+    /// Resource and discovery responses to a client that accepts gzip pass through this.
+    compressor: Option<compress::Compressor>,
+    /// What the compressor let out, to be polled before anything else.
+    ready: VecDeque<Effect>,
 }
 
 impl RequestMachine {
@@ -187,6 +193,8 @@ impl RequestMachine {
             user: UserInfo::default(),
             warnings: Vec::new(),
             _seat: None,
+            compressor: None,
+            ready: VecDeque::new(),
         };
         m.start(now);
         m
@@ -205,6 +213,10 @@ impl RequestMachine {
         }
         let query = Query::parse(&self.req.query);
         let info = resolve(&self.req.method, &self.req.path, &query);
+        let discovery = ["/api", "/apis"].iter().any(|p| self.req.path == *p || self.req.path.starts_with(&format!("{p}/")));
+        if (info.is_resource_request || discovery) && compress::accepts_gzip(self.req.header("Accept-Encoding")) {
+            self.compressor = Some(compress::Compressor::default());
+        }
         if !is_long_running(&info) {
             match limits::requested_timeout(query.get("timeout"), REQUEST_TIMEOUT) {
                 Ok(Some(t)) => self.deadline = now + t,
@@ -268,13 +280,22 @@ impl RequestMachine {
 
     pub fn poll(&mut self, now: Timestamp) -> Option<Effect> {
         loop {
+            if let Some(e) = self.ready.pop_front() {
+                return Some(e);
+            }
             if let Some(mut e) = self.out.pop_front() {
                 if let Effect::Respond(head) | Effect::Watch { head, .. } = &mut e {
                     for w in &self.warnings {
                         head.headers.push(("Warning".into(), format!("299 - {}", crate::status::quote(w))));
                     }
                 }
-                return Some(e);
+                match &mut self.compressor {
+                    Some(c) => {
+                        c.pass(e, &mut self.ready);
+                        continue;
+                    }
+                    None => return Some(e),
+                }
             }
             if !self.responded && now >= self.deadline && !matches!(self.stage, resource::Stage::Done) {
                 self.fail(&ApiError::timeout("request did not complete within the allotted timeout", 0));
