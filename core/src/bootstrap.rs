@@ -107,6 +107,7 @@ impl Bootstrap {
             dry_run: false,
             field_manager: MANAGER.into(),
             field_validation: FieldValidation::Strict,
+            body_findings: Default::default(),
             prefix: prefix.to_string(),
             user: apiserver_user(),
         }

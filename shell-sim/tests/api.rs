@@ -458,3 +458,110 @@ fn access_reviews_answer_from_the_authorizer() {
     let r = post(&mut w, "/apis/authentication.k8s.io/v1/selfsubjectreviews", json!({"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"}));
     assert_eq!(r.json()["status"]["userInfo"]["username"], "admin");
 }
+
+/// A request with a raw body (so that it can repeat keys), as the admin.
+fn raw(w: &mut World, method: &str, path: &str, query: &str, content_type: &str, body: &str) -> Response {
+    w.request(Request {
+        method: method.into(),
+        path: path.into(),
+        query: query.into(),
+        headers: vec![("Authorization".into(), format!("Bearer {ADMIN_TOKEN}")), ("Content-Type".into(), content_type.into())],
+        body: Bytes::from(body.to_string()),
+        ..Default::default()
+    })
+}
+
+fn warnings(r: &Response) -> Vec<String> {
+    r.head.headers.iter().filter(|(k, _)| k == "Warning").map(|(_, v)| serde_json::from_str::<String>(v.trim_start_matches("299 - ")).unwrap()).collect()
+}
+
+/// kube's field validation integration test's typed cases (test/integration/apiserver/field_validation_test.go).
+#[test]
+fn field_validation_reports_repeated_and_unknown_fields_as_kube_does() {
+    const BODY: &str = r#"{"apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": "dupename", "name": "NAME", "labels": {"app": "nginx"}, "unknownMeta": "metaVal"},
+        "spec": {"unknown1": "val1", "unknownDupe": "valDupe", "unknownDupe": "valDupe2", "paused": true, "paused": false,
+            "selector": {"matchLabels": {"app": "nginx"}},
+            "template": {"metadata": {"labels": {"app": "nginx"}}, "spec": {"containers": [{"name": "nginx", "image": "nginx:latest",
+                "unknownNested": "val1", "imagePullPolicy": "Always", "imagePullPolicy": "Never"}]}}}}"#;
+    let expected = [
+        r#"duplicate field "metadata.name""#,
+        r#"unknown field "metadata.unknownMeta""#,
+        r#"unknown field "spec.unknown1""#,
+        r#"unknown field "spec.unknownDupe""#,
+        r#"duplicate field "spec.paused""#,
+        r#"unknown field "spec.template.spec.containers[0].unknownNested""#,
+        r#"duplicate field "spec.template.spec.containers[0].imagePullPolicy""#,
+    ];
+    let base = "/apis/apps/v1/namespaces/default/deployments";
+    let mut w = world();
+    let r = raw(&mut w, "POST", base, "fieldValidation=Strict", "application/json", &BODY.replace("NAME", "strict"));
+    assert_eq!(r.head.status, 400);
+    assert_eq!(r.json()["message"], format!(r#"Deployment in version "v1" cannot be handled as a Deployment: strict decoding error: {}"#, expected.join(", ")));
+    for query in ["fieldValidation=Warn", ""] {
+        let name = format!("warn{}", query.len());
+        let r = raw(&mut w, "POST", base, query, "application/json", &BODY.replace("NAME", &name));
+        assert_eq!(r.head.status, 201, "{}", String::from_utf8_lossy(&r.body));
+        assert_eq!(warnings(&r), expected);
+        assert_eq!(r.json()["spec"]["paused"], false, "the last of repeated keys counts");
+        let r = raw(&mut w, "PUT", &format!("{base}/{name}"), query, "application/json", &BODY.replace("NAME", &name));
+        assert_eq!((r.head.status, warnings(&r)), (200, expected.map(String::from).to_vec()));
+    }
+    let r = raw(&mut w, "POST", base, "fieldValidation=Ignore", "application/json", &BODY.replace("NAME", "ignore"));
+    assert_eq!((r.head.status, warnings(&r)), (201, vec![]));
+
+    // Patches: the patch's repeated keys first, then the patched object's unknown fields.
+    let merge = r#"{"spec": {"unknown1": "val1", "unknownDupe": "valDupe", "unknownDupe": "valDupe2", "paused": true, "paused": false,
+        "template": {"spec": {"containers": [{"name": "nginx", "image": "nginx:latest", "unknownNested": "val1", "imagePullPolicy": "Always", "imagePullPolicy": "Never"}]}}}}"#;
+    let patch_expected = [
+        r#"duplicate field "spec.unknownDupe""#,
+        r#"duplicate field "spec.paused""#,
+        r#"duplicate field "spec.template.spec.containers[0].imagePullPolicy""#,
+        r#"unknown field "spec.template.spec.containers[0].unknownNested""#,
+        r#"unknown field "spec.unknown1""#,
+        r#"unknown field "spec.unknownDupe""#,
+    ];
+    for ct in ["application/merge-patch+json", "application/strategic-merge-patch+json"] {
+        let r = raw(&mut w, "PATCH", &format!("{base}/ignore"), "fieldValidation=Strict", ct, merge);
+        assert_eq!(r.head.status, 422, "{ct}");
+        let status = r.json();
+        let message = status["message"].as_str().unwrap();
+        assert!(message.starts_with(r#" "" is invalid: patch: Invalid value: ""#), "{message}");
+        assert!(message.ends_with(&format!("strict decoding error: {}", patch_expected.join(", "))), "{message}");
+        assert_eq!(status["details"]["causes"][0]["field"], "patch");
+        let r = raw(&mut w, "PATCH", &format!("{base}/ignore"), "", ct, merge);
+        assert_eq!((r.head.status, warnings(&r)), (200, patch_expected.map(String::from).to_vec()), "{ct}");
+    }
+    let smp = raw(
+        &mut w,
+        "PATCH",
+        &format!("{base}/ignore"),
+        "fieldValidation=Strict",
+        "application/strategic-merge-patch+json",
+        r#"{"spec": {"paused": true, "paused": false}}"#,
+    );
+    assert!(
+        smp.json()["message"]
+            .as_str()
+            .unwrap()
+            .starts_with(r#" "" is invalid: patch: Invalid value: "map[spec:map[paused:false]]": strict decoding error: duplicate field "spec.paused""#)
+    );
+    let json_patch = r#"[{"op": "add", "path": "/spec/unknown1", "value": "val1", "foo": "bar"},
+        {"op": "add", "path": "/spec/unknown2", "path": "/spec/unknown3", "value": "val1"},
+        {"op": "add", "path": "/spec/paused", "value": true}]"#;
+    let r = raw(&mut w, "PATCH", &format!("{base}/ignore"), "fieldValidation=Warn", "application/json-patch+json", json_patch);
+    assert_eq!(
+        (r.head.status, warnings(&r)),
+        (
+            200,
+            [
+                r#"json patch unknown field "[0].foo""#,
+                r#"json patch duplicate field "[1].path""#,
+                r#"unknown field "spec.unknown1""#,
+                r#"unknown field "spec.unknown3""#
+            ]
+            .map(String::from)
+            .to_vec()
+        )
+    );
+}

@@ -3,6 +3,7 @@
 
 pub mod negotiate;
 pub mod protobuf;
+pub mod strict;
 
 use bytes::Bytes;
 use serde_json::Value;

@@ -21,7 +21,7 @@ use crate::codec::negotiate::{self, Target};
 use crate::codec::{self, Format, Output};
 use crate::kv::Revision;
 use crate::meta;
-use crate::registry::{self, DeleteOptions, PatchType, WriteContext, WriteEffect, WriteKind, WriteOp, WriteOutcome};
+use crate::registry::{self, BodyFindings, DeleteOptions, FieldValidation, PatchType, WriteContext, WriteEffect, WriteKind, WriteOp, WriteOutcome};
 use crate::status::{ApiError, success_status};
 use crate::storage::{Outcome, StorageEffect, StorageEvent, StorageOp, StorageRequest};
 use crate::table::IncludeObject;
@@ -370,14 +370,26 @@ impl RequestMachine {
     // ---------------------------------------------------------------------------------------
     // Writes
 
-    fn decode_body(&self, res: &Resource) -> Result<Value, ApiError> {
+    /// The request's object, and (JSON bodies, unless `fieldValidation=Ignore`) the keys it
+    /// repeats.
+    fn decode_body(&self, res: &Resource, validation: FieldValidation) -> Result<(Value, BodyFindings), ApiError> {
         let format = negotiate::request_format(self.req.header("Content-Type"))?;
-        let mut obj = codec::decode(&self.req.body, format).map_err(|e| {
-            ApiError::bad_request(match format {
-                Format::Json => format!("couldn't get version/kind; json parse error: {e}"),
-                _ => e,
-            })
-        })?;
+        let (mut obj, findings) = match format {
+            Format::Json if validation != FieldValidation::Ignore => {
+                let (obj, duplicates) =
+                    codec::strict::decode(&self.req.body).map_err(|e| ApiError::bad_request(format!("couldn't get version/kind; json parse error: {e}")))?;
+                (obj, BodyFindings::of_object(&self.req.body, duplicates))
+            }
+            _ => {
+                let obj = codec::decode(&self.req.body, format).map_err(|e| {
+                    ApiError::bad_request(match format {
+                        Format::Json => format!("couldn't get version/kind; json parse error: {e}"),
+                        _ => e,
+                    })
+                })?;
+                (obj, BodyFindings::default())
+            }
+        };
         if !obj.is_object() {
             return Err(ApiError::bad_request(format!(
                 "couldn't get version/kind; json parse error: json: cannot unmarshal {} into Go value of type struct {{ APIVersion string \"json:\\\"apiVersion,omitempty\\\"\"; Kind string \"json:\\\"kind,omitempty\\\"\" }}",
@@ -394,7 +406,7 @@ impl RequestMachine {
             return Err(ApiError::bad_request(format!("the kind in the data ({kind}) does not match the expected kind ({})", res.info.kind)));
         }
         meta::set_type_meta(&mut obj, &want_av, res.info.kind);
-        Ok(obj)
+        Ok((obj, findings))
     }
 
     fn write_context(&self, now: Timestamp, info: &RequestInfo, namespace: Option<String>, opts: &params::WriteOptions) -> WriteContext {
@@ -406,6 +418,7 @@ impl RequestMachine {
             dry_run: opts.dry_run,
             field_manager: opts.field_manager.clone(),
             field_validation: opts.field_validation,
+            body_findings: BodyFindings::default(),
             prefix: self.server.prefix.clone(),
             user: self.user.clone(),
         }
@@ -419,21 +432,22 @@ impl RequestMachine {
         let output = self.output(Target::Object, query)?;
         let opts = params::write_options(query, "CreateOptions", &self.user_agent())?;
         if res.info.review {
-            let mut obj = self.decode_body(&res)?;
+            let (mut obj, _) = self.decode_body(&res, FieldValidation::Ignore)?;
             crate::schema::normalize::normalize(crate::schema::schema(), res.info.definition, &mut obj).map_err(ApiError::bad_request)?;
             let ctx = ReviewContext { user: &self.user, authenticator: &self.server.authenticator, authorizer: &self.server.authorizer };
             let answer = res.strategy.review(obj, &ctx)?;
             self.respond_object(&res, &answer, output, 201, "", now);
             return Ok(());
         }
-        let ctx = self.write_context(now, info, namespace.clone(), &opts);
+        let mut ctx = self.write_context(now, info, namespace.clone(), &opts);
         if !info.subresource.is_empty() {
             let body = codec::decode(&self.req.body, negotiate::request_format(self.req.header("Content-Type"))?).map_err(ApiError::bad_request)?;
             let op = WriteOp::new(res.clone(), ctx, WriteKind::Action(body), Admission::default(), crate::rand::Rng::new(self.rng.next_u64()));
             self.stage = Stage::Write { op: Box::new(op), res, output, action: true };
             return Ok(());
         }
-        let obj = self.decode_body(&res)?;
+        let (obj, findings) = self.decode_body(&res, opts.field_validation)?;
+        ctx.body_findings = findings;
         let lookups = admission::lookups(&res.info, Operation::Create, None, namespace.as_deref(), Some(&obj));
         self.start_write(PendingWrite { res, output, ctx, kind: WriteKind::Create(obj) }, lookups);
         Ok(())
@@ -442,13 +456,14 @@ impl RequestMachine {
     fn update(&mut self, now: Timestamp, res: Arc<Resource>, info: &RequestInfo, query: &Query, namespace: Option<String>) -> Result<(), ApiError> {
         let output = self.output(Target::Object, query)?;
         let opts = params::write_options(query, "UpdateOptions", &self.user_agent())?;
-        let obj = if info.subresource == "scale" {
+        let (obj, findings) = if info.subresource == "scale" {
             let format = negotiate::request_format(self.req.header("Content-Type"))?;
-            codec::decode(&self.req.body, format).map_err(ApiError::bad_request)?
+            (codec::decode(&self.req.body, format).map_err(ApiError::bad_request)?, BodyFindings::default())
         } else {
-            self.decode_body(&res)?
+            self.decode_body(&res, opts.field_validation)?
         };
-        let ctx = self.write_context(now, info, namespace, &opts);
+        let mut ctx = self.write_context(now, info, namespace, &opts);
+        ctx.body_findings = findings;
         self.start_write(PendingWrite { res, output, ctx, kind: WriteKind::Update(obj) }, Vec::new());
         Ok(())
     }
@@ -464,14 +479,27 @@ impl RequestMachine {
                 &[crate::status::FieldError::forbidden("force", "may not be specified for non-apply patch")],
             ));
         }
-        let doc: Value = match pt {
-            PatchType::Apply { .. } => serde_norway::from_slice(&self.req.body).map_err(|e| ApiError::bad_request(format!("error decoding YAML: {e}")))?,
-            _ => serde_json::from_slice(&self.req.body).map_err(|e| ApiError::bad_request(format!("error decoding patch: {e}")))?,
+        let undecodable = |e: serde_json::Error| ApiError::bad_request(format!("error decoding patch: {e}"));
+        let (doc, findings) = match pt {
+            PatchType::Apply { .. } => {
+                (serde_norway::from_slice(&self.req.body).map_err(|e| ApiError::bad_request(format!("error decoding YAML: {e}")))?, BodyFindings::default())
+            }
+            _ if opts.field_validation == FieldValidation::Ignore => (serde_json::from_slice(&self.req.body).map_err(undecodable)?, BodyFindings::default()),
+            PatchType::Json => {
+                let (doc, duplicates) = codec::strict::decode(&self.req.body).map_err(undecodable)?;
+                let findings = BodyFindings::of_json_patch(&self.req.body, &doc, duplicates);
+                (doc, findings)
+            }
+            _ => {
+                let (doc, duplicates) = codec::strict::decode(&self.req.body).map_err(undecodable)?;
+                (doc, BodyFindings::of_patch(duplicates))
+            }
         };
         if matches!(pt, PatchType::Apply { .. }) && query.get("fieldManager").is_none_or(str::is_empty) {
             return Err(ApiError::bad_request("PATCH, application/apply-patch+yaml requests require a fieldManager to be set"));
         }
-        let ctx = self.write_context(now, info, namespace, &opts);
+        let mut ctx = self.write_context(now, info, namespace, &opts);
+        ctx.body_findings = findings;
         self.start_write(PendingWrite { res, output, ctx, kind: WriteKind::Patch(pt, doc) }, Vec::new());
         Ok(())
     }
@@ -487,7 +515,7 @@ impl RequestMachine {
     fn delete(&mut self, now: Timestamp, res: Arc<Resource>, info: &RequestInfo, query: &Query, namespace: Option<String>) -> Result<(), ApiError> {
         let output = self.output(Target::Object, query)?;
         let (options, dry_run) = params::delete_options(query, self.delete_body()?.as_ref())?;
-        let opts = params::WriteOptions { dry_run, field_manager: String::new(), field_validation: registry::FieldValidation::Ignore, force: None };
+        let opts = params::WriteOptions { dry_run, field_manager: String::new(), field_validation: FieldValidation::Ignore, force: None };
         let ctx = self.write_context(now, info, namespace, &opts);
         self.start_write(PendingWrite { res, output, ctx, kind: WriteKind::Delete(options) }, Vec::new());
         Ok(())
@@ -497,7 +525,7 @@ impl RequestMachine {
         let output = self.output(Target::List, query)?;
         let (options, dry_run) = params::delete_options(query, self.delete_body()?.as_ref())?;
         let list = params::list_options(query, false)?;
-        let opts = params::WriteOptions { dry_run, field_manager: String::new(), field_validation: registry::FieldValidation::Ignore, force: None };
+        let opts = params::WriteOptions { dry_run, field_manager: String::new(), field_validation: FieldValidation::Ignore, force: None };
         let ctx = self.write_context(now, info, namespace.clone(), &opts);
         let prefix = crate::storage::keys::collection_prefix(&self.server.storage_root(&res), namespace.as_deref());
         let op = StorageOp::new(StorageRequest::List { prefix, start: None, limit: 0, revision: 0 });

@@ -3,6 +3,7 @@
 use serde_json::Value;
 
 use super::WriteOp;
+use super::strict::Source;
 use crate::admission::Operation;
 use crate::meta;
 use crate::schema::normalize::format_time;
@@ -21,7 +22,7 @@ impl WriteOp {
     pub(super) fn prepare_new(&mut self, mut obj: Value, applied: bool) -> Result<Value, ApiError> {
         let info = self.res.info.clone();
         if !applied {
-            self.decode_check(&mut obj)?;
+            self.decode_check(&mut obj, Source::Body)?;
         }
         meta::set_type_meta(&mut obj, &info.api_version(), info.kind);
         self.fix_namespace(&mut obj)?;

@@ -14,6 +14,7 @@
 mod create;
 mod delete;
 pub mod objects;
+mod strict;
 mod update;
 
 use std::collections::VecDeque;
@@ -28,12 +29,12 @@ use crate::catalog::{Claim, Resource};
 use crate::kv::{KeyValue, KvRequest, KvResult, Revision};
 use crate::meta;
 use crate::rand::Rng;
-use crate::schema::{normalize::normalize, schema};
 use crate::status::ApiError;
 use crate::storage::{Outcome, StorageEffect, StorageError, StorageEvent, StorageOp, StorageRequest, Transform};
 
 pub use delete::DeleteOptions;
 pub use objects::{Splice, decode_stored, encode_stored};
+pub use strict::{BodyFindings, Finding};
 
 /// How unknown and duplicate fields in a request are treated (`fieldValidation`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -55,6 +56,9 @@ pub struct WriteContext {
     pub dry_run: bool,
     pub field_manager: String,
     pub field_validation: FieldValidation,
+    /// What strict decoding of the request's body found (repeated keys), reported with the
+    /// unknown fields as `field_validation` says.
+    pub body_findings: BodyFindings,
     /// `--etcd-prefix` (`/registry`).
     pub prefix: String,
     pub user: crate::auth::UserInfo,
@@ -391,30 +395,6 @@ impl WriteOp {
             }
             Outcome::Unchanged(None) | Outcome::WouldWrite { value: None, prev: None } => Err(ApiError::not_found(&gr, &name)),
             other => Err(ApiError::internal(format!("unexpected storage outcome {other:?}"))),
-        }
-    }
-
-    /// Type-checks an incoming object against the kind, pruning unknown fields as
-    /// `fieldValidation` says.
-    fn decode_check(&mut self, obj: &mut Value) -> Result<(), ApiError> {
-        let info = &self.res.info;
-        self.decode_as(obj, info.definition, info.kind, info.version)
-    }
-
-    fn decode_as(&mut self, obj: &mut Value, definition: &str, kind: &str, version: &str) -> Result<(), ApiError> {
-        let findings = normalize(schema(), definition, obj)
-            .map_err(|e| ApiError::bad_request(format!("{kind} in version {version:?} cannot be handled as a {kind}: {e}")))?;
-        if findings.unknown_fields.is_empty() {
-            return Ok(());
-        }
-        let msgs: Vec<String> = findings.unknown_fields.iter().map(|f| format!("unknown field {}", crate::status::quote(f))).collect();
-        match self.ctx.field_validation {
-            FieldValidation::Ignore => Ok(()),
-            FieldValidation::Warn => {
-                self.warnings.extend(msgs);
-                Ok(())
-            }
-            FieldValidation::Strict => Err(ApiError::bad_request(format!("strict decoding error: {}", msgs.join(", ")))),
         }
     }
 }

@@ -2,7 +2,8 @@
 
 use serde_json::Value;
 
-use super::{PatchType, WriteOp};
+use super::strict::{Source, go_format};
+use super::{FieldValidation, PatchType, WriteOp};
 use crate::admission::Operation;
 use crate::meta;
 use crate::patch;
@@ -24,7 +25,7 @@ impl WriteOp {
             let obj = self.prepare_new(obj, false)?;
             return self.put_new(obj);
         };
-        self.decode_check(&mut obj)?;
+        self.decode_check(&mut obj, Source::Body)?;
         self.check_preconditions(&obj, &old)?;
         self.res.strategy.default(&mut obj);
         ssa::record_update(Some(&old), &mut obj, &self.ctx.field_manager, self.ctx.subresource.as_deref(), self.ctx.now);
@@ -46,7 +47,7 @@ impl WriteOp {
             }
             // Server-side apply creates what does not exist.
             let mut config = doc;
-            self.decode_check(&mut config)?;
+            self.decode_check(&mut config, Source::Apply)?;
             self.check_name(&config)?;
             let obj = ssa::apply(None, &config, def, &self.ctx.field_manager, true, self.ctx.now)?;
             let obj = self.prepare_new(obj, true)?;
@@ -69,13 +70,18 @@ impl WriteOp {
             PatchType::Strategic => patch::strategic_merge_patch(&old, &doc, def)?,
             PatchType::Apply { force } => {
                 let mut config = doc.clone();
-                self.decode_check(&mut config)?;
+                self.decode_check(&mut config, Source::Apply)?;
                 ssa::apply(Some(&old), &config, def, &self.ctx.field_manager, *force, self.ctx.now)?
             }
         };
         self.check_name(&patched)?;
         if !matches!(pt, PatchType::Apply { .. }) {
-            self.decode_check(&mut patched)?;
+            // What a refusal shows: the patched object (JSON and merge patches) or the patch
+            // (strategic merge), as kube does; kept only when a refusal can happen.
+            let shown =
+                (self.ctx.field_validation == FieldValidation::Strict).then(|| if pt == PatchType::Strategic { go_format(&doc) } else { patched.to_string() });
+            let shown = || shown.clone().unwrap_or_default();
+            self.decode_check(&mut patched, Source::Patched(&shown))?;
         }
         self.check_preconditions(&patched, &old)?;
         self.res.strategy.default(&mut patched);
@@ -91,7 +97,7 @@ impl WriteOp {
         let Some(old) = existing else {
             return Err(ApiError::not_found(&self.res.info.group_resource(), self.ctx.name.as_deref().unwrap_or_default()));
         };
-        self.decode_as(&mut scale, "io.k8s.api.autoscaling.v1.Scale", "Scale", "v1")?;
+        self.decode_as(&mut scale, "io.k8s.api.autoscaling.v1.Scale", "Scale", "v1", Source::Body)?;
         self.check_name(&scale)?;
         let rv = meta::resource_version(&scale);
         if !rv.is_empty() && rv != meta::resource_version(&old) {

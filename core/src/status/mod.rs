@@ -30,7 +30,7 @@ impl std::fmt::Display for GroupResource {
 }
 
 /// A group and a kind, as in `Deployment.apps`.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct GroupKind {
     pub group: String,
     pub kind: String,
