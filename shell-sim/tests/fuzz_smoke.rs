@@ -1,10 +1,10 @@
-//! The fuzz target's checks on seeded random inputs, so every test run exercises them.
+//! The fuzz targets' checks on seeded random inputs, so every test run exercises them.
 
-#[test]
-fn random_requests_get_well_formed_answers() {
+/// `count` inputs of up to `max_len` bytes from a seeded xorshift, each given to `target`.
+fn random_inputs(count: usize, max_len: u64, target: fn(&[u8])) {
     let mut state = 0x2545_f491_4f6c_dd1du64;
-    for _ in 0..3000 {
-        let len = (state % 512) as usize;
+    for _ in 0..count {
+        let len = (state % max_len) as usize;
         let mut data = Vec::with_capacity(len);
         for _ in 0..len {
             state ^= state << 13;
@@ -12,6 +12,29 @@ fn random_requests_get_well_formed_answers() {
             state ^= state << 17;
             data.push(state as u8);
         }
-        kapi_sim::fuzzing::request(&data);
+        target(&data);
     }
+}
+
+#[test]
+fn random_requests_get_well_formed_answers() {
+    random_inputs(3000, 512, kapi_sim::fuzzing::request);
+}
+
+#[test]
+fn random_patches_get_well_formed_answers() {
+    random_inputs(200, 512, kapi_sim::fuzzing::patch);
+}
+
+#[test]
+fn random_applies_get_well_formed_answers() {
+    random_inputs(100, 512, kapi_sim::fuzzing::apply);
+}
+
+/// The JSON patch that once doubled the object 22 times (about 4 GiB) is refused at 3 MiB.
+#[test]
+fn the_doubling_json_patch_is_bounded() {
+    let mut data = vec![0u8, 0, 0];
+    data.extend([5u8; 30]);
+    kapi_sim::fuzzing::patch(&data);
 }

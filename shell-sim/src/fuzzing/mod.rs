@@ -1,6 +1,8 @@
 //! The fuzz entry points: arbitrary bytes become HTTP requests run through the whole request
 //! pipeline, whose answers must be well formed. `fuzz/` runs them under libFuzzer; the test
-//! suite runs them on seeded random inputs.
+//! suite runs them on seeded random inputs. [`request`] shapes any request; [`patch`] and
+//! [`apply`] (in `writes.rs`) shape patches of every type and server-side apply
+//! configurations, with the few-byte encodings that let a fuzzer reach big documents.
 
 use std::cell::RefCell;
 
@@ -9,6 +11,10 @@ use bytes::Bytes;
 use kapi_core::pipeline::Request;
 
 use crate::{ADMIN_TOKEN, World, default_server, epoch};
+
+mod writes;
+
+pub use writes::{apply, patch};
 
 const METHODS: &[&str] = &["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"];
 const PREFIXES: &[&str] = &[
@@ -109,40 +115,56 @@ fn world() -> World {
 const REQUESTS_PER_WORLD: u32 = 2000;
 
 thread_local! {
-    static WORLD: RefCell<Option<(World, u32)>> = const { RefCell::new(None) };
+    static WORLD: KeptWorld = const { RefCell::new(None) };
 }
 
 /// Runs one fuzzed request and checks its answer: a known status code, and an error body that
 /// is a `Status` carrying that code. Panics on a violation (the fuzzer's finding).
 pub fn request(data: &[u8]) {
     let Ok(FuzzRequest(req)) = FuzzRequest::arbitrary(&mut Unstructured::new(data)) else { return };
-    WORLD.with(|w| {
+    with_world_in(&WORLD, REQUESTS_PER_WORLD, world, |world| {
+        serve_and_check(world, req);
+    });
+}
+
+/// A world kept between inputs on one thread, and how many inputs it has served.
+type KeptWorld = RefCell<Option<(World, u32)>>;
+
+/// Runs `f` on the world `kept` holds, made by `make` and replaced after `per_world` inputs.
+fn with_world_in(kept: &'static std::thread::LocalKey<KeptWorld>, per_world: u32, make: fn() -> World, f: impl FnOnce(&mut World)) {
+    kept.with(|w| {
         let mut w = w.borrow_mut();
-        if w.as_ref().is_some_and(|(_, served)| *served >= REQUESTS_PER_WORLD) {
+        if w.as_ref().is_some_and(|(_, served)| *served >= per_world) {
             *w = None;
         }
-        let (world, served) = w.get_or_insert_with(|| (world(), 0));
+        let (world, served) = w.get_or_insert_with(|| (make(), 0));
         *served += 1;
-        let resp = world.request(req.clone());
-        let code = resp.head.status;
-        assert!(
-            matches!(code, 200 | 201 | 301 | 400 | 401 | 403 | 404 | 405 | 406 | 409 | 410 | 413 | 415 | 422 | 429 | 500 | 504),
-            "unexpected status {code} for {req:?}"
-        );
-        if code >= 400 && resp.head.content_type() == Some("application/json") && req.method != "HEAD" {
-            let status = resp.json();
-            assert_eq!(status["kind"], "Status", "error body of {req:?}: {}", String::from_utf8_lossy(&resp.body));
-            assert_eq!(status["code"], code, "{req:?}");
-        }
-        if let Some(id) = resp.watch {
-            let (frames, _) = world.frames(id);
-            if resp.head.content_type() == Some("application/json") {
-                for f in frames {
-                    let event: serde_json::Value = serde_json::from_slice(&f).unwrap_or_else(|e| panic!("watch frame of {req:?} is not JSON ({e}): {f:?}"));
-                    assert!(event["type"].is_string() && event["object"].is_object(), "watch event of {req:?}: {event}");
-                }
-            }
-            world.stop_watch(id);
-        }
+        f(world);
     });
+}
+
+/// Serves `req` and checks the answer (and a watch's frames) is well formed.
+fn serve_and_check(world: &mut World, req: Request) -> crate::Response {
+    let resp = world.request(req.clone());
+    let code = resp.head.status;
+    assert!(
+        matches!(code, 200 | 201 | 301 | 400 | 401 | 403 | 404 | 405 | 406 | 409 | 410 | 413 | 415 | 422 | 429 | 500 | 504),
+        "unexpected status {code} for {req:?}"
+    );
+    if code >= 400 && resp.head.content_type() == Some("application/json") && req.method != "HEAD" {
+        let status = resp.json();
+        assert_eq!(status["kind"], "Status", "error body of {req:?}: {}", String::from_utf8_lossy(&resp.body));
+        assert_eq!(status["code"], code, "{req:?}");
+    }
+    if let Some(id) = resp.watch {
+        let (frames, _) = world.frames(id);
+        if resp.head.content_type() == Some("application/json") {
+            for f in frames {
+                let event: serde_json::Value = serde_json::from_slice(&f).unwrap_or_else(|e| panic!("watch frame of {req:?} is not JSON ({e}): {f:?}"));
+                assert!(event["type"].is_string() && event["object"].is_object(), "watch event of {req:?}: {event}");
+            }
+        }
+        world.stop_watch(id);
+    }
+    resp
 }
