@@ -565,3 +565,111 @@ fn field_validation_reports_repeated_and_unknown_fields_as_kube_does() {
         )
     );
 }
+
+/// kube's checks of enumerated fields: (path, body) → the one cause's field and message.
+#[test]
+fn enumerated_fields_are_checked_as_kube_checks_them() {
+    let mut w = world();
+    let sa = json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "default"}});
+    assert_eq!(post(&mut w, "/api/v1/namespaces/default/serviceaccounts", sa).head.status, 201);
+    let svc = |name: &str, spec: Value| json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": name}, "spec": spec});
+    let pod = |name: &str, spec: Value| {
+        let mut p = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name}, "spec": {"containers": [{"name": "c", "image": "nginx"}]}});
+        p["spec"].as_object_mut().unwrap().extend(spec.as_object().unwrap().clone());
+        p
+    };
+    let template = json!({"metadata": {"labels": {"app": "a"}}, "spec": {"containers": [{"name": "c", "image": "nginx"}]}});
+    let cases = [
+        (
+            "/api/v1/namespaces/default/services",
+            svc("etp", json!({"type": "NodePort", "ports": [{"port": 80}], "externalTrafficPolicy": "Bogus"})),
+            "spec.externalTrafficPolicy",
+            r#"Unsupported value: "Bogus": supported values: "Cluster", "Local""#,
+        ),
+        (
+            "/api/v1/namespaces/default/services",
+            svc("etp2", json!({"ports": [{"port": 80}], "externalTrafficPolicy": "Local"})),
+            "spec.externalTrafficPolicy",
+            r#"Invalid value: "Local": may only be set for externally-accessible services"#,
+        ),
+        (
+            "/api/v1/namespaces/default/services",
+            svc("itp", json!({"ports": [{"port": 80}], "internalTrafficPolicy": "Near"})),
+            "spec.internalTrafficPolicy",
+            r#"Unsupported value: "Near": supported values: "Cluster", "Local""#,
+        ),
+        (
+            "/api/v1/namespaces/default/services",
+            svc("fam", json!({"ports": [{"port": 80}], "ipFamilies": ["IPv5"]})),
+            "spec.ipFamilies[0]",
+            r#"Unsupported value: "IPv5": supported values: "IPv4", "IPv6""#,
+        ),
+        (
+            "/api/v1/namespaces/default/pods",
+            pod("tol", json!({"tolerations": [{"key": "k", "operator": "Maybe"}]})),
+            "spec.tolerations[0].operator",
+            r#"Unsupported value: "Maybe": supported values: "Equal", "Exists""#,
+        ),
+        (
+            "/api/v1/namespaces/default/pods",
+            pod("tol2", json!({"tolerations": [{"operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 5}, {"key": "k", "effect": "Later"}]})),
+            "spec.tolerations[1].effect",
+            r#"Unsupported value: "Later": supported values: "NoSchedule", "PreferNoSchedule", "NoExecute""#,
+        ),
+        (
+            "/api/v1/namespaces/default/pods",
+            pod("tsc", json!({"topologySpreadConstraints": [{"maxSkew": 1, "topologyKey": "zone", "whenUnsatisfiable": "Sometimes"}]})),
+            "spec.topologySpreadConstraints[0].whenUnsatisfiable",
+            r#"Unsupported value: "Sometimes": supported values: "DoNotSchedule", "ScheduleAnyway""#,
+        ),
+        (
+            "/api/v1/namespaces/default/pods",
+            pod("side", json!({"initContainers": [{"name": "i", "image": "x", "restartPolicy": "Never"}]})),
+            "spec.initContainers[0].restartPolicy",
+            r#"Unsupported value: "Never": supported values: "Always""#,
+        ),
+        (
+            "/api/v1/namespaces/default/pods",
+            pod("sec", json!({"securityContext": {"seccompProfile": {"type": "Strict"}}})),
+            "spec.securityContext.seccompProfile.type",
+            r#"Unsupported value: "Strict": supported values: "Localhost", "RuntimeDefault", "Unconfined""#,
+        ),
+        (
+            "/api/v1/namespaces/default/pods",
+            pod("os", json!({"os": {"name": "plan9"}})),
+            "spec.os",
+            r#"Unsupported value: "plan9": supported values: "linux", "windows""#,
+        ),
+        (
+            "/apis/apps/v1/namespaces/default/statefulsets",
+            json!({"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": {"name": "s"}, "spec": {"selector": {"matchLabels": {"app": "a"}}, "template": template, "podManagementPolicy": "Random"}}),
+            "spec.podManagementPolicy",
+            r#"Invalid value: "Random": must be 'OrderedReady' or 'Parallel'"#,
+        ),
+        (
+            "/apis/apps/v1/namespaces/default/daemonsets",
+            json!({"apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": {"name": "d"}, "spec": {"selector": {"matchLabels": {"app": "a"}}, "template": template, "updateStrategy": {"type": "Sometimes"}}}),
+            "spec.updateStrategy",
+            r#"Unsupported value: "apps.DaemonSetUpdateStrategy{Type:\"Sometimes\", RollingUpdate:(*apps.RollingUpdateDaemonSet)(nil)}": supported values: "RollingUpdate", "OnDelete""#,
+        ),
+        (
+            "/api/v1/namespaces/default/endpoints",
+            json!({"apiVersion": "v1", "kind": "Endpoints", "metadata": {"name": "e"}, "subsets": [{"addresses": [{"ip": "10.0.0.1"}], "ports": [{"port": 80, "protocol": "QUIC"}]}]}),
+            "subsets[0].ports[0].protocol",
+            r#"Unsupported value: "QUIC": supported values: "SCTP", "TCP", "UDP""#,
+        ),
+    ];
+    for (path, body, field, message) in cases {
+        let r = post(&mut w, path, body);
+        assert_eq!(r.head.status, 422, "{field}: {}", String::from_utf8_lossy(&r.body));
+        let causes = r.json()["details"]["causes"].clone();
+        assert_eq!(causes, json!([{"reason": causes[0]["reason"], "field": field, "message": message}]), "{field}");
+    }
+    // A service that stops being reachable from outside drops the policy it no longer takes.
+    let r =
+        post(&mut w, "/api/v1/namespaces/default/services", svc("np", json!({"type": "NodePort", "ports": [{"port": 80}], "externalTrafficPolicy": "Local"})));
+    assert_eq!(r.head.status, 201);
+    let r = call(&mut w, "PATCH", "/api/v1/namespaces/default/services/np", "", Some(json!({"spec": {"type": "ClusterIP"}})), "application/merge-patch+json");
+    assert_eq!(r.head.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    assert_eq!(r.json()["spec"].get("externalTrafficPolicy"), None);
+}

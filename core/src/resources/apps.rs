@@ -190,6 +190,20 @@ impl Strategy for Workload {
                 errs.push(FieldError::forbidden("spec.strategy.rollingUpdate", "may not be specified when strategy `type` is 'Recreate'"));
             }
         }
+        match self.0 {
+            Kind::StatefulSet => validate_statefulset_policies(obj, &mut errs),
+            Kind::DaemonSet => {
+                let ty = meta::str_at(obj, &["spec", "updateStrategy", "type"]).unwrap_or_default();
+                if !["RollingUpdate", "OnDelete"].contains(&ty) {
+                    errs.push(FieldError::not_supported(
+                        "spec.updateStrategy",
+                        json!(strategy_struct("DaemonSetUpdateStrategy", ty)),
+                        &["RollingUpdate", "OnDelete"],
+                    ));
+                }
+            }
+            _ => {}
+        }
         errs
     }
 
@@ -323,5 +337,36 @@ impl Strategy for ControllerRevisions {
             })
             .unwrap_or_else(|| "<none>".into());
         vec![json!(meta::name(obj)), json!(controller), json!(table::int_at(obj, &["revision"])), table::age(obj, now)]
+    }
+}
+
+/// How Go prints an update strategy struct without `rollingUpdate` (kube's bad value for one).
+fn strategy_struct(kind: &str, ty: &str) -> String {
+    let rolling = if kind == "DaemonSetUpdateStrategy" { "RollingUpdateDaemonSet" } else { "RollingUpdateStatefulSetStrategy" };
+    format!("apps.{kind}{{Type:{}, RollingUpdate:(*apps.{rolling})(nil)}}", crate::status::quote(ty))
+}
+
+/// A StatefulSet's pod management, update strategy and claim retention policies, as kube 1.33
+/// checks them.
+fn validate_statefulset_policies(obj: &Value, errs: &mut Vec<FieldError>) {
+    match meta::str_at(obj, &["spec", "podManagementPolicy"]).unwrap_or_default() {
+        "" => errs.push(FieldError::required("spec.podManagementPolicy", "")),
+        "OrderedReady" | "Parallel" => {}
+        other => errs.push(FieldError::invalid("spec.podManagementPolicy", json!(other), "must be 'OrderedReady' or 'Parallel'")),
+    }
+    match meta::str_at(obj, &["spec", "updateStrategy", "type"]).unwrap_or_default() {
+        "" => errs.push(FieldError::required("spec.updateStrategy", "")),
+        "RollingUpdate" | "OnDelete" => {}
+        other if meta::at(obj, &["spec", "updateStrategy", "rollingUpdate"]).is_none() => errs.push(FieldError::invalid(
+            "spec.updateStrategy",
+            json!(strategy_struct("StatefulSetUpdateStrategy", other)),
+            "must be 'RollingUpdate' or 'OnDelete'",
+        )),
+        other => errs.push(FieldError::invalid("spec.updateStrategy", json!(other), "must be 'RollingUpdate' or 'OnDelete'")),
+    }
+    for when in ["whenDeleted", "whenScaled"] {
+        if let Some(policy) = meta::at(obj, &["spec", "persistentVolumeClaimRetentionPolicy", when]) {
+            super::podspec_enums::supported(errs, Some(policy), &format!("spec.persistentVolumeClaimRetentionPolicy.{when}"), &["Retain", "Delete"]);
+        }
     }
 }

@@ -100,6 +100,10 @@ impl Strategy for Jobs {
                 errs.push(FieldError::invalid("spec.selector", sel, "`selector` not auto-generated"));
             }
         }
+        let supported = super::podspec_enums::supported;
+        supported(&mut errs, meta::at(obj, &["spec", "completionMode"]), "spec.completionMode", &["NonIndexed", "Indexed"]);
+        let replacement: &[&str] = if meta::at(obj, &["spec", "podFailurePolicy"]).is_some() { &["Failed"] } else { &["Failed", "TerminatingOrFailed"] };
+        supported(&mut errs, meta::at(obj, &["spec", "podReplacementPolicy"]), "spec.podReplacementPolicy", replacement);
         super::podspec::validate_template_selector(obj, &mut errs);
         errs.extend(validate_template(obj, &["spec", "template"], &["OnFailure", "Never"]));
         for f in ["parallelism", "completions", "backoffLimit", "activeDeadlineSeconds", "ttlSecondsAfterFinished"] {

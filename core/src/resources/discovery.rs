@@ -38,7 +38,7 @@ impl Strategy for EndpointSlices {
         match obj.get("addressType") {
             None => errs.push(FieldError::required("addressType", "")),
             Some(t) if !["IPv4", "IPv6", "FQDN"].contains(&t.as_str().unwrap_or_default()) => {
-                errs.push(FieldError::not_supported("addressType", t.clone(), &["IPv4", "IPv6", "FQDN"]))
+                errs.push(FieldError::not_supported("addressType", t.clone(), &["FQDN", "IPv4", "IPv6"]))
             }
             _ => {}
         }
@@ -47,6 +47,9 @@ impl Strategy for EndpointSlices {
             if addrs == 0 {
                 errs.push(FieldError::required(format!("endpoints[{i}].addresses"), "must contain at least 1 address"));
             }
+        }
+        for (i, p) in obj.get("ports").and_then(Value::as_array).into_iter().flatten().enumerate() {
+            super::podspec_enums::supported(&mut errs, p.get("protocol"), &format!("ports[{i}].protocol"), &["SCTP", "TCP", "UDP"]);
         }
         errs
     }

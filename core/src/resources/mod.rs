@@ -13,6 +13,7 @@ mod namespaces;
 mod nodes;
 mod pods;
 pub mod podspec;
+mod podspec_enums;
 mod reviews;
 mod secrets;
 mod serviceaccounts;

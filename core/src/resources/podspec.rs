@@ -4,6 +4,7 @@
 
 use serde_json::{Map, Value, json};
 
+use super::podspec_enums::{supported, validate_container_enums, validate_spec_enums};
 use crate::meta;
 use crate::quantity::Quantity;
 use crate::status::FieldError;
@@ -158,15 +159,6 @@ pub enum SpecOf {
     Template,
 }
 
-fn supported(errs: &mut Vec<FieldError>, v: Option<&Value>, path: &str, allowed: &[&str]) {
-    if let Some(v) = v {
-        let s = v.as_str().unwrap_or_default();
-        if !allowed.contains(&s) {
-            errs.push(FieldError::not_supported(path, v.clone(), allowed));
-        }
-    }
-}
-
 /// `ValidatePodSpec` (the checks that matter in practice), at `path` (e.g. `spec`).
 pub fn validate_spec(spec: &Value, path: &str, of: SpecOf) -> Vec<FieldError> {
     let mut errs = Vec::new();
@@ -178,11 +170,14 @@ pub fn validate_spec(spec: &Value, path: &str, of: SpecOf) -> Vec<FieldError> {
     let mut names: Vec<String> = Vec::new();
     for list in ["initContainers", "containers"] {
         for (i, c) in spec.get(list).and_then(Value::as_array).into_iter().flatten().enumerate() {
-            validate_container(c, &format!("{path}.{list}[{i}]"), of, &volumes, &mut names, &mut errs);
+            let cp = format!("{path}.{list}[{i}]");
+            validate_container(c, &cp, of, &volumes, &mut names, &mut errs);
+            validate_container_enums(c, &cp, list == "initContainers", &mut errs);
         }
     }
     supported(&mut errs, spec.get("restartPolicy"), &format!("{path}.restartPolicy"), &["Always", "OnFailure", "Never"]);
     supported(&mut errs, spec.get("dnsPolicy"), &format!("{path}.dnsPolicy"), &["ClusterFirstWithHostNet", "ClusterFirst", "Default", "None"]);
+    validate_spec_enums(spec, path, &mut errs);
     if let Some(ads) = spec.get("activeDeadlineSeconds").and_then(Value::as_i64)
         && ads <= 0
     {

@@ -252,21 +252,46 @@ impl Strategy for Services {
             errs.push(FieldError::not_supported("spec.sessionAffinity", sa.clone(), &["ClientIP", "None"]));
         }
         errs.extend(crate::validation::labels(meta::at(obj, &["spec", "selector"]), "spec.selector"));
+        validate_policies(obj, ty, &mut errs);
         errs
     }
 
     fn prepare_for_update(&self, new: &mut Value, old: &Value) {
         keep_status(new, old);
-        // Allocated values carry over when the client leaves them out.
+        // Allocated values carry over when the client leaves them out; a service that becomes
+        // an ExternalName drops them, and one no longer reachable from outside its external
+        // traffic policy, unless the client changed them (kube's dropTypeDependentFields).
+        let to_external_name = svc_type(new) == "ExternalName" && svc_type(old) != "ExternalName";
         for key in ["clusterIP", "clusterIPs", "ipFamilies", "ipFamilyPolicy"] {
-            if meta::at(new, &["spec", key]).is_none()
-                && let Some(v) = meta::at(old, &["spec", key]).cloned()
+            let (n, o) = (meta::at(new, &["spec", key]).cloned(), meta::at(old, &["spec", key]).cloned());
+            if to_external_name && n.is_some() && n == o {
+                meta::object_at(new, &["spec"]).remove(key);
+            } else if !to_external_name
+                && n.is_none()
+                && let Some(v) = o
             {
                 meta::object_at(new, &["spec"]).insert(key.into(), v);
             }
         }
+        if !externally_accessible(new) && externally_accessible(old) {
+            for key in ["externalTrafficPolicy", "healthCheckNodePort"] {
+                if meta::at(new, &["spec", key]) == meta::at(old, &["spec", key]) {
+                    meta::object_at(new, &["spec"]).remove(key);
+                }
+            }
+        }
         let old_ports = meta::at(old, &["spec", "ports"]).and_then(Value::as_array).cloned().unwrap_or_default();
-        if let Some(Value::Array(ports)) = new.pointer_mut("/spec/ports") {
+        let node_ports = |ports: &[Value]| ports.iter().map(|p| p.get("nodePort").cloned()).collect::<Vec<_>>();
+        if needs_node_ports(old) && !needs_node_ports(new) {
+            let new_ports = meta::at(new, &["spec", "ports"]).and_then(Value::as_array).cloned().unwrap_or_default();
+            if node_ports(&new_ports) == node_ports(&old_ports)
+                && let Some(Value::Array(ports)) = new.pointer_mut("/spec/ports")
+            {
+                ports.iter_mut().filter_map(Value::as_object_mut).for_each(|p| drop(p.remove("nodePort")));
+            }
+        }
+        let carry = needs_node_ports(new);
+        if let Some(Value::Array(ports)) = new.pointer_mut("/spec/ports").filter(|_| carry) {
             for p in ports.iter_mut().filter_map(Value::as_object_mut) {
                 if p.get("nodePort").is_none() {
                     let same = old_ports.iter().find(|o| o.get("port") == p.get("port") && o.get("protocol") == p.get("protocol"));
@@ -433,5 +458,51 @@ impl Strategy for Services {
 
     fn selectable_fields(&self) -> &'static [&'static str] {
         &["spec.clusterIP", "spec.type"]
+    }
+}
+
+/// The enums of a service's IP families and traffic policies, as kube checks them.
+fn validate_policies(obj: &Value, ty: &str, errs: &mut Vec<FieldError>) {
+    let spec = |k: &str| meta::at(obj, &["spec", k]).filter(|v| !v.is_null());
+    if ty == "ExternalName" {
+        if spec("ipFamilies").and_then(Value::as_array).is_some_and(|f| !f.is_empty()) {
+            errs.push(FieldError::forbidden("spec.ipFamilies", "may not be set for ExternalName services"));
+        }
+        if spec("ipFamilyPolicy").is_some() {
+            errs.push(FieldError::forbidden("spec.ipFamilyPolicy", "may not be set for ExternalName services"));
+        }
+    } else {
+        for (i, family) in spec("ipFamilies").and_then(Value::as_array).into_iter().flatten().enumerate() {
+            if !["IPv4", "IPv6"].contains(&family.as_str().unwrap_or_default()) {
+                errs.push(FieldError::not_supported(format!("spec.ipFamilies[{i}]"), family.clone(), &["IPv4", "IPv6"]));
+            }
+        }
+        if let Some(policy) = spec("ipFamilyPolicy")
+            && !["PreferDualStack", "RequireDualStack", "SingleStack"].contains(&policy.as_str().unwrap_or_default())
+        {
+            errs.push(FieldError::not_supported("spec.ipFamilyPolicy", policy.clone(), &["PreferDualStack", "RequireDualStack", "SingleStack"]));
+        }
+    }
+    let etp = spec("externalTrafficPolicy").and_then(Value::as_str).unwrap_or_default();
+    if !externally_accessible(obj) {
+        if !etp.is_empty() {
+            errs.push(FieldError::invalid("spec.externalTrafficPolicy", json!(etp), "may only be set for externally-accessible services"));
+        }
+    } else if etp.is_empty() {
+        errs.push(FieldError::required("spec.externalTrafficPolicy", ""));
+    } else if !["Cluster", "Local"].contains(&etp) {
+        errs.push(FieldError::not_supported("spec.externalTrafficPolicy", json!(etp), &["Cluster", "Local"]));
+    }
+    match spec("internalTrafficPolicy") {
+        None if ["ClusterIP", "NodePort", "LoadBalancer"].contains(&ty) => errs.push(FieldError::required("spec.internalTrafficPolicy", "")),
+        Some(itp) if !["Cluster", "Local"].contains(&itp.as_str().unwrap_or_default()) => {
+            errs.push(FieldError::not_supported("spec.internalTrafficPolicy", itp.clone(), &["Cluster", "Local"]))
+        }
+        _ => {}
+    }
+    if let Some(td) = spec("trafficDistribution")
+        && td.as_str() != Some("PreferClose")
+    {
+        errs.push(FieldError::not_supported("spec.trafficDistribution", td.clone(), &["PreferClose"]));
     }
 }
