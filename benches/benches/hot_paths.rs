@@ -47,6 +47,8 @@ fn codecs(c: &mut Criterion) {
     let mut g = c.benchmark_group("pod_json");
     g.throughput(Throughput::Bytes(bytes.len() as u64));
     g.bench_function("decode", |b| b.iter(|| codec::decode(&bytes, Format::Json).expect("decodes")));
+    // What a create or update decodes with (unless `fieldValidation=Ignore`): repeated keys noticed.
+    g.bench_function("decode_strict", |b| b.iter(|| codec::strict::decode(&bytes).expect("decodes")));
     g.bench_function("encode", |b| b.iter(|| codec::encode(&value, Format::Json).expect("encodes")));
     g.finish();
 }

@@ -4,11 +4,12 @@
 //! place in the document, so that kube's order (document order) can be kept when these are
 //! reported together with unknown fields.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
 use serde::de::{DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
+use serde_json::map::Entry;
 use serde_json::{Map, Number, Value};
 
 /// A key given more than once in one object.
@@ -22,21 +23,21 @@ pub struct Duplicate {
 /// A JSON body decoded, with the keys it repeats in document order. The last value of a
 /// repeated key is kept, as Go's decoder keeps it.
 pub fn decode(body: &[u8]) -> Result<(Value, Vec<Duplicate>), serde_json::Error> {
-    let report = RefCell::new(Report::default());
+    let report = Report::default();
     let value = walk(body, &report)?;
-    Ok((value, report.into_inner().duplicates))
+    Ok((value, report.duplicates.into_inner()))
 }
 
 /// The place in the document (keys before it) of each of `paths` that the body has.
 pub fn ordinals(body: &[u8], paths: &BTreeSet<String>) -> BTreeMap<String, usize> {
-    let report = RefCell::new(Report { wanted: Some(paths.clone()), ..Report::default() });
+    let report = Report { wanted: Some(paths.clone()), ..Report::default() };
     match walk(body, &report) {
-        Ok(_) => report.into_inner().found,
+        Ok(_) => report.found.into_inner(),
         Err(_) => BTreeMap::new(),
     }
 }
 
-fn walk(body: &[u8], report: &RefCell<Report>) -> Result<Value, serde_json::Error> {
+fn walk(body: &[u8], report: &Report) -> Result<Value, serde_json::Error> {
     let mut de = serde_json::Deserializer::from_slice(body);
     let value = Seed { at: At::Root, report }.deserialize(&mut de)?;
     de.end()?;
@@ -45,10 +46,10 @@ fn walk(body: &[u8], report: &RefCell<Report>) -> Result<Value, serde_json::Erro
 
 #[derive(Default)]
 struct Report {
-    keys: usize,
-    duplicates: Vec<Duplicate>,
+    keys: Cell<usize>,
+    duplicates: RefCell<Vec<Duplicate>>,
     wanted: Option<BTreeSet<String>>,
-    found: BTreeMap<String, usize>,
+    found: RefCell<BTreeMap<String, usize>>,
 }
 
 /// Where a value is: a chain of keys and indexes up to the document's root.
@@ -86,7 +87,7 @@ impl At<'_> {
 
 struct Seed<'a, 'r> {
     at: At<'a>,
-    report: &'r RefCell<Report>,
+    report: &'r Report,
 }
 
 impl<'de> DeserializeSeed<'de> for Seed<'_, '_> {
@@ -143,24 +144,28 @@ impl<'de> Visitor<'de> for Seed<'_, '_> {
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
         let mut object = Map::new();
         while let Some(key) = map.next_key::<String>()? {
-            let at = At::Key(&self.at, &key);
-            let ordinal = {
-                let mut r = self.report.borrow_mut();
-                let ordinal = r.keys;
-                r.keys += 1;
-                if r.wanted.is_some() {
+            let ordinal = self.report.keys.get();
+            self.report.keys.set(ordinal + 1);
+            let value = {
+                let at = At::Key(&self.at, &key);
+                if let Some(wanted) = &self.report.wanted {
                     let path = at.path();
-                    if r.wanted.as_ref().is_some_and(|w| w.contains(&path)) {
-                        r.found.entry(path).or_insert(ordinal);
+                    if wanted.contains(&path) {
+                        self.report.found.borrow_mut().entry(path).or_insert(ordinal);
                     }
                 }
-                ordinal
+                map.next_value_seed(Seed { at, report: self.report })?
             };
-            let value = map.next_value_seed(Seed { at, report: self.report })?;
-            if object.contains_key(&key) {
-                self.report.borrow_mut().duplicates.push(Duplicate { path: at.path(), ordinal });
+            match object.entry(key) {
+                Entry::Occupied(mut seen) => {
+                    let path = At::Key(&self.at, seen.key()).path();
+                    self.report.duplicates.borrow_mut().push(Duplicate { path, ordinal });
+                    seen.insert(value);
+                }
+                Entry::Vacant(new) => {
+                    new.insert(value);
+                }
             }
-            object.insert(key, value);
         }
         Ok(Value::Object(object))
     }
