@@ -1,5 +1,7 @@
 //! What kube-apiserver creates when it starts: the default namespaces, the `kubernetes`
-//! service in `default` and its endpoints, pointing at this server.
+//! service in `default` and its endpoints, pointing at this server, the system priority
+//! classes, the flow-control configuration (mandatory objects brought back to kube's spec) and
+//! a local APIService for every group version served.
 //!
 //! Call order: [`Bootstrap::new`], then loop on [`Bootstrap::poll`], sending each
 //! [`BootstrapEffect::Kv`] to the store and feeding the answer with [`Bootstrap::handle`],
@@ -20,6 +22,9 @@ use crate::pipeline::Server;
 use crate::rand::Rng;
 use crate::registry::{FieldValidation, WriteContext, WriteEffect, WriteKind, WriteOp};
 use crate::resources::DEFAULT_NAMESPACES;
+use crate::resources::apiregistration::local_api_services;
+use crate::resources::flowcontrol_bootstrap::{self, Keep};
+use crate::resources::scheduling::{SYSTEM_CLASSES, system_class};
 use crate::status::ApiError;
 use crate::storage::{Outcome, StorageEffect, StorageEvent, StorageOp, StorageRequest};
 
@@ -95,6 +100,19 @@ impl Bootstrap {
                 "ports": [{"name": "https", "port": port, "protocol": "TCP"}]}),
             overwrite: true,
         });
+        for class in SYSTEM_CLASSES {
+            items.push_back(Item { res: get("scheduling.k8s.io", "priorityclasses"), namespace: None, object: system_class(*class), overwrite: false });
+        }
+        let flow = |resource: &str, list: Vec<(Keep, Value)>| {
+            let res = get("flowcontrol.apiserver.k8s.io", resource);
+            list.into_iter().map(move |(keep, object)| Item { res: res.clone(), namespace: None, object, overwrite: keep == Keep::Mandatory })
+        };
+        items.extend(flow("prioritylevelconfigurations", flowcontrol_bootstrap::priority_levels()));
+        items.extend(flow("flowschemas", flowcontrol_bootstrap::flow_schemas()));
+        let services = get("apiregistration.k8s.io", "apiservices");
+        for object in local_api_services(&server.catalog) {
+            items.push_back(Item { res: services.clone(), namespace: None, object, overwrite: false });
+        }
         Bootstrap { server, items, current: None, rng: Rng::new(seed), done: false }
     }
 

@@ -109,7 +109,8 @@ pub struct Claim {
     /// The storage prefix of the pool, under `--etcd-prefix` (`ipaddresses`).
     pub pool: &'static str,
     pub candidates: Candidates,
-    /// What the pool key holds.
+    /// What the pool key holds; an object (with `metadata`) gets the value as its name, a uid
+    /// and a creation time, so that the pool is served as a resource (`ipaddresses`).
     pub record: Value,
     /// The error when a requested value is taken, or no candidate is free.
     pub taken: ApiError,
@@ -152,6 +153,44 @@ pub struct ReviewContext<'a> {
     pub authorizer: &'a crate::auth::Authorizer,
 }
 
+/// How a kind's create and update treat `status` and `metadata.generation` (the common shapes
+/// of kube's `PrepareForCreate` / `PrepareForUpdate`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Lifecycle {
+    /// Neither status nor generation is touched (kube's generic behaviour).
+    Plain,
+    /// `generation` starts at 1 and grows when the named top-level field changes; no status.
+    Generation(&'static str),
+    /// Status starts empty and updates of the object keep it; no generation.
+    Status,
+    /// Status as above, and generation as for `Generation("spec")`.
+    StatusAndGeneration,
+}
+
+impl Lifecycle {
+    pub fn prepare_for_create(self, obj: &mut Value) {
+        if matches!(self, Lifecycle::Status | Lifecycle::StatusAndGeneration)
+            && let Some(m) = obj.as_object_mut()
+        {
+            m.remove("status");
+        }
+        if matches!(self, Lifecycle::Generation(_) | Lifecycle::StatusAndGeneration) {
+            meta::set_meta(obj, "generation", Value::from(1));
+        }
+    }
+
+    pub fn prepare_for_update(self, new: &mut Value, old: &Value) {
+        if matches!(self, Lifecycle::Status | Lifecycle::StatusAndGeneration) {
+            keep_status(new, old);
+        }
+        match self {
+            Lifecycle::Generation(field) => bump_generation_when_changed(new, old, field),
+            Lifecycle::StatusAndGeneration => bump_generation_when_changed(new, old, "spec"),
+            Lifecycle::Plain | Lifecycle::Status => {}
+        }
+    }
+}
+
 /// A resource's rules. Every method has kube's generic behaviour as its default.
 pub trait Strategy: Send + Sync {
     /// Whether storage holds objects as they are served; `false` where the two conversions
@@ -173,8 +212,15 @@ pub trait Strategy: Send + Sync {
     /// Defaults applied to objects written by clients (`SetDefaults_<Kind>`).
     fn default(&self, _obj: &mut Value) {}
 
+    /// How create and update treat status and generation, for the two methods below.
+    fn lifecycle(&self) -> Lifecycle {
+        Lifecycle::Plain
+    }
+
     /// `PrepareForCreate`: reset what a client may not set on create (usually status).
-    fn prepare_for_create(&self, _obj: &mut Value) {}
+    fn prepare_for_create(&self, obj: &mut Value) {
+        self.lifecycle().prepare_for_create(obj);
+    }
 
     /// `Validate` on create: kind-specific checks (object metadata is checked generically).
     fn validate(&self, _obj: &Value) -> Vec<FieldError> {
@@ -190,8 +236,14 @@ pub trait Strategy: Send + Sync {
     /// (jobs derive their selector from their uid).
     fn finalize_create(&self, _obj: &mut Value) {}
 
+    /// What a create records of who asked for it (certificate signing requests keep their
+    /// requester), after `prepare_for_create`.
+    fn record_requester(&self, _obj: &mut Value, _user: &crate::auth::UserInfo) {}
+
     /// `PrepareForUpdate` of the main resource: keep status, bump generation.
-    fn prepare_for_update(&self, _new: &mut Value, _old: &Value) {}
+    fn prepare_for_update(&self, new: &mut Value, old: &Value) {
+        self.lifecycle().prepare_for_update(new, old);
+    }
 
     /// `ValidateUpdate`: by default the create checks again.
     fn validate_update(&self, new: &Value, _old: &Value) -> Vec<FieldError> {
@@ -329,8 +381,13 @@ pub fn keep_status(new: &mut Value, old: &Value) {
 
 /// `metadata.generation = old + 1` when `spec` changed (the rule of most kinds with a spec).
 pub fn bump_generation_on_spec_change(new: &mut Value, old: &Value) {
+    bump_generation_when_changed(new, old, "spec");
+}
+
+/// `metadata.generation = old + 1` when the top-level `field` changed.
+pub fn bump_generation_when_changed(new: &mut Value, old: &Value, field: &str) {
     let g = meta::generation(old).max(1);
-    let changed = new.get("spec") != old.get("spec");
+    let changed = new.get(field) != old.get(field);
     meta::set_meta(new, "generation", Value::from(if changed { g + 1 } else { g }));
 }
 

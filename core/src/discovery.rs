@@ -73,7 +73,8 @@ pub fn resource_list(catalog: &Catalog, group: &str, version: &str) -> Option<Va
             m.insert("categories".into(), json!(i.categories));
         }
         if !i.review {
-            m.insert("storageVersionHash".into(), json!(storage_version_hash(i.group, i.version, i.kind)));
+            let (group, version) = i.stored_as.unwrap_or((i.group, i.version));
+            m.insert("storageVersionHash".into(), json!(storage_version_hash(group, version, i.kind)));
         }
         entries.push(Value::Object(m));
         for s in &i.subresources {
@@ -160,10 +161,16 @@ mod tests {
         let pods = core["resources"].as_array().unwrap().iter().find(|r| r["name"] == "pods").unwrap();
         assert_eq!(pods["shortNames"], json!(["po"]));
         assert_eq!(pods["storageVersionHash"], "xPOwRZ+Yhw8=");
-        let apps = aggregated(&c, false, "v2");
-        let deploy = apps["items"][0]["versions"][0]["resources"].as_array().unwrap().iter().find(|r| r["resource"] == "deployments").unwrap();
+        let groups = aggregated(&c, false, "v2");
+        let apps = groups["items"].as_array().unwrap().iter().find(|g| g["metadata"]["name"] == "apps").unwrap();
+        let deploy = apps["versions"][0]["resources"].as_array().unwrap().iter().find(|r| r["resource"] == "deployments").unwrap();
         assert_eq!(deploy["subresources"][0]["responseKind"]["kind"], "Scale");
         assert!(group_document(&c, "apps").is_some());
+        let hash = |group: &str, version: &str| {
+            let list = resource_list(&c, group, version).unwrap();
+            list["resources"].as_array().unwrap().iter().find(|r| r["name"] == "horizontalpodautoscalers").unwrap()["storageVersionHash"].clone()
+        };
+        assert_eq!(hash("autoscaling", "v1"), hash("autoscaling", "v2"), "the hash of the storage version, whatever version is served");
         assert!(group_document(&c, "nope").is_none());
     }
 }

@@ -40,7 +40,7 @@ fn a_short_sweep_passes() {
 
 #[test]
 fn a_store_that_drops_an_acknowledged_write_is_caught() {
-    let (seed, r) = first_failure(Planted { drop_acked_write_after: Some(40), ..Planted::default() }, 10).expect("caught within 10 seeds");
+    let (seed, r) = first_failure(Planted { drop_acked_write_after: Some(150), ..Planted::default() }, 10).expect("caught within 10 seeds");
     assert_eq!(invariant(&r), Some(Invariant::Durability), "seed {seed}: {:?}", r.failure);
 }
 

@@ -11,8 +11,6 @@ use crate::status::ApiError;
 
 const MIRROR_ANNOTATION: &str = "kubernetes.io/config.mirror";
 const TOKEN_MOUNT_PATH: &str = "/var/run/secrets/kubernetes.io/serviceaccount";
-/// Built-in priority classes kube-apiserver creates at startup.
-const SYSTEM_PRIORITIES: &[(&str, i64)] = &[("system-node-critical", 2_000_001_000), ("system-cluster-critical", 2_000_000_000)];
 
 pub(super) fn is_mirror(pod: &Value) -> bool {
     meta::at(pod, &["metadata", "annotations", MIRROR_ANNOTATION]).is_some()
@@ -92,8 +90,8 @@ fn priority(info: &ResourceInfo, name: &str, pod: &mut Value) -> Result<(), ApiE
     let value = if class.is_empty() {
         0
     } else {
-        match SYSTEM_PRIORITIES.iter().find(|(n, _)| *n == class) {
-            Some((_, v)) => *v,
+        match crate::resources::scheduling::SYSTEM_CLASSES.iter().find(|(n, ..)| *n == class) {
+            Some((_, v, _)) => *v,
             None => {
                 return Err(ApiError::forbidden(&info.group_resource(), name, &format!("no PriorityClass with name {class} was found")));
             }

@@ -39,6 +39,7 @@ impl WriteOp {
         meta::remove_meta(&mut obj, "deletionTimestamp");
         meta::remove_meta(&mut obj, "deletionGracePeriodSeconds");
         self.res.strategy.prepare_for_create(&mut obj);
+        self.res.strategy.record_requester(&mut obj, &self.ctx.user);
         meta::set_meta(&mut obj, "creationTimestamp", Value::String(format_time(self.ctx.now, false)));
         meta::set_meta(&mut obj, "uid", Value::String(self.rng.uuid()));
         let generate_name = meta::str_at(&obj, &["metadata", "generateName"]).unwrap_or_default().to_string();

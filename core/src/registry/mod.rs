@@ -29,6 +29,7 @@ use crate::catalog::{Claim, Resource};
 use crate::kv::{KeyValue, KvRequest, KvResult, Revision};
 use crate::meta;
 use crate::rand::Rng;
+use crate::schema::normalize::format_time;
 use crate::status::ApiError;
 use crate::storage::{Outcome, StorageEffect, StorageError, StorageEvent, StorageOp, StorageRequest, Transform};
 
@@ -239,7 +240,13 @@ impl WriteOp {
         match claim.candidates.get(*attempt) {
             Some(value) => {
                 let key = Bytes::from(format!("{}/{}/{value}", self.ctx.prefix, claim.pool));
-                let record = Bytes::from(serde_json::to_vec(&claim.record).expect("JSON trees serialize"));
+                let mut record = claim.record.clone();
+                if record.get("metadata").is_some() {
+                    meta::set_meta(&mut record, "name", Value::String(value.clone()));
+                    meta::set_meta(&mut record, "uid", Value::String(self.rng.uuid()));
+                    meta::set_meta(&mut record, "creationTimestamp", Value::String(format_time(self.ctx.now, false)));
+                }
+                let record = Bytes::from(serde_json::to_vec(&record).expect("JSON trees serialize"));
                 self.storage = Some(StorageOp::new(StorageRequest::Create { key, value: record, ttl_seconds: None }));
             }
             None => {

@@ -9,7 +9,7 @@ use crate::meta;
 use crate::patch;
 use crate::schema::schema;
 use crate::ssa;
-use crate::status::{ApiError, FieldError};
+use crate::status::{ApiError, FieldError, GroupKind};
 use crate::storage::Transform;
 use crate::validation;
 
@@ -153,11 +153,9 @@ impl WriteOp {
         let rv = meta::resource_version(obj);
         if rv.is_empty() {
             if !self.res.strategy.allow_unconditional_update() {
-                return Err(ApiError::invalid(
-                    &self.res.info.group_kind(),
-                    name,
-                    &[FieldError::required("metadata.resourceVersion", "must be specified for an update")],
-                ));
+                // kube names the resource where the kind goes here, and prints the uint64 zero.
+                let gk = GroupKind { group: self.res.info.group.to_string(), kind: self.res.info.resource.to_string() };
+                return Err(ApiError::invalid(&gk, name, &[FieldError::invalid_go("metadata.resourceVersion", "0x0", "must be specified for an update")]));
             }
         } else if rv != meta::resource_version(old) {
             return Err(ApiError::stale_conflict(&gr, name));

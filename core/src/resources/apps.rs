@@ -4,7 +4,7 @@ use serde_json::{Value, json};
 
 use super::podspec::{self, SpecOf};
 use super::{info, scale_subresource, serve, status_subresource};
-use crate::catalog::{Resource, Strategy, bump_generation_on_spec_change, keep_status};
+use crate::catalog::{Lifecycle, Resource, Strategy};
 use crate::meta;
 use crate::status::FieldError;
 use crate::table::{self, Column, Describe};
@@ -165,11 +165,8 @@ impl Strategy for Workload {
         default_template(obj, &["spec", "template"]);
     }
 
-    fn prepare_for_create(&self, obj: &mut Value) {
-        if let Some(m) = obj.as_object_mut() {
-            m.remove("status");
-        }
-        meta::set_meta(obj, "generation", json!(1));
+    fn lifecycle(&self) -> Lifecycle {
+        Lifecycle::StatusAndGeneration
     }
 
     fn validate(&self, obj: &Value) -> Vec<FieldError> {
@@ -205,11 +202,6 @@ impl Strategy for Workload {
             _ => {}
         }
         errs
-    }
-
-    fn prepare_for_update(&self, new: &mut Value, old: &Value) {
-        keep_status(new, old);
-        bump_generation_on_spec_change(new, old);
     }
 
     fn validate_update(&self, new: &Value, old: &Value) -> Vec<FieldError> {
@@ -277,19 +269,7 @@ impl Strategy for Workload {
             .map(|_| table::selector_string(meta::at(obj, &["spec", "selector"])))
             .filter(|s| s != "<none>")
             .unwrap_or_default();
-        let mut m = serde_json::Map::new();
-        for k in ["name", "namespace", "uid", "resourceVersion", "creationTimestamp"] {
-            if let Some(v) = meta::at(obj, &["metadata", k]) {
-                m.insert(k.into(), v.clone());
-            }
-        }
-        Some(json!({
-            "kind": "Scale",
-            "apiVersion": "autoscaling/v1",
-            "metadata": Value::Object(m),
-            "spec": {"replicas": table::int_at(obj, &["spec", "replicas"])},
-            "status": {"replicas": table::int_at(obj, &["status", "replicas"]), "selector": selector},
-        }))
+        Some(super::scale(obj, &selector))
     }
 }
 
@@ -366,7 +346,7 @@ fn validate_statefulset_policies(obj: &Value, errs: &mut Vec<FieldError>) {
     }
     for when in ["whenDeleted", "whenScaled"] {
         if let Some(policy) = meta::at(obj, &["spec", "persistentVolumeClaimRetentionPolicy", when]) {
-            super::podspec_enums::supported(errs, Some(policy), &format!("spec.persistentVolumeClaimRetentionPolicy.{when}"), &["Retain", "Delete"]);
+            crate::validation::supported(errs, Some(policy), &format!("spec.persistentVolumeClaimRetentionPolicy.{when}"), &["Retain", "Delete"]);
         }
     }
 }

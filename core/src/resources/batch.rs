@@ -4,7 +4,7 @@ use serde_json::{Value, json};
 
 use super::apps::{default_template, validate_template};
 use super::{info, serve, status_subresource};
-use crate::catalog::{Resource, Strategy, bump_generation_on_spec_change, keep_status};
+use crate::catalog::{Lifecycle, Resource, Strategy};
 use crate::meta;
 use crate::status::FieldError;
 use crate::table::{self, Column, Describe};
@@ -67,11 +67,8 @@ impl Strategy for Jobs {
         default_template(obj, &["spec", "template"]);
     }
 
-    fn prepare_for_create(&self, obj: &mut Value) {
-        if let Some(m) = obj.as_object_mut() {
-            m.remove("status");
-        }
-        meta::set_meta(obj, "generation", json!(1));
+    fn lifecycle(&self) -> Lifecycle {
+        Lifecycle::StatusAndGeneration
     }
 
     fn finalize_create(&self, obj: &mut Value) {
@@ -100,7 +97,7 @@ impl Strategy for Jobs {
                 errs.push(FieldError::invalid("spec.selector", sel, "`selector` not auto-generated"));
             }
         }
-        let supported = super::podspec_enums::supported;
+        let supported = crate::validation::supported;
         supported(&mut errs, meta::at(obj, &["spec", "completionMode"]), "spec.completionMode", &["NonIndexed", "Indexed"]);
         let replacement: &[&str] = if meta::at(obj, &["spec", "podFailurePolicy"]).is_some() { &["Failed"] } else { &["Failed", "TerminatingOrFailed"] };
         supported(&mut errs, meta::at(obj, &["spec", "podReplacementPolicy"]), "spec.podReplacementPolicy", replacement);
@@ -115,11 +112,6 @@ impl Strategy for Jobs {
             }
         }
         errs
-    }
-
-    fn prepare_for_update(&self, new: &mut Value, old: &Value) {
-        keep_status(new, old);
-        bump_generation_on_spec_change(new, old);
     }
 
     fn validate_update(&self, new: &Value, old: &Value) -> Vec<FieldError> {
@@ -224,11 +216,8 @@ impl Strategy for CronJobs {
         default_template(obj, &["spec", "jobTemplate", "spec", "template"]);
     }
 
-    fn prepare_for_create(&self, obj: &mut Value) {
-        if let Some(m) = obj.as_object_mut() {
-            m.remove("status");
-        }
-        meta::set_meta(obj, "generation", json!(1));
+    fn lifecycle(&self) -> Lifecycle {
+        Lifecycle::StatusAndGeneration
     }
 
     fn validate(&self, obj: &Value) -> Vec<FieldError> {
@@ -248,11 +237,6 @@ impl Strategy for CronJobs {
         }
         errs.extend(validate_template(obj, &["spec", "jobTemplate", "spec", "template"], &["OnFailure", "Never"]));
         errs
-    }
-
-    fn prepare_for_update(&self, new: &mut Value, old: &Value) {
-        keep_status(new, old);
-        bump_generation_on_spec_change(new, old);
     }
 
     fn columns(&self) -> &'static [Column] {

@@ -49,7 +49,7 @@ impl Strategy for EndpointSlices {
             }
         }
         for (i, p) in obj.get("ports").and_then(Value::as_array).into_iter().flatten().enumerate() {
-            super::podspec_enums::supported(&mut errs, p.get("protocol"), &format!("ports[{i}].protocol"), &["SCTP", "TCP", "UDP"]);
+            crate::validation::supported(&mut errs, p.get("protocol"), &format!("ports[{i}].protocol"), &["SCTP", "TCP", "UDP"]);
         }
         errs
     }

@@ -50,7 +50,7 @@ impl Strategy for Endpoints {
                 if !(1..=65535).contains(&port) {
                     errs.push(FieldError::invalid(format!("subsets[{i}].ports[{j}].port"), json!(port), "must be between 1 and 65535, inclusive"));
                 }
-                super::podspec_enums::supported(&mut errs, p.get("protocol"), &format!("subsets[{i}].ports[{j}].protocol"), &["SCTP", "TCP", "UDP"]);
+                crate::validation::supported(&mut errs, p.get("protocol"), &format!("subsets[{i}].ports[{j}].protocol"), &["SCTP", "TCP", "UDP"]);
             }
         }
         errs

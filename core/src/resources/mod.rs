@@ -2,24 +2,45 @@
 //! strategy (defaults, validation, table columns, selectable fields). Adding a resource is a
 //! new file and one line in [`catalog`].
 
+mod admissionregistration;
+mod apiextensions;
+pub mod apiregistration;
 mod apps;
+mod autoscaling;
 mod batch;
+mod certificates;
 mod configmaps;
 mod coordination;
 mod discovery;
 mod endpoints;
 mod events;
+mod flowcontrol;
+pub mod flowcontrol_bootstrap;
+mod hpa_conversion;
 mod namespaces;
+mod networking;
+mod node;
 mod nodes;
+mod pod_updates;
 mod pods;
 pub mod podspec;
 mod podspec_enums;
+mod podtemplates;
+mod policy;
+mod quotas;
+mod rbac;
+mod replicationcontrollers;
 mod reviews;
+pub mod scheduling;
 mod secrets;
 mod serviceaccounts;
 pub mod services;
+mod storage;
+mod volumes;
 
 use std::sync::Arc;
+
+use serde_json::{Value, json};
 
 use crate::catalog::{ALL_VERBS, Catalog, DeleteReturns, Resource, ResourceInfo, Strategy, Subresource};
 use crate::schema::schema;
@@ -41,25 +62,44 @@ impl Default for Settings {
     }
 }
 
-/// Every resource kapi serves, in kube's discovery order.
+/// Every resource kapi serves: the core group, then the named groups in kube's discovery order
+/// (the order of their `groupPriorityMinimum`), a group's preferred version first.
 pub fn catalog(settings: &Settings) -> Catalog {
+    let (limit_ranges, resource_quotas) = quotas::resources();
     let mut resources = vec![
         namespaces::resource(),
         configmaps::resource(),
         secrets::resource(),
         serviceaccounts::resource(),
         pods::resource(),
+        podtemplates::resource(),
+        replicationcontrollers::resource(),
         services::resource(settings.service_ranges),
         endpoints::resource(),
         nodes::resource(),
         events::core(settings),
+        limit_ranges,
+        resource_quotas,
     ];
+    resources.extend(volumes::resources());
+    resources.push(apiregistration::resource());
     resources.extend(apps::resources());
-    resources.extend(reviews::resources());
-    resources.extend(batch::resources());
-    resources.push(coordination::leases());
-    resources.push(discovery::endpoint_slices());
     resources.push(events::events_k8s_io(settings));
+    resources.extend(reviews::resources());
+    resources.extend(autoscaling::resources());
+    resources.extend(batch::resources());
+    resources.push(certificates::resource());
+    resources.extend(networking::resources());
+    resources.push(policy::resource());
+    resources.extend(rbac::resources());
+    resources.extend(storage::resources());
+    resources.extend(admissionregistration::resources());
+    resources.push(apiextensions::resource());
+    resources.push(scheduling::resource());
+    resources.push(coordination::leases());
+    resources.push(node::resource());
+    resources.push(discovery::endpoint_slices());
+    resources.extend(flowcontrol::resources());
     Catalog::new(resources)
 }
 
@@ -97,4 +137,21 @@ pub(crate) fn scale_subresource() -> Subresource {
 
 pub(crate) fn serve(info: ResourceInfo, strategy: impl Strategy + 'static) -> Resource {
     Resource { info, strategy: Arc::new(strategy), ttl_seconds: None }
+}
+
+/// The `autoscaling/v1` Scale of an object with `spec.replicas`, given its selector as a string.
+pub(crate) fn scale(obj: &Value, selector: &str) -> Value {
+    let mut m = serde_json::Map::new();
+    for k in ["name", "namespace", "uid", "resourceVersion", "creationTimestamp"] {
+        if let Some(v) = crate::meta::at(obj, &["metadata", k]) {
+            m.insert(k.into(), v.clone());
+        }
+    }
+    json!({
+        "kind": "Scale",
+        "apiVersion": "autoscaling/v1",
+        "metadata": Value::Object(m),
+        "spec": {"replicas": crate::table::int_at(obj, &["spec", "replicas"])},
+        "status": {"replicas": crate::table::int_at(obj, &["status", "replicas"]), "selector": selector},
+    })
 }

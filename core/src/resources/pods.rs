@@ -6,7 +6,7 @@ use serde_json::{Value, json};
 
 use super::podspec::{self, SpecOf};
 use super::{info, serve, status_subresource};
-use crate::catalog::{DeleteReturns, GracefulDelete, Resource, Strategy, Subresource, bump_generation_on_spec_change, keep_status};
+use crate::catalog::{DeleteReturns, GracefulDelete, Resource, Strategy, Subresource, bump_generation_on_spec_change, copy_all_but_status, keep_status};
 use crate::meta;
 use crate::schema::normalize::format_time;
 use crate::status::{ApiError, FieldError};
@@ -16,7 +16,13 @@ pub fn resource() -> Resource {
     let mut i = info("", "v1", "Pod", "pods", true);
     i.short_names = &["po"];
     i.categories = &["all"];
-    i.subresources = vec![status_subresource(&i), Subresource { name: "binding", group: "", version: "v1", kind: "Binding", verbs: &["create"] }];
+    let pod_update = |name| Subresource { name, group: "", version: "v1", kind: "Pod", verbs: &["get", "patch", "update"] };
+    i.subresources = vec![
+        status_subresource(&i),
+        Subresource { name: "binding", group: "", version: "v1", kind: "Binding", verbs: &["create"] },
+        pod_update("ephemeralcontainers"),
+        pod_update("resize"),
+    ];
     i.delete_returns = DeleteReturns::Object;
     serve(i, Pods)
 }
@@ -59,7 +65,11 @@ impl Strategy for Pods {
     }
 
     fn validate(&self, obj: &Value) -> Vec<FieldError> {
-        podspec::validate_spec(obj.get("spec").unwrap_or(&Value::Null), "spec", SpecOf::Pod)
+        let mut errs = podspec::validate_spec(obj.get("spec").unwrap_or(&Value::Null), "spec", SpecOf::Pod);
+        if meta::at(obj, &["spec", "ephemeralContainers"]).and_then(Value::as_array).is_some_and(|e| !e.is_empty()) {
+            errs.push(FieldError::forbidden("spec.ephemeralContainers", "cannot be set on create"));
+        }
+        errs
     }
 
     fn prepare_for_update(&self, new: &mut Value, old: &Value) {
@@ -68,7 +78,7 @@ impl Strategy for Pods {
     }
 
     fn validate_update(&self, new: &Value, old: &Value) -> Vec<FieldError> {
-        let mut errs = self.validate(new);
+        let mut errs = podspec::validate_spec(new.get("spec").unwrap_or(&Value::Null), "spec", SpecOf::Pod);
         let mut a = new.get("spec").cloned().unwrap_or(Value::Null);
         let mut b = old.get("spec").cloned().unwrap_or(Value::Null);
         for spec in [&mut a, &mut b] {
@@ -97,6 +107,50 @@ impl Strategy for Pods {
             errs.push(FieldError::forbidden("spec", UPDATE_RULES));
         }
         errs
+    }
+
+    /// `status` changes only status; `ephemeralcontainers` only the ephemeral containers;
+    /// `resize` only the containers' resources (and resize policies).
+    fn prepare_for_subresource_update(&self, subresource: &str, new: &mut Value, old: &Value) {
+        match subresource {
+            "ephemeralcontainers" => {
+                let ephemeral = meta::at(new, &["spec", "ephemeralContainers"]).cloned();
+                copy_all_but_status(new, old);
+                keep_status(new, old);
+                let spec = meta::object_at(new, &["spec"]);
+                match ephemeral {
+                    Some(e) => spec.insert("ephemeralContainers".into(), e),
+                    None => spec.remove("ephemeralContainers"),
+                };
+            }
+            "resize" => {
+                let wanted = |list: &str| meta::at(new, &["spec", list]).and_then(Value::as_array).cloned().unwrap_or_default();
+                let (containers, init) = (wanted("containers"), wanted("initContainers"));
+                copy_all_but_status(new, old);
+                keep_status(new, old);
+                for (list, from) in [("containers", containers), ("initContainers", init)] {
+                    for c in meta::object_at(new, &["spec"]).get_mut(list).and_then(Value::as_array_mut).into_iter().flatten() {
+                        let Some(w) = from.iter().find(|w| w.get("name") == c.get("name")) else { continue };
+                        for field in ["resources", "resizePolicy"] {
+                            match (w.get(field), c.as_object_mut()) {
+                                (Some(v), Some(m)) => m.insert(field.into(), v.clone()),
+                                (None, Some(m)) => m.remove(field),
+                                _ => None,
+                            };
+                        }
+                    }
+                }
+            }
+            _ => copy_all_but_status(new, old),
+        }
+    }
+
+    fn validate_subresource_update(&self, subresource: &str, new: &Value, old: &Value) -> Vec<FieldError> {
+        match subresource {
+            "ephemeralcontainers" => super::pod_updates::validate_ephemeral_update(new, old),
+            "resize" => super::pod_updates::validate_resize(new, old),
+            _ => Vec::new(),
+        }
     }
 
     fn subresource_create(&self, subresource: &str, pod: &mut Value, body: &Value, now: Timestamp) -> Result<(), ApiError> {

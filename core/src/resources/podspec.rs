@@ -4,10 +4,11 @@
 
 use serde_json::{Map, Value, json};
 
-use super::podspec_enums::{supported, validate_container_enums, validate_spec_enums};
+use super::podspec_enums::{validate_container_enums, validate_spec_enums};
 use crate::meta;
 use crate::quantity::Quantity;
 use crate::status::FieldError;
+use crate::validation::supported;
 use crate::validation::{dns1123_label, dns1123_subdomain, label_value, port_name, qualified_name};
 
 const CONTAINER_LISTS: &[&str] = &["initContainers", "containers", "ephemeralContainers"];

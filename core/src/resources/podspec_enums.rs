@@ -6,18 +6,7 @@
 use serde_json::{Value, json};
 
 use crate::status::FieldError;
-use crate::validation::label_value;
-
-/// `v`, when present, must be one of `allowed` (an empty string included: kube's required
-/// checks come before these for the fields that have them).
-pub(super) fn supported(errs: &mut Vec<FieldError>, v: Option<&Value>, path: &str, allowed: &[&str]) {
-    if let Some(v) = v.filter(|v| !v.is_null()) {
-        let s = v.as_str().unwrap_or_default();
-        if !allowed.contains(&s) {
-            errs.push(FieldError::not_supported(path, v.clone(), allowed));
-        }
-    }
-}
+use crate::validation::{label_value, supported};
 
 fn str_of<'a>(v: &'a Value, key: &str) -> &'a str {
     v.get(key).and_then(Value::as_str).unwrap_or_default()

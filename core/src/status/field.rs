@@ -53,15 +53,28 @@ pub struct FieldError {
     pub kind: FieldErrorType,
     pub field: String,
     /// `None` when kube omits the value from the message.
-    pub bad_value: Option<Value>,
+    pub bad_value: Option<BadValue>,
     pub detail: String,
 }
 
 impl Eq for FieldError {}
 
+/// A bad value as kube prints it: a JSON value printed as Go's `%v`/`%q` print it, or text Go
+/// printed otherwise (`%#v` of a type JSON has no word for, such as `0x0` for a `uint64`).
+#[derive(Clone, Debug, PartialEq)]
+pub enum BadValue {
+    Json(Value),
+    Go(String),
+}
+
 impl FieldError {
     fn new(kind: FieldErrorType, field: impl Into<String>, bad_value: Option<Value>, detail: impl Into<String>) -> Self {
-        FieldError { kind, field: field.into(), bad_value, detail: detail.into() }
+        FieldError { kind, field: field.into(), bad_value: bad_value.map(BadValue::Json), detail: detail.into() }
+    }
+
+    /// `Invalid` with a bad value Go printed as `go` (verbatim).
+    pub fn invalid_go(field: impl Into<String>, go: impl Into<String>, detail: impl Into<String>) -> Self {
+        FieldError { kind: FieldErrorType::Invalid, field: field.into(), bad_value: Some(BadValue::Go(go.into())), detail: detail.into() }
     }
 
     pub fn required(field: impl Into<String>, detail: impl Into<String>) -> Self {
@@ -108,7 +121,8 @@ impl FieldError {
             (FieldErrorType::Required | FieldErrorType::Forbidden | FieldErrorType::TooLong | FieldErrorType::Internal, _) | (_, None) => {
                 self.kind.text().to_string()
             }
-            (_, Some(v)) => format!("{}: {}", self.kind.text(), go_value(v)),
+            (_, Some(BadValue::Json(v))) => format!("{}: {}", self.kind.text(), go_value(v)),
+            (_, Some(BadValue::Go(text))) => format!("{}: {text}", self.kind.text()),
         };
         if !self.detail.is_empty() {
             s.push_str(": ");

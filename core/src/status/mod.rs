@@ -8,7 +8,7 @@ pub mod field;
 
 use serde_json::{Map, Value, json};
 
-pub use field::{FieldError, FieldErrorType};
+pub use field::{BadValue, FieldError, FieldErrorType};
 
 /// A group and a resource, as in `deployments.apps` (core group: `pods`).
 #[derive(Clone, Debug, PartialEq, Eq)]

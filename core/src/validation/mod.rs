@@ -3,8 +3,10 @@
 //! `apimachinery/pkg/api/validation`).
 
 mod names;
+mod selector;
 
 pub use names::*;
+pub use selector::label_selector;
 
 use serde_json::Value;
 
@@ -138,6 +140,17 @@ pub fn object_meta_update(new: &Value, old: &Value) -> Vec<FieldError> {
         ));
     }
     errs
+}
+
+/// `v`, when present, must be one of `allowed` (an empty string included: kube's required
+/// checks come before these for the fields that have them).
+pub fn supported(errs: &mut Vec<FieldError>, v: Option<&Value>, path: &str, allowed: &[&str]) {
+    if let Some(v) = v.filter(|v| !v.is_null()) {
+        let s = v.as_str().unwrap_or_default();
+        if !allowed.contains(&s) {
+            errs.push(FieldError::not_supported(path, v.clone(), allowed));
+        }
+    }
 }
 
 /// A field that may not change on update (`field is immutable`).

@@ -1,0 +1,126 @@
+//! apiextensions.k8s.io/v1 customresourcedefinitions (+`status`) as objects
+//! (apiextensions-apiserver's `pkg/registry/customresourcedefinition` strategy and the main
+//! rules of its validation). Serving the resources they define is the apiextensions server's
+//! work.
+
+use serde_json::{Value, json};
+
+use super::{info, serve, status_subresource};
+use crate::catalog::{Lifecycle, Resource, Strategy};
+use crate::meta;
+use crate::status::FieldError;
+use crate::validation::{dns1035_label, dns1123_label, dns1123_subdomain, supported};
+
+pub fn resource() -> Resource {
+    let mut i = info("apiextensions.k8s.io", "v1", "CustomResourceDefinition", "customresourcedefinitions", false);
+    i.short_names = &["crd", "crds"];
+    i.categories = &["api-extensions"];
+    i.singular = "customresourcedefinition".into();
+    i.subresources = vec![status_subresource(&i)];
+    serve(i, Crds)
+}
+
+struct Crds;
+
+fn storage_version(obj: &Value) -> Option<Value> {
+    meta::at(obj, &["spec", "versions"])
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .find(|v| v.get("storage").and_then(Value::as_bool) == Some(true))
+        .and_then(|v| v.get("name").cloned())
+}
+
+/// `status.storedVersions` only grows: the current storage version is added when missing.
+fn record_storage_version(obj: &mut Value) {
+    let Some(version) = storage_version(obj) else { return };
+    let status = meta::object_at(obj, &["status"]);
+    let Value::Array(stored) = status.entry("storedVersions").or_insert_with(|| json!([])) else { return };
+    if !stored.contains(&version) {
+        stored.push(version);
+    }
+}
+
+fn name_field(errs: &mut Vec<FieldError>, obj: &Value, field: &str, check: fn(&str) -> Vec<String>, required: bool) {
+    let v = meta::str_at(obj, &["spec", "names", field]).unwrap_or_default();
+    if v.is_empty() {
+        if required {
+            errs.push(FieldError::required(format!("spec.names.{field}"), ""));
+        }
+        return;
+    }
+    for msg in check(v) {
+        errs.push(FieldError::invalid(format!("spec.names.{field}"), json!(v), msg));
+    }
+}
+
+impl Strategy for Crds {
+    fn prepare_for_create(&self, obj: &mut Value) {
+        Lifecycle::StatusAndGeneration.prepare_for_create(obj);
+        if let Some(m) = obj.as_object_mut() {
+            m.insert("status".into(), json!({}));
+        }
+        record_storage_version(obj);
+    }
+
+    fn prepare_for_update(&self, new: &mut Value, old: &Value) {
+        Lifecycle::StatusAndGeneration.prepare_for_update(new, old);
+        record_storage_version(new);
+    }
+
+    fn validate(&self, obj: &Value) -> Vec<FieldError> {
+        let mut errs = Vec::new();
+        let group = meta::str_at(obj, &["spec", "group"]).unwrap_or_default();
+        let plural = meta::str_at(obj, &["spec", "names", "plural"]).unwrap_or_default();
+        if meta::name(obj) != format!("{plural}.{group}") {
+            errs.push(FieldError::invalid("metadata.name", json!(meta::name(obj)), "must be spec.names.plural+\".\"+spec.group"));
+        }
+        if group.is_empty() {
+            errs.push(FieldError::required("spec.group", ""));
+        } else {
+            for msg in dns1123_subdomain(group) {
+                errs.push(FieldError::invalid("spec.group", json!(group), msg));
+            }
+            if group.split('.').count() < 2 {
+                errs.push(FieldError::invalid("spec.group", json!(group), "should be a domain with at least one dot"));
+            }
+        }
+        name_field(&mut errs, obj, "plural", dns1123_label, true);
+        name_field(&mut errs, obj, "singular", dns1123_label, false);
+        name_field(&mut errs, obj, "listKind", dns1035_label_kind, false);
+        name_field(&mut errs, obj, "kind", dns1035_label_kind, true);
+        match meta::at(obj, &["spec", "scope"]) {
+            None => errs.push(FieldError::required("spec.scope", "")),
+            scope => supported(&mut errs, scope, "spec.scope", &["Cluster", "Namespaced"]),
+        }
+        let versions = meta::at(obj, &["spec", "versions"]).and_then(Value::as_array).cloned().unwrap_or_default();
+        if versions.is_empty() {
+            errs.push(FieldError::invalid("spec.versions", json!(versions), "must have exactly one version marked as storage version"));
+        } else {
+            let storage = versions.iter().filter(|v| v.get("storage").and_then(Value::as_bool) == Some(true)).count();
+            if storage != 1 {
+                errs.push(FieldError::invalid("spec.versions", json!(versions), "must have exactly one version marked as storage version"));
+            }
+            for (i, v) in versions.iter().enumerate() {
+                let name = v.get("name").and_then(Value::as_str).unwrap_or_default();
+                for msg in dns1035_label(name) {
+                    errs.push(FieldError::invalid(format!("spec.versions[{i}].name"), json!(name), msg));
+                }
+            }
+        }
+        errs
+    }
+
+    fn allow_unconditional_update(&self) -> bool {
+        false
+    }
+}
+
+/// Kinds are checked as DNS-1035 labels once lower-cased (`ValidateCustomResourceDefinitionNames`).
+fn dns1035_label_kind(kind: &str) -> Vec<String> {
+    if dns1035_label(&kind.to_lowercase()).is_empty() {
+        Vec::new()
+    } else {
+        vec!["may have mixed case, but should otherwise match: [a-z]([-a-z0-9]*[a-z0-9])?".into()]
+    }
+}
