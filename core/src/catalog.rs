@@ -37,6 +37,18 @@ pub enum DeleteReturns {
 
 pub const ALL_VERBS: &[&str] = &["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"];
 
+/// Where a resource's objects come from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Backing {
+    /// Kept in storage under `storage_prefix`, with a watch cache (nearly every resource).
+    Stored,
+    /// Create-only: a create answers a question and stores nothing (access reviews).
+    Review,
+    /// Create-only: a create is a create on `subresource` of the `resource` object the body
+    /// names, in the same group and version (`bindings` are `pods/binding`).
+    ActionOn { resource: &'static str, subresource: &'static str },
+}
+
 /// The API identity of one resource at one version.
 #[derive(Clone, Debug)]
 pub struct ResourceInfo {
@@ -59,8 +71,7 @@ pub struct ResourceInfo {
     /// are stored as core/v1 Events) and converted on the way in and out.
     pub stored_as: Option<(&'static str, &'static str)>,
     pub delete_returns: DeleteReturns,
-    /// Create-only resources that answer a question and store nothing (access reviews).
-    pub review: bool,
+    pub backing: Backing,
     /// The warning every request for a deprecated resource gets, as kube's
     /// `<group/version> <Kind> is deprecated in v<x.y>+; use <replacement>`.
     pub deprecation: Option<&'static str>,
@@ -89,6 +100,11 @@ impl ResourceInfo {
 
     pub fn has_verb(&self, verb: &str) -> bool {
         self.verbs.contains(&verb)
+    }
+
+    /// Whether objects of this resource are kept in storage (and watched in a cache).
+    pub fn stored(&self) -> bool {
+        self.backing == Backing::Stored
     }
 }
 

@@ -72,7 +72,7 @@ pub fn resource_list(catalog: &Catalog, group: &str, version: &str) -> Option<Va
         if !i.categories.is_empty() {
             m.insert("categories".into(), json!(i.categories));
         }
-        if !i.review {
+        if i.stored() {
             let (group, version) = i.stored_as.unwrap_or((i.group, i.version));
             m.insert("storageVersionHash".into(), json!(storage_version_hash(group, version, i.kind)));
         }

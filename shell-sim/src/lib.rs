@@ -99,7 +99,7 @@ pub(crate) fn watch_caches(server: &Server, history: usize) -> Vec<(SlotKey, Wat
     server
         .catalog
         .resources()
-        .filter(|r| !r.info.review)
+        .filter(|r| r.info.stored())
         .map(|r| {
             let prefix = Bytes::from(format!("{}/", server.storage_root(r)));
             (slot_key(r), WatchCache::new(r.clone(), prefix, history))

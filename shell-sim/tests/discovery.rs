@@ -13,9 +13,9 @@ use serde_json::{Value, json};
 /// does not do: it answers them 404 as kube does for a subresource it does not serve.
 const NOT_SERVED: &[&str] = &["pods/attach", "pods/exec", "pods/log", "pods/portforward", "pods/proxy", "nodes/proxy", "services/proxy"];
 
-/// What kapi does not serve yet, each listed in the README's "Not yet": the eviction API,
-/// service account tokens (TokenRequest), the `bindings` resource and component statuses.
-const NOT_YET: &[&str] = &["pods/eviction", "serviceaccounts/token", "/v1/bindings", "/v1/componentstatuses"];
+/// What kapi does not serve yet, each listed in the README's "Not yet": service account tokens
+/// (TokenRequest) and component statuses.
+const NOT_YET: &[&str] = &["serviceaccounts/token", "/v1/componentstatuses"];
 
 fn reference() -> Value {
     let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../testdata/kube-v1.33-discovery.json");

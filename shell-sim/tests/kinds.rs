@@ -359,3 +359,120 @@ fn running_pods_take_debug_containers_and_resizes_only_through_their_subresource
     assert_eq!(r.json()["spec"]["containers"][0]["resources"]["limits"]["cpu"], "200m");
     assert_eq!(r.json()["spec"]["containers"][0]["image"], "nginx");
 }
+
+fn pod(name: &str, labels: Value, ready: bool) -> Value {
+    json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "labels": labels}, "spec": {"containers": [{"name": "c", "image": "nginx"}]},
+        "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": if ready { "True" } else { "False" }}]}})
+}
+
+fn evict(w: &mut World, name: &str) -> Response {
+    call(
+        w,
+        "POST",
+        &format!("/api/v1/namespaces/default/pods/{name}/eviction"),
+        Some(json!({"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": name}})),
+    )
+}
+
+/// A running pod, as a kubelet would report it: created, then its status set.
+fn running_pod(w: &mut World, name: &str, labels: Value, ready: bool) {
+    let body = pod(name, labels, ready);
+    created(w, "/api/v1/namespaces/default/pods", body.clone());
+    let r = call(w, "PATCH", &format!("/api/v1/namespaces/default/pods/{name}/status"), Some(json!({"status": body["status"]})));
+    assert_eq!(r.head.status, 200, "{}", String::from_utf8_lossy(&r.body));
+}
+
+fn budget_status(w: &mut World, allowed: i64, current: i64, desired: i64) {
+    let pdb = "/apis/policy/v1/namespaces/default/poddisruptionbudgets/web";
+    let status = json!({"status": {"observedGeneration": 1, "disruptionsAllowed": allowed, "currentHealthy": current, "desiredHealthy": desired, "expectedPods": current}});
+    let r = call(w, "PATCH", &format!("{pdb}/status"), Some(status));
+    assert_eq!(r.head.status, 200, "{}", String::from_utf8_lossy(&r.body));
+}
+
+#[test]
+fn evictions_spend_the_disruption_budget_and_stop_when_it_is_spent() {
+    let mut w = world();
+    created(&mut w, "/api/v1/namespaces/default/serviceaccounts", json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "default"}}));
+    for name in ["a", "b", "c"] {
+        running_pod(&mut w, name, json!({"app": "web"}), true);
+    }
+    running_pod(&mut w, "loner", json!({"app": "other"}), true);
+    // No budget selects it: the pod goes, its DisruptionTarget condition set first.
+    let r = evict(&mut w, "loner");
+    assert_eq!(r.head.status, 201, "{}", String::from_utf8_lossy(&r.body));
+    assert_eq!(r.json(), json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}));
+    assert_eq!(w.call("GET", "/api/v1/namespaces/default/pods/loner", "", None, "").head.status, 404);
+
+    let pdbs = "/apis/policy/v1/namespaces/default/poddisruptionbudgets";
+    created(
+        &mut w,
+        pdbs,
+        json!({"apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": {"name": "web"}, "spec": {"minAvailable": 2, "selector": {"matchLabels": {"app": "web"}}}}),
+    );
+    // A budget its controller has not looked at yet: try again in 10 s.
+    let r = evict(&mut w, "a");
+    assert_eq!(r.head.status, 429);
+    assert!(r.head.headers.iter().any(|(k, v)| k == "Retry-After" && v == "10"), "{:?}", r.head.headers);
+    let body = r.json();
+    assert_eq!(body["message"], "Cannot evict pod as it would violate the pod's disruption budget.");
+    assert_eq!(
+        body["details"]["causes"][0],
+        json!({"reason": "DisruptionBudget", "message": "The disruption budget web is still being processed by the server."})
+    );
+
+    budget_status(&mut w, 1, 3, 2);
+    let r = evict(&mut w, "a");
+    assert_eq!(r.head.status, 201, "{}", String::from_utf8_lossy(&r.body));
+    let budget = w.call("GET", &format!("{pdbs}/web"), "", None, "").json();
+    assert_eq!(budget["status"]["disruptionsAllowed"], 0);
+    assert!(budget["status"]["disruptedPods"].get("a").is_some(), "{budget}");
+    assert_eq!(budget["status"]["conditions"][0]["reason"], "InsufficientPods");
+    // The allowance is spent: the next eviction waits for the budget's controller.
+    let r = evict(&mut w, "b");
+    assert_eq!(r.head.status, 429);
+    assert_eq!(r.json()["details"]["causes"][0]["message"], "The disruption budget web needs 2 healthy pods and has 3 currently");
+    assert!(!r.head.headers.iter().any(|(k, _)| k == "Retry-After"));
+    assert_eq!(w.call("GET", "/api/v1/namespaces/default/pods/b", "", None, "").head.status, 200);
+
+    // An unready pod goes while the budget has the healthy pods it needs.
+    running_pod(&mut w, "sick", json!({"app": "web"}), false);
+    budget_status(&mut w, 0, 2, 2);
+    assert_eq!(evict(&mut w, "sick").head.status, 201);
+
+    let r = call(
+        &mut w,
+        "POST",
+        "/api/v1/namespaces/default/pods/b/eviction",
+        Some(json!({"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": "c"}})),
+    );
+    assert_eq!(r.head.status, 400);
+    assert_eq!(message(&r), "name in URL does not match name in Eviction object");
+    assert_eq!(evict(&mut w, "nope").head.status, 404);
+}
+
+#[test]
+fn a_binding_names_the_pod_it_binds() {
+    let mut w = world();
+    created(&mut w, "/api/v1/namespaces/default/serviceaccounts", json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "default"}}));
+    created(
+        &mut w,
+        "/api/v1/namespaces/default/pods",
+        json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}, "spec": {"containers": [{"name": "c", "image": "nginx"}]}}),
+    );
+    let r = call(
+        &mut w,
+        "POST",
+        "/api/v1/namespaces/default/bindings",
+        Some(json!({"apiVersion": "v1", "kind": "Binding", "metadata": {"name": "p"}, "target": {"kind": "Node", "name": "n1"}})),
+    );
+    assert_eq!(r.head.status, 201, "{}", String::from_utf8_lossy(&r.body));
+    assert_eq!(w.call("GET", "/api/v1/namespaces/default/pods/p", "", None, "").json()["spec"]["nodeName"], "n1");
+    let r = call(
+        &mut w,
+        "POST",
+        "/api/v1/namespaces/default/bindings",
+        Some(json!({"apiVersion": "v1", "kind": "Binding", "metadata": {"name": "ghost"}, "target": {"kind": "Node", "name": "n1"}})),
+    );
+    assert_eq!(r.head.status, 404);
+    assert_eq!(w.call("GET", "/api/v1/namespaces/default/bindings", "", None, "").head.status, 405);
+}

@@ -251,7 +251,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     server.in_flight = kapi_core::pipeline::InFlight::new(args.max_requests_inflight, args.max_mutating_requests_inflight);
     server.consistent_list_from_cache = store.ordered_progress();
     let server = Arc::new(server);
-    let resources: Vec<_> = server.catalog.resources().filter(|r| !r.info.review).map(|r| (r.clone(), format!("{}/", server.storage_root(r)))).collect();
+    let resources: Vec<_> = server.catalog.resources().filter(|r| r.info.stored()).map(|r| (r.clone(), format!("{}/", server.storage_root(r)))).collect();
     let stall = std::time::Duration::from_secs(parse_duration(&args.watch_stall_timeout)?.max(1) as u64);
     let caches = caches::Caches::start(resources.into_iter(), store.clone(), stall);
     let state = Arc::new(http::State {

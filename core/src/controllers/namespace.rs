@@ -23,7 +23,7 @@ pub(super) struct Collection {
 pub(super) fn collections(catalog: &Catalog) -> Vec<Collection> {
     catalog
         .resources()
-        .filter(|r| r.info.namespaced && !r.info.review && r.info.stored_as.is_none() && r.info.has_verb("deletecollection"))
+        .filter(|r| r.info.namespaced && r.info.stored() && r.info.stored_as.is_none() && r.info.has_verb("deletecollection"))
         .map(|r| {
             let base = if r.info.group.is_empty() { format!("/api/{}", r.info.version) } else { format!("/apis/{}/{}", r.info.group, r.info.version) };
             Collection { path: format!("{base}/namespaces/{{ns}}/{}", r.info.resource), label: format!("{}.{}", r.info.resource, r.info.group) }

@@ -156,7 +156,7 @@ fn resource_paths(r: &Resource, paths: &mut BTreeMap<String, Value>) {
     let collection = if i.namespaced { format!("{base}/namespaces/{{namespace}}/{}", i.resource) } else { format!("{base}/{}", i.resource) };
     let scope_params = if i.namespaced { vec![ns_param.clone(), pretty.clone()] } else { vec![pretty.clone()] };
 
-    if i.review {
+    if !i.stored() {
         let mut post = Map::new();
         post.insert("post".into(), op(r, "post", format!("create{prefix}{scoped}"), [vec![body(def)], write_params(false)].concat(), ok(def), kind, &[]));
         post.insert("parameters".into(), Value::Array(scope_params));
@@ -164,27 +164,42 @@ fn resource_paths(r: &Resource, paths: &mut BTreeMap<String, Value>) {
         return;
     }
 
+    // The operations of the verbs the resource serves (namespaces have no deletecollection).
     let mut coll = Map::new();
-    coll.insert("get".into(), op(r, "list", format!("list{prefix}{scoped}"), list_params(), ok(&list_def), kind, &[]));
-    coll.insert("post".into(), op(r, "post", format!("create{prefix}{scoped}"), [vec![body(def)], write_params(false)].concat(), ok(def), kind, &[]));
-    let mut dc = delete_params();
-    dc.insert(0, body(DELETE_OPTIONS));
-    dc.extend(list_params().into_iter().filter(|p| p["name"] != "watch" && p["name"] != "allowWatchBookmarks"));
-    coll.insert("delete".into(), op(r, "deletecollection", format!("delete{prefix}Collection{scoped}"), dc, ok(STATUS), kind, &[]));
+    if i.has_verb("list") {
+        coll.insert("get".into(), op(r, "list", format!("list{prefix}{scoped}"), list_params(), ok(&list_def), kind, &[]));
+    }
+    if i.has_verb("create") {
+        coll.insert("post".into(), op(r, "post", format!("create{prefix}{scoped}"), [vec![body(def)], write_params(false)].concat(), ok(def), kind, &[]));
+    }
+    if i.has_verb("deletecollection") {
+        let mut dc = delete_params();
+        dc.insert(0, body(DELETE_OPTIONS));
+        dc.extend(list_params().into_iter().filter(|p| p["name"] != "watch" && p["name"] != "allowWatchBookmarks"));
+        coll.insert("delete".into(), op(r, "deletecollection", format!("delete{prefix}Collection{scoped}"), dc, ok(STATUS), kind, &[]));
+    }
     coll.insert("parameters".into(), Value::Array(scope_params.clone()));
     paths.insert(collection.clone(), Value::Object(coll));
 
     let mut item = Map::new();
-    item.insert("get".into(), op(r, "get", format!("read{prefix}{scoped}"), vec![], ok(def), kind, &[]));
-    item.insert("put".into(), op(r, "put", format!("replace{prefix}{scoped}"), [vec![body(def)], write_params(false)].concat(), ok(def), kind, &[]));
+    if i.has_verb("get") {
+        item.insert("get".into(), op(r, "get", format!("read{prefix}{scoped}"), vec![], ok(def), kind, &[]));
+    }
+    if i.has_verb("update") {
+        item.insert("put".into(), op(r, "put", format!("replace{prefix}{scoped}"), [vec![body(def)], write_params(false)].concat(), ok(def), kind, &[]));
+    }
     let patch_types = ["application/json-patch+json", "application/merge-patch+json", "application/strategic-merge-patch+json", "application/apply-patch+yaml"];
-    item.insert(
-        "patch".into(),
-        op(r, "patch", format!("patch{prefix}{scoped}"), [vec![body(PATCH)], write_params(true)].concat(), ok(def), kind, &patch_types),
-    );
-    let mut del = delete_params();
-    del.insert(0, body(DELETE_OPTIONS));
-    item.insert("delete".into(), op(r, "delete", format!("delete{prefix}{scoped}"), del, ok(STATUS), kind, &[]));
+    if i.has_verb("patch") {
+        item.insert(
+            "patch".into(),
+            op(r, "patch", format!("patch{prefix}{scoped}"), [vec![body(PATCH)], write_params(true)].concat(), ok(def), kind, &patch_types),
+        );
+    }
+    if i.has_verb("delete") {
+        let mut del = delete_params();
+        del.insert(0, body(DELETE_OPTIONS));
+        item.insert("delete".into(), op(r, "delete", format!("delete{prefix}{scoped}"), del, ok(STATUS), kind, &[]));
+    }
     let mut item_params = vec![name_param(i.kind)];
     item_params.extend(scope_params.clone());
     item.insert("parameters".into(), Value::Array(item_params.clone()));
@@ -209,7 +224,7 @@ fn resource_paths(r: &Resource, paths: &mut BTreeMap<String, Value>) {
         paths.insert(format!("{collection}/{{name}}/{}", s.name), Value::Object(m));
     }
 
-    if i.namespaced {
+    if i.namespaced && i.has_verb("list") {
         let mut all = Map::new();
         all.insert("get".into(), op(r, "list", format!("list{prefix}{}ForAllNamespaces", i.kind), list_params(), ok(&list_def), kind, &[]));
         paths.insert(format!("{base}/{}", i.resource), Value::Object(all));

@@ -66,7 +66,7 @@ fn json_answer(v: &Value) -> Answer {
 
 pub fn error(e: &ApiError) -> Answer {
     let (ct, body) = status_body(&e.to_status(), Format::Json);
-    (Head::new(e.code, &ct), body)
+    (super::respond::error_head(e, &ct), body)
 }
 
 /// `/version`.

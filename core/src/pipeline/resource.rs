@@ -16,12 +16,12 @@ use super::{Effect, Event, MIN_REQUEST_TIMEOUT_SECONDS, RequestInfo, RequestMach
 use crate::admission::{self, Admission, Lookup, Operation};
 use crate::auth::Attributes;
 use crate::cache::{CachedObject, ReadRequest, ReadResult, Shared, WatchParams, WatchStart};
-use crate::catalog::{Resource, ReviewContext};
+use crate::catalog::{Backing, Resource, ReviewContext};
 use crate::codec::negotiate::{self, Target};
 use crate::codec::{self, Format, Output};
 use crate::kv::Revision;
 use crate::meta;
-use crate::registry::{self, BodyFindings, DeleteOptions, FieldValidation, PatchType, WriteContext, WriteEffect, WriteKind, WriteOp, WriteOutcome};
+use crate::registry::{self, BodyFindings, DeleteOptions, EvictionOp, FieldValidation, PatchType, WriteContext, WriteEffect, WriteKind, WriteOp, WriteOutcome};
 use crate::status::{ApiError, success_status};
 use crate::storage::{Outcome, StorageEffect, StorageEvent, StorageOp, StorageRequest};
 use crate::table::IncludeObject;
@@ -114,6 +114,11 @@ pub(super) enum Stage {
         res: Arc<Resource>,
         output: Output,
         action: bool,
+    },
+    Evict {
+        op: Box<EvictionOp>,
+        res: Arc<Resource>,
+        output: Output,
     },
     Stream(ListBody),
     Listing {
@@ -247,7 +252,7 @@ impl RequestMachine {
     /// An error in the client's format.
     fn fail_as(&mut self, e: &ApiError, format: Format) {
         let (ct, body) = status_body(&e.to_status(), format);
-        self.respond(Head::new(e.code, &ct), body);
+        self.respond(super::respond::error_head(e, &ct), body);
     }
 
     fn list_or_watch(&mut self, now: Timestamp, res: Arc<Resource>, info: &RequestInfo, query: &Query, namespace: Option<String>) -> Result<(), ApiError> {
@@ -431,25 +436,68 @@ impl RequestMachine {
     fn create(&mut self, now: Timestamp, res: Arc<Resource>, info: &RequestInfo, query: &Query, namespace: Option<String>) -> Result<(), ApiError> {
         let output = self.output(Target::Object, query)?;
         let opts = params::write_options(query, "CreateOptions", &self.user_agent())?;
-        if res.info.review {
-            let (mut obj, _) = self.decode_body(&res, FieldValidation::Ignore)?;
-            crate::schema::normalize::normalize(crate::schema::schema(), res.info.definition, &mut obj).map_err(ApiError::bad_request)?;
-            let ctx = ReviewContext { user: &self.user, authenticator: &self.server.authenticator, authorizer: &self.server.authorizer };
-            let answer = res.strategy.review(obj, &ctx)?;
-            self.respond_object(&res, &answer, output, 201, "", now);
-            return Ok(());
-        }
         let mut ctx = self.write_context(now, info, namespace.clone(), &opts);
+        match res.info.backing {
+            Backing::Review => {
+                let (mut obj, _) = self.decode_body(&res, FieldValidation::Ignore)?;
+                crate::schema::normalize::normalize(crate::schema::schema(), res.info.definition, &mut obj).map_err(ApiError::bad_request)?;
+                let ctx = ReviewContext { user: &self.user, authenticator: &self.server.authenticator, authorizer: &self.server.authorizer };
+                let answer = res.strategy.review(obj, &ctx)?;
+                self.respond_object(&res, &answer, output, 201, "", now);
+                return Ok(());
+            }
+            Backing::ActionOn { resource, subresource } => {
+                let body = self.decode_action_body()?;
+                let target = self.server.catalog.get(res.info.group, res.info.version, resource).cloned().ok_or_else(ApiError::path_not_found)?;
+                ctx.name = Some(meta::name(&body).to_string());
+                ctx.subresource = Some(subresource.to_string());
+                self.start_action(target, ctx, body, output);
+                return Ok(());
+            }
+            Backing::Stored => {}
+        }
+        if res.info.subresource(&info.subresource).is_some_and(|s| s.kind == "Eviction") {
+            return self.evict(res, ctx, query, output);
+        }
         if !info.subresource.is_empty() {
-            let body = codec::decode(&self.req.body, negotiate::request_format(self.req.header("Content-Type"))?).map_err(ApiError::bad_request)?;
-            let op = WriteOp::new(res.clone(), ctx, WriteKind::Action(body), Admission::default(), crate::rand::Rng::new(self.rng.next_u64()));
-            self.stage = Stage::Write { op: Box::new(op), res, output, action: true };
+            let body = self.decode_action_body()?;
+            self.start_action(res, ctx, body, output);
             return Ok(());
         }
         let (obj, findings) = self.decode_body(&res, opts.field_validation)?;
         ctx.body_findings = findings;
         let lookups = admission::lookups(&res.info, Operation::Create, None, namespace.as_deref(), Some(&obj));
         self.start_write(PendingWrite { res, output, ctx, kind: WriteKind::Create(obj) }, lookups);
+        Ok(())
+    }
+
+    /// The body of a create on a subresource that changes its parent (`pods/binding`).
+    fn decode_action_body(&self) -> Result<Value, ApiError> {
+        codec::decode(&self.req.body, negotiate::request_format(self.req.header("Content-Type"))?).map_err(ApiError::bad_request)
+    }
+
+    fn start_action(&mut self, res: Arc<Resource>, ctx: WriteContext, body: Value, output: Output) {
+        let op = WriteOp::new(res.clone(), ctx, WriteKind::Action(body), Admission::default(), crate::rand::Rng::new(self.rng.next_u64()));
+        self.stage = Stage::Write { op: Box::new(op), res, output, action: true };
+    }
+
+    /// `pods/eviction`: the Eviction (policy/v1 or v1beta1) names the pod of the URL; its
+    /// delete options apply to the pod's delete.
+    fn evict(&mut self, pods: Arc<Resource>, mut ctx: WriteContext, query: &Query, output: Output) -> Result<(), ApiError> {
+        let body = self.decode_action_body()?;
+        let api_version = body.get("apiVersion").and_then(Value::as_str).unwrap_or("policy/v1");
+        let kind = body.get("kind").and_then(Value::as_str).unwrap_or("Eviction");
+        if kind != "Eviction" || !["policy/v1", "policy/v1beta1"].contains(&api_version) {
+            return Err(ApiError::bad_request(format!("not a Eviction object: {api_version}, Kind={kind}")));
+        }
+        if ctx.name.as_deref() != Some(meta::name(&body)) {
+            return Err(ApiError::bad_request("name in URL does not match name in Eviction object"));
+        }
+        let (options, dry_run) = params::delete_options(query, body.get("deleteOptions"))?;
+        ctx.dry_run |= dry_run;
+        let budgets = self.server.catalog.get("policy", "v1", "poddisruptionbudgets").cloned().ok_or_else(ApiError::path_not_found)?;
+        let op = EvictionOp::new(pods.clone(), budgets, ctx, options, crate::rand::Rng::new(self.rng.next_u64()));
+        self.stage = Stage::Evict { op: Box::new(op), res: pods, output };
         Ok(())
     }
 
@@ -765,6 +813,21 @@ impl RequestMachine {
                     false
                 }
             },
+            Stage::Evict { mut op, res, output } => match op.poll(now) {
+                Some(WriteEffect::Kv(r)) => {
+                    self.out.push_back(Effect::Kv(r));
+                    self.stage = Stage::Evict { op, res, output };
+                    true
+                }
+                Some(WriteEffect::Done(result)) => {
+                    self.finish_write(res, output, true, result, now);
+                    true
+                }
+                None => {
+                    self.stage = Stage::Evict { op, res, output };
+                    false
+                }
+            },
             Stage::Listing { mut op, mut dc } => match op.poll(now) {
                 Some(StorageEffect::Kv(r)) => {
                     self.out.push_back(Effect::Kv(r));
@@ -879,6 +942,7 @@ impl RequestMachine {
             (Stage::Lookups { current: Some((_, LookupRead::Storage(op))), .. }, Event::Kv(r)) => op.handle(now, StorageEvent::Kv(r)),
             (Stage::Lookups { current: Some((_, LookupRead::Cache(answer @ None))), .. }, Event::Cache(result)) => *answer = Some(result),
             (Stage::Write { op, .. }, Event::Kv(r)) => op.handle(now, r),
+            (Stage::Evict { op, .. }, Event::Kv(r)) => op.handle(now, r),
             (Stage::DeleteCollection(dc), Event::Kv(r)) => {
                 if let Some(op) = dc.current.as_mut() {
                     op.handle(now, r);

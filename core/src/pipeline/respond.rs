@@ -38,6 +38,16 @@ impl Head {
     }
 }
 
+/// The head of an error's answer: its code, and `Retry-After` when the error says when to try
+/// again, as kube's `ErrorNegotiated` writes it.
+pub fn error_head(e: &crate::status::ApiError, content_type: &str) -> Head {
+    let head = Head::new(e.code, content_type);
+    match e.details.as_ref().map(|d| d.retry_after_seconds).filter(|s| *s > 0) {
+        Some(secs) => head.with("Retry-After", secs.to_string()),
+        None => head,
+    }
+}
+
 /// The media type kube answers with for an output.
 pub fn content_type(output: Output, list: bool) -> String {
     let base = output.format.content_type();

@@ -13,6 +13,7 @@
 
 mod create;
 mod delete;
+mod eviction;
 pub mod objects;
 mod strict;
 mod update;
@@ -34,6 +35,7 @@ use crate::status::ApiError;
 use crate::storage::{Outcome, StorageEffect, StorageError, StorageEvent, StorageOp, StorageRequest, Transform};
 
 pub use delete::DeleteOptions;
+pub use eviction::EvictionOp;
 pub use objects::{Splice, decode_stored, encode_stored};
 pub use strict::{BodyFindings, Finding};
 

@@ -42,7 +42,7 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 
-use crate::catalog::{ALL_VERBS, Catalog, DeleteReturns, Resource, ResourceInfo, Strategy, Subresource};
+use crate::catalog::{ALL_VERBS, Backing, Catalog, DeleteReturns, Resource, ResourceInfo, Strategy, Subresource};
 use crate::schema::schema;
 
 pub use namespaces::DEFAULT_NAMESPACES;
@@ -72,6 +72,7 @@ pub fn catalog(settings: &Settings) -> Catalog {
         secrets::resource(),
         serviceaccounts::resource(),
         pods::resource(),
+        pods::bindings(),
         podtemplates::resource(),
         replicationcontrollers::resource(),
         services::resource(settings.service_ranges),
@@ -122,7 +123,7 @@ pub(crate) fn info(group: &'static str, version: &'static str, kind: &'static st
         definition,
         stored_as: None,
         delete_returns: DeleteReturns::Status,
-        review: false,
+        backing: Backing::Stored,
         deprecation: None,
     }
 }

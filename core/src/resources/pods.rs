@@ -6,7 +6,9 @@ use serde_json::{Value, json};
 
 use super::podspec::{self, SpecOf};
 use super::{info, serve, status_subresource};
-use crate::catalog::{DeleteReturns, GracefulDelete, Resource, Strategy, Subresource, bump_generation_on_spec_change, copy_all_but_status, keep_status};
+use crate::catalog::{
+    Backing, DeleteReturns, GracefulDelete, Resource, Strategy, Subresource, bump_generation_on_spec_change, copy_all_but_status, keep_status,
+};
 use crate::meta;
 use crate::schema::normalize::format_time;
 use crate::status::{ApiError, FieldError};
@@ -20,12 +22,26 @@ pub fn resource() -> Resource {
     i.subresources = vec![
         status_subresource(&i),
         Subresource { name: "binding", group: "", version: "v1", kind: "Binding", verbs: &["create"] },
+        Subresource { name: "eviction", group: "policy", version: "v1", kind: "Eviction", verbs: &["create"] },
         pod_update("ephemeralcontainers"),
         pod_update("resize"),
     ];
     i.delete_returns = DeleteReturns::Object;
     serve(i, Pods)
 }
+
+/// core/v1 bindings: a create binds the pod its Binding names, as `pods/binding` does.
+pub fn bindings() -> Resource {
+    let mut i = info("", "v1", "Binding", "bindings", true);
+    i.verbs = &["create"];
+    i.backing = Backing::ActionOn { resource: "pods", subresource: "binding" };
+    serve(i, Bindings)
+}
+
+/// Nothing of its own: a binding is checked and applied by the pod's strategy.
+struct Bindings;
+
+impl Strategy for Bindings {}
 
 struct Pods;
 

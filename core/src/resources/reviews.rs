@@ -5,7 +5,7 @@ use serde_json::{Value, json};
 
 use super::{info, serve};
 use crate::auth::{Attributes, Peer};
-use crate::catalog::{Resource, ReviewContext, Strategy};
+use crate::catalog::{Backing, Resource, ReviewContext, Strategy};
 use crate::meta;
 use crate::status::ApiError;
 
@@ -13,7 +13,7 @@ pub fn resources() -> Vec<Resource> {
     let review = |group: &'static str, kind: &'static str, plural: &'static str, namespaced: bool, r: Review| {
         let mut i = info(group, "v1", kind, plural, namespaced);
         i.verbs = &["create"];
-        i.review = true;
+        i.backing = Backing::Review;
         serve(i, r)
     };
     vec![
