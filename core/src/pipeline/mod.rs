@@ -18,12 +18,12 @@
 //! request's deadline, after which `poll` answers 504 if nothing was sent yet.
 
 mod compress;
+mod handlers;
 mod info;
 mod limits;
 mod nonresource;
 mod params;
 mod query;
-mod resource;
 mod respond;
 
 use std::collections::VecDeque;
@@ -167,7 +167,7 @@ pub struct RequestMachine {
     deadline: Timestamp,
     responded: bool,
     out: VecDeque<Effect>,
-    stage: resource::Stage,
+    stage: handlers::Stage,
     user: UserInfo,
     /// Warnings every response head of this request carries (a deprecated resource's).
     warnings: Vec<String>,
@@ -189,7 +189,7 @@ impl RequestMachine {
             deadline: now + REQUEST_TIMEOUT,
             responded: false,
             out: VecDeque::new(),
-            stage: resource::Stage::Done,
+            stage: handlers::Stage::Done,
             user: UserInfo::default(),
             warnings: Vec::new(),
             _seat: None,
@@ -239,7 +239,7 @@ impl RequestMachine {
         if !info.is_resource_request {
             if let Some(request) = HealthRequest::of(&self.req.method, &self.req.path) {
                 self.out.push_back(Effect::Health);
-                self.stage = resource::Stage::Health { request, query };
+                self.stage = handlers::Stage::Health { request, query };
                 return;
             }
             let server = self.server.clone();
@@ -265,7 +265,7 @@ impl RequestMachine {
             self.out.push_back(Effect::Body(body));
         }
         self.out.push_back(Effect::End);
-        self.stage = resource::Stage::Done;
+        self.stage = handlers::Stage::Done;
     }
 
     /// Answers with an error `Status` (in JSON until a format is negotiated).
@@ -297,7 +297,7 @@ impl RequestMachine {
                     None => return Some(e),
                 }
             }
-            if !self.responded && now >= self.deadline && !matches!(self.stage, resource::Stage::Done) {
+            if !self.responded && now >= self.deadline && !matches!(self.stage, handlers::Stage::Done) {
                 self.fail(&ApiError::timeout("request did not complete within the allotted timeout", 0));
                 continue;
             }

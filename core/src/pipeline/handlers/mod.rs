@@ -1,0 +1,442 @@
+//! Resource requests: routing to the verb handlers (one file each, as kube's
+//! `endpoints/handlers`) and the stages a request goes through (storage reads, watch cache
+//! reads, admission lookups, registry writes, streamed lists), driven by `step` and `on_event`.
+
+mod create;
+mod delete;
+mod get;
+mod list;
+mod update;
+mod write;
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use jiff::Timestamp;
+use serde_json::Value;
+
+use super::params::{self, ListOptions, RvMatch};
+use super::query::Query;
+use super::respond::{ListBody, status_body};
+use super::{Effect, Event, RequestInfo, RequestMachine};
+use crate::admission::{Admission, Lookup};
+use crate::auth::Attributes;
+use crate::cache::{CachedObject, ReadRequest, ReadResult, Shared};
+use crate::catalog::Resource;
+use crate::codec::negotiate::{self, Target};
+use crate::codec::{Format, Output};
+use crate::kv::Revision;
+use crate::registry::{self, DeleteOptions, EvictionOp, WriteContext, WriteEffect, WriteKind, WriteOp};
+use crate::status::ApiError;
+use crate::storage::{Outcome, StorageEffect, StorageEvent, StorageOp};
+use crate::table::IncludeObject;
+
+/// A LIST being served: what to filter, from which key, how to answer.
+#[derive(Clone)]
+pub(super) struct ListPlan {
+    res: Arc<Resource>,
+    output: Output,
+    namespace: Option<String>,
+    opts: ListOptions,
+    /// The collection's key prefix (`/registry/pods/default/`).
+    prefix: Bytes,
+}
+
+/// A GET being served from the cache.
+#[derive(Clone)]
+pub(super) struct GetPlan {
+    res: Arc<Resource>,
+    output: Output,
+    key: Bytes,
+    subresource: String,
+}
+
+/// Where an admission lookup stands. Like kube-apiserver's admission plugins, which read
+/// informer caches and fall back to a live read for an object not (yet) there, a lookup reads
+/// the watch cache first and storage only when the object is missing from it.
+pub(super) enum LookupRead {
+    /// Asked the cache; its answer once it came.
+    Cache(Option<Result<ReadResult, ApiError>>),
+    Storage(Box<StorageOp<ApiError>>),
+}
+
+/// A write waiting for admission lookups.
+pub(super) struct PendingWrite {
+    res: Arc<Resource>,
+    output: Output,
+    ctx: WriteContext,
+    kind: WriteKind,
+}
+
+pub(super) struct DeleteCollection {
+    res: Arc<Resource>,
+    output: Output,
+    /// Which of the listed objects go.
+    filter: ListOptions,
+    ctx: WriteContext,
+    options: DeleteOptions,
+    names: VecDeque<String>,
+    current: Option<WriteOp>,
+    deleted: Vec<Value>,
+    revision: Revision,
+}
+
+pub(super) enum Stage {
+    Done,
+    /// A health endpoint waits for the server's health.
+    Health {
+        request: super::HealthRequest,
+        query: Query,
+    },
+    Get {
+        op: StorageOp<ApiError>,
+        res: Arc<Resource>,
+        output: Output,
+        subresource: String,
+    },
+    Probe {
+        op: StorageOp<ApiError>,
+        plan: ListPlan,
+    },
+    CacheList {
+        plan: ListPlan,
+    },
+    CacheGet {
+        plan: GetPlan,
+    },
+    StorageList {
+        op: StorageOp<ApiError>,
+        plan: ListPlan,
+    },
+    Lookups {
+        pending: VecDeque<Lookup>,
+        current: Option<(Lookup, LookupRead)>,
+        admission: Admission,
+        write: Option<PendingWrite>,
+    },
+    Write {
+        op: Box<WriteOp>,
+        res: Arc<Resource>,
+        output: Output,
+        action: bool,
+    },
+    Evict {
+        op: Box<EvictionOp>,
+        res: Arc<Resource>,
+        output: Output,
+    },
+    Stream(ListBody),
+    Listing {
+        op: StorageOp<ApiError>,
+        dc: Box<DeleteCollection>,
+    },
+    DeleteCollection(Box<DeleteCollection>),
+}
+
+fn method_not_allowed() -> ApiError {
+    ApiError::new(405, "MethodNotAllowed", "the server does not allow this method on the requested resource")
+}
+
+/// Whether the request's verb is one the resource (or its subresource) serves.
+fn verb_allowed(res: &Resource, info: &RequestInfo) -> bool {
+    if info.subresource.is_empty() {
+        return match info.verb.as_str() {
+            "list" | "watch" => res.info.has_verb(&info.verb),
+            "deletecollection" | "create" => res.info.has_verb(&info.verb) && info.name.is_empty(),
+            v => res.info.has_verb(v) && !info.name.is_empty(),
+        };
+    }
+    res.info.subresource(&info.subresource).is_some_and(|s| s.verbs.contains(&info.verb.as_str()))
+}
+
+impl RequestMachine {
+    pub(super) fn resource_request(&mut self, now: Timestamp, info: RequestInfo, query: Query) {
+        let Some(res) = self.server.catalog.get(&info.api_group, &info.api_version, &info.resource).cloned() else {
+            return self.fail(&ApiError::path_not_found());
+        };
+        let namespace = if res.info.namespaced { Some(info.namespace.clone()).filter(|n| !n.is_empty()) } else { None };
+        if !res.info.namespaced && !info.namespace.is_empty() && res.info.resource != "namespaces" {
+            return self.fail(&ApiError::path_not_found());
+        }
+        if res.info.namespaced && namespace.is_none() && !matches!(info.verb.as_str(), "list" | "watch") {
+            return self.fail(&if info.name.is_empty() { method_not_allowed() } else { ApiError::path_not_found() });
+        }
+        if !info.subresource.is_empty() && res.info.subresource(&info.subresource).is_none() {
+            return self.fail(&ApiError::path_not_found());
+        }
+        if !verb_allowed(&res, &info) {
+            return self.fail(&method_not_allowed());
+        }
+        let attrs = Attributes {
+            verb: info.verb.clone(),
+            group: info.api_group.clone(),
+            resource: info.resource.clone(),
+            subresource: info.subresource.clone(),
+            namespace: info.namespace.clone(),
+            name: info.name.clone(),
+            path: info.path.clone(),
+            resource_request: true,
+        };
+        let decision = self.server.authorizer.authorize(&self.user, &attrs);
+        if !decision.allowed {
+            let why = format!(
+                "User {} cannot {} resource {} in API group {}{}",
+                crate::status::quote(&self.user.name),
+                info.verb,
+                crate::status::quote(&info.resource),
+                crate::status::quote(&info.api_group),
+                if info.namespace.is_empty() {
+                    " at the cluster scope".to_string()
+                } else {
+                    format!(" in the namespace {}", crate::status::quote(&info.namespace))
+                }
+            );
+            return self.fail(&ApiError::forbidden(&res.info.group_resource(), &info.name, &why));
+        }
+        // kube routes no HEAD to a resource's handlers: its router answers 405.
+        if self.req.method == "HEAD" {
+            return self.fail(&method_not_allowed());
+        }
+        self.warnings.extend(res.info.deprecation.map(str::to_string));
+        let result = match info.verb.as_str() {
+            "get" => self.get(res, &info, &query),
+            "list" | "watch" => self.list_or_watch(now, res, &info, &query, namespace),
+            "create" => self.create(now, res, &info, &query, namespace),
+            "update" => self.update(now, res, &info, &query, namespace),
+            "patch" => self.patch(now, res, &info, &query, namespace),
+            "delete" => self.delete(now, res, &info, &query, namespace),
+            "deletecollection" => self.delete_collection(now, res, &info, &query, namespace),
+            _ => Err(method_not_allowed()),
+        };
+        if let Err(e) = result {
+            self.fail(&e);
+        }
+    }
+
+    fn accept(&self) -> Option<&str> {
+        self.req.header("Accept")
+    }
+
+    fn output(&self, target: Target, query: &Query) -> Result<Output, ApiError> {
+        let include = IncludeObject::parse(query.get("includeObject")).map_err(ApiError::bad_request)?;
+        negotiate::negotiate_output(self.accept(), target, include.into())
+    }
+
+    fn object_key(&self, res: &Resource, namespace: Option<&str>, name: &str) -> Bytes {
+        crate::storage::keys::object_key(&self.server.storage_root(res), namespace, name)
+    }
+
+    // ---------------------------------------------------------------------------------------
+    // Reads
+
+    /// An error in the client's format.
+    fn fail_as(&mut self, e: &ApiError, format: Format) {
+        let (ct, body) = status_body(&e.to_status(), format);
+        self.respond(super::respond::error_head(e, &ct), body);
+    }
+
+    // ---------------------------------------------------------------------------------------
+    // Writes
+
+    // ---------------------------------------------------------------------------------------
+    // Driving the stages
+
+    /// Advances the current stage; false when it waits for an event.
+    pub(super) fn step(&mut self, now: Timestamp) -> bool {
+        match std::mem::replace(&mut self.stage, Stage::Done) {
+            Stage::Done => false,
+            waiting @ Stage::Health { .. } => {
+                self.stage = waiting;
+                false
+            }
+            Stage::Stream(mut body) => {
+                match body.next_chunk() {
+                    Some(chunk) => {
+                        self.out.push_back(Effect::Body(chunk));
+                        self.stage = Stage::Stream(body);
+                    }
+                    None => self.out.push_back(Effect::End),
+                }
+                true
+            }
+            Stage::Get { mut op, res, output, subresource } => match op.poll(now) {
+                Some(StorageEffect::Kv(r)) => {
+                    self.out.push_back(Effect::Kv(r));
+                    self.stage = Stage::Get { op, res, output, subresource };
+                    true
+                }
+                Some(StorageEffect::Done(r)) => {
+                    let name = self.resource_name_from_path();
+                    match r {
+                        Ok(Outcome::Found(Some(kv))) => match registry::decode_stored(&res, &kv) {
+                            Ok(obj) => self.respond_object(&res, &obj, output, 200, &subresource, now),
+                            Err(e) => self.fail_as(&e, output.format),
+                        },
+                        Ok(_) => self.fail_as(&ApiError::not_found(&res.info.group_resource(), &name), output.format),
+                        Err(e) => self.fail_as(&registry::storage_error(e, &res.info.group_resource(), &name), output.format),
+                    }
+                    true
+                }
+                _ => {
+                    self.stage = Stage::Get { op, res, output, subresource };
+                    false
+                }
+            },
+            Stage::Probe { mut op, plan } => match op.poll(now) {
+                Some(StorageEffect::Kv(r)) => {
+                    self.out.push_back(Effect::Kv(r));
+                    self.stage = Stage::Probe { op, plan };
+                    true
+                }
+                Some(StorageEffect::Done(Ok(Outcome::AtRevision(revision)))) => {
+                    self.read_cache(plan, ReadRequest::Latest { min: Some(revision) });
+                    true
+                }
+                Some(StorageEffect::Done(r)) => {
+                    let e = match r {
+                        Err(e) => registry::storage_error(e, &plan.res.info.group_resource(), ""),
+                        Ok(o) => ApiError::internal(format!("unexpected storage outcome {o:?}")),
+                    };
+                    self.fail_as(&e, plan.output.format);
+                    true
+                }
+                _ => {
+                    self.stage = Stage::Probe { op, plan };
+                    false
+                }
+            },
+            Stage::StorageList { mut op, plan } => match op.poll(now) {
+                Some(StorageEffect::Kv(r)) => {
+                    self.out.push_back(Effect::Kv(r));
+                    self.stage = Stage::StorageList { op, plan };
+                    true
+                }
+                Some(StorageEffect::Done(r)) => {
+                    match r {
+                        Ok(Outcome::Listed(range)) => {
+                            let revision = plan.opts.continue_token.as_ref().map(|t| t.rv).unwrap_or(match plan.opts.rv {
+                                RvMatch::Exact(n) => n,
+                                _ => range.header_revision,
+                            });
+                            let objects: Vec<Shared> = range.kvs.iter().filter_map(|kv| CachedObject::from_kv(&plan.res, kv).ok()).map(Arc::new).collect();
+                            let page = list::paginate(objects.iter(), &plan, revision, plan.opts.limit);
+                            self.stream(plan, page, now);
+                        }
+                        Err(crate::storage::StorageError::Compacted { .. }) => {
+                            let e = if plan.opts.continue_token.is_some() {
+                                ApiError::expired(
+                                    "The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter, or use the continue token in this response to retrieve the remainder of the results. Continuing with the provided token results in an inconsistent list - objects that were created, modified, or deleted between the time the first chunk was returned and now may show up in the list.",
+                                )
+                            } else {
+                                ApiError::expired("The resourceVersion for the provided list is too old.")
+                            };
+                            self.fail_as(&e, plan.output.format);
+                        }
+                        Err(e) => self.fail_as(&registry::storage_error(e, &plan.res.info.group_resource(), ""), plan.output.format),
+                        Ok(o) => self.fail_as(&ApiError::internal(format!("unexpected storage outcome {o:?}")), plan.output.format),
+                    }
+                    true
+                }
+                _ => {
+                    self.stage = Stage::StorageList { op, plan };
+                    false
+                }
+            },
+            Stage::Lookups { pending, current, admission, write } => self.step_lookups(pending, current, admission, write, now),
+            Stage::Write { mut op, res, output, action } => match op.poll(now) {
+                Some(WriteEffect::Kv(r)) => {
+                    self.out.push_back(Effect::Kv(r));
+                    self.stage = Stage::Write { op, res, output, action };
+                    true
+                }
+                Some(WriteEffect::Done(result)) => {
+                    self.finish_write(res, output, action, result, now);
+                    true
+                }
+                None => {
+                    self.stage = Stage::Write { op, res, output, action };
+                    false
+                }
+            },
+            Stage::Evict { mut op, res, output } => match op.poll(now) {
+                Some(WriteEffect::Kv(r)) => {
+                    self.out.push_back(Effect::Kv(r));
+                    self.stage = Stage::Evict { op, res, output };
+                    true
+                }
+                Some(WriteEffect::Done(result)) => {
+                    self.finish_write(res, output, true, result, now);
+                    true
+                }
+                None => {
+                    self.stage = Stage::Evict { op, res, output };
+                    false
+                }
+            },
+            Stage::Listing { op, dc } => self.step_listing(op, dc, now),
+            Stage::DeleteCollection(dc) => self.step_delete_collection(dc, now),
+            stage @ (Stage::CacheList { .. } | Stage::CacheGet { .. }) => {
+                self.stage = stage;
+                false
+            }
+        }
+    }
+
+    /// The object name of the request path (for not-found messages of GETs).
+    fn resource_name_from_path(&self) -> String {
+        let query = Query::parse(&self.req.query);
+        resolve_name(&self.req.method, &self.req.path, &query)
+    }
+
+    pub(super) fn on_event(&mut self, now: Timestamp, event: Event) {
+        match (&mut self.stage, event) {
+            (Stage::Health { request, query }, Event::Health(health)) => {
+                let (head, body) = request.answer(query, &health);
+                self.respond(head, body);
+            }
+            (Stage::Get { op, .. } | Stage::Probe { op, .. } | Stage::StorageList { op, .. } | Stage::Listing { op, .. }, Event::Kv(r)) => {
+                op.handle(now, StorageEvent::Kv(r));
+            }
+            (Stage::Lookups { current: Some((_, LookupRead::Storage(op))), .. }, Event::Kv(r)) => op.handle(now, StorageEvent::Kv(r)),
+            (Stage::Lookups { current: Some((_, LookupRead::Cache(answer @ None))), .. }, Event::Cache(result)) => *answer = Some(result),
+            (Stage::Write { op, .. }, Event::Kv(r)) => op.handle(now, r),
+            (Stage::Evict { op, .. }, Event::Kv(r)) => op.handle(now, r),
+            (Stage::DeleteCollection(dc), Event::Kv(r)) => {
+                if let Some(op) = dc.current.as_mut() {
+                    op.handle(now, r);
+                }
+            }
+            (Stage::CacheList { .. }, Event::Cache(result)) => {
+                let Stage::CacheList { plan } = std::mem::replace(&mut self.stage, Stage::Done) else { unreachable!() };
+                match result {
+                    Ok(ReadResult::Snapshot(s)) => self.serve_list(plan, s.revision, &s.objects, now),
+                    Ok(ReadResult::NotCached) => self.storage_list(plan),
+                    Err(e) => self.fail_as(&e, plan.output.format),
+                }
+            }
+            (Stage::CacheGet { .. }, Event::Cache(result)) => {
+                let Stage::CacheGet { plan } = std::mem::replace(&mut self.stage, Stage::Done) else { unreachable!() };
+                match result {
+                    Ok(ReadResult::Snapshot(s)) => match s.objects.get(&plan.key) {
+                        Some(o) => {
+                            let obj = o.value();
+                            self.respond_object(&plan.res, &obj, plan.output, 200, &plan.subresource, now);
+                        }
+                        None => {
+                            let name = self.resource_name_from_path();
+                            self.fail_as(&ApiError::not_found(&plan.res.info.group_resource(), &name), plan.output.format);
+                        }
+                    },
+                    Ok(ReadResult::NotCached) => self.fail_as(&ApiError::expired("too old resource version"), plan.output.format),
+                    Err(e) => self.fail_as(&e, plan.output.format),
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+fn resolve_name(method: &str, path: &str, query: &Query) -> String {
+    super::resolve(method, path, query).name
+}

@@ -1,0 +1,206 @@
+//! What every write shares: the body's decoding, the write context, admission's lookups and
+//! the answer.
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use jiff::Timestamp;
+use serde_json::{Value, json};
+
+use super::{LookupRead, PendingWrite, Stage};
+use crate::admission::{Admission, Lookup};
+use crate::cache::{ReadRequest, ReadResult};
+use crate::catalog::Resource;
+use crate::codec::negotiate;
+use crate::codec::{self, Format, Output};
+use crate::meta;
+use crate::pipeline::params;
+use crate::pipeline::respond::{Head, content_type, status_body};
+use crate::pipeline::{Effect, RequestInfo, RequestMachine};
+use crate::registry::{self, BodyFindings, FieldValidation, WriteContext, WriteOp, WriteOutcome};
+use crate::status::{ApiError, success_status};
+use crate::storage::{Outcome, StorageEffect, StorageOp, StorageRequest};
+
+impl RequestMachine {
+    /// The request's object, and (JSON bodies, unless `fieldValidation=Ignore`) the keys it
+    /// repeats.
+    pub(super) fn decode_body(&self, res: &Resource, validation: FieldValidation) -> Result<(Value, BodyFindings), ApiError> {
+        let format = negotiate::request_format(self.req.header("Content-Type"))?;
+        let (mut obj, findings) = match format {
+            Format::Json if validation != FieldValidation::Ignore => {
+                let (obj, duplicates) =
+                    codec::strict::decode(&self.req.body).map_err(|e| ApiError::bad_request(format!("couldn't get version/kind; json parse error: {e}")))?;
+                (obj, BodyFindings::of_object(&self.req.body, duplicates))
+            }
+            _ => {
+                let obj = codec::decode(&self.req.body, format).map_err(|e| {
+                    ApiError::bad_request(match format {
+                        Format::Json => format!("couldn't get version/kind; json parse error: {e}"),
+                        _ => e,
+                    })
+                })?;
+                (obj, BodyFindings::default())
+            }
+        };
+        if !obj.is_object() {
+            return Err(ApiError::bad_request(format!(
+                "couldn't get version/kind; json parse error: json: cannot unmarshal {} into Go value of type struct {{ APIVersion string \"json:\\\"apiVersion,omitempty\\\"\"; Kind string \"json:\\\"kind,omitempty\\\"\" }}",
+                if obj.is_array() { "array" } else { "string" }
+            )));
+        }
+        let want_av = res.info.api_version();
+        let av = obj.get("apiVersion").and_then(Value::as_str).unwrap_or("").to_string();
+        let kind = obj.get("kind").and_then(Value::as_str).unwrap_or("").to_string();
+        if !av.is_empty() && av != want_av {
+            return Err(ApiError::bad_request(format!("the API version in the data ({av}) does not match the expected API version ({want_av})")));
+        }
+        if !kind.is_empty() && kind != res.info.kind {
+            return Err(ApiError::bad_request(format!("the kind in the data ({kind}) does not match the expected kind ({})", res.info.kind)));
+        }
+        meta::set_type_meta(&mut obj, &want_av, res.info.kind);
+        Ok((obj, findings))
+    }
+
+    pub(super) fn write_context(&self, now: Timestamp, info: &RequestInfo, namespace: Option<String>, opts: &params::WriteOptions) -> WriteContext {
+        WriteContext {
+            now,
+            namespace,
+            name: Some(info.name.clone()).filter(|n| !n.is_empty()),
+            subresource: Some(info.subresource.clone()).filter(|s| !s.is_empty()),
+            dry_run: opts.dry_run,
+            field_manager: opts.field_manager.clone(),
+            field_validation: opts.field_validation,
+            body_findings: BodyFindings::default(),
+            prefix: self.server.prefix.clone(),
+            user: self.user.clone(),
+        }
+    }
+
+    pub(super) fn user_agent(&self) -> String {
+        self.req.header("User-Agent").unwrap_or("").to_string()
+    }
+
+    pub(super) fn start_write(&mut self, write: PendingWrite, lookups: Vec<Lookup>) {
+        self.stage = Stage::Lookups { pending: lookups.into(), current: None, admission: Admission::default(), write: Some(write) };
+    }
+
+    pub(super) fn lookup_key(&self, l: &Lookup) -> Bytes {
+        match l {
+            Lookup::Namespace(ns) => Bytes::from(format!("{}/namespaces/{ns}", self.server.prefix)),
+            Lookup::ServiceAccount { namespace, name } => Bytes::from(format!("{}/serviceaccounts/{namespace}/{name}", self.server.prefix)),
+        }
+    }
+
+    /// The resource whose watch cache holds what `l` looks for.
+    pub(super) fn lookup_resource(&self, l: &Lookup) -> Option<Arc<Resource>> {
+        let resource = match l {
+            Lookup::Namespace(_) => "namespaces",
+            Lookup::ServiceAccount { .. } => "serviceaccounts",
+        };
+        self.server.catalog.get("", "v1", resource).cloned()
+    }
+
+    pub(super) fn finish_write(&mut self, res: Arc<Resource>, output: Output, action: bool, result: Result<WriteOutcome, ApiError>, now: Timestamp) {
+        let outcome = match result {
+            Ok(o) => o,
+            Err(e) => return self.fail_as(&e, output.format),
+        };
+        if action {
+            let status = json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201});
+            let (ct, body) = status_body(&status, output.format);
+            return self.respond(Head::new(201, &ct), body);
+        }
+        if outcome.deleted && res.info.delete_returns == crate::catalog::DeleteReturns::Status {
+            let status = success_status(&res.info.group_resource(), meta::name(&outcome.object), meta::uid(&outcome.object));
+            let (ct, body) = status_body(&status, output.format);
+            return self.respond(Head::new(200, &ct), body);
+        }
+        self.warnings.extend(outcome.warnings.iter().cloned());
+        if output == (Output { format: Format::Json, view: crate::codec::View::Object })
+            && let Some((stored, rv, splice)) = &outcome.stored
+        {
+            return self.respond(Head::new(outcome.code, &content_type(output, false)), Bytes::from(splice.apply(stored, *rv)));
+        }
+        self.respond_object(&res, &outcome.object, output, outcome.code, "", now);
+    }
+
+    /// Admission's lookups, one at a time, from the cache first; then the write.
+    pub(super) fn step_lookups(
+        &mut self,
+        mut pending: VecDeque<Lookup>,
+        current: Option<(Lookup, LookupRead)>,
+        mut admission: Admission,
+        write: Option<PendingWrite>,
+        now: Timestamp,
+    ) -> bool {
+        match current {
+            None => match pending.pop_front() {
+                Some(l) => {
+                    let read = match self.lookup_resource(&l) {
+                        Some(resource) => {
+                            self.out.push_back(Effect::Cache { resource, request: ReadRequest::Latest { min: None } });
+                            LookupRead::Cache(None)
+                        }
+                        None => LookupRead::Storage(Box::new(StorageOp::new(StorageRequest::Get { key: self.lookup_key(&l), revision: 0 }))),
+                    };
+                    self.stage = Stage::Lookups { pending, current: Some((l, read)), admission, write };
+                    true
+                }
+                None => {
+                    let w = write.expect("a write waits for its lookups");
+                    let op = WriteOp::new(w.res.clone(), w.ctx, w.kind, admission, crate::rand::Rng::new(self.rng.next_u64()));
+                    self.stage = Stage::Write { op: Box::new(op), res: w.res, output: w.output, action: false };
+                    true
+                }
+            },
+            Some((l, LookupRead::Cache(None))) => {
+                self.stage = Stage::Lookups { pending, current: Some((l, LookupRead::Cache(None))), admission, write };
+                false
+            }
+            Some((l, LookupRead::Cache(Some(answer)))) => {
+                let key = self.lookup_key(&l);
+                let cached = match answer {
+                    Ok(ReadResult::Snapshot(s)) => s.objects.get(&key).map(|o| o.value()),
+                    _ => None,
+                };
+                match cached {
+                    Some(found) => {
+                        admission.record(l, Some(found));
+                        self.stage = Stage::Lookups { pending, current: None, admission, write };
+                    }
+                    None => {
+                        let op = Box::new(StorageOp::new(StorageRequest::Get { key, revision: 0 }));
+                        self.stage = Stage::Lookups { pending, current: Some((l, LookupRead::Storage(op))), admission, write };
+                    }
+                }
+                true
+            }
+            Some((l, LookupRead::Storage(mut op))) => match op.poll(now) {
+                Some(StorageEffect::Kv(r)) => {
+                    self.out.push_back(Effect::Kv(r));
+                    self.stage = Stage::Lookups { pending, current: Some((l, LookupRead::Storage(op))), admission, write };
+                    true
+                }
+                Some(StorageEffect::Done(r)) => {
+                    let found = match r {
+                        Ok(Outcome::Found(kv)) => kv.and_then(|kv| serde_json::from_slice::<Value>(&kv.value).ok()),
+                        Ok(_) => None,
+                        Err(e) => {
+                            let w = write.expect("a write waits for its lookups");
+                            self.fail_as(&registry::storage_error(e, &w.res.info.group_resource(), ""), w.output.format);
+                            return true;
+                        }
+                    };
+                    admission.record(l, found);
+                    self.stage = Stage::Lookups { pending, current: None, admission, write };
+                    true
+                }
+                _ => {
+                    self.stage = Stage::Lookups { pending, current: Some((l, LookupRead::Storage(op))), admission, write };
+                    false
+                }
+            },
+        }
+    }
+}
