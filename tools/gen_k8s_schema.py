@@ -26,6 +26,16 @@ import zipfile
 K8S_VERSION = "v1.33.0"
 VALIDATE_WHEEL = "kubernetes-validate==1.37.0"
 K8S_PB = "k8s-pb-0.9.0"
+# The versions v1.33 no longer serves but v1.20 components ask for, as kube v1.24 defined them
+# (served behind --runtime-config): definitions from an older wheel, field numbers from k8s-pb 0.1.
+LEGACY_VERSION = "v1.24.0"
+LEGACY_WHEEL = "kubernetes-validate==1.28.0"
+LEGACY_K8S_PB = "k8s-pb-0.1.0"
+LEGACY_PREFIXES = (
+    "io.k8s.api.policy.v1beta1.PodDisruptionBudget",
+    "io.k8s.api.batch.v1beta1.",
+    "io.k8s.api.discovery.v1beta1.",
+)
 OUT = "core/schema/k8s-v1.33.json"
 
 # Types whose JSON form is not their protobuf message's shape; the codec handles them by name.
@@ -41,20 +51,23 @@ SPECIAL_DESCRIPTIONS = {
 }
 
 
-def find_k8s_pb():
-    roots = glob.glob(os.path.expanduser(f"~/.cargo/registry/src/*/{K8S_PB}/src"))
-    if not roots:
-        sys.exit(f"{K8S_PB} not in ~/.cargo/registry: run `cargo fetch` first")
-    return roots[0]
+def find_k8s_pb(crate):
+    """The crate's source in cargo's registry, downloaded with `cargo info` when missing."""
+    pattern = os.path.expanduser(f"~/.cargo/registry/src/*/{crate}/src")
+    if not glob.glob(pattern):
+        name, version = crate.rsplit("-", 1)
+        subprocess.run(["cargo", "info", f"{name}@{version}"], check=True, stdout=subprocess.DEVNULL)
+    return glob.glob(pattern)[0]
 
 
-def load_definitions():
+def load_definitions(wheel_spec, version):
     tmp = tempfile.mkdtemp()
-    subprocess.check_call([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "-d", tmp, VALIDATE_WHEEL])
+    subprocess.check_call([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "-d", tmp, wheel_spec])
     wheel = glob.glob(os.path.join(tmp, "*.whl"))[0]
     with zipfile.ZipFile(wheel) as z:
-        name = f"kubernetes_validate/kubernetes-json-schema/{K8S_VERSION}-local/_definitions.json"
-        return json.loads(z.read(name))["$defs"]
+        name = f"kubernetes_validate/kubernetes-json-schema/{version}-local/_definitions.json"
+        doc = json.loads(z.read(name))
+        return doc.get("$defs") or doc["definitions"]
 
 
 FIELD_RE = re.compile(r"#\[prost\(([^\]]*?)\)\]\s*pub (r#)?(\w+):\s*", re.S)
@@ -94,10 +107,10 @@ def parse_k8s_pb(root):
             for fm in FIELD_RE.finditer(body + "\n"):
                 attr, fname = fm.group(1), fm.group(3)
                 ftype = " ".join(rust_type_at(body, fm.end()).split())
-                tag = int(re.search(r'tag = "(\d+)"', attr).group(1))
+                tag = int(re.search(r'tag\s*=\s*"(\d+)"', attr).group(1))
                 kind = attr.split(",")[0].strip()
                 repeated = "repeated" in attr
-                mapm = re.match(r'(btree_)?map = "(\w+), (\w+)"', attr)
+                mapm = re.match(r'(btree_|hash_)?map\s*=\s*"(\w+), *(\w+)"', attr)
                 if mapm:
                     kind = "map:" + mapm.group(3)
                 elif kind.startswith("bytes"):
@@ -169,8 +182,14 @@ def to_swagger(node):
 def main():
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     os.chdir(root)
-    defs = load_definitions()
-    messages = parse_k8s_pb(find_k8s_pb())
+    defs = load_definitions(VALIDATE_WHEEL, K8S_VERSION)
+    legacy = load_definitions(LEGACY_WHEEL, LEGACY_VERSION)
+    legacy_messages = parse_k8s_pb(find_k8s_pb(LEGACY_K8S_PB))
+    messages = parse_k8s_pb(find_k8s_pb(K8S_PB))
+    for name, d in legacy.items():
+        if name.startswith(LEGACY_PREFIXES):
+            defs[name] = d
+            messages[norm(name)] = legacy_messages[norm(name)]
     canonical = dict(PROTO_NAMES)
     canonical.update({norm(n): n for n in defs})
     canonical.update({norm(n): n for n in EXTRA})
@@ -206,6 +225,7 @@ def main():
                 p["x-kapi-proto"] = proto
                 if via:
                     p["x-kapi-proto-via"] = via
+            d["x-kapi-order"] = go_order(messages, fields, props, gvk is not None)
         out[name] = d
     # Messages kapi serves that the OpenAPI document does not describe.
     for name, props in EXTRA.items():
@@ -231,6 +251,30 @@ def main():
     print(f"wrote {OUT}: {len(out)} definitions")
     if unmatched:
         print("properties with no protobuf field:", ", ".join(unmatched[:40]), file=sys.stderr)
+
+
+def go_order(messages, fields, props, typed):
+    """The JSON properties in the order Go's encoder writes them: the struct's field order, which
+    generated.proto keeps (not its tag order), with inlined structs' fields in their place and
+    TypeMeta's kind and apiVersion first; properties with no field last, sorted."""
+    names = set(map(norm, props))
+    keyed = []
+    for pname in props:
+        found = find_field(messages, fields, norm(pname), names)
+        if found is None:
+            continue
+        via, f = found
+        key, msg = [], fields
+        for tag in via:
+            i = next(i for i, x in enumerate(msg) if x["tag"] == tag)
+            key.append(i)
+            msg = messages[msg[i]["message"]]
+        key.append(msg.index(f))
+        keyed.append((key, pname))
+    order = ["kind", "apiVersion"] if typed else []
+    order += [p for _, p in sorted(keyed)]
+    order += sorted(p for p in props if p not in order)
+    return order
 
 
 def wanted_refs(p):

@@ -46,6 +46,14 @@ struct Item {
     overwrite: bool,
 }
 
+/// An [`Item`] of a resource the catalog may not serve.
+struct Planned {
+    res: Option<Arc<Resource>>,
+    namespace: Option<String>,
+    object: Value,
+    overwrite: bool,
+}
+
 /// Where the object in hand is: being looked up, or being written.
 enum Step {
     Lookup(Box<StorageOp<ApiError>>),
@@ -63,10 +71,10 @@ pub struct Bootstrap {
 impl Bootstrap {
     /// `address` and `port` are where clients inside the cluster reach this server.
     pub fn new(server: Arc<Server>, address: &str, port: u16, cluster_ip: &str, seed: u64) -> Bootstrap {
-        let get = |g: &str, r: &str| server.catalog.get(g, "v1", r).expect("the catalog serves the bootstrap kinds").clone();
+        let get = |g: &str, r: &str| server.catalog.get(g, "v1", r).cloned();
         let mut items = VecDeque::new();
         for ns in DEFAULT_NAMESPACES {
-            items.push_back(Item {
+            items.push_back(Planned {
                 res: get("", "namespaces"),
                 namespace: None,
                 object: json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}),
@@ -74,7 +82,7 @@ impl Bootstrap {
             });
         }
         let labels = json!({"component": "apiserver", "provider": "kubernetes"});
-        items.push_back(Item {
+        items.push_back(Planned {
             res: get("", "services"),
             namespace: Some("default".into()),
             object: json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "kubernetes", "namespace": "default", "labels": labels},
@@ -82,7 +90,7 @@ impl Bootstrap {
                     "ports": [{"name": "https", "port": 443, "protocol": "TCP", "targetPort": port}]}}),
             overwrite: false,
         });
-        items.push_back(Item {
+        items.push_back(Planned {
             res: get("", "endpoints"),
             namespace: Some("default".into()),
             object: json!({"apiVersion": "v1", "kind": "Endpoints", "metadata": {"name": "kubernetes", "namespace": "default",
@@ -90,7 +98,7 @@ impl Bootstrap {
                 "subsets": [{"addresses": [{"ip": address}], "ports": [{"name": "https", "port": port, "protocol": "TCP"}]}]}),
             overwrite: true,
         });
-        items.push_back(Item {
+        items.push_back(Planned {
             res: get("discovery.k8s.io", "endpointslices"),
             namespace: Some("default".into()),
             object: json!({"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice", "metadata": {"name": "kubernetes", "namespace": "default",
@@ -101,18 +109,20 @@ impl Bootstrap {
             overwrite: true,
         });
         for class in SYSTEM_CLASSES {
-            items.push_back(Item { res: get("scheduling.k8s.io", "priorityclasses"), namespace: None, object: system_class(*class), overwrite: false });
+            items.push_back(Planned { res: get("scheduling.k8s.io", "priorityclasses"), namespace: None, object: system_class(*class), overwrite: false });
         }
         let flow = |resource: &str, list: Vec<(Keep, Value)>| {
             let res = get("flowcontrol.apiserver.k8s.io", resource);
-            list.into_iter().map(move |(keep, object)| Item { res: res.clone(), namespace: None, object, overwrite: keep == Keep::Mandatory })
+            list.into_iter().map(move |(keep, object)| Planned { res: res.clone(), namespace: None, object, overwrite: keep == Keep::Mandatory })
         };
         items.extend(flow("prioritylevelconfigurations", flowcontrol_bootstrap::priority_levels()));
         items.extend(flow("flowschemas", flowcontrol_bootstrap::flow_schemas()));
         let services = get("apiregistration.k8s.io", "apiservices");
         for object in local_api_services(&server.catalog) {
-            items.push_back(Item { res: services.clone(), namespace: None, object, overwrite: false });
+            items.push_back(Planned { res: services.clone(), namespace: None, object, overwrite: false });
         }
+        // What `--runtime-config` turned off is not created, as kube's post-start hooks skip it.
+        let items = items.into_iter().filter_map(|p| Some(Item { res: p.res?, namespace: p.namespace, object: p.object, overwrite: p.overwrite })).collect();
         Bootstrap { server, items, current: None, rng: Rng::new(seed), done: false }
     }
 

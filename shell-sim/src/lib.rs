@@ -77,9 +77,14 @@ pub struct World {
 /// A server with kapi's default settings, [`ADMIN_TOKEN`] for an administrator and the
 /// loopback token for the controllers.
 pub fn default_server() -> Arc<Server> {
+    server_with(&Settings::default())
+}
+
+/// A server like [`default_server`] with other settings (e.g. `--runtime-config`).
+pub fn server_with(settings: &Settings) -> Arc<Server> {
     let tokens = TokenFile::parse(&format!("{ADMIN_TOKEN},admin,0,system:masters\n")).expect("a valid token line");
     let auth = Authenticator { tokens: Some(tokens), loopback: Some(LOOPBACK_TOKEN.into()) };
-    Arc::new(Server::new(catalog(&Settings::default()), auth, Authorizer::AlwaysAllow, "/registry", "127.0.0.1:6443"))
+    Arc::new(Server::new(catalog(settings), auth, Authorizer::AlwaysAllow, "/registry", "127.0.0.1:6443"))
 }
 
 /// The simulation's epoch.

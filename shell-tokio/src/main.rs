@@ -23,7 +23,7 @@ use kapi_core::bootstrap::{Bootstrap, BootstrapEffect};
 use kapi_core::controllers::{Controllers, Enabled};
 use kapi_core::pipeline::Server;
 use kapi_core::resources::services::ServiceRanges;
-use kapi_core::resources::{Settings, catalog};
+use kapi_core::resources::{RuntimeConfig, Settings, catalog};
 use kapi_core::storage::compactor::Compactor;
 use store::{EtcdConfig, Store};
 
@@ -93,6 +93,12 @@ struct ServeArgs {
     /// How often the storage history is compacted (e.g. 5m); 0 turns compaction off.
     #[arg(long, default_value = "5m")]
     etcd_compaction_interval: String,
+    /// Group versions and resources to serve or not, as kube-apiserver takes them:
+    /// `api/all|ga|beta|alpha=true|false`, `<group>/<version>=true|false`,
+    /// `<group>/<version>/<resource>=true|false`, comma-separated. Off by default and served when
+    /// asked: policy/v1beta1, batch/v1beta1 and discovery.k8s.io/v1beta1 (as kube v1.24).
+    #[arg(long, default_value = "")]
+    runtime_config: String,
     /// How long events are kept (e.g. 1h, 30m).
     #[arg(long, default_value = "1h")]
     event_ttl: String,
@@ -177,7 +183,9 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let (network, prefix) = ServiceRanges::parse_cidr(&args.service_cluster_ip_range).map_err(anyhow::Error::msg)?;
     let (lo, hi) = args.service_node_port_range.split_once('-').context("--service-node-port-range must be like 30000-32767")?;
     let ranges = ServiceRanges { network, prefix, node_ports: (lo.trim().parse()?, hi.trim().parse()?) };
-    let settings = Settings { event_ttl_seconds: parse_duration(&args.event_ttl)?, service_ranges: ranges };
+    let runtime_config =
+        RuntimeConfig::parse(&args.runtime_config, &kapi_core::resources::registered_group_versions()).map_err(|e| anyhow::anyhow!("--runtime-config: {e}"))?;
+    let settings = Settings { event_ttl_seconds: parse_duration(&args.event_ttl)?, service_ranges: ranges, runtime_config };
 
     let compaction_interval = parse_duration(&args.etcd_compaction_interval)?;
     private_data_dir(&args.data_dir)?;

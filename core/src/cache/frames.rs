@@ -71,7 +71,7 @@ fn put_len(out: &mut Vec<u8>, tag: u32, b: &[u8]) {
 fn encode_value(v: &Value, format: Format) -> Result<Bytes, String> {
     match format {
         Format::Protobuf => protobuf::encode(schema(), v).map(Bytes::from),
-        _ => Ok(Bytes::from(serde_json::to_vec(v).map_err(|e| e.to_string())?)),
+        _ => Ok(Bytes::from(crate::codec::json::to_vec(v))),
     }
 }
 
@@ -170,7 +170,7 @@ pub fn bookmark_frame(res: &Resource, output: Output, rv: Revision, initial_even
     let obj = json!({"kind": kind, "apiVersion": api_version, "metadata": metadata});
     let bytes = match output.format {
         Format::Protobuf => protobuf::encode(schema(), &obj).map(Bytes::from).unwrap_or_default(),
-        _ => Bytes::from(serde_json::to_vec(&obj).expect("JSON trees serialize")),
+        _ => Bytes::from(crate::codec::json::to_vec(&obj)),
     };
     frame(output.format, EventType::Bookmark, &bytes)
 }
@@ -180,7 +180,7 @@ pub fn error_frame(output: Output, err: &ApiError) -> Bytes {
     let status = err.to_status();
     let bytes = match output.format {
         Format::Protobuf => protobuf::encode(schema(), &status).map(Bytes::from).unwrap_or_default(),
-        _ => Bytes::from(serde_json::to_vec(&status).expect("JSON trees serialize")),
+        _ => Bytes::from(crate::codec::json::to_vec(&status)),
     };
     frame(output.format, EventType::Error, &bytes)
 }

@@ -46,7 +46,7 @@ impl CachedObject {
     }
 
     pub fn new(res: &Resource, key: Bytes, rv: Revision, obj: &Value) -> CachedObject {
-        Self::with_json(res, key, rv, obj, serde_json::to_vec(obj).expect("JSON trees serialize"))
+        Self::with_json(res, key, rv, obj, crate::codec::json::to_vec(obj))
     }
 
     /// The object encoded as `json`, with what selectors need taken from `obj` (the object, or

@@ -1,6 +1,7 @@
 //! Wire formats: JSON, YAML and Kubernetes protobuf, the views of an object a client may ask
 //! for (the object, a Table, its metadata), and content negotiation.
 
+pub mod json;
 pub mod negotiate;
 pub mod protobuf;
 pub mod strict;
@@ -89,10 +90,15 @@ impl Output {
     pub const JSON: Output = Output { format: Format::Json, view: View::Object };
 }
 
-/// Encodes one object (JSON tree with `apiVersion`/`kind`) in a format.
+/// Encodes one object (JSON tree with `apiVersion`/`kind`) in a format, as the body of a
+/// response: JSON as kube writes it, ending with a newline as Go's `json.Encoder` ends it.
 pub fn encode(value: &Value, format: Format) -> Result<Bytes, String> {
     Ok(match format {
-        Format::Json => Bytes::from(serde_json::to_vec(value).map_err(|e| e.to_string())?),
+        Format::Json => {
+            let mut out = json::to_vec(value);
+            out.push(b'\n');
+            Bytes::from(out)
+        }
         Format::Yaml => Bytes::from(serde_norway::to_string(value).map_err(|e| e.to_string())?),
         Format::Protobuf => Bytes::from(protobuf::encode(schema(), value)?),
     })

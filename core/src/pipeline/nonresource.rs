@@ -30,7 +30,7 @@ impl Docs {
         let mut aggregated = BTreeMap::new();
         for legacy in [true, false] {
             for v in ["v2", "v2beta1"] {
-                aggregated.insert((legacy, v), json_bytes(&discovery::aggregated(catalog, legacy, v)));
+                aggregated.insert((legacy, v), kube_json(&discovery::aggregated(catalog, legacy, v)));
             }
         }
         let v2 = openapi::v2(catalog);
@@ -53,6 +53,13 @@ fn json_bytes(v: &Value) -> Bytes {
     Bytes::from(serde_json::to_vec(v).expect("JSON trees serialize"))
 }
 
+/// A kind as a response body: in kube's field order, ending with a newline.
+fn kube_json(v: &Value) -> Bytes {
+    let mut out = codec::json::to_vec(v);
+    out.push(b'\n');
+    Bytes::from(out)
+}
+
 /// A complete non-resource answer.
 pub type Answer = (Head, Bytes);
 
@@ -60,14 +67,40 @@ fn text(status: u16, body: String) -> Answer {
     (Head::new(status, "text/plain; charset=utf-8").with("X-Content-Type-Options", "nosniff"), Bytes::from(body))
 }
 
-fn json_answer(v: &Value) -> Answer {
-    (Head::new(200, "application/json"), json_bytes(v))
-}
-
 pub fn error(e: &ApiError) -> Answer {
     let (ct, body) = status_body(&e.to_status(), Format::Json);
     (super::respond::error_head(e, &ct), body)
 }
+
+/// `/version` as kube writes it (`WriteRawJSON`: indented, fields in `version.Info`'s order).
+fn version_answer() -> Answer {
+    let info = version();
+    let mut out = b"{".to_vec();
+    for (i, (k, v)) in VERSION_FIELDS.iter().filter_map(|k| Some((k, info.get(*k)?))).enumerate() {
+        out.extend_from_slice(if i == 0 { b"\n  " } else { b",\n  " });
+        codec::json::write_str(&mut out, k);
+        out.extend_from_slice(b": ");
+        codec::json::write(&mut out, v);
+    }
+    out.extend_from_slice(b"\n}");
+    (Head::new(200, "application/json"), Bytes::from(out))
+}
+
+const VERSION_FIELDS: &[&str] = &[
+    "major",
+    "minor",
+    "emulationMajor",
+    "emulationMinor",
+    "minCompatibilityMajor",
+    "minCompatibilityMinor",
+    "gitVersion",
+    "gitCommit",
+    "gitTreeState",
+    "buildDate",
+    "goVersion",
+    "compiler",
+    "platform",
+];
 
 /// `/version`.
 pub fn version() -> Value {
@@ -191,19 +224,19 @@ fn discovery_answer(mut doc: Value, api_version: &str, kind: &str, accept: Optio
     let format = crate::codec::negotiate::negotiate_output(accept, crate::codec::negotiate::Target::Object, crate::codec::IncludeTable::Metadata)
         .map(|o| o.format)
         .unwrap_or(Format::Json);
-    if format == Format::Protobuf {
-        doc["apiVersion"] = json!(api_version);
-        doc["kind"] = json!(kind);
-        if let Ok(b) = codec::encode(&doc, Format::Protobuf) {
-            return (Head::new(200, codec::PROTOBUF), b);
-        }
+    doc["apiVersion"] = json!(api_version);
+    doc["kind"] = json!(kind);
+    if format == Format::Protobuf
+        && let Ok(b) = codec::encode(&doc, Format::Protobuf)
+    {
+        return (Head::new(200, codec::PROTOBUF), b);
     }
     if format == Format::Yaml
         && let Ok(b) = codec::encode(&doc, Format::Yaml)
     {
         return (Head::new(200, codec::YAML), b);
     }
-    json_answer(&doc)
+    (Head::new(200, "application/json"), kube_json(&doc))
 }
 
 /// Answers a non-resource request other than a [`HealthRequest`], or `None` for paths that are
@@ -221,7 +254,7 @@ pub fn answer(server: &Server, method: &str, path: &str, query: &Query, accept: 
     }
     let docs = &server.docs;
     Some(match parts.as_slice() {
-        ["version"] => json_answer(&version()),
+        ["version"] => version_answer(),
         ["api"] => match aggregated_version(accept) {
             Some(v) => aggregated_answer(docs, true, v),
             None => discovery_answer(docs.api.clone(), "v1", "APIVersions", accept),

@@ -77,7 +77,7 @@ pub fn status_body(status: &Value, format: Format) -> (String, Bytes) {
     let format = if format == Format::Yaml { Format::Json } else { format };
     match codec::encode(status, format) {
         Ok(b) => (format.content_type().to_string(), b),
-        Err(_) => ("application/json".into(), Bytes::from(serde_json::to_vec(status).expect("JSON trees serialize"))),
+        Err(_) => ("application/json".into(), Bytes::from(codec::json::to_vec(status))),
     }
 }
 
@@ -104,6 +104,13 @@ pub struct ListBody {
     head: Option<Bytes>,
     tail: Option<Bytes>,
     now: Timestamp,
+}
+
+/// List metadata as kube writes it (`ListMeta`'s field order).
+fn list_meta_json(meta: &Value) -> String {
+    let mut out = Vec::new();
+    codec::json::write_as(&mut out, "io.k8s.apimachinery.pkg.apis.meta.v1.ListMeta", meta);
+    String::from_utf8(out).expect("JSON is UTF-8")
 }
 
 fn list_meta(page: &Page) -> Value {
@@ -165,12 +172,16 @@ impl ListBody {
             }
             (_, View::Table(_)) => {
                 let columns: Value = Value::Array(body.res.strategy.columns().iter().map(|c| c.to_json()).collect());
-                let head = format!("{{\"kind\":\"Table\",\"apiVersion\":\"meta.k8s.io/v1\",\"metadata\":{},\"columnDefinitions\":{},\"rows\":[", meta, columns);
+                let head = format!(
+                    "{{\"kind\":\"Table\",\"apiVersion\":\"meta.k8s.io/v1\",\"metadata\":{},\"columnDefinitions\":{},\"rows\":[",
+                    list_meta_json(&meta),
+                    columns
+                );
                 body.head = Some(Bytes::from(head));
                 body.tail = Some(Bytes::from_static(b"]}\n"));
             }
             _ => {
-                let head = format!("{{\"kind\":{},\"apiVersion\":{},\"metadata\":{},\"items\":[", json!(kind), json!(api_version), meta);
+                let head = format!("{{\"kind\":{},\"apiVersion\":{},\"metadata\":{},\"items\":[", json!(kind), json!(api_version), list_meta_json(&meta));
                 body.head = Some(Bytes::from(head));
                 body.tail = Some(Bytes::from_static(b"]}\n"));
             }
@@ -228,7 +239,7 @@ impl ListBody {
             self.first = false;
             match self.output.view {
                 View::Object => out.extend_from_slice(&o.json),
-                View::Metadata => out.extend_from_slice(&serde_json::to_vec(&table::partial_metadata(&o.value())).expect("JSON trees serialize")),
+                View::Metadata => out.extend_from_slice(&codec::json::to_vec(&table::partial_metadata(&o.value()))),
                 View::Table(include) => {
                     let v = o.value();
                     let row = table::row_json(self.res.strategy.row(&v, self.now), &v, IncludeTable::into(include));

@@ -3,11 +3,12 @@
 
 use bytes::Bytes;
 use serde::de::{MapAccess, Visitor};
-use serde::{Deserialize, Deserializer, Serialize};
+use serde::{Deserialize, Deserializer};
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
 use crate::catalog::Resource;
+use crate::codec::json;
 use crate::kv::KeyValue;
 use crate::meta;
 use crate::status::ApiError;
@@ -22,48 +23,13 @@ pub fn encode_stored(res: &Resource, obj: &Value) -> (Bytes, Option<Splice>) {
     }
 }
 
-/// `obj` as JSON without `metadata.resourceVersion` and `metadata.selfLink`, written without
-/// copying it first (a write's object is encoded for storage on every attempt); and where the
-/// resourceVersion would go.
+/// `obj` as kube writes it without `metadata.resourceVersion` and `metadata.selfLink`, written
+/// without copying it first (a write's object is encoded for storage on every attempt); and where
+/// the resourceVersion would go.
 fn write_stored(obj: &Value) -> (Bytes, Option<Splice>) {
-    let Value::Object(top) = obj else { return (Bytes::from(serde_json::to_vec(obj).expect("JSON trees always serialize")), None) };
     let mut out = Vec::with_capacity(4096);
-    let mut splice = None;
-    out.push(b'{');
-    for (i, (k, v)) in top.iter().enumerate() {
-        if i > 0 {
-            out.push(b',');
-        }
-        write_json(&mut out, k);
-        out.push(b':');
-        match v {
-            Value::Object(m) if k == "metadata" => {
-                out.push(b'{');
-                let mut written = 0;
-                for (mk, mv) in m.iter().filter(|(mk, _)| *mk != "resourceVersion" && *mk != "selfLink") {
-                    if splice.is_none() && mk.as_str() > "resourceVersion" {
-                        splice = Some(Splice { at: out.len(), comma_before: written > 0, comma_after: written == 0 });
-                    }
-                    if written > 0 {
-                        out.push(b',');
-                    }
-                    write_json(&mut out, mk);
-                    out.push(b':');
-                    write_json(&mut out, mv);
-                    written += 1;
-                }
-                splice = splice.or(Some(Splice { at: out.len(), comma_before: written > 0, comma_after: false }));
-                out.push(b'}');
-            }
-            v => write_json(&mut out, v),
-        }
-    }
-    out.push(b'}');
-    (Bytes::from(out), splice)
-}
-
-fn write_json(out: &mut Vec<u8>, v: &impl Serialize) {
-    serde_json::to_writer(out, v).expect("JSON trees always serialize");
+    let gap = json::write_without_version(&mut out, obj);
+    (Bytes::from(out), gap.map(|g| Splice { at: g.at, comma_before: g.after_member, comma_after: g.before_member }))
 }
 
 /// Where `metadata.resourceVersion` goes in an object's stored bytes: at byte `at`, after a
@@ -99,8 +65,8 @@ pub fn decode_stored(res: &Resource, kv: &KeyValue) -> Result<Value, ApiError> {
 /// A stored object as served, read without building its whole tree (the watch cache reads
 /// every object written and every object of its initial LIST).
 pub struct Served {
-    /// The stored bytes with `metadata.resourceVersion` added where serde_json's sorted map puts
-    /// it, so for what kapi stored they are the bytes of `decode_stored`'s object.
+    /// The stored bytes with `metadata.resourceVersion` added where kube writes it, so for what
+    /// kapi stored they are the bytes of `decode_stored`'s object as `codec::json` writes it.
     pub json: Vec<u8>,
     /// The object's parts at the paths asked for, and nothing else.
     pub parts: Value,
@@ -120,7 +86,9 @@ pub fn serve_stored(stored: &[u8], rv: i64, paths: &[&str]) -> Option<Served> {
         return None;
     }
     let offset = |raw: &str| raw.as_ptr() as usize - stored.as_ptr() as usize;
-    let splice = match metadata.0.iter().take_while(|(k, _)| k.as_str() < "resourceVersion").last() {
+    // kube writes a built-in kind's `kind` first; an object of no known kind has sorted keys.
+    let typed = top.0.first().is_some_and(|(k, _)| k.as_str() == "kind");
+    let splice = match metadata.0.iter().take_while(|(k, _)| json::precedes_resource_version(typed, k.as_str())).last() {
         Some((_, before)) => Splice { at: offset(before.get()) + before.get().len(), comma_before: true, comma_after: false },
         None => Splice { at: offset(meta_raw.get()) + 1, comma_before: false, comma_after: !metadata.0.is_empty() },
     };
@@ -235,7 +203,7 @@ mod tests {
         meta::remove_meta(&mut want, "resourceVersion");
         meta::remove_meta(&mut want, "selfLink");
         assert_eq!(stored, want);
-        assert_eq!(encode_stored(&deployments, &obj).0, Bytes::from(serde_json::to_vec(&want).unwrap()), "the same bytes as the object without them");
+        assert_eq!(encode_stored(&deployments, &obj).0, Bytes::from(json::to_vec(&want)), "the same bytes as the object without them");
     }
 
     /// The place for the resourceVersion found while writing an object is the one a reader of
@@ -255,6 +223,21 @@ mod tests {
             let (bytes, splice) = encode_stored(&configmaps, &obj);
             let served = splice.expect("configmaps are stored as served").apply(&bytes, 42);
             meta::remove_meta(&mut obj, "selfLink");
+            set_resource_version(&mut obj, 42);
+            assert_eq!(String::from_utf8(served.clone()).unwrap(), String::from_utf8(json::to_vec(&obj)).unwrap());
+            assert_eq!(serve_stored(&bytes, 42, &[]).unwrap().json, served);
+        }
+    }
+
+    /// Objects of no known kind (kube's unstructured objects) keep sorted keys, and the
+    /// resourceVersion goes where sorting puts it.
+    #[test]
+    fn an_object_of_no_known_kind_is_stored_with_sorted_keys() {
+        let configmaps = catalog(&Settings::default()).get("", "v1", "configmaps").expect("built in").clone();
+        for metadata in [json!({}), json!({"name": "c", "uid": "u"}), json!({"annotations": {}, "uid": "u"}), json!({"labels": {}})] {
+            let mut obj = json!({"apiVersion": "example.com/v1", "kind": "Widget", "metadata": metadata, "spec": {"b": 1, "a": 2}});
+            let (bytes, splice) = encode_stored(&configmaps, &obj);
+            let served = splice.expect("stored as served").apply(&bytes, 42);
             set_resource_version(&mut obj, 42);
             assert_eq!(String::from_utf8(served.clone()).unwrap(), serde_json::to_string(&obj).unwrap());
             assert_eq!(serve_stored(&bytes, 42, &[]).unwrap().json, served);

@@ -148,8 +148,9 @@ impl Strategy for ApiServices {
     }
 }
 
-/// kube-apiserver's `apiVersionPriorities` for the group versions v1.33 serves by default:
-/// group, version, `groupPriorityMinimum`, `versionPriority`.
+/// kube-apiserver's `apiVersionPriorities` for the group versions v1.33 serves by default, and
+/// the v1beta1 versions of v1.24 kapi serves behind `--runtime-config`: group, version,
+/// `groupPriorityMinimum`, `versionPriority`.
 const PRIORITIES: &[(&str, &str, i64, i64)] = &[
     ("", "v1", 18000, 1),
     ("apps", "v1", 17800, 15),
@@ -159,9 +160,11 @@ const PRIORITIES: &[(&str, &str, i64, i64)] = &[
     ("autoscaling", "v2", 17500, 30),
     ("autoscaling", "v1", 17500, 15),
     ("batch", "v1", 17400, 15),
+    ("batch", "v1beta1", 17400, 9),
     ("certificates.k8s.io", "v1", 17300, 15),
     ("networking.k8s.io", "v1", 17200, 15),
     ("policy", "v1", 17100, 15),
+    ("policy", "v1beta1", 17100, 9),
     ("rbac.authorization.k8s.io", "v1", 17000, 15),
     ("storage.k8s.io", "v1", 16800, 15),
     ("admissionregistration.k8s.io", "v1", 16700, 15),
@@ -170,6 +173,7 @@ const PRIORITIES: &[(&str, &str, i64, i64)] = &[
     ("coordination.k8s.io", "v1", 16500, 15),
     ("node.k8s.io", "v1", 16300, 15),
     ("discovery.k8s.io", "v1", 16200, 15),
+    ("discovery.k8s.io", "v1beta1", 16200, 12),
     ("flowcontrol.apiserver.k8s.io", "v1", 16100, 21),
 ];
 

@@ -4,7 +4,7 @@ use serde_json::{Value, json};
 
 use super::apps::{default_template, validate_template};
 use super::{info, serve, status_subresource};
-use crate::catalog::{Lifecycle, Resource, Strategy};
+use crate::catalog::{Lifecycle, Resource, ResourceInfo, Strategy};
 use crate::meta;
 use crate::status::FieldError;
 use crate::table::{self, Column, Describe};
@@ -13,11 +13,20 @@ pub fn resources() -> Vec<Resource> {
     let mut jobs = info("batch", "v1", "Job", "jobs", true);
     jobs.categories = &["all"];
     jobs.subresources = vec![status_subresource(&jobs)];
+    vec![serve(jobs, Jobs), serve(cron_jobs_info(), CronJobs)]
+}
+
+fn cron_jobs_info() -> ResourceInfo {
     let mut cron = info("batch", "v1", "CronJob", "cronjobs", true);
     cron.short_names = &["cj"];
     cron.categories = &["all"];
     cron.subresources = vec![status_subresource(&cron)];
-    vec![serve(jobs, Jobs), serve(cron, CronJobs)]
+    cron
+}
+
+/// batch/v1beta1 cronjobs, behind `--runtime-config`.
+pub fn cron_jobs_v1beta1() -> Resource {
+    super::legacy::cron_jobs(&cron_jobs_info(), CronJobs)
 }
 
 const JOB_NAME_LABELS: [&str; 2] = ["job-name", "batch.kubernetes.io/job-name"];

@@ -12,6 +12,11 @@ pub fn endpoint_slices() -> Resource {
     serve(info("discovery.k8s.io", "v1", "EndpointSlice", "endpointslices", true), EndpointSlices)
 }
 
+/// discovery.k8s.io/v1beta1, behind `--runtime-config`.
+pub fn endpoint_slices_v1beta1() -> Resource {
+    super::legacy::endpoint_slices(&endpoint_slices().info, EndpointSlices)
+}
+
 struct EndpointSlices;
 
 const SLICE: &str = "io.k8s.api.discovery.v1.EndpointSlice";

@@ -17,6 +17,7 @@ mod events;
 mod flowcontrol;
 pub mod flowcontrol_bootstrap;
 mod hpa_conversion;
+mod legacy;
 mod namespaces;
 mod networking;
 mod node;
@@ -31,6 +32,7 @@ mod quotas;
 mod rbac;
 mod replicationcontrollers;
 mod reviews;
+pub mod runtime_config;
 pub mod scheduling;
 mod secrets;
 mod serviceaccounts;
@@ -46,6 +48,7 @@ use crate::catalog::{ALL_VERBS, Backing, Catalog, DeleteReturns, Resource, Resou
 use crate::schema::schema;
 
 pub use namespaces::DEFAULT_NAMESPACES;
+pub use runtime_config::RuntimeConfig;
 
 /// Settings of the server that shape resources.
 #[derive(Clone, Debug)]
@@ -54,17 +57,37 @@ pub struct Settings {
     pub event_ttl_seconds: i64,
     /// `--service-cluster-ip-range` and `--service-node-port-range`.
     pub service_ranges: services::ServiceRanges,
+    /// `--runtime-config`.
+    pub runtime_config: RuntimeConfig,
 }
 
 impl Default for Settings {
     fn default() -> Self {
-        Settings { event_ttl_seconds: 3600, service_ranges: services::ServiceRanges::default() }
+        Settings { event_ttl_seconds: 3600, service_ranges: services::ServiceRanges::default(), runtime_config: RuntimeConfig::default() }
     }
 }
 
 /// Every resource kapi serves: the core group, then the named groups in kube's discovery order
-/// (the order of their `groupPriorityMinimum`), a group's preferred version first.
+/// (the order of their `groupPriorityMinimum`), a group's preferred version first; those
+/// `--runtime-config` turns off left out, the older versions it turns on added.
 pub fn catalog(settings: &Settings) -> Catalog {
+    let rc = &settings.runtime_config;
+    let on: Vec<Resource> = served_by_default(settings).into_iter().filter(|r| rc.serves(&r.info, true)).collect();
+    let older = older_versions().into_iter().filter(|r| rc.serves(&r.info, false));
+    Catalog::new(on.into_iter().chain(older).collect())
+}
+
+/// The group versions `--runtime-config` may name.
+pub fn registered_group_versions() -> std::collections::BTreeSet<(String, String)> {
+    served_by_default(&Settings::default()).into_iter().chain(older_versions()).map(|r| (r.info.group.to_string(), r.info.version.to_string())).collect()
+}
+
+/// The versions kube v1.33 no longer serves, off by default (`legacy.rs`).
+fn older_versions() -> Vec<Resource> {
+    vec![batch::cron_jobs_v1beta1(), policy::v1beta1(), discovery::endpoint_slices_v1beta1()]
+}
+
+fn served_by_default(settings: &Settings) -> Vec<Resource> {
     let (limit_ranges, resource_quotas) = quotas::resources();
     let mut resources = vec![
         namespaces::resource(),
@@ -101,7 +124,7 @@ pub fn catalog(settings: &Settings) -> Catalog {
     resources.push(node::resource());
     resources.push(discovery::endpoint_slices());
     resources.extend(flowcontrol::resources());
-    Catalog::new(resources)
+    resources
 }
 
 /// A resource with kube's defaults: every verb, stored under its plural name, answered with a

@@ -17,6 +17,11 @@ pub fn resource() -> Resource {
     serve(i, Budgets)
 }
 
+/// policy/v1beta1, behind `--runtime-config`.
+pub fn v1beta1() -> Resource {
+    super::legacy::pod_disruption_budgets(&resource().info, Budgets)
+}
+
 struct Budgets;
 
 const COLUMNS: &[Column] = &[

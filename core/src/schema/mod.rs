@@ -106,6 +106,9 @@ pub struct Definition {
     /// For the special types (`Time`, `Quantity`, ...): the type a reference to them means.
     pub scalar: Option<Type>,
     pub properties: BTreeMap<String, Property>,
+    /// The properties in the order kube writes them (Go's struct field order), `kind` and
+    /// `apiVersion` first for kinds; empty where the generator knew no order.
+    pub order: Vec<String>,
     pub required: Vec<String>,
     /// `x-kubernetes-map-type: atomic`: the object is replaced whole by apply and merge.
     pub atomic: bool,

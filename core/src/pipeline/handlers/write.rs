@@ -120,7 +120,9 @@ impl RequestMachine {
         if output == (Output { format: Format::Json, view: crate::codec::View::Object })
             && let Some((stored, rv, splice)) = &outcome.stored
         {
-            return self.respond(Head::new(outcome.code, &content_type(output, false)), Bytes::from(splice.apply(stored, *rv)));
+            let mut body = splice.apply(stored, *rv);
+            body.push(b'\n');
+            return self.respond(Head::new(outcome.code, &content_type(output, false)), Bytes::from(body));
         }
         self.respond_object(&res, &outcome.object, output, outcome.code, "", now);
     }

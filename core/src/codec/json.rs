@@ -1,0 +1,259 @@
+//! JSON as kube-apiserver writes it. Go's `encoding/json` writes a struct's fields in their
+//! declaration order (`kind`, `apiVersion`, `metadata`, `spec`, `status`, ...), a map's keys
+//! sorted, and escapes `<`, `>`, `&`, U+2028 and U+2029 in strings; the schema's `x-kapi-order`
+//! keeps each definition's field order. Objects of no known definition (custom resources,
+//! free-form JSON) keep their keys sorted, as kube writes unstructured objects.
+
+use serde_json::{Map, Value};
+
+use crate::schema::{Definition, Schema, Type, schema};
+
+/// `value` as kube writes it, its definition found from its `apiVersion` and `kind`.
+pub fn to_vec(value: &Value) -> Vec<u8> {
+    let mut out = Vec::with_capacity(256);
+    write(&mut out, value);
+    out
+}
+
+/// Appends `value` as kube writes it, its definition found from its `apiVersion` and `kind`.
+pub fn write(out: &mut Vec<u8>, value: &Value) {
+    Writer { schema: schema(), out }.value(value, None);
+}
+
+/// Appends an object of definition `def` (a definition name) as kube writes it.
+pub fn write_as(out: &mut Vec<u8>, def: &str, value: &Value) {
+    let s = schema();
+    Writer { schema: s, out }.value(value, Some(&Type::Object(def.to_string())));
+}
+
+/// Appends a JSON string as Go's encoder writes it.
+pub fn write_str(out: &mut Vec<u8>, s: &str) {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    out.push(b'"');
+    let bytes = s.as_bytes();
+    let mut start = 0;
+    let mut i = 0;
+    while i < bytes.len() {
+        let b = bytes[i];
+        let escape: Option<&[u8]> = match b {
+            b'"' => Some(b"\\\""),
+            b'\\' => Some(b"\\\\"),
+            b'\n' => Some(b"\\n"),
+            b'\r' => Some(b"\\r"),
+            b'\t' => Some(b"\\t"),
+            0x08 => Some(b"\\b"),
+            0x0c => Some(b"\\f"),
+            _ => None,
+        };
+        let unicode = b < 0x20 || b == b'<' || b == b'>' || b == b'&';
+        // U+2028 and U+2029 are E2 80 A8 and E2 80 A9.
+        let separator = b == 0xE2 && bytes.get(i + 1) == Some(&0x80) && matches!(bytes.get(i + 2), Some(0xA8 | 0xA9));
+        if escape.is_none() && !unicode && !separator {
+            i += 1;
+            continue;
+        }
+        out.extend_from_slice(&bytes[start..i]);
+        if let Some(e) = escape {
+            out.extend_from_slice(e);
+            i += 1;
+        } else if separator {
+            out.extend_from_slice(if bytes[i + 2] == 0xA8 { b"\\u2028" } else { b"\\u2029" });
+            i += 3;
+        } else {
+            out.extend_from_slice(b"\\u00");
+            out.push(HEX[(b >> 4) as usize]);
+            out.push(HEX[(b & 0xf) as usize]);
+            i += 1;
+        }
+        start = i;
+    }
+    out.extend_from_slice(&bytes[start..]);
+    out.push(b'"');
+}
+
+struct Writer<'a> {
+    schema: &'static Schema,
+    out: &'a mut Vec<u8>,
+}
+
+impl Writer<'_> {
+    /// Writes `v` as a value of type `ty`; without a type, an object naming a known kind is
+    /// written as that kind (list items, watch events and embedded objects).
+    fn value(&mut self, v: &Value, ty: Option<&Type>) {
+        match v {
+            Value::Null => self.out.extend_from_slice(b"null"),
+            Value::Bool(b) => self.out.extend_from_slice(if *b { b"true" } else { b"false" }),
+            Value::Number(n) => self.out.extend_from_slice(n.to_string().as_bytes()),
+            Value::String(s) => write_str(self.out, s),
+            Value::Array(items) => {
+                let item_ty = match ty {
+                    Some(Type::Array { items, .. }) => Some(&**items),
+                    _ => None,
+                };
+                self.out.push(b'[');
+                for (i, item) in items.iter().enumerate() {
+                    if i > 0 {
+                        self.out.push(b',');
+                    }
+                    self.value(item, item_ty);
+                }
+                self.out.push(b']');
+            }
+            Value::Object(m) => match ty {
+                Some(Type::Object(name)) => match self.schema.get(name) {
+                    Some(def) if !def.order.is_empty() => self.object(m, def),
+                    _ => self.map(m, None),
+                },
+                Some(Type::Map { values, .. }) => self.map(m, Some(values)),
+                _ => match self.kind_of(m) {
+                    Some(def) => self.object(m, def),
+                    None => self.map(m, None),
+                },
+            },
+        }
+    }
+
+    fn kind_of(&self, m: &Map<String, Value>) -> Option<&'static Definition> {
+        let api_version = m.get("apiVersion")?.as_str()?;
+        let kind = m.get("kind")?.as_str()?;
+        let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
+        self.schema.for_gvk(group, version, kind).map(|d| &**d).filter(|d| !d.order.is_empty())
+    }
+
+    /// A struct: its fields in declaration order, then any others sorted.
+    fn object(&mut self, m: &Map<String, Value>, def: &Definition) {
+        let members = ordered(m, Some(def));
+        self.members(&members);
+    }
+
+    /// A map (or an object of no known definition): keys sorted, as serde_json keeps them.
+    fn map(&mut self, m: &Map<String, Value>, values: Option<&Type>) {
+        let members: Vec<Member> = m.iter().map(|(k, v)| (k.as_str(), v, values)).collect();
+        self.members(&members);
+    }
+
+    fn members(&mut self, members: &[Member]) {
+        self.out.push(b'{');
+        for (i, (key, v, ty)) in members.iter().enumerate() {
+            if i > 0 {
+                self.out.push(b',');
+            }
+            write_str(self.out, key);
+            self.out.push(b':');
+            self.value(v, *ty);
+        }
+        self.out.push(b'}');
+    }
+}
+
+type Member<'a> = (&'a str, &'a Value, Option<&'a Type>);
+
+/// An object's members in the order kube writes them: a struct's fields in declaration order,
+/// then any others sorted; without a definition, sorted.
+fn ordered<'a>(m: &'a Map<String, Value>, def: Option<&'a Definition>) -> Vec<Member<'a>> {
+    let Some(def) = def else { return m.iter().map(|(k, v)| (k.as_str(), v, None)).collect() };
+    let mut out: Vec<Member> = def.order.iter().filter_map(|k| Some((k.as_str(), m.get(k)?, def.properties.get(k).map(|p| &p.ty)))).collect();
+    out.extend(m.iter().filter(|(k, _)| !def.order.contains(k)).map(|(k, v)| (k.as_str(), v, None)));
+    out
+}
+
+/// Whether a member of an object's metadata is written before `resourceVersion`: in
+/// `ObjectMeta`'s field order for built-in kinds (`typed`), in sorted order for others.
+pub fn precedes_resource_version(typed: bool, key: &str) -> bool {
+    if typed { matches!(key, "name" | "generateName" | "namespace" | "selfLink" | "uid") } else { key < "resourceVersion" }
+}
+
+/// Where `metadata.resourceVersion` goes in an object written without it: at byte `at`, after
+/// a member (`after_member`: a comma before it) or before one (a comma after it).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Gap {
+    pub at: usize,
+    pub after_member: bool,
+    pub before_member: bool,
+}
+
+/// Appends an object as kube writes it but without `metadata.resourceVersion` and
+/// `metadata.selfLink` (what storage keeps), and says where the resourceVersion goes; `None`
+/// when the object has no metadata object.
+pub fn write_without_version(out: &mut Vec<u8>, value: &Value) -> Option<Gap> {
+    let s = schema();
+    let mut w = Writer { schema: s, out };
+    let Value::Object(top) = value else {
+        w.value(value, None);
+        return None;
+    };
+    let def = w.kind_of(top);
+    let meta_def = def.and_then(|_| s.get(OBJECT_META)).map(|d| &**d);
+    let mut gap = None;
+    w.out.push(b'{');
+    for (i, (key, v, ty)) in ordered(top, def).into_iter().enumerate() {
+        if i > 0 {
+            w.out.push(b',');
+        }
+        write_str(w.out, key);
+        w.out.push(b':');
+        match v {
+            Value::Object(m) if key == "metadata" => {
+                let members: Vec<Member> = ordered(m, meta_def).into_iter().filter(|(k, _, _)| *k != "resourceVersion" && *k != "selfLink").collect();
+                let before = members.iter().take_while(|(k, _, _)| precedes_resource_version(def.is_some(), k)).count();
+                w.out.push(b'{');
+                for (j, (mk, mv, mty)) in members.iter().enumerate() {
+                    if j == before {
+                        gap = Some(Gap { at: w.out.len(), after_member: false, before_member: true });
+                    }
+                    if j > 0 {
+                        w.out.push(b',');
+                    }
+                    write_str(w.out, mk);
+                    w.out.push(b':');
+                    w.value(mv, *mty);
+                }
+                if before == members.len() || before > 0 {
+                    gap = Some(Gap { at: gap.map_or(w.out.len(), |g| g.at), after_member: before > 0, before_member: false });
+                }
+                w.out.push(b'}');
+            }
+            v => w.value(v, ty),
+        }
+    }
+    w.out.push(b'}');
+    gap
+}
+
+const OBJECT_META: &str = "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta";
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn text(v: &Value) -> String {
+        String::from_utf8(to_vec(v)).unwrap()
+    }
+
+    #[test]
+    fn built_in_kinds_are_written_in_go_struct_order() {
+        let pod = json!({"status": {"phase": "Pending"}, "spec": {"containers": [{"name": "c", "image": "nginx", "args": ["a"]}]},
+            "metadata": {"uid": "u", "name": "p", "resourceVersion": "5", "labels": {"b": "1", "a": "2"}}, "apiVersion": "v1", "kind": "Pod"});
+        assert_eq!(
+            text(&pod),
+            r#"{"kind":"Pod","apiVersion":"v1","metadata":{"name":"p","uid":"u","resourceVersion":"5","labels":{"a":"2","b":"1"}},"spec":{"containers":[{"name":"c","image":"nginx","args":["a"]}]},"status":{"phase":"Pending"}}"#
+        );
+    }
+
+    #[test]
+    fn status_is_written_as_kube_writes_it() {
+        let status = json!({"apiVersion": "v1", "code": 404, "details": {"kind": "pods", "name": "x"}, "kind": "Status", "message": "m", "metadata": {}, "reason": "NotFound", "status": "Failure"});
+        assert_eq!(
+            text(&status),
+            r#"{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"m","reason":"NotFound","details":{"name":"x","kind":"pods"},"code":404}"#
+        );
+    }
+
+    #[test]
+    fn unknown_kinds_keep_sorted_keys_and_strings_are_escaped_as_go_does() {
+        let cr = json!({"kind": "Widget", "apiVersion": "example.com/v1", "spec": {"z": 1, "a": "<b>&\u{2028}\u{1}\"\\\n"}});
+        assert_eq!(text(&cr), r#"{"apiVersion":"example.com/v1","kind":"Widget","spec":{"a":"\u003cb\u003e\u0026\u2028\u0001\"\\\n","z":1}}"#);
+    }
+}
