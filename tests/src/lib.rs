@@ -2,6 +2,7 @@
 //! directory, and the clients that talk to it; and a real etcd ([`Etcd`]) for the storage tests.
 
 mod etcd;
+pub mod k8s;
 
 pub use etcd::{Etcd, Tls};
 

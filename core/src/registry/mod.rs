@@ -391,7 +391,12 @@ impl WriteOp {
                 done(view(obj), if self.created { 201 } else { 200 }, false)
             }
             Outcome::Deleted { prev, .. } | Outcome::WouldWrite { value: None, prev: Some(prev) } => {
-                let obj = self.result.take().map(Ok).unwrap_or_else(|| decode_stored(&self.res, &prev))?;
+                // An update that removed the last finalizer of an object being deleted answers
+                // with the object storage deleted, as kube's `deleteWithoutFinalizers` does.
+                let obj = match self.result.take() {
+                    Some(obj) if matches!(self.kind, WriteKind::Delete(_)) => obj,
+                    _ => decode_stored(&self.res, &prev)?,
+                };
                 done(obj, 200, true)
             }
             Outcome::Unchanged(Some(kv)) => {

@@ -115,12 +115,22 @@ enum State<E> {
     Send(KvRequest, Awaiting),
     /// A request is out; its answer is interpreted as `Awaiting` says.
     Waiting(Awaiting),
-    /// The transform must be asked about `current`.
-    Ask(Option<KeyValue>),
+    /// The transform must be asked about `current`, which is known to be the stored value
+    /// (`Fresh`) or a cached value that may be stale.
+    Ask(Option<KeyValue>, Read),
     /// The transform was asked about `current`.
-    Asked(Option<KeyValue>),
+    Asked(Option<KeyValue>, Read),
     Finished(StorageResult<E>),
     Gone,
+}
+
+/// Where the value a transform is asked about came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Read {
+    /// Read from storage by this operation.
+    Fresh,
+    /// The caller's cached value.
+    Cached,
 }
 
 #[derive(Clone, Debug)]
@@ -172,7 +182,7 @@ impl<E: std::fmt::Debug> StorageOp<E> {
                 let r = KvRequest::Range(RangeRequest { count_only: true, ..RangeRequest::key(key.clone()) });
                 (key, State::Send(r, Awaiting::CreateDryRun))
             }
-            StorageRequest::Mutate { key, cached: Some(kv), .. } => (key, State::Ask(Some(kv))),
+            StorageRequest::Mutate { key, cached: Some(kv), .. } => (key, State::Ask(Some(kv), Read::Cached)),
             StorageRequest::Mutate { key, cached: None, .. } => {
                 let r = KvRequest::Range(RangeRequest::key(key.clone()));
                 (key, State::Send(r, Awaiting::MutateRead))
@@ -187,8 +197,8 @@ impl<E: std::fmt::Debug> StorageOp<E> {
                 self.state = State::Waiting(awaiting);
                 Some(StorageEffect::Kv(req))
             }
-            State::Ask(current) => {
-                self.state = State::Asked(current.clone());
+            State::Ask(current, read) => {
+                self.state = State::Asked(current.clone(), read);
                 Some(StorageEffect::Transform(current))
             }
             State::Finished(result) => Some(StorageEffect::Done(result)),
@@ -202,7 +212,7 @@ impl<E: std::fmt::Debug> StorageOp<E> {
     pub fn handle(&mut self, _now: Timestamp, event: StorageEvent<E>) {
         self.state = match (std::mem::replace(&mut self.state, State::Gone), event) {
             (State::Waiting(awaiting), StorageEvent::Kv(result)) => self.answered(awaiting, result),
-            (State::Asked(current), StorageEvent::Transformed(result)) => self.transformed(current, result),
+            (State::Asked(current, read), StorageEvent::Transformed(result)) => self.transformed(current, read, result),
             (state, event) => panic!("storage op in state {state:?} cannot take {event:?}"),
         }
     }
@@ -236,11 +246,11 @@ impl<E: std::fmt::Debug> StorageOp<E> {
                     State::Finished(Ok(Outcome::WouldWrite { value: Some(Bytes::new()), prev: None }))
                 }
             }
-            (Awaiting::MutateRead, KvResponse::Range(r)) => State::Ask(r.kvs.into_iter().next()),
+            (Awaiting::MutateRead, KvResponse::Range(r)) => State::Ask(r.kvs.into_iter().next(), Read::Fresh),
             (Awaiting::MutateWrite { prev, next }, KvResponse::Txn(t)) => {
                 if !t.succeeded {
                     // Someone else wrote first: transform again from what is there now.
-                    return State::Ask(current_of(&t));
+                    return State::Ask(current_of(&t), Read::Fresh);
                 }
                 let rev = t.header_revision;
                 match next {
@@ -268,7 +278,18 @@ impl<E: std::fmt::Debug> StorageOp<E> {
         }
     }
 
-    fn transformed(&self, current: Option<KeyValue>, result: Result<Transform, E>) -> State<E> {
+    fn transformed(&self, current: Option<KeyValue>, read: Read, result: Result<Transform, E>) -> State<E> {
+        // A refusal or a no-op decided on a cached value may come from its being stale: read
+        // the stored value and ask again, as kube's GuaranteedUpdate does before it answers
+        // (a resourceVersion precondition checked against a lagging cache is no conflict).
+        let no_op = |t: &Transform| match t {
+            Transform::Keep => true,
+            Transform::Put(value) => current.as_ref().is_some_and(|kv| kv.value == *value),
+            Transform::Delete => current.is_none(),
+        };
+        if read == Read::Cached && result.as_ref().map_or(true, no_op) {
+            return State::Send(KvRequest::Range(RangeRequest::key(self.key.clone())), Awaiting::MutateRead);
+        }
         let transform = match result {
             Ok(t) => t,
             Err(e) => return State::Finished(Err(StorageError::Rejected(e))),

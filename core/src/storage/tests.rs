@@ -46,6 +46,29 @@ fn mutate_on_a_stale_cached_value_transforms_again() {
     assert_eq!(kv.version, 3);
 }
 
+/// A refusal (a resourceVersion precondition) or a no-op decided on a stale cached value is
+/// decided again on the stored value, as kube's GuaranteedUpdate does: a client that read the
+/// newest object from storage gets no conflict because the cache lags.
+#[test]
+fn refusals_and_no_ops_on_a_stale_cached_value_are_decided_again_on_the_stored_one() {
+    let mut m = Model::new();
+    let create = StorageRequest::Create { key: "/r/a".into(), value: "1".into(), ttl_seconds: None };
+    let Ok(Outcome::Created(stale)) = run_against_model(&mut m, t0(), Op::new(create), put_value("x")).0 else { panic!() };
+    let update = StorageRequest::Mutate { key: "/r/a".into(), cached: None, dry_run: false };
+    run_against_model(&mut m, t0(), Op::new(update), put_value("2")).0.unwrap();
+
+    let op = Op::new(StorageRequest::Mutate { key: "/r/a".into(), cached: Some(stale.clone()), dry_run: false });
+    let (r, _) = run_against_model(&mut m, t0(), op, |cur| if cur.unwrap().value == "2" { Ok(Transform::Put("3".into())) } else { Err("stale".to_string()) });
+    assert!(matches!(r, Ok(Outcome::Written { ref kv, .. }) if kv.value == "3"), "{r:?}");
+
+    let op = Op::new(StorageRequest::Mutate { key: "/r/a".into(), cached: Some(stale), dry_run: false });
+    let (r, _) = run_against_model(&mut m, t0(), op, |cur| Ok(if cur.unwrap().value == "1" { Transform::Keep } else { Transform::Put("4".into()) }));
+    assert!(matches!(r, Ok(Outcome::Written { ref kv, .. }) if kv.value == "4"), "{r:?}");
+
+    let op = Op::new(StorageRequest::Mutate { key: "/r/a".into(), cached: None, dry_run: false });
+    assert_eq!(run_against_model(&mut m, t0(), op, |_| Err("no".to_string())).0, Err(StorageError::Rejected("no".into())));
+}
+
 #[test]
 fn transform_rejection_and_keep_write_nothing() {
     let mut m = Model::new();

@@ -111,7 +111,9 @@ impl RequestMachine {
             let (ct, body) = status_body(&status, output.format);
             return self.respond(Head::new(201, &ct), body);
         }
-        if outcome.deleted && res.info.delete_returns == crate::catalog::DeleteReturns::Status {
+        // A DELETE answers with a Status for most kinds; an update that deleted the object (its
+        // last finalizer removed) answers with the object.
+        if outcome.deleted && self.req.method == "DELETE" && res.info.delete_returns == crate::catalog::DeleteReturns::Status {
             let status = success_status(&res.info.group_resource(), meta::name(&outcome.object), meta::uid(&outcome.object));
             let (ct, body) = status_body(&status, output.format);
             return self.respond(Head::new(200, &ct), body);
