@@ -184,11 +184,14 @@ pub enum Lifecycle {
 }
 
 impl Lifecycle {
+    /// `Status = XStatus{}`: status starts as its zero value (`{"replicas":0}` for a
+    /// ReplicaSet, `{}` for most).
     pub fn prepare_for_create(self, obj: &mut Value) {
-        if matches!(self, Lifecycle::Status | Lifecycle::StatusAndGeneration)
-            && let Some(m) = obj.as_object_mut()
-        {
-            m.remove("status");
+        if matches!(self, Lifecycle::Status | Lifecycle::StatusAndGeneration) {
+            let zero = zero_status(obj);
+            if let Some(m) = obj.as_object_mut() {
+                m.insert("status".into(), zero);
+            }
         }
         if matches!(self, Lifecycle::Generation(_) | Lifecycle::StatusAndGeneration) {
             meta::set_meta(obj, "generation", Value::from(1));
@@ -405,6 +408,18 @@ pub fn bump_generation_when_changed(new: &mut Value, old: &Value, field: &str) {
     let g = meta::generation(old).max(1);
     let changed = new.get(field) != old.get(field);
     meta::set_meta(new, "generation", Value::from(if changed { g + 1 } else { g }));
+}
+
+/// The zero value of an object's status, from its kind's definition.
+fn zero_status(obj: &Value) -> Value {
+    let s = crate::schema::schema();
+    let api_version = obj.get("apiVersion").and_then(Value::as_str).unwrap_or_default();
+    let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
+    let kind = obj.get("kind").and_then(Value::as_str).unwrap_or_default();
+    match s.for_gvk(group, version, kind).and_then(|d| d.properties.get("status")).map(|p| &p.ty) {
+        Some(crate::schema::Type::Object(status)) => s.zero_value(status),
+        _ => Value::Object(Default::default()),
+    }
 }
 
 /// A resource with its rules.

@@ -59,7 +59,10 @@ impl LabelSelector {
             if p.done() {
                 break;
             }
-            reqs.push(p.requirement()?);
+            if !p.eat_peek(b'!') && !p.s.get(p.i).copied().is_some_and(Lexer::is_ident) {
+                return Err(format!("found '{}', expected: !, identifier, or 'end of string'", p.peek_token()));
+            }
+            reqs.push(p.requirement().map_err(|e| format!("unable to parse requirement: {e}"))?);
             p.skip_ws();
             if p.done() {
                 break;
@@ -119,6 +122,11 @@ impl Lexer<'_> {
         }
     }
 
+    /// Whether the next byte is `c` (not consumed).
+    fn eat_peek(&self, c: u8) -> bool {
+        self.s.get(self.i) == Some(&c)
+    }
+
     fn eat(&mut self, t: &str) -> bool {
         if self.s[self.i..].starts_with(t.as_bytes()) {
             self.i += t.len();
@@ -154,7 +162,7 @@ impl Lexer<'_> {
             return Err(format!("found '{}', expected: identifier", self.peek_token()));
         }
         if let Some(msg) = qualified_name(&key).into_iter().next() {
-            return Err(format!("unable to parse requirement: key: Invalid value: {}: {msg}", crate::status::quote(&key)));
+            return Err(format!("key: Invalid value: {}: {msg}", crate::status::quote(&key)));
         }
         if negated {
             return Ok(Requirement { key, op: Op::DoesNotExist });
@@ -186,7 +194,7 @@ impl Lexer<'_> {
         self.skip_ws();
         let v = self.ident();
         if let Some(msg) = label_value(&v).into_iter().next() {
-            return Err(format!("unable to parse requirement: values[0][{}]: Invalid value: {}: {msg}", "value", crate::status::quote(&v)));
+            return Err(format!("values[0][{}]: Invalid value: {}: {msg}", "value", crate::status::quote(&v)));
         }
         Ok(v)
     }
@@ -194,13 +202,13 @@ impl Lexer<'_> {
     fn number(&mut self) -> Result<i64, String> {
         self.skip_ws();
         let v = self.ident();
-        v.parse().map_err(|_| format!("unable to parse requirement: for 'Gt', 'Lt' operators, the value must be an integer, got {v:?}"))
+        v.parse().map_err(|_| format!("for 'Gt', 'Lt' operators, the value must be an integer, got {v:?}"))
     }
 
     fn set(&mut self) -> Result<Vec<String>, String> {
         self.skip_ws();
         if !self.eat("(") {
-            return Err(format!("found '{}', expected: '('", self.peek_token()));
+            return Err(format!("found '{}' expected: '('", self.peek_token()));
         }
         let mut values = Vec::new();
         loop {

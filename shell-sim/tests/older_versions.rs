@@ -79,9 +79,8 @@ fn a_v1beta1_budget_with_an_empty_selector_selects_no_pod_at_v1() {
         Some(json!({"apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": {"name": "all"}, "spec": {"maxUnavailable": 1, "selector": {}}})),
     );
     let list = call(&mut w, "GET", beta, None).json();
-    assert_eq!(list["kind"], "PodDisruptionBudgetList");
+    assert_eq!((list["kind"].as_str(), list["apiVersion"].as_str()), (Some("PodDisruptionBudgetList"), Some("policy/v1beta1")));
     let all = list["items"].as_array().unwrap().iter().find(|i| i["metadata"]["name"] == "all").expect("listed at v1beta1").clone();
-    assert_eq!(all["apiVersion"], "policy/v1beta1");
     assert_eq!(
         all["spec"]["selector"],
         json!({"matchExpressions": [{"key": "pdb.kubernetes.io/deprecated-v1beta1-empty-selector-match", "operator": "DoesNotExist"}]})

@@ -74,11 +74,21 @@ impl Admission {
         let Some((ns_name, ns)) = &self.namespace else { return Ok(()) };
         match ns {
             None => Err(ApiError::not_found(&GroupResource::new("", "namespaces"), ns_name)),
-            Some(n) if meta::str_at(n, &["status", "phase"]) == Some("Terminating") || meta::deletion_timestamp(n).is_some() => Err(ApiError::forbidden(
-                &info.group_resource(),
-                name,
-                &format!("unable to create new content in namespace {} because it is being terminated", meta::name(n)),
-            )),
+            Some(n) if meta::str_at(n, &["status", "phase"]) == Some("Terminating") || meta::deletion_timestamp(n).is_some() => {
+                let mut e = ApiError::forbidden(
+                    &info.group_resource(),
+                    name,
+                    &format!("unable to create new content in namespace {} because it is being terminated", meta::name(n)),
+                );
+                if let Some(d) = e.details.as_mut() {
+                    d.causes.push(crate::status::StatusCause {
+                        reason: "NamespaceTerminating".into(),
+                        message: format!("namespace {} is being terminated", meta::name(n)),
+                        field: "metadata.namespace".into(),
+                    });
+                }
+                Err(e)
+            }
             Some(_) => Ok(()),
         }
     }

@@ -39,7 +39,8 @@ impl CachedObject {
                 return Ok(Self::with_json(res, kv.key.clone(), kv.mod_revision, &s.parts, s.json));
             }
         }
-        let stored: Value = serde_json::from_slice(&kv.value).map_err(|e| format!("stored object is not JSON: {e}"))?;
+        let mut stored: Value = serde_json::from_slice(&kv.value).map_err(|e| format!("stored object is not JSON: {e}"))?;
+        meta::drop_nulls(&mut stored);
         let mut obj = res.strategy.served_from_stored(stored);
         set_resource_version(&mut obj, kv.mod_revision);
         Ok(Self::new(res, kv.key.clone(), kv.mod_revision, &obj))
@@ -80,8 +81,11 @@ impl CachedObject {
         Self::new(res, self.key.clone(), rv, &obj)
     }
 
+    /// The object, without the `null`s kube writes for zero values.
     pub fn value(&self) -> Value {
-        serde_json::from_slice(&self.json).expect("cached JSON was encoded from a JSON tree")
+        let mut v = serde_json::from_slice(&self.json).expect("cached JSON was encoded from a JSON tree");
+        meta::drop_nulls(&mut v);
+        v
     }
 
     pub fn proto(&self) -> Result<Bytes, String> {

@@ -148,11 +148,16 @@ impl Writer<'_> {
 
 type Member<'a> = (&'a str, &'a Value, Option<&'a Type>);
 
+static NULL: Value = Value::Null;
+
 /// An object's members in the order kube writes them: a struct's fields in declaration order,
-/// then any others sorted; without a definition, sorted.
+/// then any others sorted; without a definition, sorted. An object's metadata always has a
+/// `creationTimestamp` (a `metav1.Time` value, `null` when zero), as Go writes it.
 fn ordered<'a>(m: &'a Map<String, Value>, def: Option<&'a Definition>) -> Vec<Member<'a>> {
     let Some(def) = def else { return m.iter().map(|(k, v)| (k.as_str(), v, None)).collect() };
-    let mut out: Vec<Member> = def.order.iter().filter_map(|k| Some((k.as_str(), m.get(k)?, def.properties.get(k).map(|p| &p.ty)))).collect();
+    let always = |k: &str| k == "creationTimestamp" && def.name == OBJECT_META;
+    let mut out: Vec<Member> =
+        def.order.iter().filter_map(|k| Some((k.as_str(), m.get(k).or_else(|| always(k).then_some(&NULL))?, def.properties.get(k).map(|p| &p.ty)))).collect();
     out.extend(m.iter().filter(|(k, _)| !def.order.contains(k)).map(|(k, v)| (k.as_str(), v, None)));
     out
 }
@@ -238,7 +243,7 @@ mod tests {
             "metadata": {"uid": "u", "name": "p", "resourceVersion": "5", "labels": {"b": "1", "a": "2"}}, "apiVersion": "v1", "kind": "Pod"});
         assert_eq!(
             text(&pod),
-            r#"{"kind":"Pod","apiVersion":"v1","metadata":{"name":"p","uid":"u","resourceVersion":"5","labels":{"a":"2","b":"1"}},"spec":{"containers":[{"name":"c","image":"nginx","args":["a"]}]},"status":{"phase":"Pending"}}"#
+            r#"{"kind":"Pod","apiVersion":"v1","metadata":{"name":"p","uid":"u","resourceVersion":"5","creationTimestamp":null,"labels":{"a":"2","b":"1"}},"spec":{"containers":[{"name":"c","image":"nginx","args":["a"]}]},"status":{"phase":"Pending"}}"#
         );
     }
 

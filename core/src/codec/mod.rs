@@ -1,6 +1,7 @@
 //! Wire formats: JSON, YAML and Kubernetes protobuf, the views of an object a client may ask
 //! for (the object, a Table, its metadata), and content negotiation.
 
+pub mod go_json;
 pub mod json;
 pub mod negotiate;
 pub mod protobuf;

@@ -121,14 +121,7 @@ pub fn patch_type(content_type: Option<&str>, force: bool) -> Result<PatchType, 
         "application/merge-patch+json" => PatchType::Merge,
         "application/strategic-merge-patch+json" => PatchType::Strategic,
         "application/apply-patch+yaml" => PatchType::Apply { force },
-        _ => {
-            return Err(ApiError::unsupported_media_type(&[
-                "application/json-patch+json",
-                "application/merge-patch+json",
-                "application/strategic-merge-patch+json",
-                "application/apply-patch+yaml",
-            ]));
-        }
+        _ => return Err(ApiError::patch_type_not_consumed()),
     })
 }
 

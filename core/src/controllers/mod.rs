@@ -342,7 +342,9 @@ impl Controllers {
                 if status == 200 {
                     let items = body.get("items").and_then(Value::as_array).cloned().unwrap_or_default();
                     tally.count(&collection.label, &items);
-                    for pod in items.iter().filter(|i| i.get("kind").and_then(Value::as_str) == Some("Pod")) {
+                    // List items carry no kind: the collection says what they are.
+                    let pods = if collection.label == "pods." { items.as_slice() } else { &[] };
+                    for pod in pods {
                         if let Some(node) = meta::str_at(pod, &["spec", "nodeName"]).filter(|n| !n.is_empty()) {
                             self.queue(ns, Step::CheckNode { pod: meta::name(pod).to_string(), node: node.to_string() });
                         }

@@ -23,6 +23,7 @@ mod info;
 mod limits;
 mod nonresource;
 mod params;
+mod pretty;
 mod query;
 mod respond;
 
@@ -175,6 +176,8 @@ pub struct RequestMachine {
     _seat: Option<limits::Seat>,
     /// Resource and discovery responses to a client that accepts gzip pass through this.
     compressor: Option<compress::Compressor>,
+    /// Indents JSON answers when kube would (`?pretty`, curl and browsers).
+    pretty: Option<pretty::Pretty>,
     /// What the compressor let out, to be polled before anything else.
     ready: VecDeque<Effect>,
 }
@@ -194,6 +197,7 @@ impl RequestMachine {
             warnings: Vec::new(),
             _seat: None,
             compressor: None,
+            pretty: None,
             ready: VecDeque::new(),
         };
         m.start(now);
@@ -216,6 +220,9 @@ impl RequestMachine {
         let discovery = ["/api", "/apis"].iter().any(|p| self.req.path == *p || self.req.path.starts_with(&format!("{p}/")));
         if (info.is_resource_request || discovery) && compress::accepts_gzip(self.req.header("Accept-Encoding")) {
             self.compressor = Some(compress::Compressor::default());
+        }
+        if (info.is_resource_request || discovery) && pretty::wanted(query.get("pretty"), self.req.header("User-Agent")) {
+            self.pretty = Some(pretty::Pretty::default());
         }
         if !is_long_running(&info) {
             match limits::requested_timeout(query.get("timeout"), REQUEST_TIMEOUT) {
@@ -288,6 +295,9 @@ impl RequestMachine {
                     for w in &self.warnings {
                         head.headers.push(("Warning".into(), format!("299 - {}", crate::status::quote(w))));
                     }
+                }
+                if let Some(p) = &mut self.pretty {
+                    e = p.pass(e);
                 }
                 match &mut self.compressor {
                     Some(c) => {

@@ -137,7 +137,19 @@ impl ListBody {
         match (output.format, output.view) {
             (Format::Yaml, _) => {
                 let objects: Vec<Shared> = body.items.drain(..).collect();
-                let items: Vec<Value> = objects.iter().map(|o| body.view_of(o)).collect();
+                let items: Vec<Value> = objects
+                    .iter()
+                    .map(|o| {
+                        let mut item = body.view_of(o);
+                        if output.view == View::Object
+                            && let Some(m) = item.as_object_mut()
+                        {
+                            m.remove("kind");
+                            m.remove("apiVersion");
+                        }
+                        item
+                    })
+                    .collect();
                 let whole = match output.view {
                     View::Table(include) => {
                         let rv = meta["resourceVersion"].as_str().unwrap_or_default().to_string();
@@ -238,7 +250,15 @@ impl ListBody {
             }
             self.first = false;
             match self.output.view {
-                View::Object => out.extend_from_slice(&o.json),
+                // kube's list items carry no type meta: the cached object without its leading
+                // `kind` and `apiVersion`, copied once.
+                View::Object => match type_meta_end(&o.json) {
+                    Some(rest) => {
+                        out.extend_from_slice(b"{");
+                        out.extend_from_slice(&o.json[rest..]);
+                    }
+                    None => out.extend_from_slice(&o.json),
+                },
                 View::Metadata => out.extend_from_slice(&codec::json::to_vec(&table::partial_metadata(&o.value()))),
                 View::Table(include) => {
                     let v = o.value();
@@ -248,6 +268,24 @@ impl ListBody {
             }
         }
         Some(out.freeze())
+    }
+}
+
+/// Where an object's members after its leading `"kind":"…","apiVersion":"…"` start (the
+/// next member, or the closing brace), for objects written as kube writes them; `None` for
+/// bytes that do not start so.
+fn type_meta_end(json: &[u8]) -> Option<usize> {
+    let member = |at: usize, key: &[u8]| -> Option<usize> {
+        let rest = json.get(at..)?.strip_prefix(key)?;
+        let end = rest.iter().position(|&c| c == b'"' || c == b'\\')?;
+        (rest[end] == b'"').then_some(at + key.len() + end + 1)
+    };
+    let after_kind = member(1, br#""kind":""#).filter(|_| json.first() == Some(&b'{'))?;
+    let after_version = json.get(after_kind).filter(|&&c| c == b',').and_then(|_| member(after_kind + 1, br#""apiVersion":""#))?;
+    match json.get(after_version) {
+        Some(b',') => Some(after_version + 1),
+        Some(b'}') => Some(after_version),
+        _ => None,
     }
 }
 

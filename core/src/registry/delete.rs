@@ -158,13 +158,16 @@ fn set_propagation_finalizers(obj: &mut Value, opts: &DeleteOptions, default_pol
     true
 }
 
-/// `markAsDeleting`: deleted now, waiting only for finalizers.
+/// `markAsDeleting`: deleted now, waiting only for finalizers. Namespaces' own delete sets
+/// only the timestamp (and their phase).
 fn mark_as_deleting(obj: &mut Value, now: Timestamp) {
     let existing = meta::deletion_timestamp(obj).and_then(|s| s.parse::<Timestamp>().ok());
     if existing.is_none_or(|t| t > now) {
         meta::set_meta(obj, "deletionTimestamp", Value::String(format_time(now, false)));
     }
-    meta::set_meta(obj, "deletionGracePeriodSeconds", Value::from(0));
+    if obj.get("kind").and_then(Value::as_str) != Some("Namespace") {
+        meta::set_meta(obj, "deletionGracePeriodSeconds", Value::from(0));
+    }
 }
 
 fn bump_generation(obj: &mut Value) {

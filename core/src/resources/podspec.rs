@@ -328,9 +328,9 @@ pub fn validate_template_selector(obj: &Value, errs: &mut Vec<FieldError>) {
     };
     let labels = meta::string_map(meta::at(obj, &["spec", "template", "metadata", "labels"]));
     if !selector.matches(&labels) {
-        errs.push(FieldError::invalid(
+        errs.push(FieldError::invalid_string_map(
             "spec.template.metadata.labels",
-            meta::at(obj, &["spec", "template", "metadata", "labels"]).cloned().unwrap_or(Value::Null),
+            meta::at(obj, &["spec", "template", "metadata", "labels"]),
             "`selector` does not match template `labels`",
         ));
     }

@@ -77,9 +77,9 @@ impl Strategy for ReplicationControllers {
         };
         let labels = meta::string_map(meta::at(template, &["metadata", "labels"]));
         if !selector.is_empty() && !selector.iter().all(|s| labels.contains(s)) {
-            errs.push(FieldError::invalid(
+            errs.push(FieldError::invalid_string_map(
                 "spec.template.metadata.labels",
-                meta::at(template, &["metadata", "labels"]).cloned().unwrap_or(Value::Null),
+                meta::at(template, &["metadata", "labels"]),
                 "`selector` does not match template `labels`",
             ));
         }

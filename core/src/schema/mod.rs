@@ -202,6 +202,26 @@ impl Schema {
         self.by_gvk.get(&(group.to_string(), version.to_string(), kind.to_string())).and_then(|n| self.defs.get(n))
     }
 
+    /// The zero value of a struct as Go writes it: its required fields (those without
+    /// `omitempty`) at their zero values, the others left out. Nested optional value structs
+    /// cannot be told from pointers here and are left out too.
+    pub fn zero_value(&self, def: &str) -> Value {
+        let mut out = serde_json::Map::new();
+        let Some(d) = self.get(def) else { return Value::Object(out) };
+        for name in &d.required {
+            let Some(p) = d.properties.get(name) else { continue };
+            let zero = match &p.ty {
+                Type::Int32 | Type::Int64 | Type::Number => Value::from(0),
+                Type::String => Value::from(""),
+                Type::Boolean => Value::Bool(false),
+                Type::Object(inner) => self.zero_value(inner),
+                _ => Value::Null,
+            };
+            out.insert(name.clone(), zero);
+        }
+        Value::Object(out)
+    }
+
     pub fn raw_definitions(&self) -> &serde_json::Map<String, Value> {
         &self.raw
     }

@@ -73,6 +73,20 @@ impl FieldError {
     }
 
     /// `Invalid` with a bad value Go printed as `go` (verbatim).
+    /// Invalid, with a `map[string]string` value (labels) shown as Go's `%#v` shows it:
+    /// `map[string]string{"a":"1", "b":"2"}`, or `map[string]string(nil)`.
+    pub fn invalid_string_map(field: impl Into<String>, map: Option<&Value>, detail: impl Into<String>) -> Self {
+        let go = match map.and_then(Value::as_object) {
+            None => "map[string]string(nil)".to_string(),
+            Some(m) => {
+                let entries: Vec<String> =
+                    m.iter().map(|(k, v)| format!("{}:{}", Value::from(k.as_str()), Value::from(v.as_str().unwrap_or_default()))).collect();
+                format!("map[string]string{{{}}}", entries.join(", "))
+            }
+        };
+        Self::invalid_go(field, go, detail)
+    }
+
     pub fn invalid_go(field: impl Into<String>, go: impl Into<String>, detail: impl Into<String>) -> Self {
         FieldError { kind: FieldErrorType::Invalid, field: field.into(), bad_value: Some(BadValue::Go(go.into())), detail: detail.into() }
     }

@@ -188,9 +188,25 @@ impl ApiError {
         Self::new(503, "ServiceUnavailable", message)
     }
 
-    /// `404` with no reason details, as for an unknown path.
+    /// `404` for a path no route serves, as kube's router answers it (with empty details).
     pub fn path_not_found() -> Self {
-        Self::new(404, "NotFound", "the server could not find the requested resource")
+        Self::routing(404, "NotFound", "the server could not find the requested resource")
+    }
+
+    /// `405` for a method the route does not serve, as kube's router answers it.
+    pub fn method_not_allowed() -> Self {
+        Self::routing(405, "MethodNotAllowed", "the server does not allow this method on the requested resource")
+    }
+
+    /// `415` for a PATCH whose content type is no patch type, as kube's router (go-restful's
+    /// `Consumes`) answers it before any handler runs.
+    pub fn patch_type_not_consumed() -> Self {
+        Self::routing(415, "UnsupportedMediaType", "415: Unsupported Media Type")
+    }
+
+    /// An error of kube's router (go-restful's service errors): empty details.
+    fn routing(code: u16, reason: &'static str, message: &str) -> Self {
+        ApiError { details: Some(Box::default()), ..Self::new(code, reason, message) }
     }
 
     /// The `metav1.Status` object for this error.

@@ -134,10 +134,6 @@ pub(super) enum Stage {
     DeleteCollection(Box<DeleteCollection>),
 }
 
-fn method_not_allowed() -> ApiError {
-    ApiError::new(405, "MethodNotAllowed", "the server does not allow this method on the requested resource")
-}
-
 /// Whether the request's verb is one the resource (or its subresource) serves.
 fn verb_allowed(res: &Resource, info: &RequestInfo) -> bool {
     if info.subresource.is_empty() {
@@ -160,13 +156,13 @@ impl RequestMachine {
             return self.fail(&ApiError::path_not_found());
         }
         if res.info.namespaced && namespace.is_none() && !matches!(info.verb.as_str(), "list" | "watch") {
-            return self.fail(&if info.name.is_empty() { method_not_allowed() } else { ApiError::path_not_found() });
+            return self.fail(&if info.name.is_empty() { ApiError::method_not_allowed() } else { ApiError::path_not_found() });
         }
         if !info.subresource.is_empty() && res.info.subresource(&info.subresource).is_none() {
             return self.fail(&ApiError::path_not_found());
         }
         if !verb_allowed(&res, &info) {
-            return self.fail(&method_not_allowed());
+            return self.fail(&ApiError::method_not_allowed());
         }
         let attrs = Attributes {
             verb: info.verb.clone(),
@@ -196,7 +192,7 @@ impl RequestMachine {
         }
         // kube routes no HEAD to a resource's handlers: its router answers 405.
         if self.req.method == "HEAD" {
-            return self.fail(&method_not_allowed());
+            return self.fail(&ApiError::method_not_allowed());
         }
         self.warnings.extend(res.info.deprecation.map(str::to_string));
         let result = match info.verb.as_str() {
@@ -207,7 +203,7 @@ impl RequestMachine {
             "patch" => self.patch(now, res, &info, &query, namespace),
             "delete" => self.delete(now, res, &info, &query, namespace),
             "deletecollection" => self.delete_collection(now, res, &info, &query, namespace),
-            _ => Err(method_not_allowed()),
+            _ => Err(ApiError::method_not_allowed()),
         };
         if let Err(e) = result {
             self.fail(&e);

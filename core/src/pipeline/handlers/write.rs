@@ -22,31 +22,55 @@ use crate::registry::{self, BodyFindings, FieldValidation, WriteContext, WriteOp
 use crate::status::{ApiError, success_status};
 use crate::storage::{Outcome, StorageEffect, StorageOp, StorageRequest};
 
+/// kube's `summarizeData(body, 30)`: a JSON object's first bytes as text, anything else in hex.
+fn summarize(body: &[u8]) -> String {
+    const MAX: usize = 30;
+    let (head, more) = if body.len() > MAX { (&body[..MAX], " ...") } else { (body, "") };
+    match body.first() {
+        None => "<empty>".into(),
+        Some(b'{') => format!("{}{more}", String::from_utf8_lossy(head)),
+        Some(_) => format!("{}{more}", head.iter().map(|b| format!("{b:02x}")).collect::<String>()),
+    }
+}
+
+/// The Go package of a group's internal types, as kube's conversion errors name it.
+fn internal_package(group: &str) -> &str {
+    match group {
+        "" | "events.k8s.io" => "core",
+        g => g.split('.').next().unwrap_or(g),
+    }
+}
+
 impl RequestMachine {
     /// The request's object, and (JSON bodies, unless `fieldValidation=Ignore`) the keys it
     /// repeats.
     pub(super) fn decode_body(&self, res: &Resource, validation: FieldValidation) -> Result<(Value, BodyFindings), ApiError> {
         let format = negotiate::request_format(self.req.header("Content-Type"))?;
+        // A body whose kind cannot be read is "unrecognized", with Go's parse error and the
+        // body's first bytes (kube's transformDecodeError).
+        let unrecognized = |e: String| {
+            let e = match format {
+                Format::Json => {
+                    let go = codec::go_json::syntax_error(&self.req.body).unwrap_or(e);
+                    format!("couldn't get version/kind; json parse error: {go}")
+                }
+                _ => e,
+            };
+            ApiError::bad_request(format!("the object provided is unrecognized (must be of type {}): {e} ({})", res.info.kind, summarize(&self.req.body)))
+        };
         let (mut obj, findings) = match format {
             Format::Json if validation != FieldValidation::Ignore => {
-                let (obj, duplicates) =
-                    codec::strict::decode(&self.req.body).map_err(|e| ApiError::bad_request(format!("couldn't get version/kind; json parse error: {e}")))?;
+                let (obj, duplicates) = codec::strict::decode(&self.req.body).map_err(|e| unrecognized(e.to_string()))?;
                 (obj, BodyFindings::of_object(&self.req.body, duplicates))
             }
-            _ => {
-                let obj = codec::decode(&self.req.body, format).map_err(|e| {
-                    ApiError::bad_request(match format {
-                        Format::Json => format!("couldn't get version/kind; json parse error: {e}"),
-                        _ => e,
-                    })
-                })?;
-                (obj, BodyFindings::default())
-            }
+            _ => (codec::decode(&self.req.body, format).map_err(unrecognized)?, BodyFindings::default()),
         };
         if !obj.is_object() {
             return Err(ApiError::bad_request(format!(
-                "couldn't get version/kind; json parse error: json: cannot unmarshal {} into Go value of type struct {{ APIVersion string \"json:\\\"apiVersion,omitempty\\\"\"; Kind string \"json:\\\"kind,omitempty\\\"\" }}",
-                if obj.is_array() { "array" } else { "string" }
+                "the object provided is unrecognized (must be of type {}): couldn't get version/kind; json parse error: json: cannot unmarshal {} into Go value of type struct {{ APIVersion string \"json:\\\"apiVersion,omitempty\\\"\"; Kind string \"json:\\\"kind,omitempty\\\"\" }} ({})",
+                res.info.kind,
+                if obj.is_array() { "array" } else { "string" },
+                summarize(&self.req.body)
             )));
         }
         let want_av = res.info.api_version();
@@ -56,7 +80,12 @@ impl RequestMachine {
             return Err(ApiError::bad_request(format!("the API version in the data ({av}) does not match the expected API version ({want_av})")));
         }
         if !kind.is_empty() && kind != res.info.kind {
-            return Err(ApiError::bad_request(format!("the kind in the data ({kind}) does not match the expected kind ({})", res.info.kind)));
+            // kube decodes the body as the kind it names, then fails to convert it.
+            let why = match crate::schema::schema().for_gvk(res.info.group, res.info.version, &kind) {
+                Some(_) => format!("converting ({}.{kind}) to ({}.{}): unknown conversion", res.info.version, internal_package(res.info.group), res.info.kind),
+                None => format!("no kind {kind:?} is registered for version {want_av:?} in scheme \"pkg/api/legacyscheme/scheme.go:30\""),
+            };
+            return Err(ApiError::bad_request(format!("{kind} in version {:?} cannot be handled as a {}: {why}", res.info.version, res.info.kind)));
         }
         meta::set_type_meta(&mut obj, &want_av, res.info.kind);
         Ok((obj, findings))

@@ -1,0 +1,263 @@
+//! The syntax errors Go's `encoding/json` reports (its `checkValid` scanner), which kube's
+//! decoding errors quote: `invalid character 'n' looking for beginning of object key string`,
+//! `unexpected end of JSON input`, ...
+
+/// What the scanner expects next.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Step {
+    BeginValue,
+    BeginValueOrEmpty,
+    BeginStringOrEmpty,
+    BeginString,
+    EndValue,
+    EndTop,
+    InString,
+    InStringEsc,
+    InStringEscU(u8),
+    Neg,
+    One,
+    Zero,
+    Dot,
+    Dot0,
+    E,
+    ESign,
+    E0,
+    /// The rest of a literal (`true`, `false`, `null`) and how far into it the scanner is.
+    Literal(&'static [u8], usize),
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Parse {
+    ObjectKey,
+    ObjectValue,
+    ArrayValue,
+}
+
+/// Go's `quoteChar`: the byte taken as a rune, quoted as `strconv.Quote` quotes it.
+fn quote_char(c: u8) -> String {
+    match c {
+        b'\'' => r"'\''".into(),
+        b'"' => "'\"'".into(),
+        c if c.is_ascii_graphic() || c == b' ' => format!("'{}'", c as char),
+        b'\n' => r"'\n'".into(),
+        b'\r' => r"'\r'".into(),
+        b'\t' => r"'\t'".into(),
+        0x07 => r"'\a'".into(),
+        0x08 => r"'\b'".into(),
+        0x0c => r"'\f'".into(),
+        0x0b => r"'\v'".into(),
+        c if c < 0x80 => format!(r"'\x{c:02x}'"),
+        // Latin-1 letters and symbols print; controls, no-break space and soft hyphen do not.
+        c if c > 0xa0 && c != 0xad => format!("'{}'", char::from(c)),
+        c => format!(r"'\u{:04x}'", c),
+    }
+}
+
+fn is_space(c: u8) -> bool {
+    matches!(c, b' ' | b'\t' | b'\r' | b'\n')
+}
+
+/// Go's error for `data` if it is not valid JSON, `None` if it is.
+pub fn syntax_error(data: &[u8]) -> Option<String> {
+    let mut stack: Vec<Parse> = Vec::new();
+    let mut step = Step::BeginValue;
+    let err = |c: u8, context: &str| Some(format!("invalid character {} {context}", quote_char(c)));
+    for &c in data {
+        // Values end where the next byte is not part of them: that byte is then read again.
+        let mut again = true;
+        while again {
+            again = false;
+            step = match step {
+                Step::BeginValue | Step::BeginValueOrEmpty if is_space(c) => step,
+                Step::BeginValueOrEmpty if c == b']' => match end_value_in(&mut stack, c) {
+                    Ok(s) => s,
+                    Err(e) => return Some(e),
+                },
+                Step::BeginValue | Step::BeginValueOrEmpty => match c {
+                    b'{' => {
+                        stack.push(Parse::ObjectKey);
+                        Step::BeginStringOrEmpty
+                    }
+                    b'[' => {
+                        stack.push(Parse::ArrayValue);
+                        Step::BeginValueOrEmpty
+                    }
+                    b'"' => Step::InString,
+                    b'-' => Step::Neg,
+                    b'0' => Step::Zero,
+                    b'1'..=b'9' => Step::One,
+                    b't' => Step::Literal(b"true", 1),
+                    b'f' => Step::Literal(b"false", 1),
+                    b'n' => Step::Literal(b"null", 1),
+                    _ => return err(c, "looking for beginning of value"),
+                },
+                Step::BeginStringOrEmpty | Step::BeginString if is_space(c) => step,
+                Step::BeginStringOrEmpty if c == b'}' => {
+                    if let Some(top) = stack.last_mut() {
+                        *top = Parse::ObjectValue;
+                    }
+                    match end_value_in(&mut stack, c) {
+                        Ok(s) => s,
+                        Err(e) => return Some(e),
+                    }
+                }
+                Step::BeginStringOrEmpty | Step::BeginString => match c {
+                    b'"' => Step::InString,
+                    _ => return err(c, "looking for beginning of object key string"),
+                },
+                Step::EndTop => match c {
+                    _ if is_space(c) => Step::EndTop,
+                    _ => return err(c, "after top-level value"),
+                },
+                Step::EndValue => match end_value_in(&mut stack, c) {
+                    Ok(s) => s,
+                    Err(e) => return Some(e),
+                },
+                Step::InString => match c {
+                    b'"' => end_value(&stack),
+                    b'\\' => Step::InStringEsc,
+                    c if c < 0x20 => return err(c, "in string literal"),
+                    _ => Step::InString,
+                },
+                Step::InStringEsc => match c {
+                    b'b' | b'f' | b'n' | b'r' | b't' | b'\\' | b'/' | b'"' => Step::InString,
+                    b'u' => Step::InStringEscU(0),
+                    _ => return err(c, "in string escape code"),
+                },
+                Step::InStringEscU(n) => match c {
+                    c if c.is_ascii_hexdigit() => {
+                        if n == 3 {
+                            Step::InString
+                        } else {
+                            Step::InStringEscU(n + 1)
+                        }
+                    }
+                    _ => return err(c, "in \\u hexadecimal character escape"),
+                },
+                Step::Neg => match c {
+                    b'0' => Step::Zero,
+                    b'1'..=b'9' => Step::One,
+                    _ => return err(c, "in numeric literal"),
+                },
+                Step::One if c.is_ascii_digit() => Step::One,
+                Step::One | Step::Zero => match c {
+                    b'.' => Step::Dot,
+                    b'e' | b'E' => Step::E,
+                    _ => {
+                        again = true;
+                        end_value(&stack)
+                    }
+                },
+                Step::Dot => match c {
+                    c if c.is_ascii_digit() => Step::Dot0,
+                    _ => return err(c, "after decimal point in numeric literal"),
+                },
+                Step::Dot0 => match c {
+                    c if c.is_ascii_digit() => Step::Dot0,
+                    b'e' | b'E' => Step::E,
+                    _ => {
+                        again = true;
+                        end_value(&stack)
+                    }
+                },
+                Step::E if c == b'+' || c == b'-' => Step::ESign,
+                Step::E | Step::ESign => match c {
+                    c if c.is_ascii_digit() => Step::E0,
+                    _ => return err(c, "in exponent of numeric literal"),
+                },
+                Step::E0 => match c {
+                    c if c.is_ascii_digit() => Step::E0,
+                    _ => {
+                        again = true;
+                        end_value(&stack)
+                    }
+                },
+                Step::Literal(word, at) => {
+                    if c != word[at] {
+                        let name = String::from_utf8_lossy(word);
+                        return err(c, &format!("in literal {name} (expecting {})", quote_char(word[at])));
+                    }
+                    if at + 1 == word.len() { end_value(&stack) } else { Step::Literal(word, at + 1) }
+                }
+            };
+        }
+    }
+    // Go's `eof`: a number may end the input; anything else unfinished is an unexpected end.
+    match step {
+        Step::EndTop => None,
+        Step::Zero | Step::One | Step::Dot0 | Step::E0 if stack.is_empty() => None,
+        _ => Some("unexpected end of JSON input".into()),
+    }
+}
+
+/// The step after a complete value: the end of the top-level value, or what its container
+/// expects next.
+fn end_value(stack: &[Parse]) -> Step {
+    if stack.is_empty() { Step::EndTop } else { Step::EndValue }
+}
+
+/// Go's `stateEndValue` for byte `c`, after a value inside a container.
+fn end_value_in(stack: &mut Vec<Parse>, c: u8) -> Result<Step, String> {
+    let Some(top) = stack.last().copied() else { return Ok(Step::EndTop) };
+    if is_space(c) {
+        return Ok(Step::EndValue);
+    }
+    let err = |context: &str| Err(format!("invalid character {} {context}", quote_char(c)));
+    match top {
+        Parse::ObjectKey => match c {
+            b':' => {
+                *stack.last_mut().expect("non-empty") = Parse::ObjectValue;
+                Ok(Step::BeginValue)
+            }
+            _ => err("after object key"),
+        },
+        Parse::ObjectValue => match c {
+            b',' => {
+                *stack.last_mut().expect("non-empty") = Parse::ObjectKey;
+                Ok(Step::BeginString)
+            }
+            b'}' => {
+                stack.pop();
+                Ok(end_value(stack))
+            }
+            _ => err("after object key:value pair"),
+        },
+        Parse::ArrayValue => match c {
+            b',' => Ok(Step::BeginValue),
+            b']' => {
+                stack.pop();
+                Ok(end_value(stack))
+            }
+            _ => err("after array element"),
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn gos_messages() {
+        let cases: &[(&str, Option<&str>)] = &[
+            ("{not json", Some("invalid character 'n' looking for beginning of object key string")),
+            ("{\"a\" 1}", Some("invalid character '1' after object key")),
+            ("{\"a\":1 \"b\"}", Some("invalid character '\"' after object key:value pair")),
+            ("[1 2]", Some("invalid character '2' after array element")),
+            ("{\"a\":tru}", Some("invalid character '}' in literal true (expecting 'e')")),
+            ("{\"a\":-x}", Some("invalid character 'x' in numeric literal")),
+            ("{\"a\":1.}", Some("invalid character '}' after decimal point in numeric literal")),
+            ("{\"a\":\"\\q\"}", Some("invalid character 'q' in string escape code")),
+            ("{} x", Some("invalid character 'x' after top-level value")),
+            ("'a'", Some(r"invalid character '\'' looking for beginning of value")),
+            ("{\"a\":", Some("unexpected end of JSON input")),
+            ("", Some("unexpected end of JSON input")),
+            ("{\"a\":[1,{\"b\":null},[]],\"c\":-1.5e+3} ", None),
+            ("12", None),
+            ("[]", None),
+        ];
+        for (input, want) in cases {
+            assert_eq!(syntax_error(input.as_bytes()).as_deref(), *want, "{input}");
+        }
+    }
+}
