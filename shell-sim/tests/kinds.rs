@@ -480,3 +480,30 @@ fn a_binding_names_the_pod_it_binds() {
     assert_eq!(r.head.status, 404);
     assert_eq!(w.call("GET", "/api/v1/namespaces/default/bindings", "", None, "").head.status, 405);
 }
+
+/// Found by the simulator (seed 0 of its first sweep with HPAs): a manager that applied an
+/// HPA at v2 (where `scaleTargetRef` is granular) and applies it again at v1 (where it is
+/// atomic) keeps the reference; structured-merge-diff removes nothing inside an atomic value.
+#[test]
+fn one_manager_applying_at_both_versions_keeps_the_atomic_reference() {
+    let mut w = world();
+    let target = json!({"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"});
+    let v2 = json!({"apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler", "metadata": {"name": "h"},
+        "spec": {"scaleTargetRef": target, "minReplicas": 1, "maxReplicas": 16,
+            "metrics": [{"type": "Resource", "resource": {"name": "cpu", "target": {"type": "Utilization", "averageUtilization": 36}}}]}});
+    let v1 = json!({"apiVersion": "autoscaling/v1", "kind": "HorizontalPodAutoscaler", "metadata": {"name": "h"},
+        "spec": {"scaleTargetRef": target, "minReplicas": 1, "maxReplicas": 7, "targetCPUUtilizationPercentage": 18}});
+    let apply = |w: &mut World, version: &str, body: &Value| {
+        w.call(
+            "PATCH",
+            &format!("/apis/autoscaling/{version}/namespaces/default/horizontalpodautoscalers/h"),
+            "fieldManager=m",
+            Some(body),
+            "application/apply-patch+yaml",
+        )
+    };
+    assert_eq!(apply(&mut w, "v2", &v2).head.status, 201);
+    let r = apply(&mut w, "v1", &v1);
+    assert_eq!(r.head.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    assert_eq!(r.json()["spec"]["scaleTargetRef"], target);
+}

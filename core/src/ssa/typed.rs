@@ -361,7 +361,19 @@ fn merge_list(live: &[Value], config: &[Value], key: impl Fn(&Value) -> PathElem
 
 /// Removes every path of `doomed` (fields, map entries, list items) from `v`, the paths below
 /// a node before the node, each list filtered once however many of its items go.
+/// Nothing is removed from inside an atomic value (structured-merge-diff's removing walker
+/// leaves atomic maps and lists whole): a manager that owned `.spec.scaleTargetRef.kind` at a
+/// version where the reference is granular and applies it at one where it is atomic keeps it.
 pub fn remove_all(v: &mut Value, doomed: &Set, ty: &Type) {
+    let atomic = match ty {
+        Type::Object(name) => schema().get(name).is_some_and(|d| d.atomic),
+        Type::Map { atomic, .. } => *atomic,
+        Type::Array { list_type, .. } => *list_type == ListType::Atomic,
+        _ => false,
+    };
+    if atomic {
+        return;
+    }
     let sh = shape(ty);
     match v {
         Value::Object(m) => {

@@ -10,6 +10,7 @@
 
 pub mod check;
 pub mod clients;
+pub mod kinds;
 pub mod oracle;
 mod rng;
 mod server;
@@ -35,6 +36,7 @@ use check::{Call, Invariant, Target as CallTarget, Violation, fail, parse_query}
 use clients::informer::{Informer, Role};
 use clients::user::User;
 use clients::{Client, Cx, Reply};
+use kinds::Kind;
 use rng::SimRng;
 use server::{ServerOut, SimServer};
 pub use store::Planted;
@@ -262,7 +264,8 @@ impl Simulation {
                 let ns = if self.rng.chance(0.5) { None } else { Some(self.rng.pick(&namespaces).clone()) };
                 let selector = Selector::draw(&mut self.rng);
                 let initial = self.rng.chance(0.5);
-                self.clients.push(Box::new(Informer::new(i, role, ns, selector, initial)));
+                let kind = *self.rng.pick(&Kind::ALL);
+                self.clients.push(Box::new(Informer::new(i, role, kind, ns, selector, initial)));
             }
         }
         for c in 0..self.clients.len() {

@@ -11,7 +11,8 @@ pub fn answered(call: &Call, object: &serde_json::Value, oracle: &Oracle) -> Che
         "DELETE" => call.body["preconditions"]["resourceVersion"].as_str(),
         _ => None,
     };
-    let (Some(expected), Some((key, rv))) = (precondition.and_then(|p| p.parse::<i64>().ok()), identity(object)) else { return Ok(()) };
+    let identified = call.target.as_ref().and_then(|t| identity(t.kind, object));
+    let (Some(expected), Some((key, rv))) = (precondition.and_then(|p| p.parse::<i64>().ok()), identified) else { return Ok(()) };
     // An update that changes nothing, or a delete of an object already terminating, writes
     // nothing and returns the object as it is: it must have been that version then.
     if rv == expected && oracle.versions_between(&key, call.start, call.end).iter().any(|v| v.as_ref().is_some_and(|f| f.mod_revision == rv)) {

@@ -22,7 +22,7 @@ impl Durability {
         if call.method == "GET" || call.dry_run() || object["kind"] == "Status" {
             return Ok(());
         }
-        let Some((key, rv)) = identity(object) else {
+        let Some((key, rv)) = call.target.as_ref().and_then(|t| identity(t.kind, object)) else {
             return violation(Invariant::Durability, format!("{} acknowledged without an object identity: {object}", call.method));
         };
         match oracle.change(&key, rv) {

@@ -31,6 +31,9 @@ impl Lists {
     pub fn answered(&mut self, call: &Call, list: &serde_json::Value, oracle: &Oracle) -> Checked {
         let Some(target) = call.target.as_ref().filter(|t| t.name.is_none() && call.method == "GET") else { return Ok(()) };
         let fail = |m: String| violation(Invariant::List, format!("LIST {target:?} {:?}: {m}", call.query));
+        if list["apiVersion"] != target.kind.api_version() {
+            return fail(format!("a list of apiVersion {}", list["apiVersion"]));
+        }
         let Some(revision) = list["metadata"]["resourceVersion"].as_str().and_then(|r| r.parse::<Revision>().ok()) else {
             return fail(format!("no resourceVersion in {}", list["metadata"]));
         };
@@ -58,7 +61,10 @@ impl Lists {
             return fail(format!("answered at revision {revision}, which the store has not reached ({})", oracle.revision()));
         }
         for item in list["items"].as_array().into_iter().flatten() {
-            let Some((key, rv)) = identity(item) else { return fail(format!("an item without identity: {item}")) };
+            let Some((key, rv)) = identity(target.kind, item) else { return fail(format!("an item without identity: {item}")) };
+            if let Some(why) = target.kind.misshapen(item) {
+                return fail(format!("item not in the version asked for ({why}): {item}"));
+            }
             if key <= paging.last || !key.starts_with(&paging.prefix) {
                 return fail(format!("item {} out of order or out of the collection", String::from_utf8_lossy(&key)));
             }

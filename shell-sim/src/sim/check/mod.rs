@@ -15,6 +15,8 @@ use std::fmt;
 use bytes::Bytes;
 use kapi_core::kv::Revision;
 
+use super::kinds::Kind;
+
 /// The invariants of the issue, numbered as there.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Invariant {
@@ -63,44 +65,53 @@ pub fn violation(invariant: Invariant, message: String) -> Checked {
     Err(fail(invariant, message))
 }
 
-/// Where in the configmaps collection a request points.
+/// Where in one of the simulated collections a request points.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Target {
+    pub kind: Kind,
     pub namespace: Option<String>,
     pub name: Option<String>,
 }
 
 impl Target {
-    /// The target of a configmaps path; `None` for any other path.
+    /// The target of a collection's path; `None` for any other path.
     pub fn parse(path: &str) -> Option<Target> {
         let segs: Vec<&str> = path.trim_start_matches('/').split('/').collect();
-        match segs.as_slice() {
-            ["api", "v1", "configmaps"] => Some(Target { namespace: None, name: None }),
-            ["api", "v1", "namespaces", ns, "configmaps"] => Some(Target { namespace: Some(ns.to_string()), name: None }),
-            ["api", "v1", "namespaces", ns, "configmaps", name] => Some(Target { namespace: Some(ns.to_string()), name: Some(name.to_string()) }),
-            _ => None,
-        }
+        let (kind, rest) = Kind::of_path(&segs)?;
+        let r = kind.resource();
+        let (namespace, name) = match rest {
+            [res] if *res == r => (None, None),
+            ["namespaces", ns, res] if *res == r => (Some(ns.to_string()), None),
+            ["namespaces", ns, res, name] if *res == r => (Some(ns.to_string()), Some(name.to_string())),
+            _ => return None,
+        };
+        Some(Target { kind, namespace, name })
     }
 
     /// The storage key prefix of the collection this target lies in.
     pub fn prefix(&self) -> Bytes {
-        match &self.namespace {
-            Some(ns) => Bytes::from(format!("/registry/configmaps/{ns}/")),
-            None => Bytes::from_static(b"/registry/configmaps/"),
-        }
+        prefix(self.kind, self.namespace.as_deref())
     }
 }
 
-/// The storage key of a configmap.
-pub fn key(namespace: &str, name: &str) -> Bytes {
-    Bytes::from(format!("/registry/configmaps/{namespace}/{name}"))
+/// The storage key prefix of a collection, in a namespace or across all.
+pub fn prefix(kind: Kind, namespace: Option<&str>) -> Bytes {
+    match namespace {
+        Some(ns) => Bytes::from(format!("/registry/{}/{ns}/", kind.resource())),
+        None => Bytes::from(format!("/registry/{}/", kind.resource())),
+    }
 }
 
-/// The storage key and resourceVersion of an object in a response.
-pub fn identity(object: &serde_json::Value) -> Option<(Bytes, Revision)> {
+/// The storage key of an object.
+pub fn key(kind: Kind, namespace: &str, name: &str) -> Bytes {
+    Bytes::from(format!("/registry/{}/{namespace}/{name}", kind.resource()))
+}
+
+/// The storage key and resourceVersion of an object of a collection in a response.
+pub fn identity(kind: Kind, object: &serde_json::Value) -> Option<(Bytes, Revision)> {
     let meta = &object["metadata"];
     let rv = meta["resourceVersion"].as_str()?.parse().ok()?;
-    Some((key(meta["namespace"].as_str()?, meta["name"].as_str()?), rv))
+    Some((key(kind, meta["namespace"].as_str()?, meta["name"].as_str()?), rv))
 }
 
 /// One request as the checkers see it, with what the world knew when it was sent and answered.
@@ -138,7 +149,7 @@ impl Call {
     /// The request's object key, when it names one object.
     pub fn key(&self) -> Option<Bytes> {
         let t = self.target.as_ref()?;
-        Some(key(t.namespace.as_deref()?, t.name.as_deref()?))
+        Some(key(t.kind, t.namespace.as_deref()?, t.name.as_deref()?))
     }
 }
 

@@ -46,6 +46,12 @@ pub fn answered(call: &Call, code: u16, body: &[u8], oracle: &Oracle) -> Result<
         if !v["kind"].is_string() || !v["apiVersion"].is_string() || !v["metadata"].is_object() {
             violation(Invariant::Response, format!("{} answered {code} with a malformed object: {v}", what()))?;
         }
+        // An object (not a list, not a delete's Status) comes in the version asked for.
+        if let Some(t) = call.target.as_ref().filter(|t| t.name.is_some() && v["kind"] != "Status")
+            && (v["apiVersion"] != t.kind.api_version() || t.kind.misshapen(&v).is_some())
+        {
+            violation(Invariant::Response, format!("{} answered {code} with an object not in the version asked for: {v}", what()))?;
+        }
     } else {
         let reason = v["reason"].as_str().unwrap_or("");
         if v["kind"] != "Status" || v["apiVersion"] != "v1" || v["status"] != "Failure" || v["code"] != code || !reason_fits(code, reason) {

@@ -12,6 +12,7 @@ use kapi_core::kv::Revision;
 
 use super::selector::Selector;
 use super::{Call, Checked, Invariant, identity, violation};
+use crate::sim::kinds::Kind;
 use crate::sim::oracle::{Change, Oracle};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -34,6 +35,8 @@ struct Ev {
 
 struct Session {
     what: String,
+    /// The collection watched, at the version asked for.
+    kind: Kind,
     prefix: Bytes,
     selector: Selector,
     mode: Mode,
@@ -159,6 +162,7 @@ impl Watches {
             id,
             Session {
                 what: format!("watch #{id} of {:?} {:?}", target, call.query),
+                kind: target.kind,
                 prefix: target.prefix(),
                 selector: Selector::parse(call.param("labelSelector").unwrap_or("")),
                 mode,
@@ -190,7 +194,10 @@ impl Watches {
             let Some(rv) = rv else { return s.fail(format!("a bookmark without resourceVersion: {event}")) };
             Ev { kind, key: Bytes::new(), rv }
         } else {
-            let Some((key, rv)) = identity(object) else { return s.fail(format!("an event without identity: {event}")) };
+            let Some((key, rv)) = identity(s.kind, object) else { return s.fail(format!("an event without identity: {event}")) };
+            if object["apiVersion"] != s.kind.api_version() || s.kind.misshapen(object).is_some() {
+                return s.fail(format!("an event's object not in the version watched: {event}"));
+            }
             if !matches!(kind.as_str(), "ADDED" | "MODIFIED" | "DELETED") {
                 return s.fail(format!("an event of unknown type: {event}"));
             }

@@ -1,5 +1,5 @@
-//! Informer-style clients, as client-go's reflector behaves: keep a view of the configmaps
-//! matching a selector by LIST then WATCH from the list's resourceVersion, resume a broken
+//! Informer-style clients, as client-go's reflector behaves: keep a view of one collection's
+//! objects (configmaps, or horizontalpodautoscalers at v2 or v1) matching a selector by LIST then WATCH from the list's resourceVersion, resume a broken
 //! watch from the last resourceVersion seen (bookmarks included), and start over on 410.
 //!
 //! The same client serves as a controller (it also updates objects from its view, meeting
@@ -10,11 +10,12 @@ use std::collections::BTreeMap;
 
 use bytes::Bytes;
 use jiff::SignedDuration;
-use serde_json::{Value, json};
+use serde_json::Value;
 
-use super::{Client, Cx, Reply, View, collection, request};
+use super::{Client, Cx, Reply, View, request};
 use crate::sim::check::selector::Selector;
 use crate::sim::check::{encode, identity};
+use crate::sim::kinds::Kind;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Role {
@@ -37,6 +38,7 @@ enum State {
 pub struct Informer {
     id: usize,
     role: Role,
+    kind: Kind,
     namespace: Option<String>,
     selector: Selector,
     /// Watchers: start with `sendInitialEvents=true` rather than `resourceVersion=0`.
@@ -50,8 +52,8 @@ pub struct Informer {
 }
 
 impl Informer {
-    pub fn new(id: usize, role: Role, namespace: Option<String>, selector: Selector, initial_events: bool) -> Informer {
-        Informer { id, role, namespace, selector, initial_events, state: State::Idle, rv: String::new(), view: BTreeMap::new(), tag: 0, writing: false }
+    pub fn new(id: usize, role: Role, kind: Kind, namespace: Option<String>, selector: Selector, initial_events: bool) -> Informer {
+        Informer { id, role, kind, namespace, selector, initial_events, state: State::Idle, rv: String::new(), view: BTreeMap::new(), tag: 0, writing: false }
     }
 
     fn next_tag(&mut self) -> u64 {
@@ -66,7 +68,7 @@ impl Informer {
 
     fn start(&mut self, cx: &mut Cx) {
         let tag = self.next_tag();
-        let path = collection(self.namespace.as_deref());
+        let path = self.kind.path(self.namespace.as_deref());
         if self.role == Role::Controller {
             self.state = State::Listing(tag);
             cx.send(tag, request("GET", &path, &self.selector_query(), None, ""));
@@ -91,7 +93,7 @@ impl Informer {
             q.push(sel);
         }
         self.state = State::Watching(tag);
-        cx.send(tag, request("GET", &collection(self.namespace.as_deref()), &q.join("&"), None, ""));
+        cx.send(tag, request("GET", &self.kind.path(self.namespace.as_deref()), &q.join("&"), None, ""));
     }
 
     fn event(&mut self, frame: &[u8]) {
@@ -106,7 +108,7 @@ impl Informer {
                 }
             }
             Some(kind) => {
-                let Some((key, rv)) = identity(object) else { return };
+                let Some((key, rv)) = identity(self.kind, object) else { return };
                 if kind == "DELETED" {
                     self.view.remove(&key);
                 } else {
@@ -129,18 +131,17 @@ impl Informer {
         let (Some(ns), Some(name)) = (obj["metadata"]["namespace"].as_str().map(str::to_string), obj["metadata"]["name"].as_str().map(str::to_string)) else {
             return;
         };
-        let n = obj["data"]["count"].as_str().and_then(|c| c.parse::<u64>().ok()).unwrap_or(0);
-        obj["data"]["count"] = json!((n + 1).to_string());
-        obj["data"]["by"] = json!(self.name());
+        let by = self.name();
+        self.kind.change(&mut obj, cx.rng, &by);
         self.writing = true;
         let tag = self.next_tag();
-        cx.send(tag, request("PUT", &format!("{}/{name}", collection(Some(&ns))), "", Some(&obj), "application/json"));
+        cx.send(tag, request("PUT", &format!("{}/{name}", self.kind.path(Some(&ns))), "", Some(&obj), "application/json"));
     }
 }
 
 impl Client for Informer {
     fn name(&self) -> String {
-        format!("{:?}-{}", self.role, self.id).to_lowercase()
+        format!("{:?}-{:?}-{}", self.role, self.kind, self.id).to_lowercase()
     }
 
     fn slow(&self) -> bool {
@@ -169,7 +170,7 @@ impl Client for Informer {
                 let list: Value = serde_json::from_slice(&body).unwrap_or_default();
                 self.view.clear();
                 for item in list["items"].as_array().into_iter().flatten() {
-                    if let Some((key, rv)) = identity(item) {
+                    if let Some((key, rv)) = identity(self.kind, item) {
                         self.view.insert(key, (rv, item.clone()));
                     }
                 }
@@ -194,7 +195,7 @@ impl Client for Informer {
     }
 
     fn view(&self) -> Option<View> {
-        let prefix = crate::sim::check::Target { namespace: self.namespace.clone(), name: None }.prefix();
+        let prefix = crate::sim::check::prefix(self.kind, self.namespace.as_deref());
         Some(View { prefix, selector: self.selector.clone(), objects: self.view.iter().map(|(k, (rv, _))| (k.clone(), *rv)).collect() })
     }
 }
