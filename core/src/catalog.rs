@@ -47,6 +47,8 @@ pub enum Backing {
     /// Create-only: a create is a create on `subresource` of the `resource` object the body
     /// names, in the same group and version (`bindings` are `pods/binding`).
     ActionOn { resource: &'static str, subresource: &'static str },
+    /// Read-only: each read probes what the objects describe (componentstatuses).
+    Probed,
 }
 
 /// The API identity of one resource at one version.

@@ -109,17 +109,3 @@ pub fn set_type_meta(obj: &mut Value, api_version: &str, kind: &str) {
 pub fn without<'a>(obj: &'a Value, skip: &[&str]) -> Vec<(&'a String, &'a Value)> {
     obj.as_object().map(|m| m.iter().filter(|(k, _)| !skip.contains(&k.as_str())).collect()).unwrap_or_default()
 }
-
-/// Removes every `null` member, at any depth: Go reads a `null` as the zero value, so an object
-/// read back from storage (where kube writes e.g. a template's `creationTimestamp: null`)
-/// compares equal to the same object sent without them.
-pub fn drop_nulls(v: &mut Value) {
-    match v {
-        Value::Object(m) => {
-            m.retain(|_, x| !x.is_null());
-            m.values_mut().for_each(drop_nulls);
-        }
-        Value::Array(a) => a.iter_mut().for_each(drop_nulls),
-        _ => {}
-    }
-}

@@ -19,7 +19,7 @@ use kapi_core::cache::{CacheEffect, CacheEvent, DEFAULT_HISTORY, ReadId, ReadRes
 use kapi_core::catalog::Resource;
 use kapi_core::controllers::{ControllerEffect, ControllerEvent, Controllers, Enabled, RequestId};
 use kapi_core::kv::{KvRequest, KvResult, Model, WatchRequest, WatchResponse};
-use kapi_core::pipeline::{Effect, Event, Head, Health, Request, RequestMachine, Server};
+use kapi_core::pipeline::{Effect, Event, Head, Health, ProbeOutcome, Request, RequestMachine, Server};
 use kapi_core::resources::{Settings, catalog};
 use kapi_core::status::ApiError;
 
@@ -332,6 +332,8 @@ impl World {
                     return Response { head, body: Bytes::new(), watch: Some(id) };
                 }
                 Some(Effect::Health) => m.handle(self.now, Event::Health(Health::default())),
+                // Nothing listens in the simulation: every probe is refused.
+                Some(Effect::Probe(probes)) => m.handle(self.now, Event::Probed(probes.iter().map(|_| ProbeOutcome::Refused).collect())),
                 Some(Effect::Respond(h)) => head = Some(h),
                 Some(Effect::Body(b)) => body.extend_from_slice(&b),
                 Some(Effect::End) | None => break,

@@ -507,3 +507,43 @@ fn one_manager_applying_at_both_versions_keeps_the_atomic_reference() {
     assert_eq!(r.head.status, 200, "{}", String::from_utf8_lossy(&r.body));
     assert_eq!(r.json()["spec"]["scaleTargetRef"], target);
 }
+
+/// componentstatuses probe the scheduler and the controller-manager (nothing listens in the
+/// simulation, so both are unhealthy with Go's words for it) and report storage's health.
+#[test]
+fn component_statuses_are_probed_at_each_read() {
+    let mut w = world();
+    let r = call(&mut w, "GET", "/api/v1/componentstatuses", None);
+    assert_eq!(r.head.status, 200);
+    assert!(r.head.headers.iter().any(|(k, v)| k == "Warning" && v.contains("v1 ComponentStatus is deprecated in v1.19+")));
+    let list = r.json();
+    assert_eq!(list["kind"], "ComponentStatusList");
+    let names: Vec<&str> = list["items"].as_array().unwrap().iter().map(|i| i["metadata"]["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["controller-manager", "etcd-0", "scheduler"]);
+    let scheduler = call(&mut w, "GET", "/api/v1/componentstatuses/scheduler", None).json();
+    assert_eq!(
+        scheduler["conditions"],
+        json!([{"type": "Healthy", "status": "False", "message": "Get \"https://127.0.0.1:10259/healthz\": dial tcp 127.0.0.1:10259: connect: connection refused"}])
+    );
+    assert_eq!(call(&mut w, "GET", "/api/v1/componentstatuses/etcd-0", None).json()["conditions"][0]["status"], "True");
+    assert_eq!(call(&mut w, "GET", "/api/v1/componentstatuses/nope", None).head.status, 404);
+    assert_eq!(call(&mut w, "POST", "/api/v1/componentstatuses", Some(json!({"metadata": {"name": "x"}}))).head.status, 405);
+    let filtered = w.call("GET", "/api/v1/componentstatuses", "fieldSelector=metadata.name%3Detcd-0", None, "").json();
+    assert_eq!(filtered["items"].as_array().unwrap().len(), 1);
+}
+
+/// Found by the control-plane test: a RawExtension (a ControllerRevision's data) comes back
+/// byte for byte, nulls included, or the DaemonSet controller sees every revision it made as a
+/// hash collision.
+#[test]
+fn raw_extensions_keep_their_nulls() {
+    let mut w = world();
+    let data = json!({"spec": {"template": {"$patch": "replace", "metadata": {"creationTimestamp": null, "labels": {"app": "a"}}}}});
+    let rev = json!({"apiVersion": "apps/v1", "kind": "ControllerRevision", "metadata": {"name": "agent-1"}, "revision": 1, "data": data});
+    let created = created(&mut w, "/apis/apps/v1/namespaces/default/controllerrevisions", rev);
+    assert_eq!(created["data"], data);
+    let got = call(&mut w, "GET", "/apis/apps/v1/namespaces/default/controllerrevisions/agent-1", None).json();
+    assert_eq!(got["data"], data);
+    let listed = w.call("GET", "/apis/apps/v1/namespaces/default/controllerrevisions", "resourceVersion=0", None, "").json();
+    assert_eq!(listed["items"][0]["data"], data);
+}

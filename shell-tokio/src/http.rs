@@ -147,6 +147,7 @@ pub async fn call(state: Arc<State>, request: Request) -> hyper::Response<Body> 
             Some(Effect::Kv(req)) => event = within(m.poll_timeout(), state.store.call(req)).await.map(Event::Kv),
             Some(Effect::Cache { resource, request }) => event = within(m.poll_timeout(), state.caches.read(&resource, request)).await.map(Event::Cache),
             Some(Effect::Health) => event = within(m.poll_timeout(), state.health()).await.map(Event::Health),
+            Some(Effect::Probe(probes)) => event = within(m.poll_timeout(), crate::probe::probe_all(probes)).await.map(Event::Probed),
             Some(Effect::Respond(head)) => return respond(m, head),
             Some(Effect::Watch { resource, params, head }) => {
                 return match state.caches.watch(&resource, params) {

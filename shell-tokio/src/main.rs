@@ -8,6 +8,7 @@ mod clock;
 mod conn;
 mod controllers;
 mod http;
+mod probe;
 mod store;
 mod tls;
 

@@ -14,7 +14,7 @@ use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 /// before a 256-bit one, whatever order the client lists them in. rustls' own order puts
 /// AES-256 first, which encrypts every response (a LIST's hundreds of megabytes) a third slower
 /// for no protection a Kubernetes client asks for.
-fn provider() -> CryptoProvider {
+pub(crate) fn provider() -> CryptoProvider {
     use rustls::crypto::ring::cipher_suite as suites;
     let aes_128 =
         [suites::TLS13_AES_128_GCM_SHA256, suites::TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256, suites::TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256].map(|s| s.suite());

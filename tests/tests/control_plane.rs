@@ -2,7 +2,8 @@
 //! `scripts/k8s-binaries`) pointed at kapi (`--controllers=none`, the v1beta1 versions they
 //! read turned on with `--runtime-config`), with client certificates, protobuf as client-go
 //! speaks it by default, and leader election. Two nodes whose heartbeats (lease and status) a
-//! stand-in kubelet renews; workloads become pods bound to nodes, garbage is collected,
+//! stand-in kubelet renews; componentstatuses probe both components' health; workloads
+//! become pods bound to nodes, garbage is collected,
 //! namespaces are emptied, a node that stops reporting is tainted and its pods evicted, and the
 //! components log no error about kapi's answers.
 
@@ -154,7 +155,9 @@ fn the_real_controller_manager_and_scheduler_run_a_cluster_on_kapi() {
     let logs = tempfile::tempdir().unwrap();
     let kubeconfig = k.kubeconfig().to_string_lossy().to_string();
     let common = |extra: &[&str]| -> Vec<String> {
-        let mut a: Vec<String> = vec![format!("--kubeconfig={kubeconfig}"), "--leader-elect=true".into(), "--secure-port=0".into(), "--port=0".into()];
+        // Their /healthz on their default secure ports (10257, 10259), on loopback, which kapi's
+        // componentstatuses probe.
+        let mut a: Vec<String> = vec![format!("--kubeconfig={kubeconfig}"), "--leader-elect=true".into(), "--bind-address=127.0.0.1".into(), "--port=0".into()];
         a.extend(extra.iter().map(|s| s.to_string()));
         a
     };
@@ -171,6 +174,16 @@ fn the_real_controller_manager_and_scheduler_run_a_cluster_on_kapi() {
             kcm_errors_text(&std::fs::read_to_string(logs.path().join("kube-scheduler.log")).unwrap_or_default())
         )
     };
+
+    // componentstatuses: both components answer their probes.
+    assert!(
+        eventually(Duration::from_secs(30), || {
+            let cs = k.json(&["get", "componentstatuses"]);
+            cs["items"].as_array().is_some_and(|i| i.len() == 3 && i.iter().all(|c| c["conditions"][0]["status"] == "True"))
+        }),
+        "{}",
+        report("componentstatuses all healthy")
+    );
 
     register_node(&k, "n1");
     register_node(&k, "n2");

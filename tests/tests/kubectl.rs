@@ -245,7 +245,6 @@ fn discovery_explain_and_auth() {
                 format!("{}.{}", r["resource"].as_str().unwrap(), r["group"].as_str().unwrap())
             }
         })
-        .filter(|name| name != "componentstatuses")
         .collect();
     want.sort();
     let mut got: Vec<String> = k.ok(&["api-resources", "-o", "name"]).lines().map(String::from).collect();

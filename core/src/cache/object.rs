@@ -40,7 +40,7 @@ impl CachedObject {
             }
         }
         let mut stored: Value = serde_json::from_slice(&kv.value).map_err(|e| format!("stored object is not JSON: {e}"))?;
-        meta::drop_nulls(&mut stored);
+        crate::schema::normalize::drop_nulls(&mut stored);
         let mut obj = res.strategy.served_from_stored(stored);
         set_resource_version(&mut obj, kv.mod_revision);
         Ok(Self::new(res, kv.key.clone(), kv.mod_revision, &obj))
@@ -84,7 +84,7 @@ impl CachedObject {
     /// The object, without the `null`s kube writes for zero values.
     pub fn value(&self) -> Value {
         let mut v = serde_json::from_slice(&self.json).expect("cached JSON was encoded from a JSON tree");
-        meta::drop_nulls(&mut v);
+        crate::schema::normalize::drop_nulls(&mut v);
         v
     }
 

@@ -148,6 +148,10 @@ pub enum Effect {
     },
     /// Report the server's health with [`Event::Health`].
     Health,
+    /// Make these HTTP(S) GETs, certificates unverified, each within its timeout, and report
+    /// what each met with [`Event::Probed`], in order (componentstatuses probe the scheduler
+    /// and the controller-manager as kube-apiserver does).
+    Probe(Vec<Probe>),
     Respond(Head),
     Body(Bytes),
     End,
@@ -158,6 +162,29 @@ pub enum Event {
     Kv(KvResult),
     Cache(Result<ReadResult, ApiError>),
     Health(Health),
+    Probed(Vec<ProbeOutcome>),
+}
+
+/// An HTTP(S) GET the shell makes for a request.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Probe {
+    pub url: String,
+    pub timeout_seconds: u64,
+}
+
+/// What a [`Probe`] met.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ProbeOutcome {
+    /// An answer: its status and the start of its body (up to 10 KiB, as kube reads).
+    Answered {
+        status: u16,
+        body: String,
+    },
+    /// Nothing listens there.
+    Refused,
+    TimedOut,
+    /// Any other failure, in the words of the shell's client.
+    Failed(String),
 }
 
 /// One request; see the module documentation for the call order.

@@ -57,7 +57,7 @@ impl Splice {
 pub fn decode_stored(res: &Resource, kv: &KeyValue) -> Result<Value, ApiError> {
     let mut stored: Value = serde_json::from_slice(&kv.value)
         .map_err(|e| ApiError::internal(format!("stored object at {} is not valid JSON: {e}", String::from_utf8_lossy(&kv.key))))?;
-    meta::drop_nulls(&mut stored);
+    crate::schema::normalize::drop_nulls(&mut stored);
     let mut obj = res.strategy.served_from_stored(stored);
     set_resource_version(&mut obj, kv.mod_revision);
     Ok(obj)
@@ -200,7 +200,7 @@ mod tests {
             "spec": {"template": {"metadata": {"resourceVersion": "kept", "labels": {"a": "b"}}}},
         });
         let mut stored: Value = serde_json::from_slice(&encode_stored(&deployments, &obj).0).unwrap();
-        meta::drop_nulls(&mut stored);
+        crate::schema::normalize::drop_nulls(&mut stored);
         let mut want = obj.clone();
         meta::remove_meta(&mut want, "resourceVersion");
         meta::remove_meta(&mut want, "selfLink");

@@ -9,6 +9,7 @@ mod apps;
 mod autoscaling;
 mod batch;
 mod certificates;
+pub mod componentstatuses;
 mod configmaps;
 mod coordination;
 mod discovery;
@@ -96,6 +97,7 @@ fn served_by_default(settings: &Settings) -> Vec<Resource> {
         serviceaccounts::resource(),
         pods::resource(),
         pods::bindings(),
+        componentstatuses::resource(),
         podtemplates::resource(),
         replicationcontrollers::resource(),
         services::resource(settings.service_ranges),

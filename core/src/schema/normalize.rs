@@ -191,6 +191,39 @@ fn check_base64(s: &str) -> Result<(), String> {
     }
 }
 
+/// Removes the `null` members of a built-in kind's fields, at any depth: Go reads a `null` as
+/// the zero value, so an object read back from storage (where kube writes e.g. a template's
+/// `creationTimestamp: null`) compares equal to the same object sent without them. Free-form
+/// values (`RawExtension`, such as a ControllerRevision's data) are kept byte for byte, and
+/// objects of no known kind are left as they are.
+pub fn drop_nulls(value: &mut Value) {
+    let s = super::schema();
+    let api_version = value.get("apiVersion").and_then(Value::as_str).unwrap_or_default();
+    let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
+    let kind = value.get("kind").and_then(Value::as_str).unwrap_or_default();
+    if let Some(def) = s.for_gvk(group, version, kind) {
+        let ty = Type::Object(def.name.clone());
+        drop_typed_nulls(s, &ty, value);
+    }
+}
+
+fn drop_typed_nulls(s: &Schema, ty: &Type, v: &mut Value) {
+    match (ty, v) {
+        (Type::Object(name), Value::Object(m)) => {
+            let Some(def) = s.get(name) else { return };
+            m.retain(|_, x| !x.is_null());
+            for (k, x) in m.iter_mut() {
+                if let Some(p) = def.properties.get(k) {
+                    drop_typed_nulls(s, &p.ty, x);
+                }
+            }
+        }
+        (Type::Array { items, .. }, Value::Array(a)) => a.iter_mut().for_each(|x| drop_typed_nulls(s, items, x)),
+        (Type::Map { values, .. }, Value::Object(m)) => m.values_mut().for_each(|x| drop_typed_nulls(s, values, x)),
+        _ => {}
+    }
+}
+
 /// The canonical form of a quantity, or `resource.ParseQuantity`'s error.
 pub fn canonical_quantity(s: &str) -> Result<String, String> {
     crate::quantity::Quantity::parse(s)

@@ -14,7 +14,7 @@ use bytes::Bytes;
 use jiff::Timestamp;
 use kapi_core::cache::{CacheEffect, CacheEvent, ReadId, WatchCache, WatcherId};
 use kapi_core::kv::{KvRequest, KvResult, WatchRequest, WatchResponse};
-use kapi_core::pipeline::{Effect, Event, Head, Health, Request, RequestMachine, Server};
+use kapi_core::pipeline::{Effect, Event, Head, Health, ProbeOutcome, Request, RequestMachine, Server};
 
 use super::{ReqId, StreamId, Target, Ticket};
 use crate::{SlotKey, slot_key, watch_caches};
@@ -333,6 +333,7 @@ impl SimServer {
                 }
                 // The simulated server is always healthy: its faults are the store's.
                 Effect::Health => r.machine.handle(now, Event::Health(Health::default())),
+                Effect::Probe(probes) => r.machine.handle(now, Event::Probed(probes.iter().map(|_| ProbeOutcome::Refused).collect())),
                 Effect::Respond(h) => r.head = Some(h),
                 Effect::Body(b) => r.body.extend_from_slice(&b),
                 Effect::End => {

@@ -40,6 +40,8 @@ impl RequestMachine {
                 self.start_action(target, ctx, body, output);
                 return Ok(());
             }
+            // Read-only resources serve no create (routing answers 405 before this).
+            Backing::Probed => return Err(ApiError::method_not_allowed()),
             Backing::Stored => {}
         }
         if res.info.subresource(&info.subresource).is_some_and(|s| s.kind == "Eviction") {

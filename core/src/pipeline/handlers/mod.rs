@@ -2,6 +2,7 @@
 //! `endpoints/handlers`) and the stages a request goes through (storage reads, watch cache
 //! reads, admission lookups, registry writes, streamed lists), driven by `step` and `on_event`.
 
+mod componentstatus;
 mod create;
 mod delete;
 mod get;
@@ -88,6 +89,14 @@ pub(super) enum Stage {
     Health {
         request: super::HealthRequest,
         query: Query,
+    },
+    /// componentstatuses: storage's health asked for, then the components probed.
+    Components {
+        res: Arc<Resource>,
+        /// The one asked for (GET), or all (LIST).
+        name: Option<String>,
+        output: Output,
+        storage: Option<Result<(), String>>,
     },
     Get {
         op: StorageOp<ApiError>,
@@ -195,6 +204,12 @@ impl RequestMachine {
             return self.fail(&ApiError::method_not_allowed());
         }
         self.warnings.extend(res.info.deprecation.map(str::to_string));
+        if res.info.backing == crate::catalog::Backing::Probed {
+            if let Err(e) = self.component_statuses(res, &info, &query) {
+                self.fail(&e);
+            }
+            return;
+        }
         let result = match info.verb.as_str() {
             "get" => self.get(res, &info, &query),
             "list" | "watch" => self.list_or_watch(now, res, &info, &query, namespace),
@@ -242,7 +257,7 @@ impl RequestMachine {
     pub(super) fn step(&mut self, now: Timestamp) -> bool {
         match std::mem::replace(&mut self.stage, Stage::Done) {
             Stage::Done => false,
-            waiting @ Stage::Health { .. } => {
+            waiting @ (Stage::Health { .. } | Stage::Components { .. }) => {
                 self.stage = waiting;
                 false
             }
@@ -391,6 +406,11 @@ impl RequestMachine {
                 let (head, body) = request.answer(query, &health);
                 self.respond(head, body);
             }
+            (Stage::Components { storage: storage @ None, .. }, Event::Health(health)) => {
+                *storage = Some(health.storage);
+                self.out.push_back(Effect::Probe(crate::resources::componentstatuses::probes()));
+            }
+            (Stage::Components { .. }, Event::Probed(outcomes)) => self.components_probed(&outcomes, now),
             (Stage::Get { op, .. } | Stage::Probe { op, .. } | Stage::StorageList { op, .. } | Stage::Listing { op, .. }, Event::Kv(r)) => {
                 op.handle(now, StorageEvent::Kv(r));
             }
