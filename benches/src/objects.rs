@@ -1,5 +1,7 @@
 //! The objects a scenario writes: pods with a realistic spec (about 2 KiB of JSON, like a
-//! Deployment's pod with probes, resources, env and volumes) or configmaps of a chosen size.
+//! Deployment's pod with probes, resources, env and volumes), configmaps of a chosen size, and
+//! the objects a cluster writes most after pods: node leases (each kubelet renews one every
+//! 10 s) and endpoint slices (a service's ready pods, 50 endpoints here).
 
 use bytes::Bytes;
 use serde_json::{Value, json};
@@ -8,6 +10,8 @@ use serde_json::{Value, json};
 pub enum Kind {
     Pod,
     Configmap,
+    Lease,
+    Endpointslice,
 }
 
 impl Kind {
@@ -16,6 +20,8 @@ impl Kind {
         match self {
             Kind::Pod => format!("/api/v1/namespaces/{namespace}/pods"),
             Kind::Configmap => format!("/api/v1/namespaces/{namespace}/configmaps"),
+            Kind::Lease => format!("/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases"),
+            Kind::Endpointslice => format!("/apis/discovery.k8s.io/v1/namespaces/{namespace}/endpointslices"),
         }
     }
 
@@ -29,12 +35,37 @@ impl Kind {
                 "metadata": {"name": name, "labels": {"app": "kapi-bench"}},
                 "data": {"payload": "x".repeat(size)},
             }),
+            Kind::Lease => json!({
+                "apiVersion": "coordination.k8s.io/v1",
+                "kind": "Lease",
+                "metadata": {"name": name},
+                "spec": {"holderIdentity": name, "leaseDurationSeconds": 40, "renewTime": "2026-01-01T00:00:00.000000Z"},
+            }),
+            Kind::Endpointslice => endpoint_slice(name),
         }
     }
 
     pub fn body(self, name: &str, size: usize) -> Bytes {
         Bytes::from(serde_json::to_vec(&self.object(name, size)).expect("JSON trees serialize"))
     }
+}
+
+fn endpoint_slice(name: &str) -> Value {
+    let endpoints: Vec<Value> = (0..50)
+        .map(|i| {
+            json!({"addresses": [format!("10.{}.{}.{}", i / 250, i % 250, 7)], "conditions": {"ready": true, "serving": true, "terminating": false},
+                "nodeName": format!("node-{}", i % 20), "zone": "zone-a",
+                "targetRef": {"kind": "Pod", "namespace": "kapi-bench", "name": format!("web-7d9f8b6c5d-{i:05}"), "uid": format!("00000000-0000-4000-8000-{i:012}")}})
+        })
+        .collect();
+    json!({
+        "apiVersion": "discovery.k8s.io/v1",
+        "kind": "EndpointSlice",
+        "metadata": {"name": name, "labels": {"kubernetes.io/service-name": "web", "endpointslice.kubernetes.io/managed-by": "endpointslice-controller.k8s.io"}},
+        "addressType": "IPv4",
+        "endpoints": endpoints,
+        "ports": [{"name": "http", "port": 8080, "protocol": "TCP"}],
+    })
 }
 
 fn pod(name: &str) -> Value {

@@ -83,7 +83,8 @@ pub async fn update(api: &Api, client: Client) -> anyhow::Result<Vec<Row>> {
         }
     })
     .await;
-    Ok(vec![Row::new("update", "read-modify-write", &rec, elapsed).with("conflicts", seen.load(Ordering::Relaxed))])
+    let kind = format!("{:?}", api.kind).to_lowercase();
+    Ok(vec![Row::new("update", "read-modify-write", &rec, elapsed).with("conflicts", seen.load(Ordering::Relaxed)).with("kind", kind)])
 }
 
 pub async fn delete(api: &Api, client: Client) -> anyhow::Result<Vec<Row>> {
