@@ -26,6 +26,24 @@ pub fn write_as(out: &mut Vec<u8>, def: &str, value: &Value) {
     Writer { schema: s, out }.value(value, Some(&Type::Object(def.to_string())));
 }
 
+/// The bytes [`write_str`] looks at twice: quotes, backslashes, controls, `<`, `>`, `&`, and the
+/// first byte of U+2028 and U+2029.
+const SPECIAL: [bool; 256] = {
+    let mut t = [false; 256];
+    let mut i = 0;
+    while i < 0x20 {
+        t[i] = true;
+        i += 1;
+    }
+    t[b'"' as usize] = true;
+    t[b'\\' as usize] = true;
+    t[b'<' as usize] = true;
+    t[b'>' as usize] = true;
+    t[b'&' as usize] = true;
+    t[0xE2] = true;
+    t
+};
+
 /// Appends a JSON string as Go's encoder writes it.
 pub fn write_str(out: &mut Vec<u8>, s: &str) {
     const HEX: &[u8; 16] = b"0123456789abcdef";
@@ -35,6 +53,11 @@ pub fn write_str(out: &mut Vec<u8>, s: &str) {
     let mut i = 0;
     while i < bytes.len() {
         let b = bytes[i];
+        // Most bytes need nothing: one table look-up decides.
+        if !SPECIAL[b as usize] {
+            i += 1;
+            continue;
+        }
         let escape: Option<&[u8]> = match b {
             b'"' => Some(b"\\\""),
             b'\\' => Some(b"\\\\"),
@@ -155,11 +178,16 @@ static NULL: Value = Value::Null;
 /// `creationTimestamp` (a `metav1.Time` value, `null` when zero), as Go writes it.
 fn ordered<'a>(m: &'a Map<String, Value>, def: Option<&'a Definition>) -> Vec<Member<'a>> {
     let Some(def) = def else { return m.iter().map(|(k, v)| (k.as_str(), v, None)).collect() };
-    let always = |k: &str| k == "creationTimestamp" && def.name == OBJECT_META;
-    let mut out: Vec<Member> =
-        def.order.iter().filter_map(|k| Some((k.as_str(), m.get(k).or_else(|| always(k).then_some(&NULL))?, def.properties.get(k).map(|p| &p.ty)))).collect();
-    out.extend(m.iter().filter(|(k, _)| !def.order.contains(k)).map(|(k, v)| (k.as_str(), v, None)));
-    out
+    // Each member's place in the struct (members it does not name go last, sorted as the map
+    // keeps them): a sort of the members present, not a walk of every field the kind has.
+    let mut keyed: Vec<(u32, Member)> =
+        m.iter().map(|(k, v)| (def.position(k).unwrap_or(u32::MAX), (k.as_str(), v, def.properties.get(k).map(|p| &p.ty)))).collect();
+    if def.name == OBJECT_META && !m.contains_key("creationTimestamp") {
+        let ty = def.properties.get("creationTimestamp").map(|p| &p.ty);
+        keyed.push((def.position("creationTimestamp").unwrap_or(u32::MAX), ("creationTimestamp", &NULL, ty)));
+    }
+    keyed.sort_by_key(|(at, _)| *at);
+    keyed.into_iter().map(|(_, member)| member).collect()
 }
 
 /// Whether a member of an object's metadata is written before `resourceVersion`: in

@@ -128,6 +128,7 @@ fn definition(name: &str, v: &Value) -> Definition {
         description: text(v, "description"),
         scalar: scalar_of(name),
         properties,
+        positions: strings(v.get("x-kapi-order")).into_iter().enumerate().map(|(i, k)| (k, i as u32)).collect(),
         order: strings(v.get("x-kapi-order")),
         required: strings(v.get("required")),
         atomic: v.get("x-kubernetes-map-type").and_then(Value::as_str) == Some("atomic"),

@@ -109,6 +109,8 @@ pub struct Definition {
     /// The properties in the order kube writes them (Go's struct field order), `kind` and
     /// `apiVersion` first for kinds; empty where the generator knew no order.
     pub order: Vec<String>,
+    /// Each property's place in `order`.
+    pub positions: HashMap<String, u32>,
     pub required: Vec<String>,
     /// `x-kubernetes-map-type: atomic`: the object is replaced whole by apply and merge.
     pub atomic: bool,
@@ -177,6 +179,11 @@ impl Definition {
         let ty = parts.next().unwrap_or_default();
         let pkg = parts.next().unwrap_or_default();
         format!("{pkg}.{ty}")
+    }
+
+    /// A property's place in Go's field order.
+    pub fn position(&self, property: &str) -> Option<u32> {
+        self.positions.get(property).copied()
     }
 
     pub fn short_name(&self) -> &str {
