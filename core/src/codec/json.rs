@@ -106,7 +106,7 @@ impl Writer<'_> {
         match v {
             Value::Null => self.out.extend_from_slice(b"null"),
             Value::Bool(b) => self.out.extend_from_slice(if *b { b"true" } else { b"false" }),
-            Value::Number(n) => self.out.extend_from_slice(n.to_string().as_bytes()),
+            Value::Number(n) => serde_json::to_writer(&mut *self.out, n).expect("numbers serialize"),
             Value::String(s) => write_str(self.out, s),
             Value::Array(items) => {
                 let item_ty = match ty {
@@ -145,25 +145,23 @@ impl Writer<'_> {
 
     /// A struct: its fields in declaration order, then any others sorted.
     fn object(&mut self, m: &Map<String, Value>, def: &Definition) {
-        let members = ordered(m, Some(def));
-        self.members(&members);
+        self.members(ordered(m, def).into_iter().map(|(_, member)| member));
     }
 
     /// A map (or an object of no known definition): keys sorted, as serde_json keeps them.
     fn map(&mut self, m: &Map<String, Value>, values: Option<&Type>) {
-        let members: Vec<Member> = m.iter().map(|(k, v)| (k.as_str(), v, values)).collect();
-        self.members(&members);
+        self.members(m.iter().map(|(k, v)| (k.as_str(), v, values)));
     }
 
-    fn members(&mut self, members: &[Member]) {
+    fn members<'m>(&mut self, members: impl Iterator<Item = Member<'m>>) {
         self.out.push(b'{');
-        for (i, (key, v, ty)) in members.iter().enumerate() {
+        for (i, (key, v, ty)) in members.enumerate() {
             if i > 0 {
                 self.out.push(b',');
             }
             write_str(self.out, key);
             self.out.push(b':');
-            self.value(v, *ty);
+            self.value(v, ty);
         }
         self.out.push(b'}');
     }
@@ -173,21 +171,33 @@ type Member<'a> = (&'a str, &'a Value, Option<&'a Type>);
 
 static NULL: Value = Value::Null;
 
-/// An object's members in the order kube writes them: a struct's fields in declaration order,
-/// then any others sorted; without a definition, sorted. An object's metadata always has a
-/// `creationTimestamp` (a `metav1.Time` value, `null` when zero), as Go writes it.
-fn ordered<'a>(m: &'a Map<String, Value>, def: Option<&'a Definition>) -> Vec<Member<'a>> {
-    let Some(def) = def else { return m.iter().map(|(k, v)| (k.as_str(), v, None)).collect() };
-    // Each member's place in the struct (members it does not name go last, sorted as the map
-    // keeps them): a sort of the members present, not a walk of every field the kind has.
-    let mut keyed: Vec<(u32, Member)> =
-        m.iter().map(|(k, v)| (def.position(k).unwrap_or(u32::MAX), (k.as_str(), v, def.properties.get(k).map(|p| &p.ty)))).collect();
-    if def.name == OBJECT_META && !m.contains_key("creationTimestamp") {
-        let ty = def.properties.get("creationTimestamp").map(|p| &p.ty);
-        keyed.push((def.position("creationTimestamp").unwrap_or(u32::MAX), ("creationTimestamp", &NULL, ty)));
+/// A struct's members in the order kube writes them: its fields in declaration order, then any
+/// others sorted (as the map keeps them), each with its place; one look-up of each member's
+/// property, and a sort of the members present rather than a walk of every field the kind has.
+/// An object's metadata always has a `creationTimestamp` (a `metav1.Time` value, `null` when
+/// zero), as Go writes it.
+fn ordered<'a>(m: &'a Map<String, Value>, def: &'a Definition) -> Vec<(u32, Member<'a>)> {
+    let mut keyed: Vec<(u32, Member)> = Vec::with_capacity(m.len() + 1);
+    for (k, v) in m {
+        let property = def.properties.get(k);
+        keyed.push((property.and_then(|p| p.position).unwrap_or(u32::MAX), (k.as_str(), v, property.map(|p| &p.ty))));
     }
-    keyed.sort_by_key(|(at, _)| *at);
-    keyed.into_iter().map(|(_, member)| member).collect()
+    if def.name == OBJECT_META && !m.contains_key("creationTimestamp") {
+        let property = def.properties.get("creationTimestamp");
+        keyed.push((property.and_then(|p| p.position).unwrap_or(u32::MAX), ("creationTimestamp", &NULL, property.map(|p| &p.ty))));
+    }
+    if !keyed.is_sorted_by_key(|(at, _)| *at) {
+        keyed.sort_by_key(|(at, _)| *at);
+    }
+    keyed
+}
+
+/// An object's members as kube writes them: in a struct's order, or sorted without a definition.
+fn members_of<'a>(m: &'a Map<String, Value>, def: Option<&'a Definition>) -> Vec<Member<'a>> {
+    match def {
+        Some(def) => ordered(m, def).into_iter().map(|(_, member)| member).collect(),
+        None => m.iter().map(|(k, v)| (k.as_str(), v, None)).collect(),
+    }
 }
 
 /// Whether a member of an object's metadata is written before `resourceVersion`: in
@@ -219,7 +229,7 @@ pub fn write_without_version(out: &mut Vec<u8>, value: &Value) -> Option<Gap> {
     let meta_def = def.and_then(|_| s.get(OBJECT_META)).map(|d| &**d);
     let mut gap = None;
     w.out.push(b'{');
-    for (i, (key, v, ty)) in ordered(top, def).into_iter().enumerate() {
+    for (i, (key, v, ty)) in members_of(top, def).into_iter().enumerate() {
         if i > 0 {
             w.out.push(b',');
         }
@@ -227,7 +237,7 @@ pub fn write_without_version(out: &mut Vec<u8>, value: &Value) -> Option<Gap> {
         w.out.push(b':');
         match v {
             Value::Object(m) if key == "metadata" => {
-                let members: Vec<Member> = ordered(m, meta_def).into_iter().filter(|(k, _, _)| *k != "resourceVersion" && *k != "selfLink").collect();
+                let members: Vec<Member> = members_of(m, meta_def).into_iter().filter(|(k, _, _)| *k != "resourceVersion" && *k != "selfLink").collect();
                 let before = members.iter().take_while(|(k, _, _)| precedes_resource_version(def.is_some(), k)).count();
                 w.out.push(b'{');
                 for (j, (mk, mv, mty)) in members.iter().enumerate() {

@@ -97,6 +97,7 @@ fn text(v: &Value, key: &str) -> String {
 }
 
 fn definition(name: &str, v: &Value) -> Definition {
+    let order = strings(v.get("x-kapi-order"));
     let properties = v
         .get("properties")
         .and_then(Value::as_object)
@@ -111,6 +112,7 @@ fn definition(name: &str, v: &Value) -> Definition {
                         patch_strategy: p.get("x-kubernetes-patch-strategy").and_then(Value::as_str).map(str::to_string),
                         patch_merge_key: p.get("x-kubernetes-patch-merge-key").and_then(Value::as_str).map(str::to_string),
                         proto: proto_field(p),
+                        position: order.iter().position(|k| k == pname).map(|i| i as u32),
                     };
                     (pname.clone(), prop)
                 })
@@ -128,8 +130,7 @@ fn definition(name: &str, v: &Value) -> Definition {
         description: text(v, "description"),
         scalar: scalar_of(name),
         properties,
-        positions: strings(v.get("x-kapi-order")).into_iter().enumerate().map(|(i, k)| (k, i as u32)).collect(),
-        order: strings(v.get("x-kapi-order")),
+        order,
         required: strings(v.get("required")),
         atomic: v.get("x-kubernetes-map-type").and_then(Value::as_str) == Some("atomic"),
         gvks,

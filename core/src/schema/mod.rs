@@ -90,6 +90,8 @@ pub struct Property {
     pub patch_strategy: Option<String>,
     pub patch_merge_key: Option<String>,
     pub proto: Option<ProtoField>,
+    /// Its place in Go's field order (the definition's `order`).
+    pub position: Option<u32>,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -109,8 +111,6 @@ pub struct Definition {
     /// The properties in the order kube writes them (Go's struct field order), `kind` and
     /// `apiVersion` first for kinds; empty where the generator knew no order.
     pub order: Vec<String>,
-    /// Each property's place in `order`.
-    pub positions: HashMap<String, u32>,
     pub required: Vec<String>,
     /// `x-kubernetes-map-type: atomic`: the object is replaced whole by apply and merge.
     pub atomic: bool,
@@ -183,7 +183,7 @@ impl Definition {
 
     /// A property's place in Go's field order.
     pub fn position(&self, property: &str) -> Option<u32> {
-        self.positions.get(property).copied()
+        self.properties.get(property).and_then(|p| p.position)
     }
 
     pub fn short_name(&self) -> &str {
