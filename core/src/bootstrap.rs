@@ -16,7 +16,7 @@ use serde_json::{Value, json};
 
 use crate::admission::Admission;
 use crate::auth::apiserver_user;
-use crate::catalog::Resource;
+use crate::catalog::{Catalog, Resource};
 use crate::kv::{KvRequest, KvResult};
 use crate::pipeline::Server;
 use crate::rand::Rng;
@@ -69,9 +69,10 @@ pub struct Bootstrap {
 }
 
 impl Bootstrap {
-    /// `address` and `port` are where clients inside the cluster reach this server.
-    pub fn new(server: Arc<Server>, address: &str, port: u16, cluster_ip: &str, seed: u64) -> Bootstrap {
-        let get = |g: &str, r: &str| server.catalog.get(g, "v1", r).cloned();
+    /// `address` and `port` are where clients inside the cluster reach this server; `catalog`
+    /// is what it serves.
+    pub fn new(server: Arc<Server>, catalog: &Catalog, address: &str, port: u16, cluster_ip: &str, seed: u64) -> Bootstrap {
+        let get = |g: &str, r: &str| catalog.get(g, "v1", r).cloned();
         let mut items = VecDeque::new();
         for ns in DEFAULT_NAMESPACES {
             items.push_back(Planned {
@@ -118,7 +119,7 @@ impl Bootstrap {
         items.extend(flow("prioritylevelconfigurations", flowcontrol_bootstrap::priority_levels()));
         items.extend(flow("flowschemas", flowcontrol_bootstrap::flow_schemas()));
         let services = get("apiregistration.k8s.io", "apiservices");
-        for object in local_api_services(&server.catalog) {
+        for object in local_api_services(catalog) {
             items.push_back(Planned { res: services.clone(), namespace: None, object, overwrite: false });
         }
         // What `--runtime-config` turned off is not created, as kube's post-start hooks skip it.

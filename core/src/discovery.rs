@@ -73,8 +73,8 @@ pub fn resource_list(catalog: &Catalog, group: &str, version: &str) -> Option<Va
             m.insert("categories".into(), json!(i.categories));
         }
         if i.stored() {
-            let (group, version) = i.stored_as.unwrap_or((i.group, i.version));
-            m.insert("storageVersionHash".into(), json!(storage_version_hash(group, version, i.kind)));
+            let (group, version) = i.stored_as.as_ref().map_or((&i.group, &i.version), |(g, v)| (g, v));
+            m.insert("storageVersionHash".into(), json!(storage_version_hash(group, version, &i.kind)));
         }
         entries.push(Value::Object(m));
         for s in &i.subresources {
@@ -117,7 +117,7 @@ fn discovery_resource(r: &Resource) -> Value {
             .subresources
             .iter()
             .map(|s| {
-                let (g, v) = if s.group == i.group && s.version == i.version { ("", "") } else { (s.group, s.version) };
+                let (g, v) = if s.group == i.group && s.version == i.version { ("", "") } else { (s.group.as_str(), s.version.as_str()) };
                 json!({"subresource": s.name, "responseKind": {"group": g, "version": v, "kind": s.kind}, "verbs": s.verbs})
             })
             .collect();

@@ -16,10 +16,10 @@ use jiff::{SignedDuration, Timestamp};
 use kapi_core::auth::{Authenticator, Authorizer, TokenFile};
 use kapi_core::bootstrap::{Bootstrap, BootstrapEffect};
 use kapi_core::cache::{CacheEffect, CacheEvent, DEFAULT_HISTORY, ReadId, ReadResult, WatchCache, WatcherId};
-use kapi_core::catalog::Resource;
+use kapi_core::catalog::{Catalog, Resource};
 use kapi_core::controllers::{ControllerEffect, ControllerEvent, Controllers, Enabled, RequestId};
 use kapi_core::kv::{KvRequest, KvResult, Model, WatchRequest, WatchResponse};
-use kapi_core::pipeline::{Effect, Event, Head, Health, ProbeOutcome, Request, RequestMachine, Server};
+use kapi_core::pipeline::{Effect, Event, Head, Health, ProbeOutcome, Request, RequestMachine, Served, Server};
 use kapi_core::resources::{Settings, catalog};
 use kapi_core::status::ApiError;
 
@@ -62,6 +62,8 @@ pub struct World {
     pub now: Timestamp,
     pub model: Model,
     pub server: Arc<Server>,
+    /// What the server serves: every request of the world reads it.
+    pub served: Arc<Served>,
     slots: BTreeMap<SlotKey, Slot>,
     streams: BTreeMap<WatcherId, Stream>,
     /// The cache each watch stream comes from.
@@ -74,17 +76,25 @@ pub struct World {
     controller_watches: BTreeMap<WatcherId, RequestId>,
 }
 
+/// A server and what it serves at its start.
+#[derive(Clone)]
+pub struct Setup {
+    pub server: Arc<Server>,
+    pub served: Arc<Served>,
+}
+
 /// A server with kapi's default settings, [`ADMIN_TOKEN`] for an administrator and the
 /// loopback token for the controllers.
-pub fn default_server() -> Arc<Server> {
+pub fn default_server() -> Setup {
     server_with(&Settings::default())
 }
 
 /// A server like [`default_server`] with other settings (e.g. `--runtime-config`).
-pub fn server_with(settings: &Settings) -> Arc<Server> {
+pub fn server_with(settings: &Settings) -> Setup {
     let tokens = TokenFile::parse(&format!("{ADMIN_TOKEN},admin,0,system:masters\n")).expect("a valid token line");
     let auth = Authenticator { tokens: Some(tokens), loopback: Some(LOOPBACK_TOKEN.into()) };
-    Arc::new(Server::new(catalog(settings), auth, Authorizer::AlwaysAllow, "/registry", "127.0.0.1:6443"))
+    let server = Arc::new(Server::new(auth, Authorizer::AlwaysAllow, "/registry", "127.0.0.1:6443"));
+    Setup { server, served: Served::new(catalog(settings)) }
 }
 
 /// The simulation's epoch.
@@ -99,10 +109,9 @@ pub(crate) fn slot_key(res: &Resource) -> SlotKey {
     (res.info.group.to_string(), res.info.version.to_string(), res.info.resource.to_string())
 }
 
-/// A fresh watch cache for every stored resource of `server`, keeping `history` events each.
-pub(crate) fn watch_caches(server: &Server, history: usize) -> Vec<(SlotKey, WatchCache)> {
-    server
-        .catalog
+/// A fresh watch cache for every stored resource of `catalog`, keeping `history` events each.
+pub(crate) fn watch_caches(server: &Server, catalog: &Catalog, history: usize) -> Vec<(SlotKey, WatchCache)> {
+    catalog
         .resources()
         .filter(|r| r.info.stored())
         .map(|r| {
@@ -114,11 +123,13 @@ pub(crate) fn watch_caches(server: &Server, history: usize) -> Vec<(SlotKey, Wat
 
 impl World {
     /// A world with one watch cache per stored resource and kube-apiserver's bootstrap done.
-    pub fn new(server: Arc<Server>, now: Timestamp, seed: u64) -> World {
+    pub fn new(setup: Setup, now: Timestamp, seed: u64) -> World {
+        let Setup { server, served } = setup;
         let mut w = World {
             now,
             model: Model::new(),
             server,
+            served,
             slots: BTreeMap::new(),
             streams: BTreeMap::new(),
             watch_slots: BTreeMap::new(),
@@ -128,11 +139,11 @@ impl World {
             controllers: None,
             controller_watches: BTreeMap::new(),
         };
-        for (key, cache) in watch_caches(&w.server, DEFAULT_HISTORY) {
+        for (key, cache) in watch_caches(&w.server, &w.served.catalog, DEFAULT_HISTORY) {
             w.slots.insert(key, Slot { cache, watch: None });
         }
         w.pump();
-        let mut b = Bootstrap::new(w.server.clone(), "127.0.0.1", 6443, "10.0.0.1", seed);
+        let mut b = Bootstrap::new(w.server.clone(), &w.served.catalog, "127.0.0.1", 6443, "10.0.0.1", seed);
         loop {
             match b.poll(w.now) {
                 Some(BootstrapEffect::Kv(req)) => {
@@ -229,7 +240,7 @@ impl World {
     /// Starts the built-in controllers; from now on they act after every request and tick.
     pub fn start_controllers(&mut self, enabled: Enabled) {
         let token = self.server.authenticator.loopback.clone().expect("the server has a loopback token");
-        self.controllers = Some(Controllers::new(enabled, &self.server.catalog, &token, SIM_CA, self.now));
+        self.controllers = Some(Controllers::new(enabled, &self.served.catalog, &token, SIM_CA, self.now));
         self.settle();
     }
 
@@ -300,7 +311,7 @@ impl World {
 
     fn run(&mut self, req: Request) -> Response {
         let seed = self.seed ^ self.next();
-        let mut m = RequestMachine::new(self.server.clone(), req, self.now, seed);
+        let mut m = RequestMachine::new(self.server.clone(), self.served.clone(), req, self.now, seed);
         let mut head = None;
         let mut body = Vec::new();
         loop {

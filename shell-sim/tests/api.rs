@@ -166,9 +166,9 @@ fn delete_with_finalizers_and_dry_run() {
 /// consistent LIST and its continuations read storage, as kube-apiserver's do.
 #[test]
 fn consistent_lists_read_storage_when_the_cache_cannot_prove_freshness() {
-    let mut server = kapi_sim::default_server();
-    Arc::get_mut(&mut server).expect("not shared yet").consistent_list_from_cache = false;
-    let mut w = World::new(server, epoch(), 7);
+    let mut setup = kapi_sim::default_server();
+    Arc::get_mut(&mut setup.server).expect("not shared yet").consistent_list_from_cache = false;
+    let mut w = World::new(setup, epoch(), 7);
     for i in 0..3 {
         post(&mut w, CMS, cm(&format!("c{i}"), json!({})));
     }

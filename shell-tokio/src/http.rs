@@ -5,6 +5,7 @@ use std::convert::Infallible;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
+use arc_swap::ArcSwap;
 use bytes::Bytes;
 use futures_util::StreamExt;
 use http_body_util::{BodyExt, Full, StreamBody, combinators::BoxBody};
@@ -12,7 +13,7 @@ use hyper::body::{Frame, Incoming};
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use kapi_core::auth::Peer;
-use kapi_core::pipeline::{Effect, Event, Head, Health, Request, RequestMachine, Server};
+use kapi_core::pipeline::{Effect, Event, Head, Health, Request, RequestMachine, Served, Server};
 use tokio::net::TcpListener;
 use tokio::sync::mpsc;
 use tokio_rustls::TlsAcceptor;
@@ -28,6 +29,8 @@ type Body = BoxBody<Bytes, Infallible>;
 /// What every request needs from the process.
 pub struct State {
     pub server: Arc<Server>,
+    /// What the server serves now; each request takes the current one when it starts.
+    pub served: ArcSwap<Served>,
     pub store: Store,
     pub caches: Caches,
     pub bootstrapped: AtomicBool,
@@ -131,7 +134,7 @@ async fn handle(state: Arc<State>, peer: Peer, req: hyper::Request<Incoming>) ->
 /// the machine answers 504.
 pub async fn call(state: Arc<State>, request: Request) -> hyper::Response<Body> {
     let heavy = request.body.len() >= HEAVY_BODY_BYTES;
-    let mut m = RequestMachine::new(state.server.clone(), request, now(), seed());
+    let mut m = RequestMachine::new(state.server.clone(), state.served.load_full(), request, now(), seed());
     let run = |m: &mut RequestMachine, event: Option<Event>| {
         let go = || {
             if let Some(e) = event {

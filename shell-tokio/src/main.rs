@@ -18,11 +18,13 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use anyhow::{Context, bail};
+use arc_swap::ArcSwap;
 use clap::{Args, Parser, Subcommand};
 use kapi_core::auth::{Authenticator, Authorizer, TokenFile};
 use kapi_core::bootstrap::{Bootstrap, BootstrapEffect};
+use kapi_core::catalog::Catalog;
 use kapi_core::controllers::{Controllers, Enabled};
-use kapi_core::pipeline::Server;
+use kapi_core::pipeline::{Served, Server};
 use kapi_core::resources::services::ServiceRanges;
 use kapi_core::resources::{RuntimeConfig, Settings, catalog};
 use kapi_core::storage::compactor::Compactor;
@@ -255,16 +257,18 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     };
     let loopback = format!("{:016x}{:016x}", clock::seed(), clock::seed());
     let authenticator = Authenticator { tokens, loopback: Some(loopback.clone()) };
-    let mut server = Server::new(catalog(&settings), authenticator, Authorizer::AlwaysAllow, &args.etcd_prefix, &format!("{advertise}:{}", args.secure_port));
+    let served = Served::new(catalog(&settings));
+    let mut server = Server::new(authenticator, Authorizer::AlwaysAllow, &args.etcd_prefix, &format!("{advertise}:{}", args.secure_port));
     server.max_body_bytes = args.max_request_body_bytes;
     server.in_flight = kapi_core::pipeline::InFlight::new(args.max_requests_inflight, args.max_mutating_requests_inflight);
     server.consistent_list_from_cache = store.ordered_progress();
     let server = Arc::new(server);
-    let resources: Vec<_> = server.catalog.resources().filter(|r| r.info.stored()).map(|r| (r.clone(), format!("{}/", server.storage_root(r)))).collect();
+    let resources: Vec<_> = served.catalog.resources().filter(|r| r.info.stored()).map(|r| (r.clone(), format!("{}/", server.storage_root(r)))).collect();
     let stall = std::time::Duration::from_secs(parse_duration(&args.watch_stall_timeout)?.max(1) as u64);
     let caches = caches::Caches::start(resources.into_iter(), store.clone(), stall);
     let state = Arc::new(http::State {
         server: server.clone(),
+        served: ArcSwap::new(served.clone()),
         store: store.clone(),
         caches,
         bootstrapped: AtomicBool::new(false),
@@ -280,21 +284,22 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let serving = tokio::spawn(http::serve(listener, tls, state.clone(), limits));
 
     // Until the store answers, /readyz says so and bootstrap tries again.
-    while let Err(e) = bootstrap(&server, &store, &advertise.to_string(), args.secure_port, &service_ip).await {
+    while let Err(e) = bootstrap(&server, &served.catalog, &store, &advertise.to_string(), args.secure_port, &service_ip).await {
         tracing::warn!("{e:#}; trying again");
         tokio::time::sleep(std::time::Duration::from_secs(1)).await;
     }
     state.bootstrapped.store(true, Ordering::Relaxed);
     // kube-apiserver's system namespaces and kubernetes service controllers: what bootstrap
     // made is made again, once a minute, if it was deleted.
-    let (again, store_again, address) = (server.clone(), store.clone(), advertise.to_string());
+    let (again, state_again, address) = (server.clone(), state.clone(), advertise.to_string());
     let (port, ip) = (args.secure_port, service_ip.clone());
     tokio::spawn(async move {
         let mut tick = tokio::time::interval(std::time::Duration::from_secs(60));
         tick.tick().await;
         loop {
             tick.tick().await;
-            if let Err(e) = bootstrap(&again, &store_again, &address, port, &ip).await {
+            let served = state_again.served.load_full();
+            if let Err(e) = bootstrap(&again, &served.catalog, &state_again.store, &address, port, &ip).await {
                 tracing::warn!("{e:#}");
             }
         }
@@ -304,7 +309,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         tokio::spawn(compact(store.clone(), jiff::SignedDuration::from_secs(compaction_interval)));
     }
     if args.controllers.any() {
-        let c = Controllers::new(args.controllers.clone(), &server.catalog, &loopback, &root_ca, clock::now());
+        let c = Controllers::new(args.controllers.clone(), &served.catalog, &loopback, &root_ca, clock::now());
         tokio::spawn(controllers::run(state.clone(), c));
     }
 
@@ -346,8 +351,8 @@ fn private_data_dir(dir: &std::path::Path) -> anyhow::Result<()> {
     Ok(())
 }
 
-async fn bootstrap(server: &Arc<Server>, store: &Store, address: &str, port: u16, service_ip: &str) -> anyhow::Result<()> {
-    let mut b = Bootstrap::new(server.clone(), address, port, service_ip, clock::seed());
+async fn bootstrap(server: &Arc<Server>, catalog: &Catalog, store: &Store, address: &str, port: u16, service_ip: &str) -> anyhow::Result<()> {
+    let mut b = Bootstrap::new(server.clone(), catalog, address, port, service_ip, clock::seed());
     loop {
         match b.poll(clock::now()) {
             Some(BootstrapEffect::Kv(req)) => {

@@ -98,7 +98,7 @@ impl Admission {
         if subresource.is_some() {
             return Ok(());
         }
-        match (info.group, info.resource, op) {
+        match (info.group.as_str(), info.resource.as_str(), op) {
             ("", "pods", Operation::Create) => pods::admit_create(self, info, obj, rng),
             ("", "nodes", Operation::Create) => {
                 taint_new_node(obj);

@@ -145,11 +145,11 @@ fn base_path(r: &Resource) -> String {
 fn resource_paths(r: &Resource, paths: &mut BTreeMap<String, Value>) {
     let i = &r.info;
     let base = base_path(r);
-    let prefix = format!("{}{}", group_name_part(i.group), cap(i.version));
+    let prefix = format!("{}{}", group_name_part(&i.group), cap(&i.version));
     let scoped = if i.namespaced { format!("Namespaced{}", i.kind) } else { i.kind.to_string() };
-    let kind = (i.group, i.version, i.kind);
-    let def = i.definition;
-    let list_def = schema().for_gvk(i.group, i.version, &format!("{}List", i.kind)).map(|d| d.name.clone()).unwrap_or_else(|| def.to_string());
+    let kind = (i.group.as_str(), i.version.as_str(), i.kind.as_str());
+    let def = i.definition.as_str();
+    let list_def = schema().for_gvk(&i.group, &i.version, &format!("{}List", i.kind)).map(|d| d.name.clone()).unwrap_or_else(|| def.to_string());
     let ns_param = json!({"name": "namespace", "in": "path", "required": true, "type": "string", "uniqueItems": true, "description": "object name and auth scope, such as for teams and projects"});
     let name_param = |what: &str| json!({"name": "name", "in": "path", "required": true, "type": "string", "uniqueItems": true, "description": format!("name of the {what}")});
     let pretty = query("pretty", "string", "If 'true', then the output is pretty printed.");
@@ -200,18 +200,18 @@ fn resource_paths(r: &Resource, paths: &mut BTreeMap<String, Value>) {
         del.insert(0, body(DELETE_OPTIONS));
         item.insert("delete".into(), op(r, "delete", format!("delete{prefix}{scoped}"), del, ok(STATUS), kind, &[]));
     }
-    let mut item_params = vec![name_param(i.kind)];
+    let mut item_params = vec![name_param(&i.kind)];
     item_params.extend(scope_params.clone());
     item.insert("parameters".into(), Value::Array(item_params.clone()));
     paths.insert(format!("{collection}/{{name}}"), Value::Object(item));
 
     for s in &i.subresources {
-        let sub_def = schema().for_gvk(s.group, s.version, s.kind).map(|d| d.name.clone()).unwrap_or_else(|| def.to_string());
-        let sub_kind = (s.group, s.version, s.kind);
-        let sname = cap(s.name);
+        let sub_def = schema().for_gvk(&s.group, &s.version, &s.kind).map(|d| d.name.clone()).unwrap_or_else(|| def.to_string());
+        let sub_kind = (s.group.as_str(), s.version.as_str(), s.kind.as_str());
+        let sname = cap(&s.name);
         let mut m = Map::new();
-        for verb in s.verbs {
-            let (method, action, id, params, consumes): (&str, &str, String, Vec<Value>, &[&str]) = match *verb {
+        for verb in &s.verbs {
+            let (method, action, id, params, consumes): (&str, &str, String, Vec<Value>, &[&str]) = match verb.as_str() {
                 "get" => ("get", "get", format!("read{prefix}{scoped}{sname}"), vec![], &[]),
                 "update" => ("put", "put", format!("replace{prefix}{scoped}{sname}"), [vec![body(&sub_def)], write_params(false)].concat(), &[]),
                 "patch" => ("patch", "patch", format!("patch{prefix}{scoped}{sname}"), [vec![body(PATCH)], write_params(true)].concat(), &patch_types),
@@ -427,7 +427,7 @@ fn v3_group_version(catalog: &Catalog, group: &str, version: &str) -> Value {
             roots.push(list.name.clone());
         }
         for s in &r.info.subresources {
-            if let Some(d) = schema().for_gvk(s.group, s.version, s.kind) {
+            if let Some(d) = schema().for_gvk(&s.group, &s.version, &s.kind) {
                 roots.push(d.name.clone());
             }
         }

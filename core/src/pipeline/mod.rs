@@ -3,8 +3,9 @@
 //! then the handler: non-resource endpoints, or resource handlers through the watch cache and
 //! the registry).
 //!
-//! Call order: [`RequestMachine::new`] with the [`Server`] and the [`Request`] (the body read
-//! whole, up to [`Server::max_body_bytes`]). Then loop on [`RequestMachine::poll`]:
+//! Call order: [`RequestMachine::new`] with the [`Server`], what it serves now ([`Served`]: the
+//! catalog, read by the request from start to end whatever replaces it meanwhile) and the
+//! [`Request`] (the body read whole, up to [`Server::max_body_bytes`]). Then loop on [`RequestMachine::poll`]:
 //! - [`Effect::Kv`]: send to the store, feed the answer with [`Event::Kv`];
 //! - [`Effect::Cache`]: read the resource's watch cache, feed the answer with [`Event::Cache`];
 //! - [`Effect::Health`]: find out the server's [`Health`], feed it with [`Event::Health`] (only
@@ -28,7 +29,7 @@ mod query;
 mod respond;
 
 use std::collections::VecDeque;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use bytes::Bytes;
 use jiff::{SignedDuration, Timestamp};
@@ -55,9 +56,9 @@ pub const REQUEST_TIMEOUT: SignedDuration = SignedDuration::from_secs(60);
 /// `--min-request-timeout`: watches last between this and twice this, unless asked otherwise.
 pub const MIN_REQUEST_TIMEOUT_SECONDS: i64 = 1800;
 
-/// What every request machine reads: the catalog, authenticators and precomputed documents.
+/// What every request machine reads and never changes while the server runs: authenticators,
+/// limits, addresses. What it serves is a [`Served`], which does change.
 pub struct Server {
-    pub catalog: Catalog,
     pub authenticator: Authenticator,
     pub authorizer: Authorizer,
     /// `--etcd-prefix`.
@@ -73,14 +74,11 @@ pub struct Server {
     /// `--max-requests-inflight` and `--max-mutating-requests-inflight`, and the requests
     /// holding their seats.
     pub in_flight: InFlight,
-    docs: Docs,
 }
 
 impl Server {
-    pub fn new(catalog: Catalog, authenticator: Authenticator, authorizer: Authorizer, prefix: &str, server_address: &str) -> Server {
-        let docs = Docs::new(server_address, &catalog);
+    pub fn new(authenticator: Authenticator, authorizer: Authorizer, prefix: &str, server_address: &str) -> Server {
         Server {
-            catalog,
             authenticator,
             authorizer,
             prefix: prefix.to_string(),
@@ -88,13 +86,31 @@ impl Server {
             max_body_bytes: DEFAULT_MAX_BODY_BYTES,
             consistent_list_from_cache: true,
             in_flight: InFlight::new(DEFAULT_MAX_READONLY_IN_FLIGHT, DEFAULT_MAX_MUTATING_IN_FLIGHT),
-            docs,
         }
     }
 
     /// The storage key root of a resource (`/registry/pods`).
     pub fn storage_root(&self, res: &Resource) -> String {
         format!("{}/{}", self.prefix, res.info.storage_prefix)
+    }
+}
+
+/// What a server serves at one time: a catalog, and the discovery and OpenAPI documents made
+/// from it the first time they are asked for. A shell holds the current one where requests
+/// take it from without a lock (kapi's: an `ArcSwap`) and puts a new one in its place when the
+/// catalog changes; a request keeps the one it started with.
+pub struct Served {
+    pub catalog: Catalog,
+    docs: OnceLock<Docs>,
+}
+
+impl Served {
+    pub fn new(catalog: Catalog) -> Arc<Served> {
+        Arc::new(Served { catalog, docs: OnceLock::new() })
+    }
+
+    fn docs(&self, server_address: &str) -> &Docs {
+        self.docs.get_or_init(|| Docs::new(server_address, &self.catalog))
     }
 }
 
@@ -190,6 +206,7 @@ pub enum ProbeOutcome {
 /// One request; see the module documentation for the call order.
 pub struct RequestMachine {
     server: Arc<Server>,
+    served: Arc<Served>,
     req: Request,
     rng: Rng,
     deadline: Timestamp,
@@ -211,9 +228,10 @@ pub struct RequestMachine {
 
 impl RequestMachine {
     /// `seed` feeds the request's randomness (UIDs, generated names).
-    pub fn new(server: Arc<Server>, req: Request, now: Timestamp, seed: u64) -> RequestMachine {
+    pub fn new(server: Arc<Server>, served: Arc<Served>, req: Request, now: Timestamp, seed: u64) -> RequestMachine {
         let mut m = RequestMachine {
             server,
+            served,
             req,
             rng: Rng::new(seed),
             deadline: now + REQUEST_TIMEOUT,
@@ -276,9 +294,9 @@ impl RequestMachine {
                 self.stage = handlers::Stage::Health { request, query };
                 return;
             }
-            let server = self.server.clone();
             let accept = self.req.header("Accept").map(str::to_string);
-            match nonresource::answer(&server, &self.req.method, &self.req.path, &query, accept.as_deref()) {
+            let docs = self.served.docs(&self.server.server_address);
+            match nonresource::answer(&self.served.catalog, docs, &self.req.method, &self.req.path, &query, accept.as_deref()) {
                 Some((head, body)) => self.respond(head, body),
                 None => self.fail(&ApiError::path_not_found()),
             }

@@ -5,9 +5,10 @@ use std::collections::BTreeMap;
 use bytes::Bytes;
 use serde_json::{Value, json};
 
+use super::Health;
 use super::query::Query;
 use super::respond::{Head, status_body};
-use super::{Health, Server};
+use crate::catalog::Catalog;
 use crate::codec::negotiate::parse_accept;
 use crate::codec::{self, Format};
 use crate::discovery;
@@ -241,7 +242,7 @@ fn discovery_answer(mut doc: Value, api_version: &str, kind: &str, accept: Optio
 
 /// Answers a non-resource request other than a [`HealthRequest`], or `None` for paths that are
 /// not one.
-pub fn answer(server: &Server, method: &str, path: &str, query: &Query, accept: Option<&str>) -> Option<Answer> {
+pub fn answer(catalog: &Catalog, docs: &Docs, method: &str, path: &str, query: &Query, accept: Option<&str>) -> Option<Answer> {
     let path = path.trim_end_matches('/');
     let parts: Vec<&str> = path.trim_start_matches('/').split('/').collect();
     if method != "GET" && method != "HEAD" {
@@ -252,7 +253,6 @@ pub fn answer(server: &Server, method: &str, path: &str, query: &Query, accept: 
             _ => None,
         };
     }
-    let docs = &server.docs;
     Some(match parts.as_slice() {
         ["version"] => version_answer(),
         ["api"] => match aggregated_version(accept) {
@@ -263,9 +263,9 @@ pub fn answer(server: &Server, method: &str, path: &str, query: &Query, accept: 
             Some(v) => aggregated_answer(docs, false, v),
             None => discovery_answer(docs.apis.clone(), "v1", "APIGroupList", accept),
         },
-        ["api", "v1"] => discovery_answer(discovery::resource_list(&server.catalog, "", "v1")?, "v1", "APIResourceList", accept),
-        ["apis", group] => discovery_answer(discovery::group_document(&server.catalog, group)?, "v1", "APIGroup", accept),
-        ["apis", group, version] => discovery_answer(discovery::resource_list(&server.catalog, group, version)?, "v1", "APIResourceList", accept),
+        ["api", "v1"] => discovery_answer(discovery::resource_list(catalog, "", "v1")?, "v1", "APIResourceList", accept),
+        ["apis", group] => discovery_answer(discovery::group_document(catalog, group)?, "v1", "APIGroup", accept),
+        ["apis", group, version] => discovery_answer(discovery::resource_list(catalog, group, version)?, "v1", "APIResourceList", accept),
         ["openapi", "v2"] => {
             let chosen = parse_accept(accept.unwrap_or("application/json")).into_iter().find_map(|r| match r.mime.as_str() {
                 "application/json" | "*/*" | "application/*" => Some(("application/json", &docs.openapi_v2)),

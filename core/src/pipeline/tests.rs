@@ -4,7 +4,11 @@ use crate::resources::{Settings, catalog};
 fn server() -> Arc<Server> {
     let tokens = crate::auth::TokenFile::parse("t0ken,admin,1,system:masters\n").unwrap();
     let auth = Authenticator { tokens: Some(tokens), loopback: None };
-    Arc::new(Server::new(catalog(&Settings::default()), auth, Authorizer::AlwaysAllow, "/registry", "127.0.0.1:6443"))
+    Arc::new(Server::new(auth, Authorizer::AlwaysAllow, "/registry", "127.0.0.1:6443"))
+}
+
+fn machine(req: Request) -> RequestMachine {
+    RequestMachine::new(server(), Served::new(catalog(&Settings::default())), req, now(), 1)
 }
 
 fn now() -> Timestamp {
@@ -21,7 +25,7 @@ fn simple(method: &str, path: &str, query: &str, token: Option<&str>, accept: Op
         headers.push(("Accept".into(), a.into()));
     }
     let req = Request { method: method.into(), path: path.into(), query: query.into(), headers, ..Default::default() };
-    let mut m = RequestMachine::new(server(), req, now(), 1);
+    let mut m = machine(req);
     let (mut status, mut ct, mut body) = (0, String::new(), Vec::new());
     while let Some(e) = m.poll(now()) {
         match e {
@@ -89,7 +93,7 @@ fn a_watch_hands_over_to_the_cache() {
         headers: vec![("Authorization".into(), "Bearer t0ken".into())],
         ..Default::default()
     };
-    let mut m = RequestMachine::new(server(), req, now(), 1);
+    let mut m = machine(req);
     match m.poll(now()) {
         Some(Effect::Watch { resource, params, head }) => {
             assert_eq!(resource.info.resource, "configmaps");
@@ -108,7 +112,7 @@ fn only_health_endpoints_ask_for_health() {
     let first_effect = |path: &str| {
         let headers = vec![("Authorization".into(), "Bearer t0ken".into())];
         let req = Request { method: "GET".into(), path: path.into(), headers, ..Default::default() };
-        RequestMachine::new(server(), req, now(), 1).poll(now())
+        machine(req).poll(now())
     };
     for path in ["/healthz", "/livez/etcd", "/readyz/"] {
         assert!(matches!(first_effect(path), Some(Effect::Health)), "{path}");

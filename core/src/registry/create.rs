@@ -24,7 +24,7 @@ impl WriteOp {
         if !applied {
             self.decode_check(&mut obj, Source::Body)?;
         }
-        meta::set_type_meta(&mut obj, &info.api_version(), info.kind);
+        meta::set_type_meta(&mut obj, &info.api_version(), &info.kind);
         self.fix_namespace(&mut obj)?;
         if !meta::resource_version(&obj).is_empty() {
             return Err(ApiError::bad_request("resourceVersion should not be set on objects to be created"));

@@ -93,7 +93,7 @@ impl WriteOp {
     /// them with the body's findings as `fieldValidation` says.
     pub(super) fn decode_check(&mut self, obj: &mut Value, source: Source) -> Result<(), ApiError> {
         let info = self.res.info.clone();
-        self.decode_as(obj, info.definition, info.kind, info.version, source)
+        self.decode_as(obj, &info.definition, &info.kind, &info.version, source)
     }
 
     pub(super) fn decode_as(&mut self, obj: &mut Value, definition: &str, kind: &str, version: &str, source: Source) -> Result<(), ApiError> {

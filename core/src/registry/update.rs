@@ -37,7 +37,7 @@ impl WriteOp {
         self.warnings.clear();
         let info = self.res.info.clone();
         let name = self.ctx.name.clone().unwrap_or_default();
-        let def = schema().get(info.definition).ok_or_else(|| ApiError::internal(format!("no schema for {}", info.definition)))?;
+        let def = schema().get(&info.definition).ok_or_else(|| ApiError::internal(format!("no schema for {}", info.definition)))?;
         let Some(old) = existing else {
             let PatchType::Apply { .. } = pt else {
                 return Err(ApiError::not_found(&info.group_resource(), &name));
@@ -171,7 +171,7 @@ impl WriteOp {
     /// deletion of an object whose last finalizer was removed.
     fn finish_update(&mut self, mut obj: Value, old: &Value) -> Result<Transform, ApiError> {
         let info = self.res.info.clone();
-        meta::set_type_meta(&mut obj, &info.api_version(), info.kind);
+        meta::set_type_meta(&mut obj, &info.api_version(), &info.kind);
         self.fix_namespace(&mut obj)?;
         meta::set_meta(&mut obj, "generation", Value::from(meta::generation(old)));
         if meta::generation(old) == 0 {

@@ -16,7 +16,7 @@ const G: &str = "admissionregistration.k8s.io";
 pub fn resources() -> Vec<Resource> {
     let kind = |kind: &'static str, resource: &'static str, which: Which| {
         let mut i = info(G, "v1", kind, resource, false);
-        i.categories = &["api-extensions"];
+        i.categories = crate::catalog::names(&["api-extensions"]);
         if which == Which::Policy {
             i.subresources = vec![status_subresource(&i)];
         }

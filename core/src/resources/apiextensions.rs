@@ -13,8 +13,8 @@ use crate::validation::{dns1035_label, dns1123_label, dns1123_subdomain, support
 
 pub fn resource() -> Resource {
     let mut i = info("apiextensions.k8s.io", "v1", "CustomResourceDefinition", "customresourcedefinitions", false);
-    i.short_names = &["crd", "crds"];
-    i.categories = &["api-extensions"];
+    i.short_names = crate::catalog::names(&["crd", "crds"]);
+    i.categories = crate::catalog::names(&["api-extensions"]);
     i.singular = "customresourcedefinition".into();
     i.subresources = vec![status_subresource(&i)];
     serve(i, Crds)

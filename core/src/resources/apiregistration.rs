@@ -12,7 +12,7 @@ use crate::validation::{NameCheck, dns1035_label, dns1123_subdomain, path_segmen
 
 pub fn resource() -> Resource {
     let mut i = info("apiregistration.k8s.io", "v1", "APIService", "apiservices", false);
-    i.categories = &["api-extensions"];
+    i.categories = crate::catalog::names(&["api-extensions"]);
     i.singular = "apiservice".into();
     i.subresources = vec![status_subresource(&i)];
     serve(i, ApiServices)

@@ -12,8 +12,8 @@ use crate::table::{self, Column, Describe};
 pub fn resources() -> Vec<Resource> {
     let workload = |kind: &'static str, resource_name: &'static str, short: &'static [&'static str], scale: bool, w: Kind| {
         let mut i = info("apps", "v1", kind, resource_name, true);
-        i.short_names = short;
-        i.categories = &["all"];
+        i.short_names = crate::catalog::names(short);
+        i.categories = crate::catalog::names(&["all"]);
         i.subresources = vec![status_subresource(&i)];
         if scale {
             i.subresources.push(scale_subresource());

@@ -17,13 +17,13 @@ use crate::validation::{dns1123_label, path_segment_name, supported};
 pub fn resources() -> Vec<Resource> {
     let served = |version: &'static str| {
         let mut i: ResourceInfo = info("autoscaling", version, "HorizontalPodAutoscaler", "horizontalpodautoscalers", true);
-        i.short_names = &["hpa"];
-        i.categories = &["all"];
+        i.short_names = crate::catalog::names(&["hpa"]);
+        i.categories = crate::catalog::names(&["all"]);
         i.subresources = vec![status_subresource(&i)];
         i
     };
     let mut v1 = served("v1");
-    v1.stored_as = Some(("autoscaling", "v2"));
+    v1.stored_as = Some(("autoscaling".into(), "v2".into()));
     vec![serve(served("v2"), Hpa { v1: false }), serve(v1, Hpa { v1: true })]
 }
 

@@ -11,15 +11,15 @@ use crate::table::{self, Column, Describe};
 
 pub fn resources() -> Vec<Resource> {
     let mut jobs = info("batch", "v1", "Job", "jobs", true);
-    jobs.categories = &["all"];
+    jobs.categories = crate::catalog::names(&["all"]);
     jobs.subresources = vec![status_subresource(&jobs)];
     vec![serve(jobs, Jobs), serve(cron_jobs_info(), CronJobs)]
 }
 
 fn cron_jobs_info() -> ResourceInfo {
     let mut cron = info("batch", "v1", "CronJob", "cronjobs", true);
-    cron.short_names = &["cj"];
-    cron.categories = &["all"];
+    cron.short_names = crate::catalog::names(&["cj"]);
+    cron.categories = crate::catalog::names(&["all"]);
     cron.subresources = vec![status_subresource(&cron)];
     cron
 }

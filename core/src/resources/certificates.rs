@@ -18,12 +18,9 @@ const G: &str = "certificates.k8s.io";
 
 pub fn resource() -> Resource {
     let mut i = info(G, "v1", "CertificateSigningRequest", "certificatesigningrequests", false);
-    i.short_names = &["csr"];
+    i.short_names = crate::catalog::names(&["csr"]);
     i.singular = "certificatesigningrequest".into();
-    i.subresources = vec![
-        Subresource { name: "approval", group: G, version: "v1", kind: "CertificateSigningRequest", verbs: &["get", "patch", "update"] },
-        status_subresource(&i),
-    ];
+    i.subresources = vec![Subresource::new("approval", G, "v1", "CertificateSigningRequest", &["get", "patch", "update"]), status_subresource(&i)];
     serve(i, Csrs)
 }
 

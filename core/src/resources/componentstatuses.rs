@@ -21,10 +21,10 @@ const PROBE_TIMEOUT_SECONDS: u64 = 20;
 
 pub fn resource() -> Resource {
     let mut i = info("", "v1", "ComponentStatus", "componentstatuses", false);
-    i.short_names = &["cs"];
-    i.verbs = &["get", "list"];
+    i.short_names = crate::catalog::names(&["cs"]);
+    i.verbs = crate::catalog::names(&["get", "list"]);
     i.backing = Backing::Probed;
-    i.deprecation = Some("v1 ComponentStatus is deprecated in v1.19+");
+    i.deprecation = Some("v1 ComponentStatus is deprecated in v1.19+".into());
     serve(i, ComponentStatuses)
 }
 

@@ -14,7 +14,7 @@ pub const MAX_DATA_SIZE: usize = 1024 * 1024;
 
 pub fn resource() -> Resource {
     let mut i = info("", "v1", "ConfigMap", "configmaps", true);
-    i.short_names = &["cm"];
+    i.short_names = crate::catalog::names(&["cm"]);
     serve(i, ConfigMaps)
 }
 

@@ -10,10 +10,10 @@ use crate::table::{self, Column, Describe};
 
 pub fn resource() -> Resource {
     let mut i = info("", "v1", "Endpoints", "endpoints", true);
-    i.short_names = &["ep"];
+    i.short_names = crate::catalog::names(&["ep"]);
     i.singular = "endpoints".into();
-    i.storage_prefix = "services/endpoints";
-    i.deprecation = Some("v1 Endpoints is deprecated in v1.33+; use discovery.k8s.io/v1 EndpointSlice");
+    i.storage_prefix = "services/endpoints".into();
+    i.deprecation = Some("v1 Endpoints is deprecated in v1.33+; use discovery.k8s.io/v1 EndpointSlice".into());
     serve(i, Endpoints)
 }
 

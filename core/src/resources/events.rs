@@ -14,7 +14,7 @@ const REF: &str = "io.k8s.api.core.v1.ObjectReference";
 
 pub fn core(settings: &Settings) -> Resource {
     let mut i = info("", "v1", "Event", "events", true);
-    i.short_names = &["ev"];
+    i.short_names = crate::catalog::names(&["ev"]);
     let mut r = serve(i, Events { api: Api::Core });
     r.ttl_seconds = Some(settings.event_ttl_seconds);
     r
@@ -22,8 +22,8 @@ pub fn core(settings: &Settings) -> Resource {
 
 pub fn events_k8s_io(settings: &Settings) -> Resource {
     let mut i = info("events.k8s.io", "v1", "Event", "events", true);
-    i.short_names = &["ev"];
-    i.stored_as = Some(("", "v1"));
+    i.short_names = crate::catalog::names(&["ev"]);
+    i.stored_as = Some(("".into(), "v1".into()));
     let mut r = serve(i, Events { api: Api::EventsK8sIo });
     r.ttl_seconds = Some(settings.event_ttl_seconds);
     r

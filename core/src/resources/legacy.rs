@@ -18,8 +18,8 @@ use crate::validation::NameCheck;
 /// `down`, ruled by the v1 kind's strategy.
 struct OlderVersion<S> {
     inner: S,
-    group: &'static str,
-    stored: &'static str,
+    group: String,
+    stored: String,
     served: &'static str,
     up: fn(&mut Map<String, Value>),
     down: fn(&mut Map<String, Value>),
@@ -159,15 +159,15 @@ fn older<S: Strategy + 'static>(
     down: fn(&mut Map<String, Value>),
     deprecation: &'static str,
 ) -> Resource {
-    let mut i = info(v1.group, "v1beta1", v1.kind, v1.resource, v1.namespaced);
-    i.short_names = v1.short_names;
-    i.categories = v1.categories;
+    let mut i = info(&v1.group, "v1beta1", &v1.kind, &v1.resource, v1.namespaced);
+    i.short_names = v1.short_names.clone();
+    i.categories = v1.categories.clone();
     if v1.subresource("status").is_some() {
         i.subresources = vec![status_subresource(&i)];
     }
-    i.stored_as = Some((v1.group, v1.version));
-    i.deprecation = Some(deprecation);
-    serve(i, OlderVersion { inner, group: v1.group, stored: v1.version, served: "v1beta1", up, down })
+    i.stored_as = Some((v1.group.clone(), v1.version.clone()));
+    i.deprecation = Some(deprecation.into());
+    serve(i, OlderVersion { inner, group: v1.group.clone(), stored: v1.version.clone(), served: "v1beta1", up, down })
 }
 
 /// `policy/v1beta1` poddisruptionbudgets.

@@ -131,20 +131,20 @@ fn served_by_default(settings: &Settings) -> Vec<Resource> {
 
 /// A resource with kube's defaults: every verb, stored under its plural name, answered with a
 /// `Status` on delete.
-pub(crate) fn info(group: &'static str, version: &'static str, kind: &'static str, resource: &'static str, namespaced: bool) -> ResourceInfo {
-    let definition = schema().for_gvk(group, version, kind).map(|d| d.name.as_str()).unwrap_or_else(|| panic!("the schema has no {group}/{version} {kind}"));
+pub(crate) fn info(group: &str, version: &str, kind: &str, resource: &str, namespaced: bool) -> ResourceInfo {
+    let definition = schema().for_gvk(group, version, kind).map(|d| d.name.clone()).unwrap_or_else(|| panic!("the schema has no {group}/{version} {kind}"));
     ResourceInfo {
-        group,
-        version,
-        kind,
-        resource,
+        group: group.into(),
+        version: version.into(),
+        kind: kind.into(),
+        resource: resource.into(),
         singular: kind.to_ascii_lowercase(),
         namespaced,
-        short_names: &[],
-        categories: &[],
-        verbs: ALL_VERBS,
+        short_names: Vec::new(),
+        categories: Vec::new(),
+        verbs: crate::catalog::names(ALL_VERBS),
         subresources: Vec::new(),
-        storage_prefix: resource,
+        storage_prefix: resource.into(),
         definition,
         stored_as: None,
         delete_returns: DeleteReturns::Status,
@@ -154,11 +154,11 @@ pub(crate) fn info(group: &'static str, version: &'static str, kind: &'static st
 }
 
 pub(crate) fn status_subresource(info: &ResourceInfo) -> Subresource {
-    Subresource { name: "status", group: info.group, version: info.version, kind: info.kind, verbs: &["get", "patch", "update"] }
+    Subresource::new("status", &info.group, &info.version, &info.kind, &["get", "patch", "update"])
 }
 
 pub(crate) fn scale_subresource() -> Subresource {
-    Subresource { name: "scale", group: "autoscaling", version: "v1", kind: "Scale", verbs: &["get", "patch", "update"] }
+    Subresource::new("scale", "autoscaling", "v1", "Scale", &["get", "patch", "update"])
 }
 
 pub(crate) fn serve(info: ResourceInfo, strategy: impl Strategy + 'static) -> Resource {

@@ -17,9 +17,9 @@ const NAME_LABEL: &str = "kubernetes.io/metadata.name";
 
 pub fn resource() -> Resource {
     let mut i = info("", "v1", "Namespace", "namespaces", false);
-    i.short_names = &["ns"];
-    i.verbs = &["create", "delete", "get", "list", "patch", "update", "watch"];
-    i.subresources = vec![status_subresource(&i), Subresource { name: "finalize", group: "", version: "v1", kind: "Namespace", verbs: &["update"] }];
+    i.short_names = crate::catalog::names(&["ns"]);
+    i.verbs = crate::catalog::names(&["create", "delete", "get", "list", "patch", "update", "watch"]);
+    i.subresources = vec![status_subresource(&i), Subresource::new("finalize", "", "v1", "Namespace", &["update"])];
     i.delete_returns = DeleteReturns::Object;
     serve(i, Namespaces)
 }

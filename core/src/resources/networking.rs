@@ -18,12 +18,12 @@ pub fn resources() -> Vec<Resource> {
     let mut ingress_classes = info(G, "v1", "IngressClass", "ingressclasses", false);
     ingress_classes.singular = "ingressclass".into();
     let mut ingresses = info(G, "v1", "Ingress", "ingresses", true);
-    ingresses.short_names = &["ing"];
+    ingresses.short_names = crate::catalog::names(&["ing"]);
     ingresses.subresources = vec![status_subresource(&ingresses)];
     let mut ips = info(G, "v1", "IPAddress", "ipaddresses", false);
-    ips.short_names = &["ip"];
+    ips.short_names = crate::catalog::names(&["ip"]);
     let mut policies = info(G, "v1", "NetworkPolicy", "networkpolicies", true);
-    policies.short_names = &["netpol"];
+    policies.short_names = crate::catalog::names(&["netpol"]);
     let mut cidrs = info(G, "v1", "ServiceCIDR", "servicecidrs", false);
     cidrs.subresources = vec![status_subresource(&cidrs)];
     vec![

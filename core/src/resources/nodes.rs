@@ -10,8 +10,8 @@ use crate::table::{self, Column, Describe};
 
 pub fn resource() -> Resource {
     let mut i = info("", "v1", "Node", "nodes", false);
-    i.short_names = &["no"];
-    i.storage_prefix = "minions";
+    i.short_names = crate::catalog::names(&["no"]);
+    i.storage_prefix = "minions".into();
     i.subresources = vec![status_subresource(&i)];
     serve(i, Nodes)
 }

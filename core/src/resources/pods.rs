@@ -16,13 +16,13 @@ use crate::table::{self, Column, Describe};
 
 pub fn resource() -> Resource {
     let mut i = info("", "v1", "Pod", "pods", true);
-    i.short_names = &["po"];
-    i.categories = &["all"];
-    let pod_update = |name| Subresource { name, group: "", version: "v1", kind: "Pod", verbs: &["get", "patch", "update"] };
+    i.short_names = crate::catalog::names(&["po"]);
+    i.categories = crate::catalog::names(&["all"]);
+    let pod_update = |name: &str| Subresource::new(name, "", "v1", "Pod", &["get", "patch", "update"]);
     i.subresources = vec![
         status_subresource(&i),
-        Subresource { name: "binding", group: "", version: "v1", kind: "Binding", verbs: &["create"] },
-        Subresource { name: "eviction", group: "policy", version: "v1", kind: "Eviction", verbs: &["create"] },
+        Subresource::new("binding", "", "v1", "Binding", &["create"]),
+        Subresource::new("eviction", "policy", "v1", "Eviction", &["create"]),
         pod_update("ephemeralcontainers"),
         pod_update("resize"),
     ];
@@ -33,7 +33,7 @@ pub fn resource() -> Resource {
 /// core/v1 bindings: a create binds the pod its Binding names, as `pods/binding` does.
 pub fn bindings() -> Resource {
     let mut i = info("", "v1", "Binding", "bindings", true);
-    i.verbs = &["create"];
+    i.verbs = crate::catalog::names(&["create"]);
     i.backing = Backing::ActionOn { resource: "pods", subresource: "binding" };
     serve(i, Bindings)
 }

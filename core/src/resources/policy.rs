@@ -12,7 +12,7 @@ use crate::validation::{NameCheck, label_selector, path_segment_name, supported}
 
 pub fn resource() -> Resource {
     let mut i = info("policy", "v1", "PodDisruptionBudget", "poddisruptionbudgets", true);
-    i.short_names = &["pdb"];
+    i.short_names = crate::catalog::names(&["pdb"]);
     i.subresources = vec![status_subresource(&i)];
     serve(i, Budgets)
 }

@@ -14,9 +14,9 @@ use crate::validation::qualified_name;
 
 pub fn resources() -> (Resource, Resource) {
     let mut limits = info("", "v1", "LimitRange", "limitranges", true);
-    limits.short_names = &["limits"];
+    limits.short_names = crate::catalog::names(&["limits"]);
     let mut quotas = info("", "v1", "ResourceQuota", "resourcequotas", true);
-    quotas.short_names = &["quota"];
+    quotas.short_names = crate::catalog::names(&["quota"]);
     quotas.subresources = vec![status_subresource(&quotas)];
     (serve(limits, LimitRanges), serve(quotas, ResourceQuotas))
 }

@@ -11,8 +11,8 @@ use crate::table::{self, Column, Describe};
 
 pub fn resource() -> Resource {
     let mut i = info("", "v1", "ReplicationController", "replicationcontrollers", true);
-    i.short_names = &["rc"];
-    i.categories = &["all"];
+    i.short_names = crate::catalog::names(&["rc"]);
+    i.categories = crate::catalog::names(&["all"]);
     i.subresources = vec![scale_subresource(), status_subresource(&i)];
     serve(i, ReplicationControllers)
 }

@@ -12,7 +12,7 @@ use crate::status::ApiError;
 pub fn resources() -> Vec<Resource> {
     let review = |group: &'static str, kind: &'static str, plural: &'static str, namespaced: bool, r: Review| {
         let mut i = info(group, "v1", kind, plural, namespaced);
-        i.verbs = &["create"];
+        i.verbs = crate::catalog::names(&["create"]);
         i.backing = Backing::Review;
         serve(i, r)
     };

@@ -126,7 +126,7 @@ impl RuntimeConfig {
     pub fn serves(&self, info: &ResourceInfo, by_default: bool) -> bool {
         let mut on = by_default;
         for (m, value) in &self.matchers {
-            if m.matches(info.version) {
+            if m.matches(&info.version) {
                 on = *value;
             }
         }

@@ -12,7 +12,7 @@ use crate::validation::supported;
 
 pub fn resource() -> Resource {
     let mut i = info("scheduling.k8s.io", "v1", "PriorityClass", "priorityclasses", false);
-    i.short_names = &["pc"];
+    i.short_names = crate::catalog::names(&["pc"]);
     i.singular = "priorityclass".into();
     serve(i, PriorityClasses)
 }

@@ -9,7 +9,7 @@ use crate::table::{self, Column, Describe};
 
 pub fn resource() -> Resource {
     let mut i = info("", "v1", "ServiceAccount", "serviceaccounts", true);
-    i.short_names = &["sa"];
+    i.short_names = crate::catalog::names(&["sa"]);
     i.delete_returns = DeleteReturns::Object;
     serve(i, ServiceAccounts)
 }

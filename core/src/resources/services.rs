@@ -59,9 +59,9 @@ impl ServiceRanges {
 
 pub fn resource(ranges: ServiceRanges) -> Resource {
     let mut i = info("", "v1", "Service", "services", true);
-    i.short_names = &["svc"];
-    i.categories = &["all"];
-    i.storage_prefix = "services/specs";
+    i.short_names = crate::catalog::names(&["svc"]);
+    i.categories = crate::catalog::names(&["all"]);
+    i.storage_prefix = "services/specs".into();
     i.subresources = vec![status_subresource(&i)];
     i.delete_returns = DeleteReturns::Object;
     serve(i, Services { ranges })

@@ -21,7 +21,7 @@ pub fn resources() -> Vec<Resource> {
     let mut capacities = info(G, "v1", "CSIStorageCapacity", "csistoragecapacities", true);
     capacities.singular = "csistoragecapacity".into();
     let mut classes = info(G, "v1", "StorageClass", "storageclasses", false);
-    classes.short_names = &["sc"];
+    classes.short_names = crate::catalog::names(&["sc"]);
     classes.singular = "storageclass".into();
     let mut attachments = info(G, "v1", "VolumeAttachment", "volumeattachments", false);
     attachments.subresources = vec![status_subresource(&attachments)];

@@ -15,10 +15,10 @@ use crate::validation::{dns1123_subdomain, label_selector, supported};
 
 pub fn resources() -> Vec<Resource> {
     let mut claims = info("", "v1", "PersistentVolumeClaim", "persistentvolumeclaims", true);
-    claims.short_names = &["pvc"];
+    claims.short_names = crate::catalog::names(&["pvc"]);
     claims.subresources = vec![status_subresource(&claims)];
     let mut volumes = info("", "v1", "PersistentVolume", "persistentvolumes", false);
-    volumes.short_names = &["pv"];
+    volumes.short_names = crate::catalog::names(&["pv"]);
     volumes.subresources = vec![status_subresource(&volumes)];
     vec![serve(claims, Claims), serve(volumes, Volumes)]
 }

@@ -187,14 +187,14 @@ impl Simulation {
         let swarm = Swarm::draw(&mut rng);
         let mut store = Store::new(swarm.calm(), rng.next_u64());
         store.planted = config.planted;
-        let server = default_server();
+        let setup = default_server();
         let now = epoch();
-        let mut boot = Bootstrap::new(server.clone(), "127.0.0.1", 6443, "10.0.0.1", rng.next_u64());
+        let mut boot = Bootstrap::new(setup.server.clone(), &setup.served.catalog, "127.0.0.1", 6443, "10.0.0.1", rng.next_u64());
         while let Some(BootstrapEffect::Kv(req)) = boot.poll(now) {
             let r = store.apply_now(now, &req);
             boot.handle(now, r);
         }
-        let sim_server = SimServer::new(server, swarm.cache_history, swarm.watch_buffer);
+        let sim_server = SimServer::new(setup, swarm.cache_history, swarm.watch_buffer);
         Simulation {
             now,
             rng,

@@ -14,10 +14,10 @@ use bytes::Bytes;
 use jiff::Timestamp;
 use kapi_core::cache::{CacheEffect, CacheEvent, ReadId, WatchCache, WatcherId};
 use kapi_core::kv::{KvRequest, KvResult, WatchRequest, WatchResponse};
-use kapi_core::pipeline::{Effect, Event, Head, Health, ProbeOutcome, Request, RequestMachine, Server};
+use kapi_core::pipeline::{Effect, Event, Head, Health, ProbeOutcome, Request, RequestMachine, Served, Server};
 
 use super::{ReqId, StreamId, Target, Ticket};
-use crate::{SlotKey, slot_key, watch_caches};
+use crate::{Setup, SlotKey, slot_key, watch_caches};
 
 #[derive(Debug)]
 pub enum ServerOut {
@@ -77,6 +77,7 @@ struct Conn {
 
 pub struct SimServer {
     server: Arc<Server>,
+    served: Arc<Served>,
     epoch: u64,
     caches: Vec<WatchCache>,
     slots: BTreeMap<SlotKey, usize>,
@@ -92,9 +93,10 @@ pub struct SimServer {
 impl SimServer {
     /// A server whose watch caches keep `history` events and whose watch connections buffer
     /// `buffer` frames before the watcher counts as slow.
-    pub fn new(server: Arc<Server>, history: usize, buffer: usize) -> SimServer {
+    pub fn new(setup: Setup, history: usize, buffer: usize) -> SimServer {
         let mut s = SimServer {
-            server,
+            server: setup.server,
+            served: setup.served,
             epoch: 0,
             caches: Vec::new(),
             slots: BTreeMap::new(),
@@ -113,7 +115,7 @@ impl SimServer {
     fn start_caches(&mut self) {
         self.caches.clear();
         self.slots.clear();
-        for (key, cache) in watch_caches(&self.server, self.history) {
+        for (key, cache) in watch_caches(&self.server, &self.served.catalog, self.history) {
             self.slots.insert(key, self.caches.len());
             self.dirty_caches.insert(self.caches.len());
             self.caches.push(cache);
@@ -153,7 +155,7 @@ impl SimServer {
 
     /// A client sends a request; a `slow` client reads watch frames only when it calls [`read`](Self::read).
     pub fn request(&mut self, now: Timestamp, id: ReqId, req: Request, seed: u64, slow: bool) {
-        let machine = RequestMachine::new(self.server.clone(), req, now, seed);
+        let machine = RequestMachine::new(self.server.clone(), self.served.clone(), req, now, seed);
         self.requests.insert(id, InFlight { machine, head: None, body: Vec::new(), slow });
         self.dirty_requests.insert(id);
         self.pump(now);

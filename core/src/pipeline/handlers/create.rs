@@ -26,7 +26,7 @@ impl RequestMachine {
         match res.info.backing {
             Backing::Review => {
                 let (mut obj, _) = self.decode_body(&res, FieldValidation::Ignore)?;
-                crate::schema::normalize::normalize(crate::schema::schema(), res.info.definition, &mut obj).map_err(ApiError::bad_request)?;
+                crate::schema::normalize::normalize(crate::schema::schema(), &res.info.definition, &mut obj).map_err(ApiError::bad_request)?;
                 let ctx = ReviewContext { user: &self.user, authenticator: &self.server.authenticator, authorizer: &self.server.authorizer };
                 let answer = res.strategy.review(obj, &ctx)?;
                 self.respond_object(&res, &answer, output, 201, "", now);
@@ -34,7 +34,7 @@ impl RequestMachine {
             }
             Backing::ActionOn { resource, subresource } => {
                 let body = self.decode_action_body()?;
-                let target = self.server.catalog.get(res.info.group, res.info.version, resource).cloned().ok_or_else(ApiError::path_not_found)?;
+                let target = self.served.catalog.get(&res.info.group, &res.info.version, resource).cloned().ok_or_else(ApiError::path_not_found)?;
                 ctx.name = Some(meta::name(&body).to_string());
                 ctx.subresource = Some(subresource.to_string());
                 self.start_action(target, ctx, body, output);
@@ -83,7 +83,7 @@ impl RequestMachine {
         }
         let (options, dry_run) = params::delete_options(query, body.get("deleteOptions"))?;
         ctx.dry_run |= dry_run;
-        let budgets = self.server.catalog.get("policy", "v1", "poddisruptionbudgets").cloned().ok_or_else(ApiError::path_not_found)?;
+        let budgets = self.served.catalog.get("policy", "v1", "poddisruptionbudgets").cloned().ok_or_else(ApiError::path_not_found)?;
         let op = EvictionOp::new(pods.clone(), budgets, ctx, options, crate::rand::Rng::new(self.rng.next_u64()));
         self.stage = Stage::Evict { op: Box::new(op), res: pods, output };
         Ok(())

@@ -152,12 +152,12 @@ fn verb_allowed(res: &Resource, info: &RequestInfo) -> bool {
             v => res.info.has_verb(v) && !info.name.is_empty(),
         };
     }
-    res.info.subresource(&info.subresource).is_some_and(|s| s.verbs.contains(&info.verb.as_str()))
+    res.info.subresource(&info.subresource).is_some_and(|s| s.verbs.contains(&info.verb))
 }
 
 impl RequestMachine {
     pub(super) fn resource_request(&mut self, now: Timestamp, info: RequestInfo, query: Query) {
-        let Some(res) = self.server.catalog.get(&info.api_group, &info.api_version, &info.resource).cloned() else {
+        let Some(res) = self.served.catalog.get(&info.api_group, &info.api_version, &info.resource).cloned() else {
             return self.fail(&ApiError::path_not_found());
         };
         let namespace = if res.info.namespaced { Some(info.namespace.clone()).filter(|n| !n.is_empty()) } else { None };
@@ -203,7 +203,7 @@ impl RequestMachine {
         if self.req.method == "HEAD" {
             return self.fail(&ApiError::method_not_allowed());
         }
-        self.warnings.extend(res.info.deprecation.map(str::to_string));
+        self.warnings.extend(res.info.deprecation.clone());
         if res.info.backing == crate::catalog::Backing::Probed {
             if let Err(e) = self.component_statuses(res, &info, &query) {
                 self.fail(&e);

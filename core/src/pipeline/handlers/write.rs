@@ -81,13 +81,13 @@ impl RequestMachine {
         }
         if !kind.is_empty() && kind != res.info.kind {
             // kube decodes the body as the kind it names, then fails to convert it.
-            let why = match crate::schema::schema().for_gvk(res.info.group, res.info.version, &kind) {
-                Some(_) => format!("converting ({}.{kind}) to ({}.{}): unknown conversion", res.info.version, internal_package(res.info.group), res.info.kind),
+            let why = match crate::schema::schema().for_gvk(&res.info.group, &res.info.version, &kind) {
+                Some(_) => format!("converting ({}.{kind}) to ({}.{}): unknown conversion", res.info.version, internal_package(&res.info.group), res.info.kind),
                 None => format!("no kind {kind:?} is registered for version {want_av:?} in scheme \"pkg/api/legacyscheme/scheme.go:30\""),
             };
             return Err(ApiError::bad_request(format!("{kind} in version {:?} cannot be handled as a {}: {why}", res.info.version, res.info.kind)));
         }
-        meta::set_type_meta(&mut obj, &want_av, res.info.kind);
+        meta::set_type_meta(&mut obj, &want_av, &res.info.kind);
         Ok((obj, findings))
     }
 
@@ -127,7 +127,7 @@ impl RequestMachine {
             Lookup::Namespace(_) => "namespaces",
             Lookup::ServiceAccount { .. } => "serviceaccounts",
         };
-        self.server.catalog.get("", "v1", resource).cloned()
+        self.served.catalog.get("", "v1", resource).cloned()
     }
 
     pub(super) fn finish_write(&mut self, res: Arc<Resource>, output: Output, action: bool, result: Result<WriteOutcome, ApiError>, now: Timestamp) {
