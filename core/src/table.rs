@@ -40,6 +40,8 @@ impl Column {
     pub const NAME: Column = Column { name: "Name", ty: "string", format: "name", priority: 0, description: Describe::Field(OBJECT_META, "name") };
     /// The `Age` column (time since `creationTimestamp`).
     pub const AGE: Column = Column::new("Age", "string", Describe::Field(OBJECT_META, "creationTimestamp"));
+    /// The age column of custom resources without printer columns (a `date`).
+    pub const AGE_DATE: Column = Column::new("Age", "date", Describe::Field(OBJECT_META, "creationTimestamp"));
     pub const CONTAINERS: Column = Column::new("Containers", "string", Describe::Text("Names of each container in the template.")).wide();
     pub const IMAGES: Column = Column::new("Images", "string", Describe::Text("Images referenced by each container in the template.")).wide();
 

@@ -13,6 +13,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use jiff::{SignedDuration, Timestamp};
+use kapi_core::apiextensions::same_objects;
 use kapi_core::auth::{Authenticator, Authorizer, TokenFile};
 use kapi_core::bootstrap::{Bootstrap, BootstrapEffect};
 use kapi_core::cache::{CacheEffect, CacheEvent, DEFAULT_HISTORY, ReadId, ReadResult, WatchCache, WatcherId};
@@ -64,6 +65,10 @@ pub struct World {
     pub server: Arc<Server>,
     /// What the server serves: every request of the world reads it.
     pub served: Arc<Served>,
+    /// The built-in resources, which CRDs add to.
+    builtins: Catalog,
+    /// The CRD cache's revision last taken in.
+    crds_seen: i64,
     slots: BTreeMap<SlotKey, Slot>,
     streams: BTreeMap<WatcherId, Stream>,
     /// The cache each watch stream comes from.
@@ -129,7 +134,9 @@ impl World {
             now,
             model: Model::new(),
             server,
+            builtins: served.catalog.clone(),
             served,
+            crds_seen: 0,
             slots: BTreeMap::new(),
             streams: BTreeMap::new(),
             watch_slots: BTreeMap::new(),
@@ -186,7 +193,7 @@ impl World {
     /// Drains every cache's effects.
     pub fn pump(&mut self) {
         loop {
-            let mut work = false;
+            let mut work = self.take_in_crds();
             let keys: Vec<_> = self.slots.keys().cloned().collect();
             for k in keys {
                 while let Some(e) = self.slots.get_mut(&k).expect("listed above").cache.poll(self.now) {
@@ -198,6 +205,37 @@ impl World {
                 return;
             }
         }
+    }
+
+    /// Takes in what the CRD cache holds now, as kapi's catalog task does: a changed catalog is
+    /// served from now on, with a watch cache for each new stored resource; the caches of
+    /// resources gone (or changed) stop, closing their watches. True when the catalog changed.
+    fn take_in_crds(&mut self) -> bool {
+        let key: SlotKey = ("apiextensions.k8s.io".into(), "v1".into(), "customresourcedefinitions".into());
+        let Some(crds) = self.slots.get(&key).and_then(|s| s.cache.published()) else { return false };
+        if crds.revision == self.crds_seen {
+            return false;
+        }
+        self.crds_seen = crds.revision;
+        let Some(next) = self.served.with_crds(&self.builtins, &crds) else { return false };
+        let wanted: BTreeMap<SlotKey, Arc<Resource>> = next.catalog.resources().filter(|r| r.info.stored()).map(|r| (slot_key(r), r.clone())).collect();
+        let stale: Vec<SlotKey> =
+            self.slots.iter().filter(|(k, s)| wanted.get(*k).is_none_or(|r| !same_objects(r, s.cache.resource()))).map(|(k, _)| k.clone()).collect();
+        for k in stale {
+            self.slots.remove(&k);
+            for (id, _) in self.watch_slots.iter().filter(|(_, slot)| **slot == k) {
+                self.streams.entry(*id).or_default().closed = true;
+            }
+            self.watch_slots.retain(|_, slot| *slot != k);
+        }
+        for (k, res) in wanted {
+            if !self.slots.contains_key(&k) {
+                let prefix = Bytes::from(format!("{}/", self.server.storage_root(&res)));
+                self.slots.insert(k, Slot { cache: WatchCache::new(res, prefix, DEFAULT_HISTORY), watch: None });
+            }
+        }
+        self.served = next;
+        true
     }
 
     fn cache_effect(&mut self, k: &SlotKey, e: CacheEffect) {

@@ -14,13 +14,14 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::task::{Context, Poll};
 
-use arc_swap::ArcSwapOption;
+use arc_swap::{ArcSwap, ArcSwapOption};
 use bytes::Bytes;
+use kapi_core::apiextensions::same_objects;
 use kapi_core::cache::{Backlog, CacheEffect, CacheEvent, DEFAULT_HISTORY, ReadId, ReadRequest, ReadResult, Snapshot, WatchCache, WatchParams, WatcherId};
 use kapi_core::catalog::Resource;
 use kapi_core::kv::{KvResult, WatchResponse};
 use kapi_core::status::ApiError;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{Notify, mpsc, oneshot};
 
 use crate::clock::{instant_of, now};
 use crate::store::Store;
@@ -91,22 +92,33 @@ enum Command {
     Read(ReadRequest, oneshot::Sender<Result<ReadResult, ApiError>>),
     Watch(WatchParams, Watcher),
     Gone(WatcherId),
+    /// Its resource is no longer served (or is served anew): the task ends, and its watches.
+    Stop,
 }
 
-/// A cache task's command channel, whether its cache is ready, and its published state.
+/// A cache task's resource, command channel, whether its cache is ready, its published state,
+/// and a signal of each new published state.
+#[derive(Clone)]
 struct Handle {
+    res: Arc<Resource>,
     commands: mpsc::UnboundedSender<Command>,
     ready: Arc<AtomicBool>,
     published: Arc<ArcSwapOption<Snapshot>>,
+    changed: Arc<Notify>,
 }
 
-/// The handles of every resource's cache task.
+type Key = (String, String, String);
+
+/// The handles of every served resource's cache task: a map swapped whole when the catalog
+/// changes, read by requests without a lock.
 #[derive(Clone)]
 pub struct Caches {
-    by_resource: Arc<HashMap<(String, String, String), Handle>>,
+    by_resource: Arc<ArcSwap<HashMap<Key, Handle>>>,
+    store: Store,
+    stall_limit: std::time::Duration,
 }
 
-fn key(res: &Resource) -> (String, String, String) {
+fn key(res: &Resource) -> Key {
     (res.info.group.to_string(), res.info.version.to_string(), res.info.resource.to_string())
 }
 
@@ -115,24 +127,54 @@ impl Caches {
     /// A watcher whose connection takes none of the frames it has to send for `stall_limit`
     /// is closed as slow.
     pub fn start(resources: impl Iterator<Item = (Arc<Resource>, String)>, store: Store, stall_limit: std::time::Duration) -> Caches {
-        let mut by_resource = HashMap::new();
+        let caches = Caches { by_resource: Arc::default(), store, stall_limit };
+        let by_resource = resources.map(|(res, prefix)| (key(&res), caches.spawn(res, prefix))).collect();
+        caches.by_resource.store(Arc::new(by_resource));
+        caches
+    }
+
+    fn spawn(&self, res: Arc<Resource>, prefix: String) -> Handle {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let handle = Handle { res: res.clone(), commands: tx.clone(), ready: Arc::default(), published: Arc::default(), changed: Arc::default() };
+        let task =
+            Task { store: self.store.clone(), me: tx, ready: handle.ready.clone(), published: handle.published.clone(), changed: handle.changed.clone() };
+        let cache = WatchCache::new(res, Bytes::from(prefix), DEFAULT_HISTORY);
+        tokio::spawn(run(cache, task, rx, self.stall_limit));
+        handle
+    }
+
+    /// Makes the caches those of `resources` (each with its storage prefix): a cache is kept
+    /// for the very same resource, started for a new one. Returns the caches no longer used,
+    /// to stop once requests no longer reach them.
+    pub fn sync(&self, resources: impl Iterator<Item = (Arc<Resource>, String)>) -> Retired {
+        let current = self.by_resource.load_full();
+        let mut next = HashMap::new();
         for (res, prefix) in resources {
-            let (tx, rx) = mpsc::unbounded_channel();
-            let handle = Handle { commands: tx.clone(), ready: Arc::default(), published: Arc::default() };
-            let task = Task { store: store.clone(), me: tx, ready: handle.ready.clone(), published: handle.published.clone() };
-            by_resource.insert(key(&res), handle);
-            let cache = WatchCache::new(res, Bytes::from(prefix), DEFAULT_HISTORY);
-            tokio::spawn(run(cache, task, rx, stall_limit));
+            let handle = match current.get(&key(&res)) {
+                Some(h) if same_objects(&h.res, &res) => h.clone(),
+                _ => self.spawn(res.clone(), prefix),
+            };
+            next.insert(key(&res), handle);
         }
-        Caches { by_resource: Arc::new(by_resource) }
+        let unused = current.values().filter(|h| next.get(&key(&h.res)).is_none_or(|n| !Arc::ptr_eq(&n.res, &h.res))).cloned().collect();
+        self.by_resource.store(Arc::new(next));
+        Retired(unused)
     }
 
+    /// Whether the built-in resources' caches are ready (custom resources' come and go).
     pub fn ready(&self) -> bool {
-        self.by_resource.values().all(|h| h.ready.load(Ordering::Relaxed))
+        self.by_resource.load().values().filter(|h| h.res.info.defined_by.is_none()).all(|h| h.ready.load(Ordering::Relaxed))
     }
 
-    fn handle(&self, res: &Resource) -> Result<&Handle, ApiError> {
-        self.by_resource.get(&key(res)).ok_or_else(|| ApiError::internal(format!("no cache for {}", res.info.resource)))
+    /// The published state of a resource's cache, and the signal of each new one.
+    pub fn published(&self, group: &str, version: &str, resource: &str) -> Option<(Option<Arc<Snapshot>>, Arc<Notify>)> {
+        let handles = self.by_resource.load();
+        let h = handles.get(&(group.to_string(), version.to_string(), resource.to_string()))?;
+        Some((h.published.load_full(), h.changed.clone()))
+    }
+
+    fn handle(&self, res: &Resource) -> Result<Handle, ApiError> {
+        self.by_resource.load().get(&key(res)).cloned().ok_or_else(|| ApiError::internal(format!("no cache for {}", res.info.resource)))
     }
 
     pub async fn read(&self, res: &Resource, request: ReadRequest) -> Result<ReadResult, ApiError> {
@@ -152,6 +194,18 @@ impl Caches {
         let watcher = Watcher { tx, pending: pending.clone(), stall: None };
         self.handle(res)?.commands.send(Command::Watch(params, watcher)).map_err(|_| ApiError::internal("cache stopped"))?;
         Ok(WatchStream { rx, pending, backlog: None })
+    }
+}
+
+/// Caches no longer in use.
+pub struct Retired(Vec<Handle>);
+
+impl Retired {
+    /// Ends their tasks and their watches.
+    pub fn stop(self) {
+        for h in self.0 {
+            let _ = h.commands.send(Command::Stop);
+        }
     }
 }
 
@@ -188,10 +242,11 @@ struct Task {
     me: mpsc::UnboundedSender<Command>,
     ready: Arc<AtomicBool>,
     published: Arc<ArcSwapOption<Snapshot>>,
+    changed: Arc<Notify>,
 }
 
 async fn run(mut cache: WatchCache, task: Task, mut commands: mpsc::UnboundedReceiver<Command>, stall_limit: std::time::Duration) {
-    let Task { store, me, ready, published } = task;
+    let Task { store, me, ready, published, changed } = task;
     // The (readiness, revision) last published: the state is swapped only when it changed.
     let mut shown = (false, 0);
     let (kv_tx, mut kv_rx) = mpsc::unbounded_channel::<KvResult>();
@@ -242,6 +297,7 @@ async fn run(mut cache: WatchCache, task: Task, mut commands: mpsc::UnboundedRec
         if now_shown != shown {
             shown = now_shown;
             published.store(state.map(Arc::new));
+            changed.notify_one();
         }
         let timer = cache.poll_timeout().map(instant_of);
         tokio::select! {
@@ -269,7 +325,12 @@ async fn run(mut cache: WatchCache, task: Task, mut commands: mpsc::UnboundedRec
                         cache.handle(now(), CacheEvent::Unregister { id });
                     }
                 }
-                None => return,
+                Some(Command::Stop) | None => {
+                    if let Some((old, _)) = watch.take() {
+                        store.cancel_watch(old).await;
+                    }
+                    return;
+                }
             },
             Some(result) = kv_rx.recv() => cache.handle(now(), CacheEvent::Kv(result)),
             resp = async { watch.as_mut().expect("guarded by the select condition").1.recv().await }, if watch.is_some() => match resp {

@@ -3,6 +3,7 @@
 //! kubeconfig there.
 
 mod caches;
+mod catalog;
 mod certs;
 mod clock;
 mod conn;
@@ -308,10 +309,10 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     if compaction_interval > 0 {
         tokio::spawn(compact(store.clone(), jiff::SignedDuration::from_secs(compaction_interval)));
     }
-    if args.controllers.any() {
-        let c = Controllers::new(args.controllers.clone(), &served.catalog, &loopback, &root_ca, clock::now());
-        tokio::spawn(controllers::run(state.clone(), c));
-    }
+    // The CRD controllers run whatever --controllers says; the others as it says.
+    let c = Controllers::new(args.controllers.clone(), &served.catalog, &loopback, &root_ca, clock::now());
+    tokio::spawn(controllers::run(state.clone(), c));
+    tokio::spawn(catalog::run(state.clone(), served.catalog.clone()));
 
     println!("kapi is serving the Kubernetes API on {server_url} ({store_name})");
     println!("Use it with kubectl:\n  export KUBECONFIG={}\n  kubectl get namespaces", kubeconfig_path.display());

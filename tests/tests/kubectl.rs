@@ -344,3 +344,58 @@ fn drain_evicts_through_the_disruption_budget() {
     assert!(out.contains("pod/p1 evicted") && out.contains("pod/p2 evicted"), "{out}");
     assert!(k.ok(&["get", "pods", "-o", "name"]).trim().is_empty());
 }
+
+const WIDGET_CRD: &str = r#"
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: widgets.example.com
+spec:
+  group: example.com
+  scope: Namespaced
+  names: {plural: widgets, kind: Widget, shortNames: [wd], categories: [all]}
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    subresources: {status: {}}
+    schema:
+      openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}
+"#;
+
+const WIDGET: &str = r#"
+apiVersion: example.com/v1
+kind: Widget
+metadata: {name: w1}
+spec: {size: 3}
+"#;
+
+/// An operator's CRD and its custom resources, as kubectl handles them: the CRD is established,
+/// its resource found by name, short name and category, and deleting the CRD deletes them.
+#[test]
+fn custom_resources() {
+    let k = Kapi::start();
+    assert!(k.kubectl_in(&["apply", "-f", "-"], WIDGET_CRD).contains("customresourcedefinition.apiextensions.k8s.io/widgets.example.com created"));
+    k.ok(&["wait", "--for", "condition=established", "crd/widgets.example.com", "--timeout=20s"]);
+    // kubectl finds the new resource once discovery lists it.
+    assert!(eventually(Duration::from_secs(10), || k.kubectl_with_input(&["apply", "-f", "-"], WIDGET).status.success()));
+    let table = k.ok(&["get", "wd"]);
+    assert!(table.starts_with("NAME   AGE") && table.contains("w1"), "{table}");
+    assert!(k.ok(&["get", "all"]).contains("widget.example.com/w1"));
+    assert!(k.ok(&["api-resources", "--api-group=example.com"]).contains("widgets"));
+    k.ok(&["patch", "widget", "w1", "--type=merge", "-p", r#"{"spec":{"size":4}}"#]);
+    k.ok(&["patch", "widget", "w1", "--subresource=status", "--type=merge", "-p", r#"{"status":{"ready":true}}"#]);
+    let w1 = k.json(&["get", "widget", "w1"]);
+    assert_eq!((w1["spec"]["size"].as_i64(), w1["status"]["ready"].as_bool(), w1["metadata"]["generation"].as_i64()), (Some(4), Some(true), Some(2)));
+    let smp = k.fails(&["patch", "widget", "w1", "-p", r#"{"spec":{"size":5}}"#]);
+    assert!(smp.contains("the body of the request was in an unknown format"), "{smp}");
+
+    // kubectl waits for the CRD to go, which it does once its resources are gone.
+    k.ok(&["delete", "crd", "widgets.example.com", "--timeout=30s"]);
+    let (status, _) = k.http(&[], "/apis/example.com/v1/namespaces/default/widgets");
+    assert_eq!(status, 404);
+    k.kubectl_in(&["apply", "-f", "-"], WIDGET_CRD);
+    k.ok(&["wait", "--for", "condition=established", "crd/widgets.example.com", "--timeout=20s"]);
+    assert!(eventually(Duration::from_secs(10), || k.kubectl(&["get", "widgets", "-o", "name"]).status.success()));
+    assert_eq!(k.ok(&["get", "widgets", "-o", "name"]), "", "a CRD made again starts empty");
+}

@@ -75,6 +75,9 @@ pub struct ResourceInfo {
     /// The warning every request for a deprecated resource gets, as kube's
     /// `<group/version> <Kind> is deprecated in v<x.y>+; use <replacement>`.
     pub deprecation: Option<String>,
+    /// For a resource a CustomResourceDefinition defines: what of the CRD it was made from
+    /// (its uid, spec and accepted names); `None` for a built-in resource.
+    pub defined_by: Option<String>,
 }
 
 impl ResourceInfo {

@@ -54,10 +54,15 @@ impl Catalog {
     }
 
     pub fn add(&mut self, r: Resource) {
+        self.add_shared(Arc::new(r));
+    }
+
+    /// Adds a resource another catalog holds too.
+    pub fn add_shared(&mut self, r: Arc<Resource>) {
         let at = self.resources.len();
         let versions = self.by_path.entry(r.info.group.clone()).or_default();
         versions.entry(r.info.version.clone()).or_default().insert(r.info.resource.clone(), at);
-        self.resources.push(Arc::new(r));
+        self.resources.push(r);
     }
 
     pub fn get(&self, group: &str, version: &str, resource: &str) -> Option<&Arc<Resource>> {
@@ -88,6 +93,11 @@ impl Catalog {
             }
         }
         out
+    }
+
+    /// Whether both catalogs hold the very same entries, in the same order.
+    pub fn same_entries(&self, other: &Catalog) -> bool {
+        self.resources.len() == other.resources.len() && self.resources.iter().zip(&other.resources).all(|(a, b)| Arc::ptr_eq(a, b))
     }
 
     /// The resource stored under `storage_prefix` with the given group (for shared storage).

@@ -9,6 +9,8 @@ use crate::status::ApiError;
 
 /// The media types kube lists when it refuses one.
 pub const SUPPORTED: &[&str] = &["application/json", "application/yaml", "application/vnd.kubernetes.protobuf"];
+/// What custom resources are read and written as.
+pub const UNSTRUCTURED: &[&str] = &["application/json", "application/yaml"];
 
 /// One entry of an `Accept` header.
 #[derive(Clone, Debug, PartialEq)]
@@ -72,8 +74,9 @@ pub enum Target {
 }
 
 /// Picks the response encoding and view from `Accept`; 406 when none is possible.
-/// `include_object` is the `includeObject` parameter for tables.
-pub fn negotiate_output(accept: Option<&str>, target: Target, include_object: IncludeTable) -> Result<Output, ApiError> {
+/// `include_object` is the `includeObject` parameter for tables; without `objects_in_protobuf`
+/// (custom resources) objects are not written as protobuf, only their metadata.
+pub fn negotiate_output(accept: Option<&str>, target: Target, include_object: IncludeTable, objects_in_protobuf: bool) -> Result<Output, ApiError> {
     let accept = accept.map(str::trim).filter(|a| !a.is_empty()).unwrap_or("application/json");
     for r in parse_accept(accept) {
         let Some(format) = format_of(&r.mime) else { continue };
@@ -97,9 +100,12 @@ pub fn negotiate_output(accept: Option<&str>, target: Target, include_object: In
                 }
             }
         };
+        if format == Format::Protobuf && view == View::Object && !objects_in_protobuf {
+            continue;
+        }
         return Ok(Output { format, view });
     }
-    Err(ApiError::not_acceptable(SUPPORTED))
+    Err(ApiError::not_acceptable(if objects_in_protobuf { SUPPORTED } else { UNSTRUCTURED }))
 }
 
 /// The encoding of a request body.
@@ -132,18 +138,18 @@ mod tests {
     #[test]
     fn kubectl_get_asks_for_tables() {
         let a = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json;as=Table;v=v1beta1;g=meta.k8s.io,application/json";
-        let o = negotiate_output(Some(a), Target::List, IncludeTable::Metadata).unwrap();
+        let o = negotiate_output(Some(a), Target::List, IncludeTable::Metadata, true).unwrap();
         assert_eq!(o, Output { format: Format::Json, view: View::Table(IncludeTable::Metadata) });
     }
 
     #[test]
     fn metadata_informers_and_protobuf() {
         let a = "application/vnd.kubernetes.protobuf;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json";
-        let o = negotiate_output(Some(a), Target::List, IncludeTable::Metadata).unwrap();
+        let o = negotiate_output(Some(a), Target::List, IncludeTable::Metadata, true).unwrap();
         assert_eq!(o, Output { format: Format::Protobuf, view: View::Metadata });
-        let o = negotiate_output(Some("application/vnd.kubernetes.protobuf,application/json"), Target::Object, IncludeTable::Metadata).unwrap();
+        let o = negotiate_output(Some("application/vnd.kubernetes.protobuf,application/json"), Target::Object, IncludeTable::Metadata, true).unwrap();
         assert_eq!(o.format, Format::Protobuf);
-        assert_eq!(negotiate_output(Some("text/html"), Target::Object, IncludeTable::Metadata).unwrap_err().code, 406);
-        assert_eq!(negotiate_output(None, Target::Object, IncludeTable::Metadata).unwrap(), Output::JSON);
+        assert_eq!(negotiate_output(Some("text/html"), Target::Object, IncludeTable::Metadata, true).unwrap_err().code, 406);
+        assert_eq!(negotiate_output(None, Target::Object, IncludeTable::Metadata, true).unwrap(), Output::JSON);
     }
 }

@@ -6,6 +6,11 @@
 //!   it goes away. Pods bound to nodes that do not exist are deleted at once, as kube's pod
 //!   garbage collector does (no kubelet will ever finish them).
 //!
+//!
+//! Whatever `--controllers` says, the apiextensions server's controllers run (`crds.rs`): every
+//! CustomResourceDefinition gets its `acceptedNames`, `NamesAccepted` and `Established`, which
+//! is what makes its resources served, and a deleted one its resources deleted first.
+//!
 //! They are API clients: every read and write is an HTTP request through the request pipeline
 //! with the server's loopback token, exactly as kube-controller-manager would make from outside.
 //! Namespaces, the `default` service accounts and the root CA configmaps are followed with
@@ -16,6 +21,7 @@
 //! chunks and [`ControllerEvent::End`]; call `poll` again after each event and at
 //! [`Controllers::poll_timeout`].
 
+mod crds;
 mod namespace;
 mod reflector;
 
@@ -25,6 +31,8 @@ use bytes::Bytes;
 use jiff::{SignedDuration, Timestamp};
 use serde_json::{Value, json};
 
+pub use self::crds::CLEANUP_FINALIZER;
+use self::crds::{CRDS, CrdStep};
 use self::namespace::{Collection, Tally};
 pub use self::reflector::{Change, Get, Reflector};
 use crate::catalog::Catalog;
@@ -134,6 +142,8 @@ enum Watched {
     ServiceAccounts,
     /// Every namespace's `kube-root-ca.crt` configmap.
     RootCas,
+    /// CustomResourceDefinitions.
+    Crds,
 }
 
 const ROOT_CA: &str = "kube-root-ca.crt";
@@ -142,6 +152,7 @@ const ROOT_CA: &str = "kube-root-ca.crt";
 enum Asker {
     Reflector(usize),
     Namespace { name: String, step: Step, status: u16, body: Vec<u8> },
+    Crd { name: String, step: CrdStep, status: u16, body: Vec<u8> },
 }
 
 pub struct Controllers {
@@ -151,6 +162,14 @@ pub struct Controllers {
     collections: Vec<Collection>,
     reflectors: Vec<(Watched, Reflector)>,
     namespaces: BTreeMap<String, Value>,
+    /// CustomResourceDefinitions by name, as last seen.
+    crds: BTreeMap<String, Value>,
+    /// The status last written for each CRD's names.
+    crd_written: BTreeMap<String, Value>,
+    /// The requests left per CRD; one in flight per CRD.
+    crd_work: BTreeMap<String, VecDeque<CrdStep>>,
+    /// CRDs being deleted whose resources are looked for again, and when.
+    crd_retry: BTreeMap<String, Timestamp>,
     /// The work left per namespace; one request in flight per namespace.
     work: BTreeMap<String, VecDeque<Step>>,
     /// Namespaces that changed while a request for them was in flight: plan again after it.
@@ -168,7 +187,10 @@ impl Controllers {
     /// `token` authenticates the controllers (the server's loopback token); `ca_pem` is what
     /// `kube-root-ca.crt` publishes.
     pub fn new(enabled: Enabled, catalog: &Catalog, token: &str, ca_pem: &str, now: Timestamp) -> Controllers {
-        let mut reflectors = vec![(Watched::Namespaces, Reflector::new("/api/v1/namespaces", "", now))];
+        let mut reflectors = vec![(Watched::Crds, Reflector::new(CRDS, "", now))];
+        if enabled.any() {
+            reflectors.push((Watched::Namespaces, Reflector::new("/api/v1/namespaces", "", now)));
+        }
         if enabled.service_accounts {
             reflectors.push((Watched::ServiceAccounts, Reflector::new("/api/v1/serviceaccounts", "fieldSelector=metadata.name%3Ddefault", now)));
         }
@@ -182,6 +204,10 @@ impl Controllers {
             collections: namespace::collections(catalog),
             reflectors,
             namespaces: BTreeMap::new(),
+            crds: BTreeMap::new(),
+            crd_written: BTreeMap::new(),
+            crd_work: BTreeMap::new(),
+            crd_retry: BTreeMap::new(),
             work: BTreeMap::new(),
             stale: BTreeSet::new(),
             in_flight: BTreeMap::new(),
@@ -197,7 +223,8 @@ impl Controllers {
         let id = RequestId(self.next_id);
         let mut headers = vec![
             ("Authorization".to_string(), format!("Bearer {}", self.token)),
-            ("User-Agent".to_string(), "kube-controller-manager/kapi".to_string()),
+            // The apiextensions controllers are kube-apiserver's own (their managedFields say so).
+            ("User-Agent".to_string(), if matches!(asker, Asker::Crd { .. }) { "kube-apiserver/kapi" } else { "kube-controller-manager/kapi" }.to_string()),
             ("Accept".to_string(), "application/json".to_string()),
         ];
         if body.is_some() {
@@ -266,12 +293,12 @@ impl Controllers {
         match event {
             ControllerEvent::Head { id, status: code } => match self.in_flight.get_mut(&id) {
                 Some(Asker::Reflector(i)) => self.reflectors[*i].1.head(code),
-                Some(Asker::Namespace { status, .. }) => *status = code,
+                Some(Asker::Namespace { status, .. } | Asker::Crd { status, .. }) => *status = code,
                 None => {}
             },
             ControllerEvent::Body { id, chunk } => match self.in_flight.get_mut(&id) {
                 Some(Asker::Reflector(i)) => self.reflectors[*i].1.body(&chunk),
-                Some(Asker::Namespace { body, .. }) => body.extend_from_slice(&chunk),
+                Some(Asker::Namespace { body, .. } | Asker::Crd { body, .. }) => body.extend_from_slice(&chunk),
                 None => {}
             },
             ControllerEvent::End { id } => match self.in_flight.remove(&id) {
@@ -287,6 +314,10 @@ impl Controllers {
                         }
                     }
                 }
+                Some(Asker::Crd { name, step, status, body }) => {
+                    let body = serde_json::from_slice(&body).unwrap_or(Value::Null);
+                    self.crd_answered(now, &name, step, status, body);
+                }
                 None => {}
             },
         }
@@ -299,6 +330,7 @@ impl Controllers {
                         let fix = self.corrected_root_ca(&change);
                         self.dependent_changed(change, fix);
                     }
+                    Watched::Crds => self.crd_changed(now, change),
                 }
             }
         }
@@ -430,13 +462,12 @@ impl Controllers {
     }
 
     pub fn poll(&mut self, now: Timestamp) -> Option<ControllerEffect> {
-        if self.enabled.any() {
-            for i in 0..self.reflectors.len() {
-                if let Some(get) = self.reflectors[i].1.next_request(now) {
-                    self.send(Asker::Reflector(i), "GET", get.path, &get.query, None);
-                }
+        for i in 0..self.reflectors.len() {
+            if let Some(get) = self.reflectors[i].1.next_request(now) {
+                self.send(Asker::Reflector(i), "GET", get.path, &get.query, None);
             }
         }
+        self.crd_retries_due(now);
         // A namespace busy with its last requests keeps its retry until they are answered.
         let due: Vec<String> = self.retry.iter().filter(|(ns, at)| **at <= now && !self.busy(ns)).map(|(ns, _)| ns.clone()).collect();
         for ns in due {
@@ -447,9 +478,6 @@ impl Controllers {
     }
 
     pub fn poll_timeout(&self) -> Option<Timestamp> {
-        if !self.enabled.any() {
-            return None;
-        }
-        self.retry.values().copied().chain(self.reflectors.iter().filter_map(|(_, r)| r.wake_at())).min()
+        self.retry.values().copied().chain(self.crd_retry.values().copied()).chain(self.reflectors.iter().filter_map(|(_, r)| r.wake_at())).min()
     }
 }

@@ -109,6 +109,15 @@ impl Served {
         Arc::new(Served { catalog, docs: OnceLock::new() })
     }
 
+    /// What the server serves once the CustomResourceDefinitions in `crds` (the published state
+    /// of their watch cache) are taken in, on top of the `builtins`; `None` when that is what
+    /// it serves already.
+    pub fn with_crds(&self, builtins: &Catalog, crds: &crate::cache::Snapshot) -> Option<Arc<Served>> {
+        let objects: Vec<serde_json::Value> = crds.objects.values().map(|o| o.value()).collect();
+        let catalog = crate::apiextensions::catalog_with(builtins, &self.catalog, &objects);
+        (!catalog.same_entries(&self.catalog)).then(|| Served::new(catalog))
+    }
+
     fn docs(&self, server_address: &str) -> &Docs {
         self.docs.get_or_init(|| Docs::new(server_address, &self.catalog))
     }

@@ -222,7 +222,7 @@ fn aggregated_version(accept: Option<&str>) -> Option<&'static str> {
 
 /// A discovery document in a format the client accepts (these kinds have protobuf forms too).
 fn discovery_answer(mut doc: Value, api_version: &str, kind: &str, accept: Option<&str>) -> Answer {
-    let format = crate::codec::negotiate::negotiate_output(accept, crate::codec::negotiate::Target::Object, crate::codec::IncludeTable::Metadata)
+    let format = crate::codec::negotiate::negotiate_output(accept, crate::codec::negotiate::Target::Object, crate::codec::IncludeTable::Metadata, true)
         .map(|o| o.format)
         .unwrap_or(Format::Json);
     doc["apiVersion"] = json!(api_version);

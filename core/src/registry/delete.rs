@@ -109,13 +109,10 @@ impl WriteOp {
     }
 }
 
-/// An update that removed the last finalizer of an object being deleted deletes it
-/// (`ShouldDeleteDuringUpdate`).
+/// An update that removed the last finalizer of an object being deleted deletes it, unless a
+/// grace period is still running (`ShouldDeleteDuringUpdate`).
 pub(super) fn should_delete_during_update(obj: &Value) -> bool {
-    let grace_over = match obj.get("kind").and_then(Value::as_str) {
-        Some("Namespace") => true,
-        _ => meta::at(obj, &["metadata", "deletionGracePeriodSeconds"]).and_then(Value::as_i64) == Some(0),
-    };
+    let grace_over = meta::at(obj, &["metadata", "deletionGracePeriodSeconds"]).and_then(Value::as_i64).is_none_or(|g| g == 0);
     meta::deletion_timestamp(obj).is_some() && grace_over && meta::finalizers(obj).is_empty() && !pending_spec_finalizers(obj)
 }
 
@@ -165,7 +162,8 @@ fn mark_as_deleting(obj: &mut Value, now: Timestamp) {
     if existing.is_none_or(|t| t > now) {
         meta::set_meta(obj, "deletionTimestamp", Value::String(format_time(now, false)));
     }
-    if obj.get("kind").and_then(Value::as_str) != Some("Namespace") {
+    // Namespaces and CRDs are marked by their own deletes, which set no grace period.
+    if !matches!(obj.get("kind").and_then(Value::as_str), Some("Namespace" | "CustomResourceDefinition")) {
         meta::set_meta(obj, "deletionGracePeriodSeconds", Value::from(0));
     }
 }

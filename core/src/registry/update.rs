@@ -37,7 +37,7 @@ impl WriteOp {
         self.warnings.clear();
         let info = self.res.info.clone();
         let name = self.ctx.name.clone().unwrap_or_default();
-        let def = schema().get(&info.definition).ok_or_else(|| ApiError::internal(format!("no schema for {}", info.definition)))?;
+        let def = || schema().get(&info.definition).ok_or_else(|| ApiError::internal(format!("no schema for {}", info.definition)));
         let Some(old) = existing else {
             let PatchType::Apply { .. } = pt else {
                 return Err(ApiError::not_found(&info.group_resource(), &name));
@@ -49,7 +49,7 @@ impl WriteOp {
             let mut config = doc;
             self.decode_check(&mut config, Source::Apply)?;
             self.check_name(&config)?;
-            let obj = ssa::apply(None, &config, def, &self.ctx.field_manager, true, self.ctx.now)?;
+            let obj = ssa::apply(None, &config, def()?, &self.ctx.field_manager, true, self.ctx.now)?;
             let obj = self.prepare_new(obj, true)?;
             return self.put_new(obj);
         };
@@ -67,11 +67,11 @@ impl WriteOp {
         let mut patched = match &pt {
             PatchType::Json => patch::json_patch(&old, &doc)?,
             PatchType::Merge => patch::merge_patch(&old, &doc),
-            PatchType::Strategic => patch::strategic_merge_patch(&old, &doc, def)?,
+            PatchType::Strategic => patch::strategic_merge_patch(&old, &doc, def()?)?,
             PatchType::Apply { force } => {
                 let mut config = doc.clone();
                 self.decode_check(&mut config, Source::Apply)?;
-                ssa::apply(Some(&old), &config, def, &self.ctx.field_manager, *force, self.ctx.now)?
+                ssa::apply(Some(&old), &config, def()?, &self.ctx.field_manager, *force, self.ctx.now)?
             }
         };
         self.check_name(&patched)?;

@@ -6,7 +6,9 @@
 use serde_json::{Value, json};
 
 use super::{info, serve, status_subresource};
+use crate::apiextensions::naming::set_condition;
 use crate::catalog::{Lifecycle, Resource, Strategy};
+use crate::controllers::CLEANUP_FINALIZER;
 use crate::meta;
 use crate::status::FieldError;
 use crate::validation::{dns1035_label, dns1123_label, dns1123_subdomain, supported};
@@ -113,6 +115,18 @@ impl Strategy for Crds {
 
     fn allow_unconditional_update(&self) -> bool {
         false
+    }
+
+    /// kube's CRD delete: the cleanup finalizer, so that the CRD's resources go first, and a
+    /// `Terminating` condition saying so.
+    fn prepare_for_delete(&self, obj: &mut Value, now: jiff::Timestamp) {
+        let mut finalizers = meta::finalizers(obj);
+        if !finalizers.iter().any(|f| f == CLEANUP_FINALIZER) {
+            finalizers.push(CLEANUP_FINALIZER.to_string());
+            meta::set_finalizers(obj, &finalizers);
+        }
+        let message = "CustomResourceDefinition marked for deletion; CustomResource deletion will begin soon";
+        set_condition(obj, "Terminating", ("True", "InstanceDeletionPending", message.into()), now);
     }
 }
 

@@ -150,6 +150,7 @@ pub(crate) fn info(group: &str, version: &str, kind: &str, resource: &str, names
         delete_returns: DeleteReturns::Status,
         backing: Backing::Stored,
         deprecation: None,
+        defined_by: None,
     }
 }
 

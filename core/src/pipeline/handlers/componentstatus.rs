@@ -23,7 +23,7 @@ use crate::table;
 impl RequestMachine {
     pub(super) fn component_statuses(&mut self, res: Arc<Resource>, info: &RequestInfo, query: &Query) -> Result<(), ApiError> {
         let list = info.verb == "list";
-        let output = self.output(if list { Target::List } else { Target::Object }, query)?;
+        let output = self.output(&res, if list { Target::List } else { Target::Object }, query)?;
         self.out.push_back(Effect::Health);
         self.stage = Stage::Components { res, name: (!list).then(|| info.name.clone()), output, storage: None };
         Ok(())

@@ -20,7 +20,7 @@ use crate::status::ApiError;
 
 impl RequestMachine {
     pub(super) fn create(&mut self, now: Timestamp, res: Arc<Resource>, info: &RequestInfo, query: &Query, namespace: Option<String>) -> Result<(), ApiError> {
-        let output = self.output(Target::Object, query)?;
+        let output = self.output(&res, Target::Object, query)?;
         let opts = params::write_options(query, "CreateOptions", &self.user_agent())?;
         let mut ctx = self.write_context(now, info, namespace.clone(), &opts);
         match res.info.backing {

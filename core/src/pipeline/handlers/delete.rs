@@ -30,7 +30,7 @@ impl RequestMachine {
     }
 
     pub(super) fn delete(&mut self, now: Timestamp, res: Arc<Resource>, info: &RequestInfo, query: &Query, namespace: Option<String>) -> Result<(), ApiError> {
-        let output = self.output(Target::Object, query)?;
+        let output = self.output(&res, Target::Object, query)?;
         let (options, dry_run) = params::delete_options(query, self.delete_body()?.as_ref())?;
         let opts = params::WriteOptions { dry_run, field_manager: String::new(), field_validation: FieldValidation::Ignore, force: None };
         let ctx = self.write_context(now, info, namespace, &opts);
@@ -46,7 +46,7 @@ impl RequestMachine {
         query: &Query,
         namespace: Option<String>,
     ) -> Result<(), ApiError> {
-        let output = self.output(Target::List, query)?;
+        let output = self.output(&res, Target::List, query)?;
         let (options, dry_run) = params::delete_options(query, self.delete_body()?.as_ref())?;
         let list = params::list_options(query, false)?;
         let opts = params::WriteOptions { dry_run, field_manager: String::new(), field_validation: FieldValidation::Ignore, force: None };

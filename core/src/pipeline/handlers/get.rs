@@ -20,7 +20,7 @@ use crate::storage::{StorageOp, StorageRequest};
 
 impl RequestMachine {
     pub(super) fn get(&mut self, res: Arc<Resource>, info: &RequestInfo, query: &Query) -> Result<(), ApiError> {
-        let output = self.output(Target::Object, query)?;
+        let output = self.output(&res, Target::Object, query)?;
         let ns = if res.info.namespaced { Some(info.namespace.as_str()) } else { None };
         let key = self.object_key(&res, ns, &info.name);
         let rv = query.get("resourceVersion").unwrap_or("");

@@ -42,7 +42,7 @@ impl RequestMachine {
             }
         }
         let target = if watch { Target::Watch } else { Target::List };
-        let output = self.output(target, query)?;
+        let output = self.output(&res, target, query)?;
         let prefix = crate::storage::keys::collection_prefix(&self.server.storage_root(&res), namespace.as_deref());
         if watch {
             let start = match (opts.send_initial_events, opts.rv) {

@@ -22,6 +22,7 @@ use super::query::Query;
 use super::respond::{ListBody, status_body};
 use super::{Effect, Event, RequestInfo, RequestMachine};
 use crate::admission::{Admission, Lookup};
+use crate::apiextensions;
 use crate::auth::Attributes;
 use crate::cache::{CachedObject, ReadRequest, ReadResult, Shared};
 use crate::catalog::Resource;
@@ -229,9 +230,9 @@ impl RequestMachine {
         self.req.header("Accept")
     }
 
-    fn output(&self, target: Target, query: &Query) -> Result<Output, ApiError> {
+    fn output(&self, res: &Resource, target: Target, query: &Query) -> Result<Output, ApiError> {
         let include = IncludeObject::parse(query.get("includeObject")).map_err(ApiError::bad_request)?;
-        negotiate::negotiate_output(self.accept(), target, include.into())
+        negotiate::negotiate_output(self.accept(), target, include.into(), !apiextensions::is_custom(&res.info))
     }
 
     fn object_key(&self, res: &Resource, namespace: Option<&str>, name: &str) -> Bytes {

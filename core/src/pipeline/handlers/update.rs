@@ -5,6 +5,7 @@ use std::sync::Arc;
 use jiff::Timestamp;
 
 use super::PendingWrite;
+use crate::apiextensions;
 use crate::catalog::Resource;
 use crate::codec;
 use crate::codec::negotiate::{self, Target};
@@ -16,7 +17,7 @@ use crate::status::ApiError;
 
 impl RequestMachine {
     pub(super) fn update(&mut self, now: Timestamp, res: Arc<Resource>, info: &RequestInfo, query: &Query, namespace: Option<String>) -> Result<(), ApiError> {
-        let output = self.output(Target::Object, query)?;
+        let output = self.output(&res, Target::Object, query)?;
         let opts = params::write_options(query, "UpdateOptions", &self.user_agent())?;
         let (obj, findings) = if info.subresource == "scale" {
             let format = negotiate::request_format(self.req.header("Content-Type"))?;
@@ -31,9 +32,14 @@ impl RequestMachine {
     }
 
     pub(super) fn patch(&mut self, now: Timestamp, res: Arc<Resource>, info: &RequestInfo, query: &Query, namespace: Option<String>) -> Result<(), ApiError> {
-        let output = self.output(Target::Object, query)?;
+        let output = self.output(&res, Target::Object, query)?;
         let opts = params::write_options(query, "PatchOptions", &self.user_agent())?;
         let pt = negotiate::patch_type(self.req.header("Content-Type"), opts.force.unwrap_or(false))?;
+        if apiextensions::is_custom(&res.info) && matches!(pt, PatchType::Strategic | PatchType::Apply { .. }) {
+            // Custom resources take no strategic merge patch (as kube), and server-side apply
+            // of them is not served yet (as kube with the feature off).
+            return Err(ApiError::unsupported_media_type(&["application/json-patch+json", "application/merge-patch+json"]));
+        }
         if opts.force.is_some() && !matches!(pt, PatchType::Apply { .. }) {
             return Err(ApiError::invalid(
                 &crate::status::GroupKind { group: "meta.k8s.io".into(), kind: "PatchOptions".into() },

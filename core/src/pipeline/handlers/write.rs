@@ -10,6 +10,7 @@ use serde_json::{Value, json};
 
 use super::{LookupRead, PendingWrite, Stage};
 use crate::admission::{Admission, Lookup};
+use crate::apiextensions;
 use crate::cache::{ReadRequest, ReadResult};
 use crate::catalog::Resource;
 use crate::codec::negotiate;
@@ -19,7 +20,7 @@ use crate::pipeline::params;
 use crate::pipeline::respond::{Head, content_type, status_body};
 use crate::pipeline::{Effect, RequestInfo, RequestMachine};
 use crate::registry::{self, BodyFindings, FieldValidation, WriteContext, WriteOp, WriteOutcome};
-use crate::status::{ApiError, success_status};
+use crate::status::{ApiError, FieldError, GroupKind, success_status};
 use crate::storage::{Outcome, StorageEffect, StorageOp, StorageRequest};
 
 /// kube's `summarizeData(body, 30)`: a JSON object's first bytes as text, anything else in hex.
@@ -45,7 +46,11 @@ impl RequestMachine {
     /// The request's object, and (JSON bodies, unless `fieldValidation=Ignore`) the keys it
     /// repeats.
     pub(super) fn decode_body(&self, res: &Resource, validation: FieldValidation) -> Result<(Value, BodyFindings), ApiError> {
-        let format = negotiate::request_format(self.req.header("Content-Type"))?;
+        let custom = apiextensions::is_custom(&res.info);
+        let format = match negotiate::request_format(self.req.header("Content-Type"))? {
+            Format::Protobuf if custom => return Err(ApiError::unsupported_media_type(negotiate::UNSTRUCTURED)),
+            format => format,
+        };
         // A body whose kind cannot be read is "unrecognized", with Go's parse error and the
         // body's first bytes (kube's transformDecodeError).
         let unrecognized = |e: String| {
@@ -78,6 +83,14 @@ impl RequestMachine {
         let kind = obj.get("kind").and_then(Value::as_str).unwrap_or("").to_string();
         if !av.is_empty() && av != want_av {
             return Err(ApiError::bad_request(format!("the API version in the data ({av}) does not match the expected API version ({want_av})")));
+        }
+        if custom && kind.is_empty() {
+            return Err(ApiError::bad_request(format!("Object 'Kind' is missing in '{}'", String::from_utf8_lossy(&self.req.body).trim_end())));
+        }
+        if custom && kind != res.info.kind {
+            // The custom resource strategy's `ValidateTypeMeta`.
+            let gk = GroupKind { group: res.info.group.clone(), kind: res.info.kind.clone() };
+            return Err(ApiError::invalid(&gk, meta::name(&obj), &[FieldError::invalid("kind", Value::from(kind), format!("must be {}", res.info.kind))]));
         }
         if !kind.is_empty() && kind != res.info.kind {
             // kube decodes the body as the kind it names, then fails to convert it.

@@ -1,0 +1,107 @@
+//! CustomResourceDefinitions turned into catalog entries: the apiextensions server's part of
+//! kube-apiserver's chain. A CRD whose names are accepted adds one resource per served version
+//! to the catalog, stored under `<group>/<plural>` at its storage version; [`catalog_with`] makes
+//! the catalog a server serves from the built-in one and the CRDs in storage, each time they
+//! change.
+
+mod definition;
+pub mod naming;
+mod strategy;
+
+use std::sync::Arc;
+
+use serde_json::{Value, json};
+
+pub use definition::{Definition, Names, Version};
+pub use strategy::CustomResources;
+
+use crate::catalog::{Backing, Catalog, DeleteReturns, Resource, ResourceInfo, Subresource};
+
+/// The verbs of a custom resource, in the order kube's discovery lists them.
+const VERBS: &[&str] = &["delete", "deletecollection", "get", "list", "patch", "create", "update", "watch"];
+/// While its CRD is being deleted: no create, no update.
+const TERMINATING_VERBS: &[&str] = &["delete", "deletecollection", "get", "list", "watch"];
+
+/// The catalog of `builtins` and the resources of `crds` (stored CustomResourceDefinition
+/// objects). A resource whose definition is unchanged since `previous` is the same entry (the
+/// same `Arc`), so that whoever holds one per resource (watch caches) keeps it. A custom
+/// resource never hides a built-in one: kube-apiserver's handlers come before the
+/// apiextensions server's.
+pub fn catalog_with<'a>(builtins: &Catalog, previous: &Catalog, crds: impl IntoIterator<Item = &'a Value>) -> Catalog {
+    let mut catalog = Catalog::default();
+    for r in builtins.resources() {
+        catalog.add_shared(r.clone());
+    }
+    for crd in crds {
+        let Some(def) = Definition::read(crd) else { continue };
+        for r in resources(&def, crd) {
+            if catalog.get(&r.info.group, &r.info.version, &r.info.resource).is_some() {
+                continue;
+            }
+            let kept = previous
+                .get(&r.info.group, &r.info.version, &r.info.resource)
+                .filter(|p| p.info.defined_by == r.info.defined_by && p.info.verbs == r.info.verbs);
+            catalog.add_shared(kept.cloned().unwrap_or_else(|| Arc::new(r)));
+        }
+    }
+    catalog
+}
+
+/// The resources a CRD defines: one per served version, once its names are accepted.
+pub fn resources(def: &Definition, crd: &Value) -> Vec<Resource> {
+    let Some(storage) = def.storage_version() else { return Vec::new() };
+    if !def.serving() {
+        return Vec::new();
+    }
+    // What the entries' objects are made from: a change of any of it makes new entries with
+    // new caches (a deletion that begins changes only the verbs).
+    let defined_by = json!([crate::meta::uid(crd), crd.get("spec"), crate::meta::at(crd, &["status", "acceptedNames"])]).to_string();
+    let names = &def.accepted;
+    def.versions
+        .iter()
+        .filter(|v| v.served)
+        .map(|v| {
+            let mut subresources = Vec::new();
+            if v.status {
+                subresources.push(Subresource::new("status", &def.group, &v.name, &names.kind, &["get", "patch", "update"]));
+            }
+            let info = ResourceInfo {
+                group: def.group.clone(),
+                version: v.name.clone(),
+                kind: names.kind.clone(),
+                resource: names.plural.clone(),
+                singular: names.singular.clone(),
+                namespaced: def.namespaced,
+                short_names: names.short_names.clone(),
+                categories: names.categories.clone(),
+                verbs: crate::catalog::names(if def.terminating { TERMINATING_VERBS } else { VERBS }),
+                subresources,
+                storage_prefix: format!("{}/{}", def.group, names.plural),
+                definition: String::new(),
+                stored_as: (v.name != storage.name).then(|| (def.group.clone(), storage.name.clone())),
+                delete_returns: DeleteReturns::Status,
+                backing: Backing::Stored,
+                deprecation: v
+                    .deprecated
+                    .then(|| v.deprecation_warning.clone().unwrap_or_else(|| format!("{}/{} {} is deprecated", def.group, v.name, names.kind))),
+                defined_by: Some(defined_by.clone()),
+            };
+            let strategy = CustomResources { group: def.group.clone(), served: v.name.clone(), storage: storage.name.clone(), status: v.status };
+            Resource { info, strategy: Arc::new(strategy), ttl_seconds: None }
+        })
+        .collect()
+}
+
+/// Whether a watch cache of `a` serves `b` as well: the same entry, or entries of the same
+/// CRD's same definition.
+pub fn same_objects(a: &Arc<Resource>, b: &Arc<Resource>) -> bool {
+    Arc::ptr_eq(a, b) || (a.info.defined_by.is_some() && a.info.defined_by == b.info.defined_by && a.info.version == b.info.version)
+}
+
+/// Whether a resource is defined by a CRD (its objects have no built-in schema).
+pub fn is_custom(info: &ResourceInfo) -> bool {
+    info.defined_by.is_some()
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,90 @@
+//! The rules of custom resources (apiextensions-apiserver's `pkg/registry/customresource`
+//! strategy), and their conversion between the served and the stored version (`None`: only
+//! `apiVersion` changes).
+
+use serde_json::{Value, json};
+
+use jiff::Timestamp;
+
+use crate::catalog::{Strategy, copy_all_but_status, keep_status};
+use crate::meta;
+use crate::table::{self, Column};
+
+/// One served version of a CRD's resource.
+pub struct CustomResources {
+    pub group: String,
+    pub served: String,
+    pub storage: String,
+    /// The `status` subresource is enabled for the served version.
+    pub status: bool,
+}
+
+impl CustomResources {
+    fn with_version(&self, mut obj: Value, version: &str) -> Value {
+        if let Some(m) = obj.as_object_mut() {
+            m.insert("apiVersion".into(), json!(format!("{}/{version}", self.group)));
+        }
+        obj
+    }
+}
+
+impl Strategy for CustomResources {
+    fn stored_as_served(&self) -> bool {
+        self.served == self.storage
+    }
+
+    fn served_from_stored(&self, stored: Value) -> Value {
+        if self.stored_as_served() { stored } else { self.with_version(stored, &self.served) }
+    }
+
+    fn stored_from_served(&self, served: &Value) -> Option<Value> {
+        (!self.stored_as_served()).then(|| self.with_version(served.clone(), &self.storage))
+    }
+
+    /// With a `status` subresource, a create sets no status; every object starts at
+    /// generation 1.
+    fn prepare_for_create(&self, obj: &mut Value) {
+        if self.status
+            && let Some(m) = obj.as_object_mut()
+        {
+            m.remove("status");
+        }
+        meta::set_meta(obj, "generation", json!(1));
+    }
+
+    /// With a `status` subresource, an update keeps the stored status; the generation grows
+    /// when anything but metadata changed.
+    fn prepare_for_update(&self, new: &mut Value, old: &Value) {
+        if self.status {
+            keep_status(new, old);
+        }
+        let changed = match (new.as_object(), old.as_object()) {
+            (Some(n), Some(o)) => {
+                let beyond_metadata = |m: &serde_json::Map<String, Value>| m.iter().filter(|(k, _)| *k != "metadata").count();
+                beyond_metadata(n) != beyond_metadata(o) || n.iter().any(|(k, v)| k != "metadata" && o.get(k) != Some(v))
+            }
+            _ => false,
+        };
+        let generation = meta::generation(old).max(1);
+        meta::set_meta(new, "generation", json!(if changed { generation + 1 } else { generation }));
+    }
+
+    fn prepare_for_subresource_update(&self, subresource: &str, new: &mut Value, old: &Value) {
+        if subresource == "status" {
+            copy_all_but_status(new, old);
+        }
+    }
+
+    fn allow_unconditional_update(&self) -> bool {
+        false
+    }
+
+    /// A version without `additionalPrinterColumns`: its name and age.
+    fn columns(&self) -> &'static [Column] {
+        &[Column::NAME, Column::AGE_DATE]
+    }
+
+    fn row(&self, obj: &Value, now: Timestamp) -> Vec<Value> {
+        vec![Value::from(meta::name(obj)), table::age(obj, now)]
+    }
+}

@@ -1,0 +1,129 @@
+//! CustomResourceDefinitions through the core's request pipeline: a CRD's names are accepted
+//! and it is established by the apiextensions controllers, its resources are served from a
+//! catalog that changes at run time, and deleting it deletes its resources first.
+
+use jiff::SignedDuration;
+use kapi_core::controllers::Enabled;
+use kapi_sim::{Response, World, default_server, epoch};
+use serde_json::{Value, json};
+
+const CRDS: &str = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions";
+const WIDGETS: &str = "/apis/example.com/v1/namespaces/default/widgets";
+
+fn world() -> World {
+    let mut w = World::new(default_server(), epoch(), 7);
+    w.start_controllers(Enabled::NONE);
+    w
+}
+
+fn call(w: &mut World, method: &str, path: &str, body: Option<Value>) -> Response {
+    let ct = if method == "PATCH" { "application/merge-patch+json" } else { "application/json" };
+    w.call(method, path, "", body.as_ref(), if body.is_some() { ct } else { "" })
+}
+
+fn crd(kind: &str, plural: &str) -> Value {
+    json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition", "metadata": {"name": format!("{plural}.example.com")},
+        "spec": {"group": "example.com", "scope": "Namespaced", "names": {"plural": plural, "kind": kind, "shortNames": ["wd"]},
+            "versions": [
+                {"name": "v1", "served": true, "storage": true, "subresources": {"status": {}},
+                    "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}},
+                {"name": "v1beta1", "served": true, "storage": false,
+                    "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}]}})
+}
+
+fn widget(name: &str, size: i64) -> Value {
+    json!({"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": name}, "spec": {"size": size}})
+}
+
+fn condition(crd: &Value, ty: &str) -> (String, String) {
+    let c = crd["status"]["conditions"].as_array().into_iter().flatten().find(|c| c["type"] == ty).cloned().unwrap_or_default();
+    (c["status"].as_str().unwrap_or_default().to_string(), c["reason"].as_str().unwrap_or_default().to_string())
+}
+
+#[test]
+fn a_crd_is_established_and_its_resources_served() {
+    let mut w = world();
+    assert_eq!(call(&mut w, "GET", WIDGETS, None).head.status, 404);
+    let created = call(&mut w, "POST", CRDS, Some(crd("Widget", "widgets")));
+    assert_eq!(created.head.status, 201, "{}", String::from_utf8_lossy(&created.body));
+    assert_eq!(created.json()["status"]["storedVersions"], json!(["v1"]));
+    let crd = call(&mut w, "GET", &format!("{CRDS}/widgets.example.com"), None).json();
+    assert_eq!(condition(&crd, "NamesAccepted"), ("True".into(), "NoConflicts".into()));
+    assert_eq!(condition(&crd, "Established"), ("True".into(), "InitialNamesAccepted".into()));
+    assert_eq!(
+        crd["status"]["acceptedNames"],
+        json!({"plural": "widgets", "singular": "widget", "kind": "Widget", "listKind": "WidgetList", "shortNames": ["wd"]})
+    );
+
+    let r = call(&mut w, "POST", WIDGETS, Some(widget("w1", 3)));
+    assert_eq!(r.head.status, 201, "{}", String::from_utf8_lossy(&r.body));
+    let w1 = r.json();
+    assert_eq!((w1["metadata"]["generation"].clone(), w1["spec"]["size"].clone()), (json!(1), json!(3)));
+    // The same object at the other served version: only apiVersion differs.
+    let beta = call(&mut w, "GET", "/apis/example.com/v1beta1/namespaces/default/widgets/w1", None).json();
+    assert_eq!((beta["apiVersion"].as_str(), beta["spec"]["size"].as_i64()), (Some("example.com/v1beta1"), Some(3)));
+    let list = call(&mut w, "GET", "/apis/example.com/v1/widgets", None).json();
+    assert_eq!((list["kind"].as_str(), list["items"].as_array().map(Vec::len)), (Some("WidgetList"), Some(1)));
+
+    // A spec change bumps the generation; with a status subresource, status is kept.
+    let r = call(&mut w, "PATCH", &format!("{WIDGETS}/w1"), Some(json!({"spec": {"size": 4}, "status": {"ready": true}})));
+    assert_eq!(r.head.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    assert_eq!((r.json()["metadata"]["generation"].clone(), r.json().get("status").cloned()), (json!(2), None));
+    let r = call(&mut w, "PATCH", &format!("{WIDGETS}/w1/status"), Some(json!({"status": {"ready": true}, "spec": {"size": 9}})));
+    assert_eq!(
+        (r.json()["status"]["ready"].clone(), r.json()["spec"]["size"].clone(), r.json()["metadata"]["generation"].clone()),
+        (json!(true), json!(4), json!(2))
+    );
+
+    // Strategic merge patch is refused, as kube refuses it for custom resources.
+    let r = w.call("PATCH", &format!("{WIDGETS}/w1"), "", Some(&json!({"spec": {"size": 5}})), "application/strategic-merge-patch+json");
+    assert_eq!(r.head.status, 415, "{}", String::from_utf8_lossy(&r.body));
+    // Updates need a resourceVersion; the kind must be the CRD's.
+    let r = call(&mut w, "PUT", &format!("{WIDGETS}/w1"), Some(widget("w1", 5)));
+    assert_eq!(r.head.status, 422, "{}", String::from_utf8_lossy(&r.body));
+    let mut gadget = widget("g1", 1);
+    gadget["kind"] = json!("Gadget");
+    let r = call(&mut w, "POST", WIDGETS, Some(gadget));
+    assert_eq!(r.head.status, 422);
+    assert_eq!(r.json()["message"], "Widget.example.com \"g1\" is invalid: kind: Invalid value: \"Gadget\": must be Widget");
+
+    // Discovery lists the group and the resource.
+    let d = call(&mut w, "GET", "/apis/example.com/v1", None).json();
+    let names: Vec<&str> = d["resources"].as_array().unwrap().iter().filter_map(|r| r["name"].as_str()).collect();
+    assert_eq!(names, vec!["widgets", "widgets/status"]);
+}
+
+#[test]
+fn a_second_crd_with_a_kind_in_use_in_its_group_is_not_served() {
+    let mut w = world();
+    assert_eq!(call(&mut w, "POST", CRDS, Some(crd("Widget", "widgets"))).head.status, 201);
+    let mut second = crd("Widget", "gizmos");
+    second["spec"]["names"]["shortNames"] = json!([]);
+    assert_eq!(call(&mut w, "POST", CRDS, Some(second)).head.status, 201);
+    let crd = call(&mut w, "GET", &format!("{CRDS}/gizmos.example.com"), None).json();
+    // The kind and the list kind are both in use: the last conflict found says why.
+    assert_eq!(condition(&crd, "NamesAccepted"), ("False".into(), "ListKindConflict".into()));
+    let message = crd["status"]["conditions"].as_array().unwrap().iter().find(|c| c["type"] == "NamesAccepted").unwrap()["message"].clone();
+    assert_eq!(message, "\"WidgetList\" is already in use");
+    assert_eq!(condition(&crd, "Established"), ("False".into(), "NotAccepted".into()));
+    assert_eq!(call(&mut w, "GET", "/apis/example.com/v1/namespaces/default/gizmos", None).head.status, 404);
+}
+
+#[test]
+fn deleting_a_crd_deletes_its_resources_first() {
+    let mut w = world();
+    assert_eq!(call(&mut w, "POST", CRDS, Some(crd("Widget", "widgets"))).head.status, 201);
+    assert_eq!(call(&mut w, "POST", WIDGETS, Some(widget("w1", 1))).head.status, 201);
+    let r = call(&mut w, "DELETE", &format!("{CRDS}/widgets.example.com"), None);
+    assert_eq!(r.head.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    assert_eq!(r.json()["metadata"]["finalizers"], json!(["customresourcecleanup.apiextensions.k8s.io"]));
+    assert_eq!(condition(&r.json(), "Terminating"), ("True".into(), "InstanceDeletionPending".into()));
+    w.advance(SignedDuration::from_secs(1));
+    let left = call(&mut w, "GET", &format!("{CRDS}/widgets.example.com"), None);
+    assert_eq!(left.head.status, 404, "the CRD is gone once its resources are: {}", String::from_utf8_lossy(&left.body));
+    assert_eq!(call(&mut w, "GET", WIDGETS, None).head.status, 404);
+    // Made again, it starts empty.
+    assert_eq!(call(&mut w, "POST", CRDS, Some(crd("Widget", "widgets"))).head.status, 201);
+    let list = call(&mut w, "GET", WIDGETS, None);
+    assert_eq!(list.json()["items"], json!([]), "{}", String::from_utf8_lossy(&list.body));
+}
