@@ -69,6 +69,8 @@ pub struct World {
     builtins: Catalog,
     /// The CRD cache's revision last taken in.
     crds_seen: i64,
+    /// What the controllers were last told the server serves.
+    controllers_served: Arc<Served>,
     slots: BTreeMap<SlotKey, Slot>,
     streams: BTreeMap<WatcherId, Stream>,
     /// The cache each watch stream comes from.
@@ -135,6 +137,7 @@ impl World {
             model: Model::new(),
             server,
             builtins: served.catalog.clone(),
+            controllers_served: served.clone(),
             served,
             crds_seen: 0,
             slots: BTreeMap::new(),
@@ -313,6 +316,10 @@ impl World {
         let Some(mut c) = self.controllers.take() else { return };
         loop {
             let mut progress = false;
+            if !Arc::ptr_eq(&self.served, &self.controllers_served) {
+                c.catalog_changed(&self.served.catalog);
+                self.controllers_served = self.served.clone();
+            }
             let watches: Vec<(WatcherId, RequestId)> = self.controller_watches.iter().map(|(w, r)| (*w, *r)).collect();
             for (watcher, id) in watches {
                 let (frames, closed) = self.frames(watcher);

@@ -127,3 +127,20 @@ fn deleting_a_crd_deletes_its_resources_first() {
     let list = call(&mut w, "GET", WIDGETS, None);
     assert_eq!(list.json()["items"], json!([]), "{}", String::from_utf8_lossy(&list.body));
 }
+
+#[test]
+fn deleting_a_namespace_deletes_its_custom_resources() {
+    let mut w = World::new(default_server(), epoch(), 7);
+    w.start_controllers(Enabled::ALL);
+    assert_eq!(call(&mut w, "POST", CRDS, Some(crd("Widget", "widgets"))).head.status, 201);
+    assert_eq!(
+        call(&mut w, "POST", "/api/v1/namespaces", Some(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team"}}))).head.status,
+        201
+    );
+    let team = "/apis/example.com/v1/namespaces/team/widgets";
+    assert_eq!(call(&mut w, "POST", team, Some(widget("w1", 1))).head.status, 201);
+    assert_eq!(call(&mut w, "DELETE", "/api/v1/namespaces/team", None).head.status, 200);
+    w.advance(SignedDuration::from_secs(1));
+    assert_eq!(call(&mut w, "GET", "/api/v1/namespaces/team", None).head.status, 404, "the namespace is gone");
+    assert_eq!(call(&mut w, "GET", &format!("{team}/w1"), None).head.status, 404, "and its widget with it");
+}

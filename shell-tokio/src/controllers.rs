@@ -1,6 +1,6 @@
 //! Runs the built-in controllers' machine. Its requests are served in process by the same
 //! request machines as the network's (no socket), and each answer's status, body chunks and
-//! end are fed back as they come.
+//! end are fed back as they come. Each time round, a new catalog served is handed to them.
 
 use std::sync::Arc;
 
@@ -14,7 +14,13 @@ use crate::http::{State, call};
 
 pub async fn run(state: Arc<State>, mut controllers: Controllers) {
     let (tx, mut rx) = mpsc::unbounded_channel();
+    let mut served = state.served.load_full();
     loop {
+        let now_served = state.served.load_full();
+        if !Arc::ptr_eq(&served, &now_served) {
+            controllers.catalog_changed(&now_served.catalog);
+            served = now_served;
+        }
         while let Some(ControllerEffect::Request { id, request }) = controllers.poll(now()) {
             tokio::spawn(answer(state.clone(), id, request, tx.clone()));
         }

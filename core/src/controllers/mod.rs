@@ -218,6 +218,12 @@ impl Controllers {
         }
     }
 
+    /// The server serves another catalog: namespaces are emptied of its collections (custom
+    /// resources come and go with their CRDs).
+    pub fn catalog_changed(&mut self, catalog: &Catalog) {
+        self.collections = namespace::collections(catalog);
+    }
+
     fn send(&mut self, asker: Asker, method: &str, path: String, query: &str, body: Option<Value>) {
         self.next_id += 1;
         let id = RequestId(self.next_id);
