@@ -144,3 +144,36 @@ fn deleting_a_namespace_deletes_its_custom_resources() {
     assert_eq!(call(&mut w, "GET", "/api/v1/namespaces/team", None).head.status, 404, "the namespace is gone");
     assert_eq!(call(&mut w, "GET", &format!("{team}/w1"), None).head.status, 404, "and its widget with it");
 }
+
+#[test]
+fn the_schema_prunes_unknown_fields_and_sets_defaults() {
+    let mut w = world();
+    let mut def = crd("Widget", "widgets");
+    def["spec"]["versions"][0]["schema"]["openAPIV3Schema"] = json!({"type": "object", "properties": {
+        "spec": {"type": "object", "properties": {
+            "size": {"type": "integer", "default": 1},
+            "mode": {"type": "string", "default": "fast"},
+            "labels": {"type": "object", "additionalProperties": {"type": "string"}},
+            "parts": {"type": "array", "items": {"type": "object", "properties": {"name": {"type": "string"}, "count": {"type": "integer", "default": 2}}}},
+            "free": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}},
+        "status": {"type": "object", "properties": {"ready": {"type": "boolean"}}}}});
+    assert_eq!(call(&mut w, "POST", CRDS, Some(def)).head.status, 201);
+    let body = json!({"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "w1"},
+        "spec": {"size": 3, "unknown": true, "labels": {"a": "b"}, "parts": [{"name": "p", "extra": 1}], "free": {"any": {"thing": 1}}}, "other": 1});
+    let r = w.call("POST", WIDGETS, "fieldValidation=Warn", Some(&body), "application/json");
+    assert_eq!(r.head.status, 201, "{}", String::from_utf8_lossy(&r.body));
+    let w1 = r.json();
+    assert_eq!(w1["spec"], json!({"size": 3, "mode": "fast", "labels": {"a": "b"}, "parts": [{"name": "p", "count": 2}], "free": {"any": {"thing": 1}}}));
+    assert!(w1.get("other").is_none());
+    let warnings: Vec<&str> = r.head.headers.iter().filter(|(k, _)| k.eq_ignore_ascii_case("warning")).map(|(_, v)| v.as_str()).collect();
+    assert_eq!(warnings.len(), 3, "{warnings:?}");
+    assert!(warnings.iter().all(|w| w.contains("unknown field")) && warnings.iter().any(|w| w.contains("spec.parts[0].extra")), "{warnings:?}");
+    let r = w.call(
+        "POST",
+        WIDGETS,
+        "fieldValidation=Strict",
+        Some(&json!({"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "w2"}, "spec": {"nope": 1}})),
+        "application/json",
+    );
+    assert_eq!(r.head.status, 400, "{}", String::from_utf8_lossy(&r.body));
+}

@@ -26,6 +26,8 @@ pub struct Version {
     pub status: bool,
     pub deprecated: bool,
     pub deprecation_warning: Option<String>,
+    /// `schema.openAPIV3Schema`.
+    pub schema: Option<Value>,
 }
 
 /// A CRD as far as serving its resources goes.
@@ -118,5 +120,6 @@ fn version(v: &Value) -> Option<Version> {
         status: meta::at(v, &["subresources", "status"]).is_some(),
         deprecated: flag("deprecated"),
         deprecation_warning: v.get("deprecationWarning").and_then(Value::as_str).map(str::to_string),
+        schema: meta::at(v, &["schema", "openAPIV3Schema"]).cloned(),
     })
 }

@@ -7,6 +7,7 @@
 mod definition;
 pub mod naming;
 mod strategy;
+mod structural;
 
 use std::sync::Arc;
 
@@ -14,6 +15,7 @@ use serde_json::{Value, json};
 
 pub use definition::{Definition, Names, Version};
 pub use strategy::CustomResources;
+pub use structural::Structural;
 
 use crate::catalog::{Backing, Catalog, DeleteReturns, Resource, ResourceInfo, Subresource};
 
@@ -86,7 +88,8 @@ pub fn resources(def: &Definition, crd: &Value) -> Vec<Resource> {
                     .then(|| v.deprecation_warning.clone().unwrap_or_else(|| format!("{}/{} {} is deprecated", def.group, v.name, names.kind))),
                 defined_by: Some(defined_by.clone()),
             };
-            let strategy = CustomResources { group: def.group.clone(), served: v.name.clone(), storage: storage.name.clone(), status: v.status };
+            let schema = v.schema.as_ref().map(Structural::read);
+            let strategy = CustomResources { group: def.group.clone(), served: v.name.clone(), storage: storage.name.clone(), status: v.status, schema };
             Resource { info, strategy: Arc::new(strategy), ttl_seconds: None }
         })
         .collect()

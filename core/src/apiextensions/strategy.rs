@@ -6,6 +6,7 @@ use serde_json::{Value, json};
 
 use jiff::Timestamp;
 
+use super::structural::Structural;
 use crate::catalog::{Strategy, copy_all_but_status, keep_status};
 use crate::meta;
 use crate::table::{self, Column};
@@ -17,6 +18,8 @@ pub struct CustomResources {
     pub storage: String,
     /// The `status` subresource is enabled for the served version.
     pub status: bool,
+    /// The version's schema (`None`: none given, everything kept).
+    pub schema: Option<Structural>,
 }
 
 impl CustomResources {
@@ -29,6 +32,16 @@ impl CustomResources {
 }
 
 impl Strategy for CustomResources {
+    fn prune_unknown(&self, obj: &mut Value) -> Option<Vec<String>> {
+        Some(self.schema.as_ref().map(|s| s.prune_object(obj)).unwrap_or_default())
+    }
+
+    fn default(&self, obj: &mut Value) {
+        if let Some(s) = &self.schema {
+            s.default_object(obj);
+        }
+    }
+
     fn stored_as_served(&self) -> bool {
         self.served == self.storage
     }

@@ -128,6 +128,13 @@ pub trait Strategy: Send + Sync {
         None
     }
 
+    /// For kinds that carry their own schema (custom resources): drops from an incoming object
+    /// the fields the schema does not know and says which; `None` where the kind's built-in
+    /// definition decides.
+    fn prune_unknown(&self, _obj: &mut Value) -> Option<Vec<String>> {
+        None
+    }
+
     /// Defaults applied to objects written by clients (`SetDefaults_<Kind>`).
     fn default(&self, _obj: &mut Value) {}
 

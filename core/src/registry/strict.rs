@@ -98,8 +98,10 @@ impl WriteOp {
 
     pub(super) fn decode_as(&mut self, obj: &mut Value, definition: &str, kind: &str, version: &str, source: Source) -> Result<(), ApiError> {
         let cannot_handle = |e: &str| ApiError::bad_request(format!("{kind} in version {} cannot be handled as a {kind}: {e}", quote(version)));
-        // Custom resources have no schema here: nothing of theirs is pruned.
-        let unknown = if definition.is_empty() { Vec::new() } else { normalize(schema(), definition, obj).map_err(|e| cannot_handle(&e))?.unknown_fields };
+        let unknown = match self.res.strategy.prune_unknown(obj) {
+            Some(unknown) => unknown,
+            None => normalize(schema(), definition, obj).map_err(|e| cannot_handle(&e))?.unknown_fields,
+        };
         let findings = match source {
             Source::Apply => Vec::new(),
             _ => self.ctx.body_findings.findings.clone(),

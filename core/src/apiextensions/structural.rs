@@ -1,0 +1,120 @@
+//! A CRD version's structural schema (its `openAPIV3Schema`), as kube's apiextensions server
+//! applies it to custom resources: unknown fields pruned (`pkg/apiserver/schema/pruning`) and
+//! defaults set (`pkg/apiserver/schema/defaulting`).
+
+use std::collections::BTreeMap;
+
+use serde_json::{Map, Value};
+
+/// One node of a structural schema.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Structural {
+    /// `type`: `object`, `array`, `string`, `integer`, `number`, `boolean`, or empty.
+    pub ty: String,
+    pub properties: BTreeMap<String, Structural>,
+    /// `additionalProperties` as a schema: every key of the object is of it.
+    pub additional: Option<Box<Structural>>,
+    pub items: Option<Box<Structural>>,
+    /// `x-kubernetes-preserve-unknown-fields`: fields not described are kept.
+    pub preserve_unknown: bool,
+    /// `x-kubernetes-embedded-resource`: an object with its own apiVersion, kind and metadata.
+    pub embedded: bool,
+    pub nullable: bool,
+    pub default: Option<Value>,
+    /// The schema as written, for the validation of its other keywords.
+    pub raw: Value,
+}
+
+impl Structural {
+    /// Reads a schema; nested `allOf`/`anyOf`/`oneOf`/`not` are validation only and add no
+    /// structure.
+    pub fn read(v: &Value) -> Structural {
+        let flag = |k: &str| v.get(k).and_then(Value::as_bool).unwrap_or(false);
+        let schema = |k: &str| v.get(k).filter(|s| s.is_object()).map(|s| Box::new(Structural::read(s)));
+        Structural {
+            ty: v.get("type").and_then(Value::as_str).unwrap_or_default().to_string(),
+            properties: v.get("properties").and_then(Value::as_object).into_iter().flatten().map(|(k, s)| (k.clone(), Structural::read(s))).collect(),
+            additional: schema("additionalProperties"),
+            items: schema("items"),
+            preserve_unknown: flag("x-kubernetes-preserve-unknown-fields") || v.get("additionalProperties") == Some(&Value::Bool(true)),
+            embedded: flag("x-kubernetes-embedded-resource"),
+            nullable: flag("nullable"),
+            default: v.get("default").cloned(),
+            raw: v.clone(),
+        }
+    }
+
+    /// Drops what the schema does not describe from a custom resource (its `apiVersion`,
+    /// `kind` and `metadata` are the object's own) and returns the paths dropped, as
+    /// `fieldValidation` reports them (`spec.foo`, `spec.items[0].bar`).
+    pub fn prune_object(&self, obj: &mut Value) -> Vec<String> {
+        let mut dropped = Vec::new();
+        if let Value::Object(m) = obj {
+            self.prune_members(m, "", true, &mut dropped);
+        }
+        dropped
+    }
+
+    fn prune(&self, v: &mut Value, path: &str, dropped: &mut Vec<String>) {
+        match v {
+            Value::Object(m) => self.prune_members(m, path, self.embedded, dropped),
+            Value::Array(items) => {
+                if let Some(item) = &self.items {
+                    for (i, x) in items.iter_mut().enumerate() {
+                        item.prune(x, &format!("{path}[{i}]"), dropped);
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// The members of an object; `resource`: it has its own type meta and metadata (the
+    /// root, an embedded resource), which are kept.
+    fn prune_members(&self, m: &mut Map<String, Value>, path: &str, resource: bool, dropped: &mut Vec<String>) {
+        let keys: Vec<String> = m.keys().cloned().collect();
+        for k in keys {
+            let at = if path.is_empty() { k.clone() } else { format!("{path}.{k}") };
+            if resource && matches!(k.as_str(), "apiVersion" | "kind" | "metadata") && !self.properties.contains_key(&k) {
+                continue;
+            }
+            let schema = self.properties.get(&k).or(self.additional.as_deref());
+            match schema {
+                Some(s) => s.prune(m.get_mut(&k).expect("a key of the map"), &at, dropped),
+                None if self.preserve_unknown => {}
+                None => {
+                    m.remove(&k);
+                    dropped.push(at);
+                }
+            }
+        }
+    }
+
+    /// Sets the defaults the schema gives for members an object lacks (or has as `null` where
+    /// the schema does not allow null), outside in.
+    pub fn default_object(&self, obj: &mut Value) {
+        match obj {
+            Value::Object(m) => {
+                for (k, s) in &self.properties {
+                    let missing = m.get(k).is_none_or(|v| v.is_null() && !s.nullable);
+                    if missing && let Some(d) = &s.default {
+                        m.insert(k.clone(), d.clone());
+                    }
+                }
+                for (k, v) in m.iter_mut() {
+                    if let Some(s) = self.properties.get(k).or(self.additional.as_deref()) {
+                        s.default_object(v);
+                    }
+                }
+            }
+            Value::Array(items) => {
+                if let Some(s) = &self.items {
+                    for x in items {
+                        s.default_object(x);
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+}
