@@ -359,8 +359,20 @@ spec:
     served: true
     storage: true
     subresources: {status: {}}
+    additionalPrinterColumns:
+    - {name: Size, type: integer, jsonPath: .spec.size}
+    - {name: Ready, type: string, jsonPath: '.status.conditions[?(@.type=="Ready")].status'}
+    - {name: Age, type: date, jsonPath: .metadata.creationTimestamp}
     schema:
-      openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}
+      openAPIV3Schema:
+        type: object
+        properties:
+          spec:
+            type: object
+            properties:
+              size: {type: integer}
+              mode: {type: string, default: fast}
+          status: {type: object, x-kubernetes-preserve-unknown-fields: true}
 "#;
 
 const WIDGET: &str = r#"
@@ -380,13 +392,19 @@ fn custom_resources() {
     // kubectl finds the new resource once discovery lists it.
     assert!(eventually(Duration::from_secs(10), || k.kubectl_with_input(&["apply", "-f", "-"], WIDGET).status.success()));
     let table = k.ok(&["get", "wd"]);
-    assert!(table.starts_with("NAME   AGE") && table.contains("w1"), "{table}");
+    // A path that finds nothing is a null cell, which kubectl leaves blank.
+    assert!(table.starts_with("NAME   SIZE   READY   AGE") && table.contains("w1     3      "), "{table}");
+    assert_eq!(k.json(&["get", "wd", "w1"])["spec"]["mode"], "fast", "the schema's default");
     assert!(k.ok(&["get", "all"]).contains("widget.example.com/w1"));
     assert!(k.ok(&["api-resources", "--api-group=example.com"]).contains("widgets"));
     k.ok(&["patch", "widget", "w1", "--type=merge", "-p", r#"{"spec":{"size":4}}"#]);
-    k.ok(&["patch", "widget", "w1", "--subresource=status", "--type=merge", "-p", r#"{"status":{"ready":true}}"#]);
+    k.ok(&["patch", "widget", "w1", "--subresource=status", "--type=merge", "-p", r#"{"status":{"conditions":[{"type":"Ready","status":"True"}]}}"#]);
     let w1 = k.json(&["get", "widget", "w1"]);
-    assert_eq!((w1["spec"]["size"].as_i64(), w1["status"]["ready"].as_bool(), w1["metadata"]["generation"].as_i64()), (Some(4), Some(true), Some(2)));
+    assert_eq!(
+        (w1["spec"]["size"].as_i64(), w1["status"]["conditions"][0]["status"].as_str(), w1["metadata"]["generation"].as_i64()),
+        (Some(4), Some("True"), Some(2))
+    );
+    assert!(k.ok(&["get", "wd"]).contains("w1     4      True"));
     let smp = k.fails(&["patch", "widget", "w1", "-p", r#"{"spec":{"size":5}}"#]);
     assert!(smp.contains("the body of the request was in an unknown format"), "{smp}");
 

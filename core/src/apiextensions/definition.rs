@@ -28,6 +28,8 @@ pub struct Version {
     pub deprecation_warning: Option<String>,
     /// `schema.openAPIV3Schema`.
     pub schema: Option<Value>,
+    /// `additionalPrinterColumns`.
+    pub columns: Vec<Value>,
 }
 
 /// A CRD as far as serving its resources goes.
@@ -121,5 +123,6 @@ fn version(v: &Value) -> Option<Version> {
         deprecated: flag("deprecated"),
         deprecation_warning: v.get("deprecationWarning").and_then(Value::as_str).map(str::to_string),
         schema: meta::at(v, &["schema", "openAPIV3Schema"]).cloned(),
+        columns: v.get("additionalPrinterColumns").and_then(Value::as_array).cloned().unwrap_or_default(),
     })
 }

@@ -4,6 +4,7 @@
 //! the catalog a server serves from the built-in one and the CRDs in storage, each time they
 //! change.
 
+mod columns;
 mod definition;
 pub mod naming;
 mod strategy;
@@ -13,6 +14,7 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 
+pub use columns::PrinterColumn;
 pub use definition::{Definition, Names, Version};
 pub use strategy::CustomResources;
 pub use structural::Structural;
@@ -89,7 +91,9 @@ pub fn resources(def: &Definition, crd: &Value) -> Vec<Resource> {
                 defined_by: Some(defined_by.clone()),
             };
             let schema = v.schema.as_ref().map(Structural::read);
-            let strategy = CustomResources { group: def.group.clone(), served: v.name.clone(), storage: storage.name.clone(), status: v.status, schema };
+            let columns = v.columns.iter().filter_map(PrinterColumn::read).collect();
+            let strategy =
+                CustomResources { group: def.group.clone(), served: v.name.clone(), storage: storage.name.clone(), status: v.status, schema, columns };
             Resource { info, strategy: Arc::new(strategy), ttl_seconds: None }
         })
         .collect()

@@ -6,6 +6,7 @@ use serde_json::{Value, json};
 
 use jiff::Timestamp;
 
+use super::columns::PrinterColumn;
 use super::structural::Structural;
 use crate::catalog::{Strategy, copy_all_but_status, keep_status};
 use crate::meta;
@@ -20,6 +21,8 @@ pub struct CustomResources {
     pub status: bool,
     /// The version's schema (`None`: none given, everything kept).
     pub schema: Option<Structural>,
+    /// Its `additionalPrinterColumns` (empty: Name and Age).
+    pub columns: Vec<PrinterColumn>,
 }
 
 impl CustomResources {
@@ -97,7 +100,18 @@ impl Strategy for CustomResources {
         &[Column::NAME, Column::AGE_DATE]
     }
 
+    /// Name, then the printer columns (no age unless one of them is).
+    fn column_definitions(&self) -> Vec<Value> {
+        if self.columns.is_empty() {
+            return self.columns().iter().map(Column::to_json).collect();
+        }
+        std::iter::once(Column::NAME.to_json()).chain(self.columns.iter().map(PrinterColumn::definition)).collect()
+    }
+
     fn row(&self, obj: &Value, now: Timestamp) -> Vec<Value> {
-        vec![Value::from(meta::name(obj)), table::age(obj, now)]
+        if self.columns.is_empty() {
+            return vec![Value::from(meta::name(obj)), table::age(obj, now)];
+        }
+        std::iter::once(Value::from(meta::name(obj))).chain(self.columns.iter().map(|c| c.cell(obj, now))).collect()
     }
 }

@@ -77,7 +77,7 @@ fn encode_value(v: &Value, format: Format) -> Result<Bytes, String> {
 
 /// A Table of one object, with or without column definitions.
 pub fn table_of(res: &Resource, objects: &[Value], include: IncludeTable, headers: bool, rv: &str, now: Timestamp) -> Value {
-    let columns: Value = if headers { Value::Array(res.strategy.columns().iter().map(|c| c.to_json()).collect()) } else { Value::Null };
+    let columns: Value = if headers { Value::Array(res.strategy.column_definitions()) } else { Value::Null };
     let rows: Vec<Value> = objects.iter().map(|o| table::row_json(res.strategy.row(o, now), o, include.into())).collect();
     json!({
         "kind": "Table",

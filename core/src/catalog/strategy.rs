@@ -244,6 +244,12 @@ pub trait Strategy: Send + Sync {
         crate::table::DEFAULT_COLUMNS
     }
 
+    /// The table's column definitions, from the columns above (kinds whose columns are known
+    /// only at run time, custom resources', give them here).
+    fn column_definitions(&self) -> Vec<Value> {
+        self.columns().iter().map(Column::to_json).collect()
+    }
+
     /// One table row's cells, for the columns above.
     fn row(&self, obj: &Value, _now: Timestamp) -> Vec<Value> {
         vec![Value::from(meta::name(obj)), Value::from(crate::table::created_at(obj))]

@@ -183,7 +183,7 @@ impl ListBody {
                 body.proto_items = Some(items.into());
             }
             (_, View::Table(_)) => {
-                let columns: Value = Value::Array(body.res.strategy.columns().iter().map(|c| c.to_json()).collect());
+                let columns: Value = Value::Array(body.res.strategy.column_definitions());
                 let head = format!(
                     "{{\"kind\":\"Table\",\"apiVersion\":\"meta.k8s.io/v1\",\"metadata\":{},\"columnDefinitions\":{},\"rows\":[",
                     list_meta_json(&meta),

@@ -37,7 +37,7 @@ use crate::storage::{Outcome, StorageEffect, StorageError, StorageEvent, Storage
 pub use delete::DeleteOptions;
 pub use eviction::EvictionOp;
 pub use objects::{Splice, decode_stored, encode_stored};
-pub use strict::{BodyFindings, Finding};
+pub use strict::{BodyFindings, Finding, go_format};
 
 /// How unknown and duplicate fields in a request are treated (`fieldValidation`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

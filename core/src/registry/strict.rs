@@ -143,7 +143,7 @@ impl WriteOp {
 
 /// A JSON tree as Go's `fmt` prints the `map[string]interface{}` it decodes to with `%+v`
 /// (`map[spec:map[paused:false]]`: keys sorted, lists in brackets, null as `<nil>`).
-pub(super) fn go_format(v: &Value) -> String {
+pub fn go_format(v: &Value) -> String {
     let mut out = String::new();
     write_go(v, &mut out);
     out

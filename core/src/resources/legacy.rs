@@ -133,6 +133,10 @@ impl<S: Strategy> Strategy for OlderVersion<S> {
         self.inner.columns()
     }
 
+    fn column_definitions(&self) -> Vec<Value> {
+        self.inner.column_definitions()
+    }
+
     fn row(&self, obj: &Value, now: Timestamp) -> Vec<Value> {
         self.inner.row(&self.to_stored(obj.clone()), now)
     }
