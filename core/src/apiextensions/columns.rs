@@ -135,7 +135,7 @@ fn matches_filter(item: &Value, path: &[String], value: &str) -> bool {
     let found = path.iter().try_fold(item, |v, k| v.get(k));
     match found {
         Some(Value::String(s)) => s == value,
-        Some(other) => other.to_string() == value,
+        Some(other) => serde_json::to_string(other).is_ok_and(|text| text == value),
         None => false,
     }
 }
