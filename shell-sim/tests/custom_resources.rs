@@ -177,3 +177,27 @@ fn the_schema_prunes_unknown_fields_and_sets_defaults() {
     );
     assert_eq!(r.head.status, 400, "{}", String::from_utf8_lossy(&r.body));
 }
+
+#[test]
+fn the_schema_refuses_what_it_does_not_allow() {
+    let mut w = world();
+    let mut def = crd("Widget", "widgets");
+    def["spec"]["versions"][0]["schema"]["openAPIV3Schema"] = json!({"type": "object", "properties": {
+        "spec": {"type": "object", "required": ["size"], "properties": {"size": {"type": "integer", "minimum": 1}, "note": {"type": "string"}}}}});
+    assert_eq!(call(&mut w, "POST", CRDS, Some(def)).head.status, 201);
+    let bad = json!({"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "w1"}, "spec": {"size": "big", "note": null}});
+    let r = call(&mut w, "POST", WIDGETS, Some(bad));
+    assert_eq!(r.head.status, 422, "{}", String::from_utf8_lossy(&r.body));
+    assert_eq!(
+        r.json()["message"],
+        "Widget.example.com \"w1\" is invalid: spec.size: Invalid value: \"big\": spec.size in body must be of type integer: \"string\""
+    );
+    let r = call(&mut w, "POST", WIDGETS, Some(json!({"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "w1"}, "spec": {"note": null}})));
+    assert_eq!(r.json()["message"], "Widget.example.com \"w1\" is invalid: spec.size: Required value", "a null not allowed is dropped, not refused");
+    assert_eq!(call(&mut w, "POST", WIDGETS, Some(widget("w1", 2))).head.status, 201);
+    let r = call(&mut w, "PATCH", &format!("{WIDGETS}/w1"), Some(json!({"spec": {"size": 0}})));
+    assert_eq!(
+        r.json()["message"],
+        "Widget.example.com \"w1\" is invalid: spec.size: Invalid value: 0: spec.size in body should be greater than or equal to 1"
+    );
+}

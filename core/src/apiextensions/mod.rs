@@ -9,6 +9,7 @@ mod definition;
 pub mod naming;
 mod strategy;
 mod structural;
+mod validate;
 
 use std::sync::Arc;
 

@@ -10,6 +10,7 @@ use super::columns::PrinterColumn;
 use super::structural::Structural;
 use crate::catalog::{Strategy, copy_all_but_status, keep_status};
 use crate::meta;
+use crate::status::FieldError;
 use crate::table::{self, Column};
 
 /// One served version of a CRD's resource.
@@ -43,6 +44,14 @@ impl Strategy for CustomResources {
         if let Some(s) = &self.schema {
             s.default_object(obj);
         }
+    }
+
+    fn validate(&self, obj: &Value) -> Vec<FieldError> {
+        self.schema.as_ref().map(|s| s.validate(obj)).unwrap_or_default()
+    }
+
+    fn validate_subresource_update(&self, _subresource: &str, new: &Value, _old: &Value) -> Vec<FieldError> {
+        self.validate(new)
     }
 
     fn stored_as_served(&self) -> bool {

@@ -91,10 +91,12 @@ impl Structural {
     }
 
     /// Sets the defaults the schema gives for members an object lacks (or has as `null` where
-    /// the schema does not allow null), outside in.
+    /// the schema does not allow null), outside in; a `null` the schema neither allows nor
+    /// defaults is dropped.
     pub fn default_object(&self, obj: &mut Value) {
         match obj {
             Value::Object(m) => {
+                m.retain(|k, v| !(v.is_null() && self.properties.get(k).or(self.additional.as_deref()).is_some_and(|s| !s.nullable && s.default.is_none())));
                 for (k, s) in &self.properties {
                     let missing = m.get(k).is_none_or(|v| v.is_null() && !s.nullable);
                     if missing && let Some(d) = &s.default {
