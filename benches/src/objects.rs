@@ -1,7 +1,8 @@
 //! The objects a scenario writes: pods with a realistic spec (about 2 KiB of JSON, like a
 //! Deployment's pod with probes, resources, env and volumes), configmaps of a chosen size, and
 //! the objects a cluster writes most after pods: node leases (each kubelet renews one every
-//! 10 s) and endpoint slices (a service's ready pods, 50 endpoints here).
+//! 10 s) and endpoint slices (a service's ready pods, 50 endpoints here); and custom resources
+//! shaped as the configmaps (`benchwidgets.kapi.dev`, a CRD kapi-bench installs).
 
 use bytes::Bytes;
 use serde_json::{Value, json};
@@ -12,6 +13,15 @@ pub enum Kind {
     Configmap,
     Lease,
     Endpointslice,
+    Widget,
+}
+
+/// The CRD of [`Kind::Widget`]: its objects are kept as they come.
+pub fn widget_crd() -> Value {
+    json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition", "metadata": {"name": "benchwidgets.kapi.dev"},
+        "spec": {"group": "kapi.dev", "scope": "Namespaced", "names": {"plural": "benchwidgets", "kind": "BenchWidget"},
+            "versions": [{"name": "v1", "served": true, "storage": true,
+                "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}]}})
 }
 
 impl Kind {
@@ -22,6 +32,7 @@ impl Kind {
             Kind::Configmap => format!("/api/v1/namespaces/{namespace}/configmaps"),
             Kind::Lease => format!("/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases"),
             Kind::Endpointslice => format!("/apis/discovery.k8s.io/v1/namespaces/{namespace}/endpointslices"),
+            Kind::Widget => format!("/apis/kapi.dev/v1/namespaces/{namespace}/benchwidgets"),
         }
     }
 
@@ -42,6 +53,12 @@ impl Kind {
                 "spec": {"holderIdentity": name, "leaseDurationSeconds": 40, "renewTime": "2026-01-01T00:00:00.000000Z"},
             }),
             Kind::Endpointslice => endpoint_slice(name),
+            Kind::Widget => json!({
+                "apiVersion": "kapi.dev/v1",
+                "kind": "BenchWidget",
+                "metadata": {"name": name, "labels": {"app": "kapi-bench"}},
+                "data": {"payload": "x".repeat(size)},
+            }),
         }
     }
 

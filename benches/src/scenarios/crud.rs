@@ -28,8 +28,33 @@ pub async fn namespace(client: &Client, namespace: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Installs the CRD of custom resources and waits until it is established (30 s at most).
+pub async fn custom_resources(client: &Client) -> anyhow::Result<()> {
+    let crd = crate::objects::widget_crd();
+    let path = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions";
+    let (outcome, answer, _) = client.call(Method::POST, path, Some(serde_json::to_vec(&crd)?.into())).await;
+    if !matches!(outcome, Some(201 | 409)) {
+        anyhow::bail!("POST {path}: {outcome:?} {}", String::from_utf8_lossy(&answer));
+    }
+    let deadline = Instant::now() + std::time::Duration::from_secs(30);
+    while Instant::now() < deadline {
+        let (_, answer, _) = client.call(Method::GET, &format!("{path}/benchwidgets.kapi.dev"), None).await;
+        let crd: Value = serde_json::from_slice(&answer).unwrap_or_default();
+        let established = crd["status"]["conditions"].as_array().into_iter().flatten().any(|c| c["type"] == "Established" && c["status"] == "True");
+        let (served, _, _) = client.call(Method::GET, &crate::objects::Kind::Widget.collection("default"), None).await;
+        if established && served == Some(200) {
+            return Ok(());
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    anyhow::bail!("benchwidgets.kapi.dev was not established within 30 s")
+}
+
 pub async fn create(api: &Api, client: Client) -> anyhow::Result<Vec<Row>> {
     namespace(&client, &api.namespace).await?;
+    if api.kind == crate::objects::Kind::Widget {
+        custom_resources(&client).await?;
+    }
     let (kind, size, path) = (api.kind, api.size, api.kind.collection(&api.namespace));
     let (rec, elapsed) = pool(api.concurrency, api.count, move |i| {
         let (client, path) = (client.clone(), path.clone());
