@@ -201,3 +201,25 @@ fn the_schema_refuses_what_it_does_not_allow() {
         "Widget.example.com \"w1\" is invalid: spec.size: Invalid value: 0: spec.size in body should be greater than or equal to 1"
     );
 }
+
+#[test]
+fn discovery_and_openapi_answer_with_custom_resources_served() {
+    let mut w = world();
+    assert_eq!(call(&mut w, "POST", CRDS, Some(crd("Widget", "widgets"))).head.status, 201);
+    for path in ["/api", "/apis", "/apis/example.com", "/openapi/v2", "/openapi/v3"] {
+        let r = call(&mut w, "GET", path, None);
+        assert_eq!(r.head.status, 200, "{path}: {}", String::from_utf8_lossy(&r.body));
+    }
+    let groups = call(&mut w, "GET", "/apis", None).json();
+    let example = groups["groups"].as_array().unwrap().iter().find(|g| g["name"] == "example.com").cloned().expect("the CRD's group");
+    assert_eq!(example["preferredVersion"]["version"], "v1");
+    let aggregated = w.call("GET", "/apis", "", None, "");
+    assert_eq!(aggregated.head.status, 200);
+    let index = call(&mut w, "GET", "/openapi/v3", None).json();
+    if let Some(doc) = index["paths"].get("apis/example.com/v1") {
+        let url = doc["serverRelativeURL"].as_str().unwrap().to_string();
+        let (path, query) = url.split_once('?').unwrap_or((&url, ""));
+        let r = w.call("GET", path, query, None, "");
+        assert_eq!(r.head.status, 200, "{url}: {}", String::from_utf8_lossy(&r.body));
+    }
+}

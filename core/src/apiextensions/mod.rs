@@ -62,9 +62,10 @@ pub fn resources(def: &Definition, crd: &Value) -> Vec<Resource> {
     // new caches (a deletion that begins changes only the verbs).
     let defined_by = json!([crate::meta::uid(crd), crd.get("spec"), crate::meta::at(crd, &["status", "acceptedNames"])]).to_string();
     let names = &def.accepted;
-    def.versions
-        .iter()
-        .filter(|v| v.served)
+    let mut served: Vec<&Version> = def.versions.iter().filter(|v| v.served).collect();
+    served.sort_by(|a, b| kube_version_order(&a.name, &b.name));
+    served
+        .into_iter()
         .map(|v| {
             let mut subresources = Vec::new();
             if v.status {
@@ -86,9 +87,7 @@ pub fn resources(def: &Definition, crd: &Value) -> Vec<Resource> {
                 stored_as: (v.name != storage.name).then(|| (def.group.clone(), storage.name.clone())),
                 delete_returns: DeleteReturns::Status,
                 backing: Backing::Stored,
-                deprecation: v
-                    .deprecated
-                    .then(|| v.deprecation_warning.clone().unwrap_or_else(|| format!("{}/{} {} is deprecated", def.group, v.name, names.kind))),
+                deprecation: v.deprecated.then(|| v.deprecation_warning.clone().unwrap_or_else(|| deprecated(def, v))),
                 defined_by: Some(defined_by.clone()),
             };
             let schema = v.schema.as_ref().map(Structural::read);
@@ -98,6 +97,45 @@ pub fn resources(def: &Definition, crd: &Value) -> Vec<Resource> {
             Resource { info, strategy: Arc::new(strategy), ttl_seconds: None }
         })
         .collect()
+}
+
+/// kube's warning for a deprecated version: the newest served version that is not deprecated
+/// and newer, if there is one, is the one to use.
+fn deprecated(def: &Definition, v: &Version) -> String {
+    let (group, kind) = (&def.group, &def.accepted.kind);
+    let newer = def
+        .versions
+        .iter()
+        .filter(|o| o.served && !o.deprecated && kube_version_order(&o.name, &v.name).is_lt())
+        .min_by(|a, b| kube_version_order(&a.name, &b.name));
+    match newer {
+        Some(n) => format!("{group}/{} {kind} is deprecated; use {group}/{} {kind}", v.name, n.name),
+        None => format!("{group}/{} {kind} is deprecated", v.name),
+    }
+}
+
+/// kube's order of versions (`CompareKubeAwareVersionStrings`), most preferred first: GA, then
+/// beta, then alpha, each by major then minor number, highest first; then versions not of
+/// that form, alphabetically.
+pub fn kube_version_order(a: &str, b: &str) -> std::cmp::Ordering {
+    fn parse(v: &str) -> Option<(u64, u8, u64)> {
+        let rest = v.strip_prefix('v')?;
+        let digits = rest.find(|c: char| !c.is_ascii_digit()).unwrap_or(rest.len());
+        let major: u64 = rest[..digits].parse().ok().filter(|m| *m > 0)?;
+        let (stage, minor) = match &rest[digits..] {
+            "" => return Some((major, 2, 0)),
+            s if s.starts_with("beta") => (1, &s[4..]),
+            s if s.starts_with("alpha") => (0, &s[5..]),
+            _ => return None,
+        };
+        Some((major, stage, minor.parse().ok().filter(|m| *m > 0)?))
+    }
+    match (parse(a), parse(b)) {
+        (Some((ma, sa, na)), Some((mb, sb, nb))) => sb.cmp(&sa).then(mb.cmp(&ma)).then(nb.cmp(&na)),
+        (Some(_), None) => std::cmp::Ordering::Less,
+        (None, Some(_)) => std::cmp::Ordering::Greater,
+        (None, None) => a.cmp(b),
+    }
 }
 
 /// Whether a watch cache of `a` serves `b` as well: the same entry, or entries of the same

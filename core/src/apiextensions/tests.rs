@@ -39,7 +39,7 @@ fn a_crd_serves_its_served_versions_once_its_names_are_accepted() {
     assert_eq!(v1.info.stored_as, None);
     let beta = c.get("example.com", "v1beta1", "widgets").expect("v1beta1 served");
     assert_eq!(beta.info.stored_as, Some(("example.com".into(), "v1".into())));
-    assert_eq!(beta.info.deprecation.as_deref(), Some("example.com/v1beta1 Widget is deprecated"));
+    assert_eq!(beta.info.deprecation.as_deref(), Some("example.com/v1beta1 Widget is deprecated; use example.com/v1 Widget"));
     assert!(beta.info.subresource("status").is_none());
     assert!(c.get("example.com", "v1alpha1", "widgets").is_none(), "not served");
     assert!(c.get("", "v1", "pods").is_some(), "built-ins stay");
@@ -107,4 +107,11 @@ fn generation_grows_with_changes_beyond_metadata_and_status_when_status_is_a_sub
     let mut new = json!({"metadata": {"name": "a"}, "spec": {"a": 1}, "status": {"ok": false}});
     without.prepare_for_update(&mut new, &old);
     assert_eq!(new["metadata"]["generation"], 2, "status is part of the object");
+}
+
+#[test]
+fn versions_are_preferred_in_kubes_order() {
+    let mut list = vec!["foo", "v1alpha1", "v2", "v1beta2", "v1", "v10", "v1beta1", "bar", "v11alpha2"];
+    list.sort_by(|a, b| kube_version_order(a, b));
+    assert_eq!(list, vec!["v10", "v2", "v1", "v1beta2", "v1beta1", "v11alpha2", "v1alpha1", "bar", "foo"]);
 }
