@@ -36,7 +36,7 @@ use crate::storage::{Outcome, StorageEffect, StorageError, StorageEvent, Storage
 
 pub use delete::DeleteOptions;
 pub use eviction::EvictionOp;
-pub use objects::{Splice, decode_stored, encode_stored};
+pub use objects::{Splice, decode_stored, encode_stored, serve_stored};
 pub use strict::{BodyFindings, Finding, go_format};
 
 /// How unknown and duplicate fields in a request are treated (`fieldValidation`).

@@ -281,10 +281,22 @@ impl RequestMachine {
                 Some(StorageEffect::Done(r)) => {
                     let name = self.resource_name_from_path();
                     match r {
-                        Ok(Outcome::Found(Some(kv))) => match registry::decode_stored(&res, &kv) {
-                            Ok(obj) => self.respond_object(&res, &obj, output, 200, &subresource, now),
-                            Err(e) => self.fail_as(&e, output.format),
-                        },
+                        Ok(Outcome::Found(Some(kv))) => {
+                            // JSON of a kind stored as served: the stored bytes with the
+                            // resourceVersion spliced in, as the watch cache serves them.
+                            let plain = output == Output { format: Format::Json, view: crate::codec::View::Object } && subresource != "scale";
+                            let stored = if plain && res.strategy.stored_as_served() { registry::serve_stored(&kv.value, kv.mod_revision, &[]) } else { None };
+                            if let Some(mut served) = stored {
+                                served.json.push(b'\n');
+                                let head = crate::pipeline::Head::new(200, &crate::pipeline::respond::content_type(output, false));
+                                self.respond(head, Bytes::from(served.json));
+                            } else {
+                                match registry::decode_stored(&res, &kv) {
+                                    Ok(obj) => self.respond_object(&res, &obj, output, 200, &subresource, now),
+                                    Err(e) => self.fail_as(&e, output.format),
+                                }
+                            }
+                        }
                         Ok(_) => self.fail_as(&ApiError::not_found(&res.info.group_resource(), &name), output.format),
                         Err(e) => self.fail_as(&registry::storage_error(e, &res.info.group_resource(), &name), output.format),
                     }
