@@ -134,7 +134,8 @@ async fn handle(state: Arc<State>, peer: Peer, req: hyper::Request<Incoming>) ->
 /// the machine answers 504.
 pub async fn call(state: Arc<State>, request: Request) -> hyper::Response<Body> {
     let heavy = request.body.len() >= HEAVY_BODY_BYTES;
-    let mut m = RequestMachine::new(state.server.clone(), state.served.load_full(), request, now(), seed());
+    // Boxed, as the stores' large futures are: the request's future stays small to move.
+    let mut m = Box::new(RequestMachine::new(state.server.clone(), state.served.load_full(), request, now(), seed()));
     let run = |m: &mut RequestMachine, event: Option<Event>| {
         let go = || {
             if let Some(e) = event {
@@ -201,7 +202,7 @@ fn streaming(chunks: impl futures_util::Stream<Item = Bytes> + Send + Sync + 'st
 
 /// The response under `head`: whole if the machine's body is one chunk, else streamed as the
 /// machine produces it.
-fn respond(mut m: RequestMachine, head: Head) -> hyper::Response<Body> {
+fn respond(mut m: Box<RequestMachine>, head: Head) -> hyper::Response<Body> {
     let first = match m.poll(now()) {
         Some(Effect::Body(b)) => b,
         _ => return response(head, Full::new(Bytes::new()).boxed()),
@@ -217,7 +218,7 @@ fn respond(mut m: RequestMachine, head: Head) -> hyper::Response<Body> {
 }
 
 /// Sends `ready`, then the rest of the machine's body, a chunk at a time as the client reads.
-async fn stream_rest(mut m: RequestMachine, ready: [Bytes; 2], tx: mpsc::Sender<Bytes>) {
+async fn stream_rest(mut m: Box<RequestMachine>, ready: [Bytes; 2], tx: mpsc::Sender<Bytes>) {
     for b in ready {
         if tx.send(b).await.is_err() {
             return;

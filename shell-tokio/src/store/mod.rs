@@ -17,11 +17,14 @@ pub enum Store {
     Etcd(Etcd),
 }
 
+/// etcd's gRPC futures are kilobytes; they are boxed so that every request's future, which
+/// holds a store call across its await, stays small to move (tokio moves a task's future into
+/// place when it spawns it), on SQLite too.
 impl Store {
     pub async fn call(&self, req: KvRequest) -> KvResult {
         match self {
             Store::Sqlite(s) => s.call(req).await,
-            Store::Etcd(e) => e.call(req).await,
+            Store::Etcd(e) => Box::pin(e.call(req)).await,
         }
     }
 
@@ -68,7 +71,7 @@ impl Store {
     pub async fn health(&self) -> Result<(), String> {
         match self {
             Store::Sqlite(s) => s.health().await,
-            Store::Etcd(e) => e.health().await,
+            Store::Etcd(e) => Box::pin(e.health()).await,
         }
     }
 }
