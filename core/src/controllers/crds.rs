@@ -87,11 +87,9 @@ impl Controllers {
             }
             if in_progress { CrdStep::List { deleted: false } } else { CrdStep::InProgress }
         } else {
-            let group = crd.pointer("/spec/group");
-            let peers: Vec<&Value> = self.crds.iter().filter(|(n, c)| n.as_str() != name && c.pointer("/spec/group") == group).map(|(_, c)| c).collect();
             // A status written and stored differently would be written again and again: what
             // was written once is not written again.
-            match with_status(crd, &peers, now) {
+            match self.with_names_status(name, now) {
                 Some(next) if self.crd_written.get(name) != next.get("status") => {}
                 _ => return,
             }
@@ -99,6 +97,15 @@ impl Controllers {
         };
         self.crd_work.entry(name.to_string()).or_default().push_back(step);
         self.next_crd_step(now, name);
+    }
+
+    /// The CRD `name` with the status its names and versions call for among the other CRDs of
+    /// its group; `None` when that status is the one it has.
+    fn with_names_status(&self, name: &str, now: Timestamp) -> Option<Value> {
+        let crd = self.crds.get(name)?;
+        let group = crd.pointer("/spec/group");
+        let peers: Vec<&Value> = self.crds.iter().filter(|(n, c)| n.as_str() != name && c.pointer("/spec/group") == group).map(|(_, c)| c).collect();
+        with_status(crd, &peers, now)
     }
 
     fn crd_busy(&self, name: &str) -> bool {
@@ -113,9 +120,7 @@ impl Controllers {
         let status_path = format!("{CRDS}/{name}/status");
         match &step {
             CrdStep::Names => {
-                let group = crd.pointer("/spec/group");
-                let peers: Vec<&Value> = self.crds.iter().filter(|(n, c)| n.as_str() != name && c.pointer("/spec/group") == group).map(|(_, c)| c).collect();
-                let Some(next) = with_status(&crd, &peers, now) else { return };
+                let Some(next) = self.with_names_status(name, now) else { return };
                 self.crd_written.insert(name.to_string(), next.get("status").cloned().unwrap_or_default());
                 self.send(asker(step), "PUT", status_path, "", Some(next));
             }
