@@ -118,6 +118,9 @@ fn deleting_a_crd_deletes_its_resources_first() {
     assert_eq!(r.head.status, 200, "{}", String::from_utf8_lossy(&r.body));
     assert_eq!(r.json()["metadata"]["finalizers"], json!(["customresourcecleanup.apiextensions.k8s.io"]));
     assert_eq!(condition(&r.json(), "Terminating"), ("True".into(), "InstanceDeletionPending".into()));
+    // As kube's CRD delete marks it: no grace period, the generation as it was.
+    let meta = &r.json()["metadata"];
+    assert_eq!((meta.get("deletionGracePeriodSeconds"), meta["generation"].clone()), (None, json!(1)), "{meta}");
     w.advance(SignedDuration::from_secs(1));
     let left = call(&mut w, "GET", &format!("{CRDS}/widgets.example.com"), None);
     assert_eq!(left.head.status, 404, "the CRD is gone once its resources are: {}", String::from_utf8_lossy(&left.body));

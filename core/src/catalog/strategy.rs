@@ -206,6 +206,13 @@ pub trait Strategy: Send + Sync {
     /// Changes made to an object that starts being deleted (namespaces turn `Terminating`).
     fn prepare_for_delete(&self, _obj: &mut Value, _now: Timestamp) {}
 
+    /// Whether this kind's first delete is its own, as kube's namespace and CRD registries
+    /// delete: it sets the deletion timestamp and what [`Strategy::prepare_for_delete`] sets,
+    /// with no grace period and no generation bump.
+    fn marks_own_delete(&self) -> bool {
+        false
+    }
+
     /// The propagation policy of deletes that name none (`DefaultGarbageCollectionPolicy`).
     fn default_propagation(&self) -> &'static str {
         "Background"

@@ -28,7 +28,8 @@ pub struct DeleteOptions {
 
 impl WriteOp {
     pub(super) fn delete(&mut self, existing: Option<Value>, opts: &DeleteOptions) -> Result<Transform, ApiError> {
-        let info = self.res.info.clone();
+        let res = self.res.clone();
+        let info = &res.info;
         let gr = info.group_resource();
         let name = self.ctx.name.clone().unwrap_or_default();
         let Some(mut obj) = existing else {
@@ -48,7 +49,7 @@ impl WriteOp {
                 &format!("Precondition failed: ResourceVersion in precondition: {rv}, ResourceVersion in object meta: {}", meta::resource_version(&obj)),
             ));
         }
-        admission::check_delete(&info, &name)?;
+        admission::check_delete(info, &name)?;
         let now = self.ctx.now;
 
         if meta::deletion_timestamp(&obj).is_some() {
@@ -71,6 +72,10 @@ impl WriteOp {
                 let at = now.saturating_add(SignedDuration::from_secs(secs)).unwrap_or(now);
                 meta::set_meta(&mut obj, "deletionTimestamp", Value::String(format_time(at, false)));
                 meta::set_meta(&mut obj, "deletionGracePeriodSeconds", Value::from(secs));
+            }
+            None if self.res.strategy.marks_own_delete() => {
+                meta::set_meta(&mut obj, "deletionTimestamp", Value::String(format_time(now, false)));
+                return Ok(Transform::Put(self.store(obj)));
             }
             None => mark_as_deleting(&mut obj, now),
         }
@@ -155,17 +160,13 @@ fn set_propagation_finalizers(obj: &mut Value, opts: &DeleteOptions, default_pol
     true
 }
 
-/// `markAsDeleting`: deleted now, waiting only for finalizers. Namespaces' own delete sets
-/// only the timestamp (and their phase).
+/// `markAsDeleting`: deleted now, waiting only for finalizers.
 fn mark_as_deleting(obj: &mut Value, now: Timestamp) {
     let existing = meta::deletion_timestamp(obj).and_then(|s| s.parse::<Timestamp>().ok());
     if existing.is_none_or(|t| t > now) {
         meta::set_meta(obj, "deletionTimestamp", Value::String(format_time(now, false)));
     }
-    // Namespaces and CRDs are marked by their own deletes, which set no grace period.
-    if !matches!(obj.get("kind").and_then(Value::as_str), Some("Namespace" | "CustomResourceDefinition")) {
-        meta::set_meta(obj, "deletionGracePeriodSeconds", Value::from(0));
-    }
+    meta::set_meta(obj, "deletionGracePeriodSeconds", Value::from(0));
 }
 
 fn bump_generation(obj: &mut Value) {

@@ -128,6 +128,10 @@ impl Strategy for Crds {
         let message = "CustomResourceDefinition marked for deletion; CustomResource deletion will begin soon";
         set_condition(obj, "Terminating", ("True", "InstanceDeletionPending", message.into()), now);
     }
+
+    fn marks_own_delete(&self) -> bool {
+        true
+    }
 }
 
 /// Kinds are checked as DNS-1035 labels once lower-cased (`ValidateCustomResourceDefinitionNames`).

@@ -103,6 +103,10 @@ impl Strategy for Namespaces {
         meta::object_at(obj, &["status"]).insert("phase".into(), json!("Terminating"));
     }
 
+    fn marks_own_delete(&self) -> bool {
+        true
+    }
+
     fn columns(&self) -> &'static [Column] {
         COLUMNS
     }
