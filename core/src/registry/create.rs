@@ -20,7 +20,8 @@ impl WriteOp {
     }
 
     pub(super) fn prepare_new(&mut self, mut obj: Value, applied: bool) -> Result<Value, ApiError> {
-        let info = self.res.info.clone();
+        let res = self.res.clone();
+        let info = &res.info;
         if !applied {
             self.decode_check(&mut obj, Source::Body)?;
         }
@@ -33,8 +34,8 @@ impl WriteOp {
         if !applied {
             ssa::record_update(None, &mut obj, &self.ctx.field_manager, self.ctx.subresource.as_deref(), self.ctx.now);
         }
-        self.admission.check_namespace(&info, meta::name(&obj))?;
-        self.admission.mutate(&info, Operation::Create, self.ctx.subresource.as_deref(), &mut obj, &mut self.rng)?;
+        self.admission.check_namespace(info, meta::name(&obj))?;
+        self.admission.mutate(info, Operation::Create, self.ctx.subresource.as_deref(), &mut obj, &mut self.rng)?;
 
         meta::remove_meta(&mut obj, "deletionTimestamp");
         meta::remove_meta(&mut obj, "deletionGracePeriodSeconds");

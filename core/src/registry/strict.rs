@@ -92,7 +92,8 @@ impl WriteOp {
     /// Type-checks an incoming object against the kind, pruning unknown fields and reporting
     /// them with the body's findings as `fieldValidation` says.
     pub(super) fn decode_check(&mut self, obj: &mut Value, source: Source) -> Result<(), ApiError> {
-        let info = self.res.info.clone();
+        let res = self.res.clone();
+        let info = &res.info;
         self.decode_as(obj, &info.definition, &info.kind, &info.version, source)
     }
 

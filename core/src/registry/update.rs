@@ -35,7 +35,8 @@ impl WriteOp {
     /// PATCH: the patch applied to the stored object, then the update path.
     pub(super) fn patch(&mut self, existing: Option<Value>, pt: PatchType, doc: Value) -> Result<Transform, ApiError> {
         self.warnings.clear();
-        let info = self.res.info.clone();
+        let res = self.res.clone();
+        let info = &res.info;
         let name = self.ctx.name.clone().unwrap_or_default();
         let def = || schema().get(&info.definition).ok_or_else(|| ApiError::internal(format!("no schema for {}", info.definition)));
         let Some(old) = existing else {
@@ -170,7 +171,8 @@ impl WriteOp {
     /// Everything after the new object is known: `BeforeUpdate`, admission, validation, and the
     /// deletion of an object whose last finalizer was removed.
     fn finish_update(&mut self, mut obj: Value, old: &Value) -> Result<Transform, ApiError> {
-        let info = self.res.info.clone();
+        let res = self.res.clone();
+        let info = &res.info;
         meta::set_type_meta(&mut obj, &info.api_version(), &info.kind);
         self.fix_namespace(&mut obj)?;
         meta::set_meta(&mut obj, "generation", Value::from(meta::generation(old)));
@@ -199,7 +201,7 @@ impl WriteOp {
                 meta::set_meta(&mut obj, key, v);
             }
         }
-        self.admission.mutate(&info, Operation::Update, self.ctx.subresource.as_deref(), &mut obj, &mut self.rng)?;
+        self.admission.mutate(info, Operation::Update, self.ctx.subresource.as_deref(), &mut obj, &mut self.rng)?;
 
         let mut errs = validation::object_meta_update(&obj, old);
         errs.extend(validation::object_meta(&obj, info.namespaced, self.res.strategy.name_check()));

@@ -1,6 +1,6 @@
 //! Parsing of the generated definitions file into [`Schema`].
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use serde_json::{Map, Value};
@@ -140,19 +140,21 @@ fn definition(name: &str, v: &Value) -> Definition {
 
 pub(super) fn load(text: &str) -> Schema {
     let raw: Map<String, Value> = serde_json::from_str(text).expect("the bundled schema is valid JSON");
-    let mut defs = HashMap::with_capacity(raw.len());
-    let mut by_gvk = HashMap::new();
+    let mut defs = Lookup::with_capacity_and_hasher(raw.len(), Default::default());
+    let mut by_kind: Lookup<Vec<(String, String, Arc<Definition>)>> = Lookup::default();
     for (name, v) in &raw {
-        let def = definition(name, v);
+        let def = Arc::new(definition(name, v));
         for g in &def.gvks {
             // A kind listed by several definitions (e.g. meta/v1 Status, DeleteOptions for
             // every group): the one in meta wins, it is the one the wire carries.
-            let key = (g.group.clone(), g.version.clone(), g.kind.clone());
-            if !by_gvk.contains_key(&key) || name.starts_with("io.k8s.apimachinery.pkg.apis.meta.") {
-                by_gvk.insert(key, name.clone());
+            let listed = by_kind.entry(g.kind.clone()).or_default();
+            match listed.iter_mut().find(|(group, version, _)| *group == g.group && *version == g.version) {
+                Some(entry) if name.starts_with("io.k8s.apimachinery.pkg.apis.meta.") => entry.2 = def.clone(),
+                Some(_) => {}
+                None => listed.push((g.group.clone(), g.version.clone(), def.clone())),
             }
         }
-        defs.insert(name.clone(), Arc::new(def));
+        defs.insert(name.clone(), def);
     }
-    Schema { defs, by_gvk, raw }
+    Schema { defs, by_kind, raw }
 }

@@ -191,10 +191,16 @@ impl Definition {
     }
 }
 
+/// The schema's maps are looked up for every object written (its kind, then each nested
+/// struct's definition): a fast hash with a fixed seed, nothing iterates them.
+type Lookup<V> = HashMap<String, V, foldhash::fast::FixedState>;
+
 #[derive(Debug)]
 pub struct Schema {
-    defs: HashMap<String, Arc<Definition>>,
-    by_gvk: HashMap<(String, String, String), String>,
+    defs: Lookup<Arc<Definition>>,
+    /// Definitions by kind, each with its group and version (a kind is in few groups), so that
+    /// a look-up by group, version and kind allocates nothing.
+    by_kind: Lookup<Vec<(String, String, Arc<Definition>)>>,
     /// The definitions as loaded, for the OpenAPI documents.
     raw: serde_json::Map<String, Value>,
 }
@@ -206,7 +212,7 @@ impl Schema {
 
     /// The definition of a kind (`apps`, `v1`, `Deployment`).
     pub fn for_gvk(&self, group: &str, version: &str, kind: &str) -> Option<&Arc<Definition>> {
-        self.by_gvk.get(&(group.to_string(), version.to_string(), kind.to_string())).and_then(|n| self.defs.get(n))
+        self.by_kind.get(kind)?.iter().find(|(g, v, _)| g == group && v == version).map(|(_, _, d)| d)
     }
 
     /// The zero value of a struct as Go writes it: its required fields (those without
