@@ -194,7 +194,17 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let compaction_interval = parse_duration(&args.etcd_compaction_interval)?;
     private_data_dir(&args.data_dir)?;
     let (store, store_name) = if args.etcd_servers.is_empty() {
-        (Store::Sqlite(store::Sqlite::open(&args.data_dir.join("kapi.db"))?), format!("SQLite store in {}", args.data_dir.display()))
+        let sqlite = store::Sqlite::open(&args.data_dir.join("kapi.db"))?;
+        // Damage found by the check begun at open ends kapi, as damage found by the open does;
+        // nothing was written meanwhile (the store's writes wait for the check).
+        let integrity = sqlite.integrity();
+        tokio::spawn(async move {
+            if let Err(damaged) = integrity.await {
+                eprintln!("Error: {damaged:#}");
+                std::process::exit(1);
+            }
+        });
+        (Store::Sqlite(sqlite), format!("SQLite store in {}", args.data_dir.display()))
     } else {
         let config = EtcdConfig {
             servers: args.etcd_servers.clone(),

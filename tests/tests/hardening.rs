@@ -295,6 +295,20 @@ fn the_data_directory_is_private() {
 
 #[test]
 fn a_damaged_store_is_refused_at_start() {
+    // Every page after the first: SQLite cannot even read the schema.
+    refused_when_damaged_from(|len| 4096.min(len));
+}
+
+#[test]
+fn a_store_damaged_where_only_the_integrity_check_looks_is_refused() {
+    // The pages of the second half: the store opens, and the integrity check that runs beside
+    // the watch caches' first reads finds the damage.
+    refused_when_damaged_from(|len| len / 2 / 4096 * 4096);
+}
+
+/// Fills a store, writes random-looking bytes over its file from the byte `from(len)` on, and
+/// checks that kapi refuses to serve from it, saying how to recover.
+fn refused_when_damaged_from(from: impl Fn(usize) -> usize) {
     let mut k = Kapi::start();
     // Enough to make SQLite move its write-ahead log into the database file.
     create_configmaps(&k, "c", 60, 100_000);
@@ -302,8 +316,8 @@ fn a_damaged_store_is_refused_at_start() {
     let data = k.data_dir();
     let mut bytes = std::fs::read(data.join("kapi.db")).unwrap();
     assert!(bytes.len() > 1 << 20, "the database file holds {} bytes", bytes.len());
-    // Random-looking bytes over every page after the first; the log goes.
-    for (i, b) in bytes.iter_mut().enumerate().skip(4096) {
+    let start = from(bytes.len());
+    for (i, b) in bytes.iter_mut().enumerate().skip(start) {
         *b = (i.wrapping_mul(7919) % 251) as u8;
     }
     std::fs::write(data.join("kapi.db"), &bytes).unwrap();

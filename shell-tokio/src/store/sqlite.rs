@@ -11,6 +11,7 @@
 
 use std::collections::BTreeMap;
 use std::path::Path;
+use std::sync::{Arc, OnceLock};
 
 use bytes::Bytes;
 use jiff::Timestamp;
@@ -60,7 +61,14 @@ struct Inner {
     next_watcher: u64,
     /// SQLite found the file damaged: nothing more is read or written, and health says so.
     damaged: bool,
+    /// The integrity check started at open, until the store's thread has waited for it.
+    checking: Option<Arc<Integrity>>,
 }
+
+/// The outcome of SQLite's check of every page (`PRAGMA quick_check`), once it is known: the
+/// check reads the whole file, so it runs on a connection of its own while the watch caches
+/// read the store, and a start costs the longer of the two rather than both.
+type Integrity = OnceLock<Result<(), String>>;
 
 /// What every request to a damaged store gets, and what its failures start with.
 const DAMAGED: &str = "sqlite: the store is damaged";
@@ -88,6 +96,8 @@ enum Job {
 #[derive(Clone)]
 pub struct Sqlite {
     jobs: std::sync::mpsc::Sender<Job>,
+    integrity: Arc<Integrity>,
+    path: Arc<Path>,
 }
 
 fn other(e: rusqlite::Error) -> KvError {
@@ -109,6 +119,14 @@ fn check_integrity(conn: &Connection) -> Result<(), String> {
     let mut stmt = conn.prepare("PRAGMA quick_check(5)").map_err(|e| e.to_string())?;
     let found: Vec<String> = stmt.query_map([], |r| r.get(0)).and_then(|rows| rows.collect()).map_err(|e| e.to_string())?;
     if found.len() == 1 && found[0] == "ok" { Ok(()) } else { Err(found.join("; ")) }
+}
+
+/// kapi's refusal to serve from the store at `path`, in which SQLite `found` damage.
+fn refusal(path: &Path, found: &str) -> anyhow::Error {
+    anyhow::anyhow!(
+        "the SQLite store {} is damaged ({found}); kapi does not serve from a damaged store. Restore it from a backup, or move it and its -wal and -shm files aside to start with an empty store",
+        path.display()
+    )
 }
 
 /// Runs a statement from the connection's cache of prepared statements: every write's SQL is
@@ -146,24 +164,35 @@ fn kv_from_current(r: &rusqlite::Row) -> rusqlite::Result<KeyValue> {
 impl Sqlite {
     /// Opens (or creates) the store at `path`, refusing one SQLite finds damaged.
     pub fn open(path: &Path) -> anyhow::Result<Sqlite> {
-        let refuse = |found: String| {
-            anyhow::anyhow!(
-                "the SQLite store {} is damaged ({found}); kapi does not serve from a damaged store. Restore it from a backup, or move it and its -wal and -shm files aside to start with an empty store",
-                path.display()
-            )
-        };
+        let refuse = |found: String| refusal(path, &found);
         let conn = Connection::open(path)?;
         conn.busy_timeout(std::time::Duration::from_secs(10))?;
         conn.set_prepared_statement_cache_capacity(64);
         conn.execute_batch(SCHEMA).map_err(|e| refuse(e.to_string()))?;
-        check_integrity(&conn).map_err(refuse)?;
-        let revision = meta(&conn, "revision")?;
-        let compact_revision = meta(&conn, "compact_revision")?;
-        let mut inner = Inner { conn, revision, compact_revision, watchers: BTreeMap::new(), next_watcher: 1, damaged: false };
+        let revision = meta(&conn, "revision").map_err(|e| refuse(e.to_string()))?;
+        let compact_revision = meta(&conn, "compact_revision").map_err(|e| refuse(e.to_string()))?;
+        let integrity = Arc::new(Integrity::new());
+        let (checker, check_path) = (integrity.clone(), path.to_path_buf());
+        std::thread::Builder::new().name("kapi-sqlite-check".into()).spawn(move || {
+            let found = Connection::open(&check_path).map_err(|e| e.to_string()).and_then(|c| check_integrity(&c));
+            let _ = checker.set(found);
+        })?;
+        let checking = Some(integrity.clone());
+        let mut inner = Inner { conn, revision, compact_revision, watchers: BTreeMap::new(), next_watcher: 1, damaged: false, checking };
         let (jobs, queue) = std::sync::mpsc::channel::<Job>();
         // The thread ends when the last handle is dropped.
         std::thread::Builder::new().name("kapi-sqlite".into()).spawn(move || run(&mut inner, &queue))?;
-        Ok(Sqlite { jobs })
+        Ok(Sqlite { jobs, integrity, path: path.into() })
+    }
+
+    /// Once the integrity check started at open has ended: `Err` with kapi's refusal to serve
+    /// from the store when SQLite found it damaged.
+    pub fn integrity(&self) -> impl Future<Output = anyhow::Result<()>> + use<> {
+        let (integrity, path) = (self.integrity.clone(), self.path.clone());
+        async move {
+            let found = tokio::task::spawn_blocking(move || integrity.wait().clone()).await?;
+            found.map_err(|found| refusal(&path, &found))
+        }
     }
 
     /// Queues `f` to run on the database, on the store's thread, at once (not when the result
@@ -242,6 +271,11 @@ impl Sqlite {
     }
 
     pub async fn health(&self) -> Result<(), String> {
+        match self.integrity.get() {
+            None => return Err("sqlite: checking the store's integrity".into()),
+            Some(Err(_)) => return Err(damaged_error().to_string()),
+            Some(Ok(())) => {}
+        }
         self.with(|inner| {
             if inner.damaged {
                 return Err(damaged_error().to_string());
@@ -263,6 +297,12 @@ fn run(inner: &mut Inner, queue: &std::sync::mpsc::Receiver<Job>) {
                 Err(_) => return,
             },
         };
+        // Reads go on while the integrity check runs; nothing else does (see `Integrity`).
+        if !matches!(job, Job::Kv(KvRequest::Range(_), _))
+            && let Some(check) = inner.checking.take()
+        {
+            inner.damaged |= check.wait().is_err();
+        }
         match job {
             Job::Kv(KvRequest::Txn(t), reply) => {
                 let mut group = vec![(t, reply)];
