@@ -226,3 +226,50 @@ fn discovery_and_openapi_answer_with_custom_resources_served() {
         assert_eq!(r.head.status, 200, "{url}: {}", String::from_utf8_lossy(&r.body));
     }
 }
+
+#[test]
+fn the_scale_subresource_reads_and_writes_the_paths_the_crd_names() {
+    let mut w = world();
+    let mut def = crd("Widget", "widgets");
+    def["spec"]["versions"][0]["subresources"]["scale"] =
+        json!({"specReplicasPath": ".spec.size", "statusReplicasPath": ".status.ready", "labelSelectorPath": ".status.selector"});
+    assert_eq!(call(&mut w, "POST", CRDS, Some(def)).head.status, 201);
+    let discovery = call(&mut w, "GET", "/apis/example.com/v1", None).json();
+    let scale = discovery["resources"].as_array().unwrap().iter().find(|r| r["name"] == "widgets/scale").cloned();
+    assert_eq!(scale.map(|s| (s["group"].clone(), s["version"].clone(), s["kind"].clone())), Some((json!("autoscaling"), json!("v1"), json!("Scale"))));
+
+    assert_eq!(call(&mut w, "POST", WIDGETS, Some(widget("w1", 3))).head.status, 201);
+    let scale_path = format!("{WIDGETS}/w1/scale");
+    let r = call(&mut w, "GET", &scale_path, None);
+    assert_eq!(r.head.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    let s = r.json();
+    assert_eq!((s["kind"].clone(), s["spec"].clone(), s["status"].clone()), (json!("Scale"), json!({"replicas": 3}), json!({"replicas": 0, "selector": ""})));
+
+    // A merge patch of the Scale (kubectl scale) lands at the spec path.
+    let r = call(&mut w, "PATCH", &scale_path, Some(json!({"spec": {"replicas": 5}})));
+    assert_eq!((r.head.status, r.json()["spec"]["replicas"].clone()), (200, json!(5)), "{}", String::from_utf8_lossy(&r.body));
+    assert_eq!(call(&mut w, "GET", &format!("{WIDGETS}/w1"), None).json()["spec"]["size"], json!(5));
+
+    // A negative count is refused by the custom resource's own validation, as kube's.
+    let r =
+        call(&mut w, "PUT", &scale_path, Some(json!({"apiVersion": "autoscaling/v1", "kind": "Scale", "metadata": {"name": "w1"}, "spec": {"replicas": -1}})));
+    assert_eq!(r.head.status, 422, "{}", String::from_utf8_lossy(&r.body));
+    assert_eq!(r.json()["message"], json!("Widget.example.com \"w1\" is invalid: .spec.size: Invalid value: -1: should be a non-negative integer"));
+
+    // A value of another type at a path: kube's accessor error, on writes and on reads.
+    let r = call(&mut w, "PATCH", &format!("{WIDGETS}/w1/status"), Some(json!({"status": {"ready": "two"}})));
+    assert_eq!(r.head.status, 422, "{}", String::from_utf8_lossy(&r.body));
+    assert_eq!(
+        r.json()["message"],
+        json!("Widget.example.com \"w1\" is invalid: .status.ready: Invalid value: 0: .status.ready accessor error: two is of the type string, expected int64")
+    );
+
+    // Without replicas, a read of the Scale is refused and so is a patch that sets none.
+    assert_eq!(call(&mut w, "POST", WIDGETS, Some(json!({"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "w2"}}))).head.status, 201);
+    let r = call(&mut w, "GET", &format!("{WIDGETS}/w2/scale"), None);
+    assert_eq!((r.head.status, r.json()["message"].clone()), (500, json!("Internal error occurred: the spec replicas field \".spec.size\" does not exist")));
+    let r = call(&mut w, "PATCH", &format!("{WIDGETS}/w2/scale"), Some(json!({"metadata": {"labels": {"a": "b"}}})));
+    assert_eq!((r.head.status, r.json()["message"].clone()), (400, json!("the spec replicas field \".spec.size\" cannot be empty")));
+    let r = call(&mut w, "PATCH", &format!("{WIDGETS}/w2/scale"), Some(json!({"spec": {"replicas": 2}})));
+    assert_eq!((r.head.status, r.json()["spec"]["replicas"].clone()), (200, json!(2)), "{}", String::from_utf8_lossy(&r.body));
+}

@@ -3,6 +3,7 @@
 
 use serde_json::Value;
 
+use super::scale::ScalePaths;
 use crate::meta;
 
 /// The names a CRD's resources are served under (`status.acceptedNames`).
@@ -24,6 +25,8 @@ pub struct Version {
     pub storage: bool,
     /// The `status` subresource is enabled for this version.
     pub status: bool,
+    /// The `scale` subresource, when enabled for this version.
+    pub scale: Option<ScalePaths>,
     pub deprecated: bool,
     pub deprecation_warning: Option<String>,
     /// `schema.openAPIV3Schema`.
@@ -120,6 +123,7 @@ fn version(v: &Value) -> Option<Version> {
         served: flag("served"),
         storage: flag("storage"),
         status: meta::at(v, &["subresources", "status"]).is_some(),
+        scale: ScalePaths::read(v),
         deprecated: flag("deprecated"),
         deprecation_warning: v.get("deprecationWarning").and_then(Value::as_str).map(str::to_string),
         schema: meta::at(v, &["schema", "openAPIV3Schema"]).cloned(),

@@ -7,6 +7,7 @@
 mod columns;
 mod definition;
 pub mod naming;
+mod scale;
 mod strategy;
 mod structural;
 mod validate;
@@ -17,6 +18,7 @@ use serde_json::{Value, json};
 
 pub use columns::PrinterColumn;
 pub use definition::{Definition, Names, Version};
+pub use scale::ScalePaths;
 pub use strategy::CustomResources;
 pub use structural::Structural;
 
@@ -71,6 +73,9 @@ pub fn resources(def: &Definition, crd: &Value) -> Vec<Resource> {
             if v.status {
                 subresources.push(Subresource::new("status", &def.group, &v.name, &names.kind, &["get", "patch", "update"]));
             }
+            if v.scale.is_some() {
+                subresources.push(Subresource::new("scale", "autoscaling", "v1", "Scale", &["get", "patch", "update"]));
+            }
             let info = ResourceInfo {
                 group: def.group.clone(),
                 version: v.name.clone(),
@@ -92,8 +97,15 @@ pub fn resources(def: &Definition, crd: &Value) -> Vec<Resource> {
             };
             let schema = v.schema.as_ref().map(Structural::read);
             let columns = v.columns.iter().filter_map(PrinterColumn::read).collect();
-            let strategy =
-                CustomResources { group: def.group.clone(), served: v.name.clone(), storage: storage.name.clone(), status: v.status, schema, columns };
+            let strategy = CustomResources {
+                group: def.group.clone(),
+                served: v.name.clone(),
+                storage: storage.name.clone(),
+                status: v.status,
+                scale: v.scale.clone(),
+                schema,
+                columns,
+            };
             Resource { info, strategy: Arc::new(strategy), ttl_seconds: None }
         })
         .collect()

@@ -7,10 +7,11 @@ use serde_json::{Value, json};
 use jiff::Timestamp;
 
 use super::columns::PrinterColumn;
+use super::scale::ScalePaths;
 use super::structural::Structural;
-use crate::catalog::{Strategy, copy_all_but_status, keep_status};
+use crate::catalog::{ScaleOf, Strategy, copy_all_but_status, keep_status};
 use crate::meta;
-use crate::status::FieldError;
+use crate::status::{ApiError, FieldError};
 use crate::table::{self, Column};
 
 /// One served version of a CRD's resource.
@@ -20,6 +21,8 @@ pub struct CustomResources {
     pub storage: String,
     /// The `status` subresource is enabled for the served version.
     pub status: bool,
+    /// The `scale` subresource's paths, when it is enabled for the served version.
+    pub scale: Option<ScalePaths>,
     /// The version's schema (`None`: none given, everything kept).
     pub schema: Option<Structural>,
     /// Its `additionalPrinterColumns` (empty: Name and Age).
@@ -46,12 +49,32 @@ impl Strategy for CustomResources {
         }
     }
 
+    /// The schema's rules, then the scale subresource's (`customResourceValidator`).
     fn validate(&self, obj: &Value) -> Vec<FieldError> {
-        self.schema.as_ref().map(|s| s.validate(obj)).unwrap_or_default()
+        let mut errs = self.schema.as_ref().map(|s| s.validate(obj)).unwrap_or_default();
+        if let Some(scale) = &self.scale {
+            errs.extend(scale.validate_spec(obj));
+            errs.extend(scale.validate_status(obj));
+        }
+        errs
     }
 
     fn validate_subresource_update(&self, _subresource: &str, new: &Value, _old: &Value) -> Vec<FieldError> {
         self.validate(new)
+    }
+
+    fn scale_of(&self, obj: &Value) -> Result<ScaleOf, ApiError> {
+        match &self.scale {
+            Some(scale) => scale.scale_of(obj),
+            None => Err(ApiError::internal("no scale subresource")),
+        }
+    }
+
+    fn set_scale_replicas(&self, obj: &mut Value, replicas: i64) -> Result<(), ApiError> {
+        match &self.scale {
+            Some(scale) => scale.set_replicas(obj, replicas),
+            None => Err(ApiError::internal("no scale subresource")),
+        }
     }
 
     fn stored_as_served(&self) -> bool {

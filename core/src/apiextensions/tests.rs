@@ -82,7 +82,15 @@ fn a_custom_resource_never_hides_a_built_in_one() {
 
 #[test]
 fn versions_convert_by_their_api_version_only() {
-    let s = CustomResources { group: "example.com".into(), served: "v1beta1".into(), storage: "v1".into(), status: false, schema: None, columns: Vec::new() };
+    let s = CustomResources {
+        group: "example.com".into(),
+        served: "v1beta1".into(),
+        storage: "v1".into(),
+        status: false,
+        scale: None,
+        schema: None,
+        columns: Vec::new(),
+    };
     use crate::catalog::Strategy;
     let obj = json!({"apiVersion": "example.com/v1beta1", "kind": "Widget", "spec": {"a": 1}});
     let stored = s.stored_from_served(&obj).expect("another version");
@@ -93,8 +101,15 @@ fn versions_convert_by_their_api_version_only() {
 #[test]
 fn generation_grows_with_changes_beyond_metadata_and_status_when_status_is_a_subresource() {
     use crate::catalog::Strategy;
-    let with_status =
-        CustomResources { group: "example.com".into(), served: "v1".into(), storage: "v1".into(), status: true, schema: None, columns: Vec::new() };
+    let with_status = CustomResources {
+        group: "example.com".into(),
+        served: "v1".into(),
+        storage: "v1".into(),
+        status: true,
+        scale: None,
+        schema: None,
+        columns: Vec::new(),
+    };
     let old = json!({"metadata": {"name": "a", "generation": 1}, "spec": {"a": 1}, "status": {"ok": true}});
     let mut new = json!({"metadata": {"name": "a", "labels": {"x": "y"}}, "spec": {"a": 1}, "status": {"ok": false}});
     with_status.prepare_for_update(&mut new, &old);

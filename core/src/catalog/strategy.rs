@@ -110,6 +110,16 @@ impl Lifecycle {
     }
 }
 
+/// An object's `autoscaling/v1` Scale (`Strategy::scale_of`).
+pub struct ScaleOf {
+    pub scale: Value,
+    /// Whether the object has the replicas the Scale shows (a custom resource's may be unset:
+    /// its Scale shows 0, and a read of it is refused).
+    pub replicas_set: bool,
+    /// Where the replicas are, as kube's messages name it (`.spec.replicas`).
+    pub replicas_path: String,
+}
+
 /// A resource's rules. Every method has kube's generic behaviour as its default.
 pub trait Strategy: Send + Sync {
     /// Whether storage holds objects as they are served; `false` where the two conversions
@@ -229,8 +239,22 @@ pub trait Strategy: Send + Sync {
     }
 
     /// The `autoscaling/v1` Scale of an object with a `/scale` subresource.
-    fn scale_of(&self, _obj: &Value) -> Option<Value> {
-        None
+    fn scale_of(&self, _obj: &Value) -> Result<ScaleOf, ApiError> {
+        Err(ApiError::internal("no scale subresource"))
+    }
+
+    /// Writes a Scale's replicas into the object: `spec.replicas`, refused below 0 as kube's
+    /// `ValidateScale` refuses it (custom resources: their own path, their own validation).
+    fn set_scale_replicas(&self, obj: &mut Value, replicas: i64) -> Result<(), ApiError> {
+        if replicas < 0 {
+            return Err(ApiError::invalid(
+                &crate::status::GroupKind { group: "autoscaling".into(), kind: "Scale".into() },
+                meta::name(obj),
+                &[FieldError::invalid("spec.replicas", Value::from(replicas), "must be greater than or equal to 0")],
+            ));
+        }
+        meta::object_at(obj, &["spec"]).insert("replicas".into(), Value::from(replicas));
+        Ok(())
     }
 
     /// The values a new object must take from shared pools; the rng picks where to start.

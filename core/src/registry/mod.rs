@@ -375,7 +375,7 @@ impl WriteOp {
         let outcome = result.map_err(|e| storage_error(e, &gr, &name))?;
         let warnings = std::mem::take(&mut self.warnings);
         let scale = self.ctx.subresource.as_deref() == Some("scale");
-        let view = |obj: Value| if scale { self.res.strategy.scale_of(&obj).unwrap_or(obj) } else { obj };
+        let view = |obj: Value| if scale { self.res.strategy.scale_of(&obj).map(|s| s.scale) } else { Ok(obj) };
         let done = |object: Value, code: u16, deleted: bool| Ok(WriteOutcome { code, object, stored: None, deleted, warnings: warnings.clone() });
         match outcome {
             Outcome::Created(kv) | Outcome::Written { kv, .. } => {
@@ -384,11 +384,11 @@ impl WriteOp {
                 // The stored form leaves out only the resourceVersion (and a selfLink).
                 let splice = self.splice.filter(|_| !scale && meta::at(&obj, &["metadata", "selfLink"]).is_none());
                 let stored = splice.map(|s| (kv.value.clone(), kv.mod_revision, s));
-                done(view(obj), if self.created { 201 } else { 200 }, false).map(|o| WriteOutcome { stored, ..o })
+                done(view(obj)?, if self.created { 201 } else { 200 }, false).map(|o| WriteOutcome { stored, ..o })
             }
             Outcome::WouldWrite { value: Some(_), .. } => {
                 let obj = self.result.take().expect("a transform or create produced the object");
-                done(view(obj), if self.created { 201 } else { 200 }, false)
+                done(view(obj)?, if self.created { 201 } else { 200 }, false)
             }
             Outcome::Deleted { prev, .. } | Outcome::WouldWrite { value: None, prev: Some(prev) } => {
                 // An update that removed the last finalizer of an object being deleted answers
@@ -405,7 +405,7 @@ impl WriteOp {
                     Some(obj) if matches!(self.kind, WriteKind::Delete(_)) => obj,
                     _ => decode_stored(&self.res, &kv)?,
                 };
-                done(view(obj), 200, false)
+                done(view(obj)?, 200, false)
             }
             Outcome::Unchanged(None) | Outcome::WouldWrite { value: None, prev: None } => Err(ApiError::not_found(&gr, &name)),
             other => Err(ApiError::internal(format!("unexpected storage outcome {other:?}"))),

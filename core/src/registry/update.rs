@@ -5,6 +5,7 @@ use serde_json::Value;
 use super::strict::{Source, go_format};
 use super::{FieldValidation, PatchType, WriteOp};
 use crate::admission::Operation;
+use crate::catalog::ScaleOf;
 use crate::meta;
 use crate::patch;
 use crate::schema::schema;
@@ -12,6 +13,10 @@ use crate::ssa;
 use crate::status::{ApiError, FieldError, GroupKind};
 use crate::storage::Transform;
 use crate::validation;
+
+/// kube's mark, in the Scale a patch applies to, of replicas the object does not have (the
+/// smallest int32).
+const UNSET_REPLICAS: i64 = i32::MIN as i64;
 
 impl WriteOp {
     /// PUT: the client's object replaces the stored one.
@@ -55,7 +60,11 @@ impl WriteOp {
             return self.put_new(obj);
         };
         if self.ctx.subresource.as_deref() == Some("scale") {
-            let current = self.res.strategy.scale_of(&old).unwrap_or_default();
+            let ScaleOf { scale: mut current, replicas_set, .. } = self.res.strategy.scale_of(&old)?;
+            if !replicas_set {
+                // As kube: replicas the patch does not set are refused below.
+                current["spec"]["replicas"] = Value::from(UNSET_REPLICAS);
+            }
             let scale_def = schema().get("io.k8s.api.autoscaling.v1.Scale").expect("Scale is in the schema");
             let scale = match &pt {
                 PatchType::Json => patch::json_patch(&current, &doc)?,
@@ -92,7 +101,8 @@ impl WriteOp {
         self.finish_update(patched, &old)
     }
 
-    /// PUT on `/scale`: the Scale's replicas land in the object's `spec.replicas`.
+    /// PUT on `/scale`: the Scale's replicas land in the object (`spec.replicas`, or a custom
+    /// resource's path).
     pub(super) fn update_scale(&mut self, existing: Option<Value>, mut scale: Value) -> Result<Transform, ApiError> {
         self.warnings.clear();
         let Some(old) = existing else {
@@ -105,15 +115,12 @@ impl WriteOp {
             return Err(ApiError::stale_conflict(&self.res.info.group_resource(), meta::name(&old)));
         }
         let replicas = meta::at(&scale, &["spec", "replicas"]).and_then(Value::as_i64).unwrap_or(0);
-        if replicas < 0 {
-            return Err(ApiError::invalid(
-                &crate::status::GroupKind { group: "autoscaling".into(), kind: "Scale".into() },
-                meta::name(&old),
-                &[FieldError::invalid("spec.replicas", Value::from(replicas), "must be greater than or equal to 0")],
-            ));
+        if replicas == UNSET_REPLICAS {
+            let path = self.res.strategy.scale_of(&old)?.replicas_path;
+            return Err(ApiError::bad_request(format!("the spec replicas field {path:?} cannot be empty")));
         }
         let mut new = old.clone();
-        meta::object_at(&mut new, &["spec"]).insert("replicas".into(), Value::from(replicas));
+        self.res.strategy.set_scale_replicas(&mut new, replicas)?;
         ssa::record_update(Some(&old), &mut new, &self.ctx.field_manager, Some("scale"), self.ctx.now);
         self.finish_update(new, &old)
     }

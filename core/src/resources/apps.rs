@@ -4,9 +4,9 @@ use serde_json::{Value, json};
 
 use super::podspec::{self, SpecOf};
 use super::{info, scale_subresource, serve, status_subresource};
-use crate::catalog::{Lifecycle, Resource, Strategy};
+use crate::catalog::{Lifecycle, Resource, ScaleOf, Strategy};
 use crate::meta;
-use crate::status::FieldError;
+use crate::status::{ApiError, FieldError};
 use crate::table::{self, Column, Describe};
 
 pub fn resources() -> Vec<Resource> {
@@ -263,13 +263,13 @@ impl Strategy for Workload {
         }
     }
 
-    fn scale_of(&self, obj: &Value) -> Option<Value> {
+    fn scale_of(&self, obj: &Value) -> Result<ScaleOf, ApiError> {
         let selector = crate::selector::LabelSelector::from_object(meta::at(obj, &["spec", "selector"]).unwrap_or(&Value::Null))
             .ok()
             .map(|_| table::selector_string(meta::at(obj, &["spec", "selector"])))
             .filter(|s| s != "<none>")
             .unwrap_or_default();
-        Some(super::scale(obj, &selector))
+        Ok(super::scale(obj, &selector))
     }
 }
 

@@ -167,18 +167,19 @@ pub(crate) fn serve(info: ResourceInfo, strategy: impl Strategy + 'static) -> Re
 }
 
 /// The `autoscaling/v1` Scale of an object with `spec.replicas`, given its selector as a string.
-pub(crate) fn scale(obj: &Value, selector: &str) -> Value {
+pub(crate) fn scale(obj: &Value, selector: &str) -> crate::catalog::ScaleOf {
     let mut m = serde_json::Map::new();
     for k in ["name", "namespace", "uid", "resourceVersion", "creationTimestamp"] {
         if let Some(v) = crate::meta::at(obj, &["metadata", k]) {
             m.insert(k.into(), v.clone());
         }
     }
-    json!({
+    let scale = json!({
         "kind": "Scale",
         "apiVersion": "autoscaling/v1",
         "metadata": Value::Object(m),
         "spec": {"replicas": crate::table::int_at(obj, &["spec", "replicas"])},
         "status": {"replicas": crate::table::int_at(obj, &["status", "replicas"]), "selector": selector},
-    })
+    });
+    crate::catalog::ScaleOf { scale, replicas_set: true, replicas_path: ".spec.replicas".into() }
 }

@@ -4,9 +4,9 @@ use serde_json::{Value, json};
 
 use super::apps::{default_template, validate_template};
 use super::{info, scale_subresource, serve, status_subresource};
-use crate::catalog::{Lifecycle, Resource, Strategy};
+use crate::catalog::{Lifecycle, Resource, ScaleOf, Strategy};
 use crate::meta;
-use crate::status::FieldError;
+use crate::status::{ApiError, FieldError};
 use crate::table::{self, Column, Describe};
 
 pub fn resource() -> Resource {
@@ -137,10 +137,10 @@ impl Strategy for ReplicationControllers {
         &["status.replicas"]
     }
 
-    fn scale_of(&self, obj: &Value) -> Option<Value> {
+    fn scale_of(&self, obj: &Value) -> Result<ScaleOf, ApiError> {
         let mut pairs = meta::string_map(meta::at(obj, &["spec", "selector"]));
         pairs.sort();
         let selector = pairs.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(",");
-        Some(super::scale(obj, &selector))
+        Ok(super::scale(obj, &selector))
     }
 }

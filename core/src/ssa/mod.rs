@@ -154,7 +154,8 @@ fn strip(mut set: Set) -> Set {
 }
 
 /// Fields a write through this endpoint does not own (`ResetFields`): status on the main
-/// resource, everything but status on `/status`.
+/// resource, everything but status on `/status`. A write through `/scale` changes only the
+/// replicas (`spec.replicas`, or a custom resource's path), which it owns.
 fn reset_filter(mut set: Set, subresource: &str) -> Set {
     let status = [PathElement::Field("status".into())];
     match subresource {
@@ -163,7 +164,6 @@ fn reset_filter(mut set: Set, subresource: &str) -> Set {
             set
         }
         "status" => set.only_prefix(&status),
-        "scale" => set.only_prefix(&[PathElement::Field("spec".into()), PathElement::Field("replicas".into())]),
         _ => set,
     }
 }

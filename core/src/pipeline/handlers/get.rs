@@ -37,7 +37,14 @@ impl RequestMachine {
     }
 
     pub(super) fn respond_object(&mut self, res: &Resource, obj: &Value, output: Output, code: u16, subresource: &str, now: Timestamp) {
-        let scale = if subresource == "scale" { res.strategy.scale_of(obj) } else { None };
+        let scale = match subresource {
+            "scale" => match res.strategy.scale_of(obj) {
+                Ok(s) if s.replicas_set => Some(s.scale),
+                Ok(s) => return self.fail_as(&ApiError::internal(format!("the spec replicas field {:?} does not exist", s.replicas_path)), output.format),
+                Err(e) => return self.fail_as(&e, output.format),
+            },
+            _ => None,
+        };
         match object_body(res, scale.as_ref().unwrap_or(obj), output, now) {
             Ok((ct, body)) => self.respond(Head::new(code, &ct), body),
             Err(e) => self.fail_as(&e, output.format),
