@@ -1,7 +1,9 @@
-//! The collections the simulated clients work on: configmaps, and horizontalpodautoscalers, one
+//! The collections the simulated clients work on: configmaps; horizontalpodautoscalers, one
 //! stored object served at two versions (autoscaling/v2, its storage version, and v1 converted
 //! on the way in and out), so that every invariant also holds across a conversion, in LISTs,
-//! watches and writes alike.
+//! watches and writes alike; and the widgets of a CustomResourceDefinition made at the start,
+//! served at two versions too (v1 stored, v1beta1 converted by its `apiVersion` only), so that
+//! they hold for resources of a catalog that changed at run time.
 
 use serde_json::{Value, json};
 
@@ -12,10 +14,62 @@ pub enum Kind {
     ConfigMaps,
     HpaV2,
     HpaV1,
+    WidgetsV1,
+    WidgetsV1beta1,
 }
 
+/// The group of the widgets' CRD.
+const WIDGETS_GROUP: &str = "sim.kapi.dev";
+
 impl Kind {
-    pub const ALL: [Kind; 3] = [Kind::ConfigMaps, Kind::HpaV2, Kind::HpaV1];
+    pub const ALL: [Kind; 5] = [Kind::ConfigMaps, Kind::HpaV2, Kind::HpaV1, Kind::WidgetsV1, Kind::WidgetsV1beta1];
+
+    /// The widgets' CustomResourceDefinition, namespaced, with a schema that keeps what it is
+    /// given.
+    pub fn widgets_crd() -> Value {
+        let schema = json!({"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}});
+        json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition", "metadata": {"name": format!("widgets.{WIDGETS_GROUP}")},
+            "spec": {"group": WIDGETS_GROUP, "scope": "Namespaced", "names": {"plural": "widgets", "kind": "Widget"},
+                "versions": [{"name": "v1", "served": true, "storage": true, "schema": schema},
+                    {"name": "v1beta1", "served": true, "storage": false, "schema": schema}]}})
+    }
+
+    /// Where its objects are stored, under `/registry/` (a custom resource's under its group).
+    pub fn storage_prefix(self) -> String {
+        match self {
+            Kind::WidgetsV1 | Kind::WidgetsV1beta1 => format!("{WIDGETS_GROUP}/widgets"),
+            _ => self.resource().to_string(),
+        }
+    }
+
+    /// Whether server-side apply serves it (not custom resources yet: 415, as kube with the
+    /// feature off).
+    pub fn applies(self) -> bool {
+        !matches!(self, Kind::WidgetsV1 | Kind::WidgetsV1beta1)
+    }
+
+    /// Whether an update without a resourceVersion is allowed (custom resources: no, as kube).
+    pub fn updates_unconditionally(self) -> bool {
+        !matches!(self, Kind::WidgetsV1 | Kind::WidgetsV1beta1)
+    }
+
+    /// The kind of its objects.
+    pub fn kind(self) -> &'static str {
+        match self {
+            Kind::ConfigMaps => "ConfigMap",
+            Kind::HpaV2 | Kind::HpaV1 => "HorizontalPodAutoscaler",
+            Kind::WidgetsV1 | Kind::WidgetsV1beta1 => "Widget",
+        }
+    }
+
+    /// The start of its objects' names.
+    pub fn stem(self) -> &'static str {
+        match self {
+            Kind::ConfigMaps => "cm",
+            Kind::HpaV2 | Kind::HpaV1 => "hpa",
+            Kind::WidgetsV1 | Kind::WidgetsV1beta1 => "widget",
+        }
+    }
 
     /// The collection's path, in a namespace or across all.
     pub fn path(self, namespace: Option<&str>) -> String {
@@ -23,6 +77,8 @@ impl Kind {
             Kind::ConfigMaps => "/api/v1",
             Kind::HpaV2 => "/apis/autoscaling/v2",
             Kind::HpaV1 => "/apis/autoscaling/v1",
+            Kind::WidgetsV1 => "/apis/sim.kapi.dev/v1",
+            Kind::WidgetsV1beta1 => "/apis/sim.kapi.dev/v1beta1",
         };
         match namespace {
             Some(ns) => format!("{base}/namespaces/{ns}/{}", self.resource()),
@@ -34,6 +90,7 @@ impl Kind {
         match self {
             Kind::ConfigMaps => "configmaps",
             Kind::HpaV2 | Kind::HpaV1 => "horizontalpodautoscalers",
+            Kind::WidgetsV1 | Kind::WidgetsV1beta1 => "widgets",
         }
     }
 
@@ -42,6 +99,8 @@ impl Kind {
             Kind::ConfigMaps => "v1",
             Kind::HpaV2 => "autoscaling/v2",
             Kind::HpaV1 => "autoscaling/v1",
+            Kind::WidgetsV1 => "sim.kapi.dev/v1",
+            Kind::WidgetsV1beta1 => "sim.kapi.dev/v1beta1",
         }
     }
 
@@ -52,6 +111,8 @@ impl Kind {
             ["api", "v1", rest @ ..] => Some((Kind::ConfigMaps, rest)),
             ["apis", "autoscaling", "v2", rest @ ..] => Some((Kind::HpaV2, rest)),
             ["apis", "autoscaling", "v1", rest @ ..] => Some((Kind::HpaV1, rest)),
+            ["apis", "sim.kapi.dev", "v1", rest @ ..] => Some((Kind::WidgetsV1, rest)),
+            ["apis", "sim.kapi.dev", "v1beta1", rest @ ..] => Some((Kind::WidgetsV1beta1, rest)),
             _ => None,
         }
     }
@@ -71,6 +132,9 @@ impl Kind {
                     "metrics": [{"type": "Resource", "resource": {"name": "cpu", "target": {"type": "Utilization", "averageUtilization": cpu}}}]}}),
             Kind::HpaV1 => json!({"apiVersion": "autoscaling/v1", "kind": "HorizontalPodAutoscaler", "metadata": metadata,
                 "spec": {"scaleTargetRef": target, "minReplicas": 1, "maxReplicas": max, "targetCPUUtilizationPercentage": cpu}}),
+            Kind::WidgetsV1 | Kind::WidgetsV1beta1 => {
+                json!({"apiVersion": self.api_version(), "kind": "Widget", "metadata": metadata, "spec": {"size": max, "by": by}})
+            }
         }
     }
 
@@ -82,6 +146,10 @@ impl Kind {
                 obj["data"]["by"] = json!(by);
             }
             Kind::HpaV2 | Kind::HpaV1 => obj["spec"]["maxReplicas"] = json!(rng.between(2, 20)),
+            Kind::WidgetsV1 | Kind::WidgetsV1beta1 => {
+                obj["spec"]["size"] = json!(rng.between(2, 20));
+                obj["spec"]["by"] = json!(by);
+            }
         }
     }
 
@@ -90,6 +158,7 @@ impl Kind {
         match self {
             Kind::ConfigMaps => json!({"metadata": {"labels": labels}, "data": {"v": rng.below(1000).to_string()}}),
             Kind::HpaV2 | Kind::HpaV1 => json!({"metadata": {"labels": labels}, "spec": {"maxReplicas": rng.between(2, 20)}}),
+            Kind::WidgetsV1 | Kind::WidgetsV1beta1 => json!({"metadata": {"labels": labels}, "spec": {"size": rng.between(2, 20)}}),
         }
     }
 

@@ -242,6 +242,7 @@ impl Simulation {
                 return Err(fail(Invariant::Response, format!("creating namespace {ns} answered {status}")));
             }
         }
+        self.serve_widgets()?;
         self.store.set_faults(self.swarm.clone());
         self.add_clients();
         self.schedule_faults();
@@ -251,6 +252,26 @@ impl Simulation {
             }
         }
         self.liveness()
+    }
+
+    /// Creates the widgets' CRD, accepts its names and establishes it as kapi's controllers
+    /// would, and serves the catalog with its resources from then on.
+    fn serve_widgets(&mut self) -> Result<(), Violation> {
+        const CRDS: &str = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions";
+        let crd = Kind::widgets_crd();
+        let (status, body) = self.setup(clients::request("POST", CRDS, "", Some(&crd), "application/json"))?;
+        let created: serde_json::Value = serde_json::from_slice(&body).unwrap_or_default();
+        let Some(established) = (status == 201).then(|| kapi_core::apiextensions::naming::with_status(&created, &[], self.now)).flatten() else {
+            return Err(fail(Invariant::Response, format!("creating the widgets' CRD answered {status}")));
+        };
+        let path = format!("{CRDS}/{}/status", kapi_core::meta::name(&established));
+        let (status, body) = self.setup(clients::request("PUT", &path, "", Some(&established), "application/json"))?;
+        let stored: serde_json::Value = serde_json::from_slice(&body).unwrap_or_default();
+        if status != 200 {
+            return Err(fail(Invariant::Response, format!("establishing the widgets' CRD answered {status}")));
+        }
+        self.server.serve_crds(&[stored]);
+        Ok(())
     }
 
     fn add_clients(&mut self) {

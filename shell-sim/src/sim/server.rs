@@ -13,6 +13,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 use jiff::Timestamp;
 use kapi_core::cache::{CacheEffect, CacheEvent, ReadId, WatchCache, WatcherId};
+use kapi_core::catalog::Catalog;
 use kapi_core::kv::{KvRequest, KvResult, WatchRequest, WatchResponse};
 use kapi_core::pipeline::{Effect, Event, Head, Health, ProbeOutcome, Request, RequestMachine, Served, Server};
 
@@ -78,6 +79,8 @@ struct Conn {
 pub struct SimServer {
     server: Arc<Server>,
     served: Arc<Served>,
+    /// The catalog of built-in resources, which CRDs add to.
+    builtins: Catalog,
     epoch: u64,
     caches: Vec<WatchCache>,
     slots: BTreeMap<SlotKey, usize>,
@@ -96,6 +99,7 @@ impl SimServer {
     pub fn new(setup: Setup, history: usize, buffer: usize) -> SimServer {
         let mut s = SimServer {
             server: setup.server,
+            builtins: setup.served.catalog.clone(),
             served: setup.served,
             epoch: 0,
             caches: Vec::new(),
@@ -137,6 +141,14 @@ impl SimServer {
     }
 
     /// Throws away every cache, request and connection and starts again from the store.
+    /// Serves the built-in resources and those of `crds` (stored CRDs) from now on: the caches
+    /// start again from the store, with those of the new resources.
+    pub fn serve_crds(&mut self, crds: &[serde_json::Value]) {
+        let catalog = kapi_core::apiextensions::catalog_with(&self.builtins, &self.served.catalog, crds);
+        self.served = Served::new(catalog);
+        self.restart();
+    }
+
     pub fn restart(&mut self) {
         for id in std::mem::take(&mut self.requests).into_keys() {
             self.out.push_back(ServerOut::Disconnected { id });

@@ -97,14 +97,14 @@ impl Target {
 /// The storage key prefix of a collection, in a namespace or across all.
 pub fn prefix(kind: Kind, namespace: Option<&str>) -> Bytes {
     match namespace {
-        Some(ns) => Bytes::from(format!("/registry/{}/{ns}/", kind.resource())),
-        None => Bytes::from(format!("/registry/{}/", kind.resource())),
+        Some(ns) => Bytes::from(format!("/registry/{}/{ns}/", kind.storage_prefix())),
+        None => Bytes::from(format!("/registry/{}/", kind.storage_prefix())),
     }
 }
 
 /// The storage key of an object.
 pub fn key(kind: Kind, namespace: &str, name: &str) -> Bytes {
-    Bytes::from(format!("/registry/{}/{namespace}/{name}", kind.resource()))
+    Bytes::from(format!("/registry/{}/{namespace}/{name}", kind.storage_prefix()))
 }
 
 /// The storage key and resourceVersion of an object of a collection in a response.

@@ -55,8 +55,7 @@ impl User {
 
     fn pick(&self, cx: &mut Cx, kind: Kind) -> (String, String) {
         let ns = cx.rng.pick(&self.namespaces).clone();
-        let stem = if kind == Kind::ConfigMaps { "cm" } else { "hpa" };
-        (ns, format!("{stem}-{}", cx.rng.below(self.names)))
+        (ns, format!("{}-{}", kind.stem(), cx.rng.below(self.names)))
     }
 
     fn object(&self, cx: &mut Cx, kind: Kind, name: &str) -> Value {
@@ -69,7 +68,7 @@ impl User {
     }
 
     fn act(&mut self, cx: &mut Cx) {
-        let kind = *cx.rng.pick(&[Kind::ConfigMaps, Kind::ConfigMaps, Kind::HpaV2, Kind::HpaV1]);
+        let kind = *cx.rng.pick(&[Kind::ConfigMaps, Kind::ConfigMaps, Kind::HpaV2, Kind::HpaV1, Kind::WidgetsV1, Kind::WidgetsV1beta1]);
         let (ns, name) = self.pick(cx, kind);
         let item = format!("{}/{name}", kind.path(Some(&ns)));
         let known = self.seen.get(&(kind, ns.clone(), name.clone())).cloned();
@@ -120,7 +119,7 @@ impl User {
                 let q = Self::dry_run(cx);
                 self.send(cx, Pending::Single(kind), request("PATCH", &item, q, Some(&patch), "application/merge-patch+json"));
             }
-            75..83 => {
+            75..83 if kind.applies() => {
                 let obj = self.object(cx, kind, &name);
                 let force = if cx.rng.chance(0.5) { "&force=true" } else { "" };
                 let q = format!("fieldManager=user-{}{force}", self.id);
@@ -143,15 +142,21 @@ impl User {
 
     fn update(&mut self, cx: &mut Cx, kind: Kind, ns: &str, mut obj: Value) {
         let Some(name) = obj["metadata"]["name"].as_str().map(str::to_string) else { return };
+        let item = format!("{}/{name}", kind.path(Some(ns)));
+        if !kind.updates_unconditionally() && obj["metadata"]["resourceVersion"].as_str().is_none_or(str::is_empty) {
+            // A copy without a resourceVersion (a dry run's answer) cannot update this kind:
+            // read it first.
+            return self.send(cx, Pending::ReadForUpdate(kind), request("GET", &item, "", None, ""));
+        }
         kind.change(&mut obj, cx.rng, &format!("user-{}", self.id));
         if cx.rng.chance(0.3) {
             obj["metadata"]["labels"] = labels(cx.rng);
         }
         // List items carry no type meta; a PUT body names its kind.
         obj["apiVersion"] = json!(kind.api_version());
-        obj["kind"] = json!(if kind == Kind::ConfigMaps { "ConfigMap" } else { "HorizontalPodAutoscaler" });
+        obj["kind"] = json!(kind.kind());
         let q = Self::dry_run(cx);
-        self.send(cx, Pending::Single(kind), request("PUT", &format!("{}/{name}", kind.path(Some(ns))), q, Some(&obj), "application/json"));
+        self.send(cx, Pending::Single(kind), request("PUT", &item, q, Some(&obj), "application/json"));
     }
 
     fn remember(&mut self, kind: Kind, v: &Value) {
