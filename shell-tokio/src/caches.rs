@@ -173,8 +173,10 @@ impl Caches {
         Some((h.published.load_full(), h.changed.clone()))
     }
 
+    /// The cache of `res`; a resource no longer served (its CRD went while the request was
+    /// under way) is answered as a request arriving now is: the path is not found.
     fn handle(&self, res: &Resource) -> Result<Handle, ApiError> {
-        self.by_resource.load().get(&key(res)).cloned().ok_or_else(|| ApiError::internal(format!("no cache for {}", res.info.resource)))
+        self.by_resource.load().get(&key(res)).cloned().ok_or_else(ApiError::path_not_found)
     }
 
     pub async fn read(&self, res: &Resource, request: ReadRequest) -> Result<ReadResult, ApiError> {
@@ -374,5 +376,30 @@ fn send(cache: &mut WatchCache, watchers: &mut BTreeMap<WatcherId, Watcher>, id:
             watchers.remove(&id);
             cache.handle(now(), CacheEvent::Unregister { id });
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use kapi_core::cache::ReadRequest;
+    use kapi_core::resources::{Settings, catalog};
+
+    use super::*;
+
+    /// A request that started while a resource was served and reaches the caches after it no
+    /// longer is (its CRD went) is answered as a request arriving then: the path is not found.
+    #[tokio::test]
+    async fn a_resource_no_longer_served_is_not_found() {
+        let dir = std::env::temp_dir().join(format!("kapi-caches-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let store = Store::Sqlite(crate::store::Sqlite::open(&dir.join("kapi.db")).unwrap());
+        let configmaps = catalog(&Settings::default()).get("", "v1", "configmaps").cloned().unwrap();
+        let caches = Caches::start([(configmaps.clone(), "/registry/configmaps/".to_string())].into_iter(), store, std::time::Duration::from_secs(60));
+        assert!(caches.read(&configmaps, ReadRequest::Latest { min: None }).await.is_ok());
+        let retired = caches.sync(std::iter::empty());
+        let err = caches.read(&configmaps, ReadRequest::Latest { min: None }).await.expect_err("not served");
+        assert_eq!((err.code, err.message.as_str()), (404, "the server could not find the requested resource"));
+        retired.stop();
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

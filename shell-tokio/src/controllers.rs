@@ -14,13 +14,16 @@ use crate::http::{State, call};
 
 pub async fn run(state: Arc<State>, mut controllers: Controllers) {
     let (tx, mut rx) = mpsc::unbounded_channel();
-    let mut served = state.served.load_full();
+    // Which catalog they were handed, without keeping it (a replaced catalog's caches stop
+    // once nothing holds it).
+    let mut served = Arc::downgrade(&state.served.load_full());
     loop {
         let now_served = state.served.load_full();
-        if !Arc::ptr_eq(&served, &now_served) {
+        if !std::ptr::eq(served.as_ptr(), Arc::as_ptr(&now_served)) {
             controllers.catalog_changed(&now_served.catalog);
-            served = now_served;
+            served = Arc::downgrade(&now_served);
         }
+        drop(now_served);
         while let Some(ControllerEffect::Request { id, request }) = controllers.poll(now()) {
             tokio::spawn(answer(state.clone(), id, request, tx.clone()));
         }
