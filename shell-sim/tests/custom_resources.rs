@@ -64,6 +64,11 @@ fn a_crd_is_established_and_its_resources_served() {
     assert_eq!((beta["apiVersion"].as_str(), beta["spec"]["size"].as_i64()), (Some("example.com/v1beta1"), Some(3)));
     let list = call(&mut w, "GET", "/apis/example.com/v1/widgets", None).json();
     assert_eq!((list["kind"].as_str(), list["items"].as_array().map(Vec::len)), (Some("WidgetList"), Some(1)));
+    // A field that is not selectable, as kube's converter of custom resources' field labels says.
+    let r = w.call("GET", WIDGETS, "fieldSelector=spec.size%3D3", None, "");
+    assert_eq!((r.head.status, r.json()["message"].clone()), (400, json!("field label not supported: spec.size")));
+    let r = w.call("GET", WIDGETS, "fieldSelector=metadata.name%3Dw1", None, "");
+    assert_eq!((r.head.status, r.json()["items"].as_array().map(Vec::len)), (200, Some(1)));
 
     // A spec change bumps the generation; with a status subresource, status is kept.
     let r = call(&mut w, "PATCH", &format!("{WIDGETS}/w1"), Some(json!({"spec": {"size": 4}, "status": {"ready": true}})));

@@ -34,7 +34,9 @@ impl RequestMachine {
         for f in opts.fields.fields() {
             let known = f == "metadata.name" || (res.info.namespaced && f == "metadata.namespace") || res.strategy.selectable_fields().contains(&f);
             if !known {
-                return Err(ApiError::bad_request(if res.strategy.selectable_fields().is_empty() {
+                // Custom resources' field labels are converted as kube's CR converter does.
+                let custom = crate::apiextensions::is_custom(&res.info);
+                return Err(ApiError::bad_request(if res.strategy.selectable_fields().is_empty() && !custom {
                     format!("{} is not a known field selector: only \"metadata.name\", \"metadata.namespace\"", crate::status::quote(f))
                 } else {
                     format!("field label not supported: {f}")
