@@ -1,6 +1,5 @@
 //! Parsing of the generated definitions file into [`Schema`].
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use serde_json::{Map, Value};
@@ -116,7 +115,7 @@ fn definition(name: &str, v: &Value) -> Definition {
                     };
                     (pname.clone(), prop)
                 })
-                .collect::<BTreeMap<_, _>>()
+                .collect::<Lookup<_>>()
         })
         .unwrap_or_default();
     let gvks = v

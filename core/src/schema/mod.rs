@@ -8,7 +8,7 @@
 mod load;
 pub mod normalize;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::sync::{Arc, LazyLock};
 
 use serde_json::Value;
@@ -107,7 +107,8 @@ pub struct Definition {
     pub description: String,
     /// For the special types (`Time`, `Quantity`, ...): the type a reference to them means.
     pub scalar: Option<Type>,
-    pub properties: BTreeMap<String, Property>,
+    /// Looked up for every member of every object written, decoded or applied.
+    pub properties: Lookup<Property>,
     /// The properties in the order kube writes them (Go's struct field order), `kind` and
     /// `apiVersion` first for kinds; empty where the generator knew no order.
     pub order: Vec<String>,
@@ -161,7 +162,7 @@ impl ProtoLayout {
         }
     }
 
-    pub(crate) fn of(properties: &BTreeMap<String, Property>) -> ProtoLayout {
+    pub(crate) fn of(properties: &Lookup<Property>) -> ProtoLayout {
         let mut layout = ProtoLayout::default();
         for p in properties.values() {
             if let Some(pf) = &p.proto {
@@ -191,9 +192,10 @@ impl Definition {
     }
 }
 
-/// The schema's maps are looked up for every object written (its kind, then each nested
-/// struct's definition): a fast hash with a fixed seed, nothing iterates them.
-type Lookup<V> = HashMap<String, V, foldhash::fast::FixedState>;
+/// The schema's maps are looked up for every object written (its kind, each nested struct's
+/// definition, each member's property): a fast hash with a fixed seed. Nothing depends on the
+/// order they iterate in.
+pub type Lookup<V> = HashMap<String, V, foldhash::fast::FixedState>;
 
 #[derive(Debug)]
 pub struct Schema {
