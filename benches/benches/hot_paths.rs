@@ -20,6 +20,7 @@ use kapi_core::pipeline::{ListBody, Page};
 use kapi_core::resources::{Settings, catalog};
 use kapi_core::schema::schema;
 use kapi_core::selector::{FieldSelector, LabelSelector};
+use kapi_core::ssa::Typing;
 use serde_json::{Value, json};
 
 #[global_allocator]
@@ -62,12 +63,13 @@ fn patches(c: &mut Criterion) {
     });
     c.bench_function("strategic_merge_patch/pod", |b| b.iter(|| kapi_core::patch::strategic_merge_patch(&live, &smp, def).expect("patches")));
 
-    let applied = kapi_core::ssa::apply(None, &live, def, "bench", false, now()).expect("applies");
+    let by = kapi_core::ssa::Applier { typing: Typing::BuiltIn, group_version: "v1", subresource: "", manager: "bench", force: false, now: now() };
+    let applied = kapi_core::ssa::apply(None, &live, &by).expect("applies");
     let mut config = live.clone();
     config["spec"]["containers"][0]["image"] = json!("registry.k8s.io/e2e-test-images/agnhost:2.53");
-    c.bench_function("server_side_apply/pod", |b| b.iter(|| kapi_core::ssa::apply(Some(&applied), &config, def, "bench", false, now()).expect("applies")));
+    c.bench_function("server_side_apply/pod", |b| b.iter(|| kapi_core::ssa::apply(Some(&applied), &config, &by).expect("applies")));
     c.bench_function("managed_fields/create_pod", |b| {
-        b.iter_batched(|| live.clone(), |mut p| kapi_core::ssa::record_update(None, &mut p, "kapi-bench", None, now()), BatchSize::SmallInput)
+        b.iter_batched(|| live.clone(), |mut p| kapi_core::ssa::record_update(None, &mut p, Typing::BuiltIn, "kapi-bench", None, now()), BatchSize::SmallInput)
     });
 }
 

@@ -278,3 +278,72 @@ fn the_scale_subresource_reads_and_writes_the_paths_the_crd_names() {
     let r = call(&mut w, "PATCH", &format!("{WIDGETS}/w2/scale"), Some(json!({"spec": {"replicas": 2}})));
     assert_eq!((r.head.status, r.json()["spec"]["replicas"].clone()), (200, json!(2)), "{}", String::from_utf8_lossy(&r.body));
 }
+
+#[test]
+fn server_side_apply_owns_fields_by_the_schema_of_the_crd() {
+    let mut w = world();
+    let mut def = crd("Widget", "widgets");
+    def["spec"]["versions"][0]["schema"]["openAPIV3Schema"] = json!({"type": "object", "properties": {
+        "spec": {"type": "object", "properties": {
+            "size": {"type": "integer"},
+            "ports": {"type": "array", "x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"],
+                "items": {"type": "object", "required": ["name"], "properties": {"name": {"type": "string"}, "port": {"type": "integer"}}}},
+            "tags": {"type": "array", "x-kubernetes-list-type": "set", "items": {"type": "string"}},
+            "args": {"type": "array", "items": {"type": "string"}},
+            "labels": {"type": "object", "additionalProperties": {"type": "string"}}}},
+        "status": {"type": "object", "properties": {"ready": {"type": "boolean"}}}}});
+    assert_eq!(call(&mut w, "POST", CRDS, Some(def)).head.status, 201);
+    let apply = |w: &mut World, path: &str, query: &str, body: Value| w.call("PATCH", path, query, Some(&body), "application/apply-patch+yaml");
+    let managed = |obj: &Value| -> Vec<(String, String, Value)> {
+        obj["metadata"]["managedFields"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|e| (e["manager"].as_str().unwrap().to_string(), e["operation"].as_str().unwrap().to_string(), e["fieldsV1"].clone()))
+            .collect()
+    };
+    let w1 = format!("{WIDGETS}/w1");
+    let config = |size: i64, ports: Value, tags: Value| {
+        json!({"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "w1", "labels": {"team": "a"}},
+            "spec": {"size": size, "ports": ports, "tags": tags, "args": ["p"], "labels": {"k": "v"}}})
+    };
+
+    // An apply creates: every field it sets is the applier's; list items by their keys, set
+    // items by value, an atomic list whole, map entries one by one.
+    let r = apply(&mut w, &w1, "fieldManager=alice", config(1, json!([{"name": "http", "port": 80}]), json!(["x", "y"])));
+    assert_eq!(r.head.status, 201, "{}", String::from_utf8_lossy(&r.body));
+    let alice = json!({"f:metadata": {"f:labels": {"f:team": {}}}, "f:spec": {"f:args": {}, "f:labels": {"f:k": {}},
+        "f:ports": {"k:{\"name\":\"http\"}": {".": {}, "f:name": {}, "f:port": {}}}, "f:size": {}, "f:tags": {"v:\"x\"": {}, "v:\"y\"": {}}}});
+    assert_eq!(managed(&r.json()), vec![("alice".into(), "Apply".into(), alice.clone())]);
+
+    // An update takes what it changes; an apply of another value then conflicts, unless forced.
+    let r = w.call("PATCH", &w1, "fieldManager=bob", Some(&json!({"spec": {"size": 2}})), "application/merge-patch+json");
+    assert_eq!(r.head.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    assert_eq!(managed(&r.json())[1], ("bob".into(), "Update".into(), json!({"f:spec": {"f:size": {}}})));
+    let r = apply(&mut w, &w1, "fieldManager=alice", config(1, json!([{"name": "http", "port": 80}]), json!(["x", "y"])));
+    assert_eq!(r.head.status, 409, "{}", String::from_utf8_lossy(&r.body));
+    assert_eq!(r.json()["message"], "Apply failed with 1 conflict: conflict with \"bob\" using example.com/v1: .spec.size");
+    let both_ports = json!([{"name": "http", "port": 80}, {"name": "https", "port": 443}]);
+    let r = apply(&mut w, &w1, "fieldManager=alice&force=true", config(1, both_ports.clone(), json!(["x"])));
+    assert_eq!(r.head.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    let obj = r.json();
+    assert_eq!((obj["spec"]["size"].clone(), obj["spec"]["ports"].clone(), obj["spec"]["tags"].clone()), (json!(1), both_ports, json!(["x"])));
+    assert_eq!(managed(&obj).len(), 1, "bob lost his only field: {obj}");
+
+    // Status through /status is the status applier's; the version applied must be the endpoint's.
+    let status = json!({"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "w1"}, "status": {"ready": true}});
+    let r = apply(&mut w, &format!("{w1}/status"), "fieldManager=ctrl", status);
+    assert_eq!(r.head.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    let entry = r.json()["metadata"]["managedFields"].as_array().unwrap().iter().find(|e| e["manager"] == "ctrl").cloned().unwrap();
+    assert_eq!((entry["subresource"].clone(), entry["fieldsV1"].clone()), (json!("status"), json!({"f:status": {"f:ready": {}}})));
+    assert_eq!(r.json()["status"]["ready"], json!(true));
+    let r = apply(&mut w, &w1, "fieldManager=alice", json!({"apiVersion": "example.com/v1beta1", "kind": "Widget", "metadata": {"name": "w1"}}));
+    assert_eq!(
+        (r.head.status, r.json()["message"].clone()),
+        (400, json!("Incorrect version specified in apply patch. Specified patch version: example.com/v1beta1, expected: example.com/v1"))
+    );
+
+    // A create owns every object it adds (a custom resource's empty object has none of them).
+    let r = w.call("POST", WIDGETS, "fieldManager=maker", Some(&widget("w2", 3)), "application/json");
+    assert_eq!(managed(&r.json()), vec![("maker".into(), "Update".into(), json!({"f:spec": {".": {}, "f:size": {}}}))]);
+}

@@ -407,6 +407,15 @@ fn custom_resources() {
     assert!(k.ok(&["get", "wd"]).contains("w1     4      True"));
     let smp = k.fails(&["patch", "widget", "w1", "-p", r#"{"spec":{"size":5}}"#]);
     assert!(smp.contains("the body of the request was in an unknown format"), "{smp}");
+    // Server-side apply: a field another manager set is a conflict, until forced.
+    let out = k.kubectl_with_input(&["apply", "--server-side", "-f", "-"], WIDGET);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains(r#"conflict with "kubectl-patch" using example.com/v1: .spec.size"#), "{err}");
+    assert!(k.kubectl_in(&["apply", "--server-side", "--force-conflicts", "-f", "-"], WIDGET).contains("serverside-applied"));
+    let w1 = k.json(&["get", "widget", "w1", "--show-managed-fields"]);
+    assert_eq!(w1["spec"]["size"], 3);
+    let applied = w1["metadata"]["managedFields"].as_array().unwrap().iter().find(|e| e["manager"] == "kubectl" && e["operation"] == "Apply").cloned();
+    assert!(applied.is_some_and(|e| e["fieldsV1"]["f:spec"].get("f:size").is_some()), "{w1}");
 
     // kubectl waits for the CRD to go, which it does once its resources are gone.
     k.ok(&["delete", "crd", "widgets.example.com", "--timeout=30s"]);

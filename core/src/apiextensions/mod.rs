@@ -9,7 +9,7 @@ mod definition;
 pub mod naming;
 mod scale;
 mod strategy;
-mod structural;
+pub(crate) mod structural;
 mod validate;
 
 use std::sync::Arc;

@@ -11,6 +11,7 @@ use super::scale::ScalePaths;
 use super::structural::Structural;
 use crate::catalog::{ScaleOf, Strategy, copy_all_but_status, keep_status};
 use crate::meta;
+use crate::ssa::Typing;
 use crate::status::{ApiError, FieldError};
 use crate::table::{self, Column};
 
@@ -39,6 +40,10 @@ impl CustomResources {
 }
 
 impl Strategy for CustomResources {
+    fn typing(&self) -> Typing<'_> {
+        Typing::Custom { schema: self.schema.as_ref(), status: self.status }
+    }
+
     fn prune_unknown(&self, obj: &mut Value) -> Option<Vec<String>> {
         Some(self.schema.as_ref().map(|s| s.prune_object(obj)).unwrap_or_default())
     }

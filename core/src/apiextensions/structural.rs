@@ -6,8 +6,10 @@ use std::collections::BTreeMap;
 
 use serde_json::{Map, Value};
 
+use crate::schema::ListType;
+
 /// One node of a structural schema.
-#[derive(Clone, Debug, Default, PartialEq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct Structural {
     /// `type`: `object`, `array`, `string`, `integer`, `number`, `boolean`, or empty.
     pub ty: String,
@@ -15,6 +17,11 @@ pub struct Structural {
     /// `additionalProperties` as a schema: every key of the object is of it.
     pub additional: Option<Box<Structural>>,
     pub items: Option<Box<Structural>>,
+    /// `x-kubernetes-list-type` (atomic when not given), and `x-kubernetes-list-map-keys`.
+    pub list_type: ListType,
+    pub map_keys: Vec<String>,
+    /// `x-kubernetes-map-type: atomic`: the object is replaced whole by apply.
+    pub atomic: bool,
     /// `x-kubernetes-preserve-unknown-fields`: fields not described are kept.
     pub preserve_unknown: bool,
     /// `x-kubernetes-embedded-resource`: an object with its own apiVersion, kind and metadata.
@@ -24,6 +31,22 @@ pub struct Structural {
     /// The schema as written, for the validation of its other keywords.
     pub raw: Value,
 }
+
+/// The schema of a version that gives none: everything is kept.
+pub static UNDESCRIBED: Structural = Structural {
+    ty: String::new(),
+    properties: BTreeMap::new(),
+    additional: None,
+    items: None,
+    list_type: ListType::Atomic,
+    map_keys: Vec::new(),
+    atomic: false,
+    preserve_unknown: true,
+    embedded: false,
+    nullable: false,
+    default: None,
+    raw: Value::Null,
+};
 
 impl Structural {
     /// Reads a schema; nested `allOf`/`anyOf`/`oneOf`/`not` are validation only and add no
@@ -36,12 +59,30 @@ impl Structural {
             properties: v.get("properties").and_then(Value::as_object).into_iter().flatten().map(|(k, s)| (k.clone(), Structural::read(s))).collect(),
             additional: schema("additionalProperties"),
             items: schema("items"),
+            list_type: match v.get("x-kubernetes-list-type").and_then(Value::as_str) {
+                Some("set") => ListType::Set,
+                Some("map") => ListType::Map,
+                _ => ListType::Atomic,
+            },
+            map_keys: v
+                .get("x-kubernetes-list-map-keys")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .filter_map(Value::as_str)
+                .map(str::to_string)
+                .collect(),
+            atomic: v.get("x-kubernetes-map-type").and_then(Value::as_str) == Some("atomic"),
             preserve_unknown: flag("x-kubernetes-preserve-unknown-fields") || v.get("additionalProperties") == Some(&Value::Bool(true)),
             embedded: flag("x-kubernetes-embedded-resource"),
             nullable: flag("nullable"),
             default: v.get("default").cloned(),
             raw: v.clone(),
         }
+    }
+
+    pub fn is_array(&self) -> bool {
+        self.ty == "array" || self.items.is_some()
     }
 
     /// Drops what the schema does not describe from a custom resource (its `apiVersion`,

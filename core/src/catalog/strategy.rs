@@ -122,6 +122,11 @@ pub struct ScaleOf {
 
 /// A resource's rules. Every method has kube's generic behaviour as its default.
 pub trait Strategy: Send + Sync {
+    /// How its objects are typed for managed fields and server-side apply.
+    fn typing(&self) -> crate::ssa::Typing<'_> {
+        crate::ssa::Typing::BuiltIn
+    }
+
     /// Whether storage holds objects as they are served; `false` where the two conversions
     /// below change them. The watch cache then serves the stored bytes without decoding them.
     fn stored_as_served(&self) -> bool {

@@ -32,7 +32,7 @@ impl WriteOp {
         }
         self.res.strategy.default(&mut obj);
         if !applied {
-            ssa::record_update(None, &mut obj, &self.ctx.field_manager, self.ctx.subresource.as_deref(), self.ctx.now);
+            ssa::record_update(None, &mut obj, self.res.strategy.typing(), &self.ctx.field_manager, self.ctx.subresource.as_deref(), self.ctx.now);
         }
         self.admission.check_namespace(info, meta::name(&obj))?;
         self.admission.mutate(info, Operation::Create, self.ctx.subresource.as_deref(), &mut obj, &mut self.rng)?;

@@ -33,7 +33,7 @@ impl WriteOp {
         self.decode_check(&mut obj, Source::Body)?;
         self.check_preconditions(&obj, &old)?;
         self.res.strategy.default(&mut obj);
-        ssa::record_update(Some(&old), &mut obj, &self.ctx.field_manager, self.ctx.subresource.as_deref(), self.ctx.now);
+        ssa::record_update(Some(&old), &mut obj, self.res.strategy.typing(), &self.ctx.field_manager, self.ctx.subresource.as_deref(), self.ctx.now);
         self.finish_update(obj, &old)
     }
 
@@ -55,7 +55,7 @@ impl WriteOp {
             let mut config = doc;
             self.decode_check(&mut config, Source::Apply)?;
             self.check_name(&config)?;
-            let obj = ssa::apply(None, &config, def()?, &self.ctx.field_manager, true, self.ctx.now)?;
+            let obj = ssa::apply(None, &config, &self.applier(&info.api_version(), true))?;
             let obj = self.prepare_new(obj, true)?;
             return self.put_new(obj);
         };
@@ -81,7 +81,7 @@ impl WriteOp {
             PatchType::Apply { force } => {
                 let mut config = doc.clone();
                 self.decode_check(&mut config, Source::Apply)?;
-                ssa::apply(Some(&old), &config, def()?, &self.ctx.field_manager, *force, self.ctx.now)?
+                ssa::apply(Some(&old), &config, &self.applier(&info.api_version(), *force))?
             }
         };
         self.check_name(&patched)?;
@@ -96,7 +96,7 @@ impl WriteOp {
         self.check_preconditions(&patched, &old)?;
         self.res.strategy.default(&mut patched);
         if !matches!(pt, PatchType::Apply { .. }) {
-            ssa::record_update(Some(&old), &mut patched, &self.ctx.field_manager, self.ctx.subresource.as_deref(), self.ctx.now);
+            ssa::record_update(Some(&old), &mut patched, self.res.strategy.typing(), &self.ctx.field_manager, self.ctx.subresource.as_deref(), self.ctx.now);
         }
         self.finish_update(patched, &old)
     }
@@ -121,7 +121,7 @@ impl WriteOp {
         }
         let mut new = old.clone();
         self.res.strategy.set_scale_replicas(&mut new, replicas)?;
-        ssa::record_update(Some(&old), &mut new, &self.ctx.field_manager, Some("scale"), self.ctx.now);
+        ssa::record_update(Some(&old), &mut new, self.res.strategy.typing(), &self.ctx.field_manager, Some("scale"), self.ctx.now);
         self.finish_update(new, &old)
     }
 
@@ -138,6 +138,18 @@ impl WriteOp {
     }
 
     /// `checkName`: the body may not name another object than the URL.
+    /// This request as an apply at the endpoint of `group_version`.
+    fn applier<'a>(&'a self, group_version: &'a str, force: bool) -> ssa::Applier<'a> {
+        ssa::Applier {
+            typing: self.res.strategy.typing(),
+            group_version,
+            subresource: self.ctx.subresource.as_deref().unwrap_or(""),
+            manager: &self.ctx.field_manager,
+            force,
+            now: self.ctx.now,
+        }
+    }
+
     fn check_name(&self, obj: &Value) -> Result<(), ApiError> {
         let url_name = self.ctx.name.as_deref().unwrap_or_default();
         let name = meta::name(obj);

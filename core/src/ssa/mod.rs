@@ -8,11 +8,74 @@ mod typed;
 use jiff::Timestamp;
 use serde_json::{Map, Value, json};
 
+use crate::apiextensions::structural::{self, Structural};
 use crate::meta;
+use crate::schema::Type;
 use crate::schema::normalize::format_time;
-use crate::schema::{Definition, Type};
 use crate::status::{ApiError, StatusCause, StatusDetails};
 use fieldpath::{PathElement, Set, path_string};
+
+/// How a resource's objects are typed (kube's type converter) and which fields its endpoints
+/// reset (`GetResetFields`).
+#[derive(Clone, Copy)]
+pub enum Typing<'a> {
+    /// A built-in kind, typed by the OpenAPI schema of its Go types from the object's
+    /// `apiVersion` and `kind`; status is written through `/status`.
+    BuiltIn,
+    /// A custom resource: its version's structural schema (`None`: it gives none), and whether
+    /// the version has a `/status` subresource.
+    Custom { schema: Option<&'a Structural>, status: bool },
+}
+
+impl Typing<'_> {
+    /// The type of an object of the resource; `None` for a built-in kind the schema lacks.
+    fn of(&self, obj: &Value) -> Option<Root<'_>> {
+        match self {
+            Typing::BuiltIn => {
+                let (g, v) = crate::codec::protobuf::split_api_version(obj.get("apiVersion")?.as_str()?);
+                let def = crate::schema::schema().for_gvk(g, v, obj.get("kind")?.as_str()?)?;
+                Some(Root::Go(Type::Object(def.name.clone())))
+            }
+            Typing::Custom { schema, .. } => Some(Root::Resource(schema.unwrap_or(&structural::UNDESCRIBED))),
+        }
+    }
+
+    /// Fields a write through this endpoint does not own: status on the main resource,
+    /// everything but status on `/status` (a custom resource's: its spec, as kube). A write
+    /// through `/scale` changes only the replicas (`spec.replicas`, or a custom resource's
+    /// path), which it owns. A custom resource without `/status` resets nothing.
+    fn reset(&self, mut set: Set, subresource: &str) -> Set {
+        let field = |name: &str| [PathElement::Field(name.into())];
+        match (self, subresource) {
+            (Typing::Custom { status: false, .. }, _) | (_, "scale") => set,
+            (_, "") => {
+                set.remove_prefix(&field("status"));
+                set
+            }
+            (Typing::BuiltIn, "status") => set.only_prefix(&field("status")),
+            (Typing::Custom { .. }, "status") => {
+                set.remove_prefix(&field("spec"));
+                set
+            }
+            _ => set,
+        }
+    }
+}
+
+/// The type of an object walked.
+enum Root<'a> {
+    Go(Type),
+    Resource(&'a Structural),
+}
+
+impl Root<'_> {
+    fn ty(&self) -> typed::Ty<'_> {
+        match self {
+            Root::Go(ty) => typed::Ty::Go(ty),
+            Root::Resource(s) => typed::Ty::Resource(s),
+        }
+    }
+}
 
 /// kube keeps at most this many `Update` entries; older ones merge into `ancient-changes`.
 const MAX_UPDATE_MANAGERS: usize = 10;
@@ -35,6 +98,7 @@ impl Entry {
         self.manager == manager && self.operation == operation && self.subresource == subresource && (operation == "Apply" || self.api_version == api_version)
     }
 
+    /// The manager as a conflict names it (`printManager` of its identifier, which has no time).
     fn describe(&self) -> String {
         let mut s = crate::status::quote(&self.manager);
         if !self.subresource.is_empty() {
@@ -42,9 +106,6 @@ impl Entry {
         }
         if self.operation == "Update" {
             s.push_str(&format!(" using {}", self.api_version));
-            if let Some(t) = &self.time {
-                s.push_str(&format!(" at {t}"));
-            }
         }
         s
     }
@@ -153,21 +214,6 @@ fn strip(mut set: Set) -> Set {
     set
 }
 
-/// Fields a write through this endpoint does not own (`ResetFields`): status on the main
-/// resource, everything but status on `/status`. A write through `/scale` changes only the
-/// replicas (`spec.replicas`, or a custom resource's path), which it owns.
-fn reset_filter(mut set: Set, subresource: &str) -> Set {
-    let status = [PathElement::Field("status".into())];
-    match subresource {
-        "" => {
-            set.remove_prefix(&status);
-            set
-        }
-        "status" => set.only_prefix(&status),
-        _ => set,
-    }
-}
-
 fn api_version_of(obj: &Value) -> String {
     obj.get("apiVersion").and_then(Value::as_str).unwrap_or_default().to_string()
 }
@@ -186,10 +232,10 @@ fn changed_fields(mut added: Set, modified: &Set) -> Set {
 
 /// Records in `new.metadata.managedFields` what a create, update or patch by `manager` changed
 /// from `old` (`None` for a create).
-pub fn record_update(old: Option<&Value>, new: &mut Value, manager: &str, subresource: Option<&str>, now: Timestamp) {
+pub fn record_update(old: Option<&Value>, new: &mut Value, typing: Typing<'_>, manager: &str, subresource: Option<&str>, now: Timestamp) {
     let subresource = subresource.unwrap_or("");
     let api_version = api_version_of(new);
-    let Some(def_ty) = type_of(new) else { return };
+    let Some(root) = typing.of(new) else { return };
     // The new object's entries are taken out rather than the object cloned without them: they
     // are written back below in any case.
     let sent = new.get_mut("metadata").and_then(Value::as_object_mut).and_then(|m| m.remove("managedFields"));
@@ -198,8 +244,8 @@ pub fn record_update(old: Option<&Value>, new: &mut Value, manager: &str, subres
         entries = old.map(entries_of).unwrap_or_default();
     }
     let old_clean = old.map(without_managed_fields);
-    let typed::Comparison { added, modified, removed } = typed::compare(old_clean.as_ref(), Some(new), &def_ty);
-    let changed = reset_filter(changed_fields(added, &modified), subresource);
+    let typed::Comparison { added, modified, removed } = typed::compare(old_clean.as_ref(), Some(new), root.ty());
+    let changed = typing.reset(changed_fields(added, &modified), subresource);
     for e in entries.iter_mut() {
         e.set = e.set.difference(&changed).difference(&removed);
     }
@@ -223,30 +269,46 @@ pub fn record_update(old: Option<&Value>, new: &mut Value, manager: &str, subres
     encode_entries(new, entries);
 }
 
-/// The type of an object from its `apiVersion` and `kind`.
-fn type_of(obj: &Value) -> Option<Type> {
-    let (g, v) = crate::codec::protobuf::split_api_version(obj.get("apiVersion")?.as_str()?);
-    let def = crate::schema::schema().for_gvk(g, v, obj.get("kind")?.as_str()?)?;
-    Some(Type::Object(def.name.clone()))
+/// An apply: by whom, through which endpoint, when.
+#[derive(Clone, Copy)]
+pub struct Applier<'a> {
+    pub typing: Typing<'a>,
+    /// The endpoint's group and version (`apps/v1`, `v1`).
+    pub group_version: &'a str,
+    /// `""` for the resource itself, `status` for its `/status`.
+    pub subresource: &'a str,
+    pub manager: &'a str,
+    pub force: bool,
+    pub now: Timestamp,
 }
 
-/// Server-side apply of `config` by `manager` onto `live` (`None`: the object does not exist).
-/// Returns the new object with its managed fields, or 409 with the conflicts.
-pub fn apply(live: Option<&Value>, config: &Value, def: &Definition, manager: &str, force: bool, now: Timestamp) -> Result<Value, ApiError> {
+/// Server-side apply of `config` onto `live` (`None`: the object does not exist). Returns the
+/// new object with its managed fields, or 409 with the conflicts.
+pub fn apply(live: Option<&Value>, config: &Value, by: &Applier<'_>) -> Result<Value, ApiError> {
+    let Applier { typing, group_version, subresource, manager, force, now } = *by;
+    let api_version = api_version_of(config);
+    if api_version != group_version {
+        return Err(ApiError::bad_request(format!(
+            "Incorrect version specified in apply patch. Specified patch version: {api_version}, expected: {group_version}"
+        )));
+    }
     if meta::at(config, &["metadata", "managedFields"]).is_some_and(|v| !v.is_null()) {
         return Err(ApiError::bad_request("metadata.managedFields must be nil"));
     }
     if manager.is_empty() {
         return Err(ApiError::bad_request("PATCH, application/apply-patch+yaml requests require a fieldManager to be set"));
     }
-    let ty = Type::Object(def.name.clone());
-    let api_version = api_version_of(config);
+    let Some(root) = typing.of(config) else {
+        let kind = config.get("kind").and_then(Value::as_str).unwrap_or_default();
+        return Err(ApiError::internal(format!("failed to create typed patch object: no corresponding type for {api_version}, Kind={kind}")));
+    };
+    let ty = root.ty();
     let mut entries = live.map(entries_of).unwrap_or_default();
     let live_clean = live.map(without_managed_fields);
-    let merged = typed::merge(live_clean.as_ref(), Some(config), &ty).unwrap_or_else(|| config.clone());
+    let merged = typed::merge(live_clean.as_ref(), Some(config), ty).unwrap_or_else(|| config.clone());
 
-    let applied = reset_filter(strip(typed::to_set(config, &ty)), "");
-    let pos = entries.iter().position(|e| e.same_manager(manager, "Apply", "", &api_version));
+    let applied = typing.reset(strip(typed::to_set(config, ty)), subresource);
+    let pos = entries.iter().position(|e| e.same_manager(manager, "Apply", subresource, &api_version));
     let last = pos.map(|i| entries[i].set.clone()).unwrap_or_default();
     let me = match pos {
         Some(i) => i,
@@ -256,7 +318,7 @@ pub fn apply(live: Option<&Value>, config: &Value, def: &Definition, manager: &s
                 operation: "Apply".into(),
                 api_version: api_version.clone(),
                 time: None,
-                subresource: String::new(),
+                subresource: subresource.to_string(),
                 set: Set::default(),
             });
             entries.len() - 1
@@ -277,9 +339,9 @@ pub fn apply(live: Option<&Value>, config: &Value, def: &Definition, manager: &s
             doomed.insert(&p);
         }
     }
-    typed::remove_all(&mut pruned, &doomed, &ty);
+    typed::remove_all(&mut pruned, &doomed, ty);
 
-    let typed::Comparison { added, modified, removed } = typed::compare(live_clean.as_ref(), Some(&pruned), &ty);
+    let typed::Comparison { added, modified, removed } = typed::compare(live_clean.as_ref(), Some(&pruned), ty);
     let changed = changed_fields(added, &modified);
     let mut conflicts = Vec::new();
     for (i, e) in entries.iter_mut().enumerate() {
@@ -333,7 +395,6 @@ fn conflict_error(conflicts: &[(String, String)]) -> ApiError {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::schema::schema;
 
     fn t(s: i64) -> Timestamp {
         Timestamp::from_second(1_700_000_000 + s).unwrap()
@@ -346,14 +407,14 @@ mod tests {
     #[test]
     fn updates_claim_what_they_change() {
         let mut created = cm(json!({"a": "1"}));
-        record_update(None, &mut created, "kubectl-create", None, t(0));
+        record_update(None, &mut created, Typing::BuiltIn, "kubectl-create", None, t(0));
         let mf = &created["metadata"]["managedFields"][0];
         assert_eq!(mf["manager"], "kubectl-create");
         assert_eq!(mf["operation"], "Update");
         assert_eq!(mf["fieldsV1"], json!({"f:data": {".": {}, "f:a": {}}}));
         let mut edited = created.clone();
         edited["data"]["b"] = json!("2");
-        record_update(Some(&created), &mut edited, "kubectl-edit", None, t(5));
+        record_update(Some(&created), &mut edited, Typing::BuiltIn, "kubectl-edit", None, t(5));
         let managers: Vec<&str> = edited["metadata"]["managedFields"].as_array().unwrap().iter().map(|e| e["manager"].as_str().unwrap()).collect();
         assert_eq!(managers, vec!["kubectl-create", "kubectl-edit"]);
         assert_eq!(edited["metadata"]["managedFields"][1]["fieldsV1"], json!({"f:data": {"f:b": {}}}));
@@ -366,7 +427,7 @@ mod tests {
     fn a_pods_managed_fields_through_create_and_update() {
         let want: Value = serde_json::from_str(include_str!("testdata/pod-managed-fields.json")).unwrap();
         let mut created: Value = serde_json::from_str(include_str!("testdata/pod.json")).unwrap();
-        record_update(None, &mut created, "kapi-bench", None, t(0));
+        record_update(None, &mut created, Typing::BuiltIn, "kapi-bench", None, t(0));
         assert_eq!(created["metadata"]["managedFields"], want["created"]);
         let mut updated = created.clone();
         updated["metadata"]["labels"]["new"] = json!("x");
@@ -374,26 +435,26 @@ mod tests {
         updated["spec"]["containers"][0]["env"][3]["value"] = json!("debug");
         updated["spec"]["tolerations"] = json!(null);
         updated.as_object_mut().unwrap().remove("status");
-        record_update(Some(&created), &mut updated, "editor", None, t(100));
+        record_update(Some(&created), &mut updated, Typing::BuiltIn, "editor", None, t(100));
         assert_eq!(updated["metadata"]["managedFields"], want["updated"]);
     }
 
     #[test]
     fn apply_conflicts_unless_forced_and_prunes() {
-        let def = schema().for_gvk("", "v1", "ConfigMap").unwrap();
-        let a = apply(None, &cm(json!({"x": "1", "y": "1"})), def, "alice", false, t(0)).unwrap();
+        let by = |manager, force, at| Applier { typing: Typing::BuiltIn, group_version: "v1", subresource: "", manager, force, now: t(at) };
+        let a = apply(None, &cm(json!({"x": "1", "y": "1"})), &by("alice", false, 0)).unwrap();
         assert_eq!(a["data"], json!({"x": "1", "y": "1"}));
         // bob applies a different x: conflict with alice.
-        let err = apply(Some(&a), &cm(json!({"x": "2"})), def, "bob", false, t(1)).unwrap_err();
+        let err = apply(Some(&a), &cm(json!({"x": "2"})), &by("bob", false, 1)).unwrap_err();
         assert_eq!(err.code, 409);
         assert_eq!(err.message, "Apply failed with 1 conflict: conflict with \"alice\": .data.x");
         // The same value is shared ownership, not a conflict.
-        let b = apply(Some(&a), &cm(json!({"x": "1"})), def, "bob", false, t(1)).unwrap();
+        let b = apply(Some(&a), &cm(json!({"x": "1"})), &by("bob", false, 1)).unwrap();
         // alice stops applying y (nobody else owns it): pruned.
-        let c = apply(Some(&b), &cm(json!({"x": "1"})), def, "alice", false, t(2)).unwrap();
+        let c = apply(Some(&b), &cm(json!({"x": "1"})), &by("alice", false, 2)).unwrap();
         assert_eq!(c["data"], json!({"x": "1"}));
         // Forced, bob takes x.
-        let d = apply(Some(&c), &cm(json!({"x": "3"})), def, "bob", true, t(3)).unwrap();
+        let d = apply(Some(&c), &cm(json!({"x": "3"})), &by("bob", true, 3)).unwrap();
         assert_eq!(d["data"]["x"], "3");
         let alice = d["metadata"]["managedFields"].as_array().unwrap().iter().find(|e| e["manager"] == "alice");
         assert!(alice.is_none(), "alice lost her only field: {d}");

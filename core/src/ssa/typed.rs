@@ -6,62 +6,153 @@
 //! entries, list items and leaves do.
 
 use std::collections::BTreeMap;
+use std::sync::LazyLock;
 
 use serde_json::{Map, Value};
 
 use super::fieldpath::{Path, PathElement, Set};
+use crate::apiextensions::structural::Structural;
 use crate::schema::{Definition, ListType, Type, schema};
+
+/// The type of a node walked, as structured-merge-diff's type converter has it.
+#[derive(Clone, Copy)]
+pub enum Ty<'a> {
+    /// A built-in kind's, from the OpenAPI schema of the Go types.
+    Go(&'a Type),
+    /// A custom resource's, from its CRD version's structural schema.
+    Schema(&'a Structural),
+    /// A custom resource (or an embedded resource): the schema's fields, and kube's own
+    /// `apiVersion`, `kind` and `metadata` (an `ObjectMeta`).
+    Resource(&'a Structural),
+    /// What no schema describes (structured-merge-diff's deduced type): objects are maps of
+    /// it, lists atomic, the rest leaves.
+    Deduced,
+}
+
+static ANY: Type = Type::Any;
+static OBJECT_META: LazyLock<Type> = LazyLock::new(|| Type::Object("io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta".into()));
 
 /// How a value of a type is walked.
 enum Shape<'a> {
     Leaf,
-    Struct(&'a Definition),
-    Map(&'a Type),
+    Struct(Fields<'a>),
+    Map(Ty<'a>),
     Set,
-    KeyedList(&'a Type, &'a [String]),
+    KeyedList(Ty<'a>, &'a [String]),
 }
 
-fn shape(ty: &Type) -> Shape<'_> {
+/// An object of declared fields: a Go struct, or a schema's `properties`.
+enum Fields<'a> {
+    Go(&'a Definition),
+    Schema { schema: &'a Structural, resource: bool },
+}
+
+impl<'a> Fields<'a> {
+    fn child(&self, key: &str) -> Ty<'a> {
+        match self {
+            Fields::Go(d) => Ty::Go(d.properties.get(key).map(|p| &p.ty).unwrap_or(&ANY)),
+            Fields::Schema { resource: true, .. } if key == "metadata" => Ty::Go(&OBJECT_META),
+            Fields::Schema { schema, .. } => schema.properties.get(key).or(schema.additional.as_deref()).map_or(Ty::Deduced, Ty::Schema),
+        }
+    }
+
+    /// Whether `key` is one of its fields (a map entry otherwise, which counts as set).
+    fn declared(&self, key: &str) -> bool {
+        match self {
+            Fields::Go(d) => d.properties.contains_key(key),
+            Fields::Schema { schema, resource } => schema.properties.contains_key(key) || (*resource && matches!(key, "apiVersion" | "kind" | "metadata")),
+        }
+    }
+
+    /// Whether the object itself counts as a field: not a Go struct, which a kind's empty object
+    /// always has (kube compares a create with it), but any object of an unstructured custom
+    /// resource, whose empty object has nothing.
+    fn counts(&self) -> bool {
+        matches!(self, Fields::Schema { .. })
+    }
+}
+
+fn shape(ty: Ty<'_>) -> Shape<'_> {
     match ty {
-        Type::Object(name) => match schema().get(name) {
-            Some(d) if !d.atomic => Shape::Struct(d),
+        Ty::Go(ty) => match ty {
+            Type::Object(name) => match schema().get(name) {
+                Some(d) if !d.atomic => Shape::Struct(Fields::Go(d)),
+                _ => Shape::Leaf,
+            },
+            Type::Map { values, atomic: false } => Shape::Map(Ty::Go(values)),
+            Type::Array { list_type: ListType::Set, .. } => Shape::Set,
+            Type::Array { items, list_type: ListType::Map, map_keys } if !map_keys.is_empty() => Shape::KeyedList(Ty::Go(items), map_keys),
             _ => Shape::Leaf,
         },
-        Type::Map { values, atomic: false } => Shape::Map(values),
-        Type::Array { list_type: ListType::Set, .. } => Shape::Set,
-        Type::Array { items, list_type: ListType::Map, map_keys } if !map_keys.is_empty() => Shape::KeyedList(items, map_keys),
-        _ => Shape::Leaf,
+        Ty::Schema(s) if s.is_array() => match s.list_type {
+            ListType::Set => Shape::Set,
+            ListType::Map if !s.map_keys.is_empty() => Shape::KeyedList(s.items.as_deref().map_or(Ty::Deduced, Ty::Schema), &s.map_keys),
+            _ => Shape::Leaf,
+        },
+        Ty::Schema(s) if s.atomic => Shape::Leaf,
+        Ty::Schema(s) if s.embedded => Shape::Struct(Fields::Schema { schema: s, resource: true }),
+        Ty::Schema(s) if !s.properties.is_empty() => Shape::Struct(Fields::Schema { schema: s, resource: false }),
+        Ty::Schema(s) => match &s.additional {
+            Some(values) => Shape::Map(Ty::Schema(values)),
+            None if s.ty == "object" || s.preserve_unknown => Shape::Map(Ty::Deduced),
+            None => Shape::Leaf,
+        },
+        Ty::Resource(s) => Shape::Struct(Fields::Schema { schema: s, resource: true }),
+        // A value that is not an object is walked as a leaf by the walks below.
+        Ty::Deduced => Shape::Map(Ty::Deduced),
     }
 }
 
-fn child_type<'a>(shape: &Shape<'a>, key: &str) -> &'a Type {
-    static ANY: Type = Type::Any;
+fn child_type<'a>(shape: &Shape<'a>, key: &str) -> Ty<'a> {
     match shape {
-        Shape::Struct(d) => d.properties.get(key).map(|p| &p.ty).unwrap_or(&ANY),
-        Shape::Map(values) => values,
-        _ => &ANY,
+        Shape::Struct(fields) => fields.child(key),
+        Shape::Map(values) => *values,
+        _ => Ty::Go(&ANY),
     }
 }
 
-/// The value a missing list-map key field takes: kube's OpenAPI declares `protocol` keys
-/// (container, service and endpoint ports) with the default `TCP`, and structured-merge-diff
-/// keys items by their defaulted values.
-fn key_default(field: &str) -> Option<Value> {
-    (field == "protocol").then(|| Value::String("TCP".into()))
+/// Whether a node is replaced whole (`x-kubernetes-map-type`/`-list-type: atomic`).
+fn atomic(ty: Ty<'_>) -> bool {
+    match ty {
+        Ty::Go(Type::Object(name)) => schema().get(name).is_some_and(|d| d.atomic),
+        Ty::Go(Type::Map { atomic, .. }) => *atomic,
+        Ty::Go(Type::Array { list_type, .. }) => *list_type == ListType::Atomic,
+        Ty::Schema(s) => s.atomic || (s.is_array() && s.list_type == ListType::Atomic),
+        _ => false,
+    }
+}
+
+/// The type of a list's items.
+fn items_of(ty: Ty<'_>) -> Ty<'_> {
+    match ty {
+        Ty::Go(Type::Array { items, .. }) => Ty::Go(items),
+        Ty::Schema(s) => s.items.as_deref().map_or(Ty::Deduced, Ty::Schema),
+        _ => Ty::Go(&ANY),
+    }
+}
+
+/// The value a missing list-map key field takes: its default. kube's OpenAPI declares
+/// `protocol` keys (container, service and endpoint ports) with the default `TCP`; a schema
+/// its properties' `default`s. structured-merge-diff keys items by their defaulted values.
+fn key_default(items: Ty<'_>, field: &str) -> Option<Value> {
+    match items {
+        Ty::Schema(s) => s.properties.get(field).and_then(|p| p.default.clone()),
+        _ => (field == "protocol").then(|| Value::String("TCP".into())),
+    }
 }
 
 /// The path element of a keyed list item.
-fn item_key(item: &Value, keys: &[String]) -> PathElement {
-    let fields: Vec<(String, Value)> = keys.iter().filter_map(|k| item.get(k).cloned().or_else(|| key_default(k)).map(|v| (k.clone(), v))).collect();
+fn item_key(item: &Value, items: Ty<'_>, keys: &[String]) -> PathElement {
+    let fields: Vec<(String, Value)> = keys.iter().filter_map(|k| item.get(k).cloned().or_else(|| key_default(items, k)).map(|v| (k.clone(), v))).collect();
     PathElement::key_of(&fields)
 }
 
 /// The items of a keyed list by key, the first of each key (the one structured-merge-diff
 /// compares), in key order: every walk over a list is O(n log n), whatever its length.
-fn by_key<'a>(items: &'a [Value], keys: &[String]) -> BTreeMap<PathElement, &'a Value> {
+fn by_key<'a>(items: &'a [Value], items_ty: Ty<'_>, keys: &[String]) -> BTreeMap<PathElement, &'a Value> {
     let mut out = BTreeMap::new();
     for item in items {
-        out.entry(item_key(item, keys)).or_insert(item);
+        out.entry(item_key(item, items_ty, keys)).or_insert(item);
     }
     out
 }
@@ -89,20 +180,20 @@ fn is_empty_container(v: Option<&Value>) -> bool {
 }
 
 /// Every field `v` sets (`ToFieldSet`).
-pub fn to_set(v: &Value, ty: &Type) -> Set {
+pub fn to_set(v: &Value, ty: Ty<'_>) -> Set {
     let mut set = Set::default();
     walk_set(v, ty, &mut Vec::new(), &mut set);
     set
 }
 
-fn walk_set(v: &Value, ty: &Type, path: &mut Path, set: &mut Set) {
+fn walk_set(v: &Value, ty: Ty<'_>, path: &mut Path, set: &mut Set) {
     let sh = shape(ty);
     match (&sh, v) {
-        (Shape::Struct(d), Value::Object(m)) => {
+        (Shape::Struct(fields), Value::Object(m)) => {
             for (k, child) in m {
                 path.push(PathElement::Field(k.clone()));
                 walk_set(child, child_type(&sh, k), path, set);
-                if is_empty_container(Some(child)) || !d.properties.contains_key(k) {
+                if is_empty_container(Some(child)) || !fields.declared(k) {
                     set.insert(path);
                 }
                 path.pop();
@@ -111,7 +202,7 @@ fn walk_set(v: &Value, ty: &Type, path: &mut Path, set: &mut Set) {
         (Shape::Map(values), Value::Object(m)) => {
             for (k, child) in m {
                 path.push(PathElement::Field(k.clone()));
-                walk_set(child, values, path, set);
+                walk_set(child, *values, path, set);
                 set.insert(path);
                 path.pop();
             }
@@ -125,11 +216,11 @@ fn walk_set(v: &Value, ty: &Type, path: &mut Path, set: &mut Set) {
         }
         (Shape::KeyedList(items_ty, keys), Value::Array(items)) => {
             // In key order, so each item's path is appended to its parent rather than inserted.
-            let mut keyed: Vec<(PathElement, &Value)> = items.iter().map(|i| (item_key(i, keys), i)).collect();
+            let mut keyed: Vec<(PathElement, &Value)> = items.iter().map(|i| (item_key(i, *items_ty, keys), i)).collect();
             keyed.sort_by(|a, b| a.0.cmp(&b.0));
             for (pe, item) in keyed {
                 path.push(pe);
-                walk_set(item, items_ty, path, set);
+                walk_set(item, *items_ty, path, set);
                 set.insert(path);
                 path.pop();
             }
@@ -146,13 +237,13 @@ pub struct Comparison {
     pub removed: Set,
 }
 
-pub fn compare(lhs: Option<&Value>, rhs: Option<&Value>, ty: &Type) -> Comparison {
+pub fn compare(lhs: Option<&Value>, rhs: Option<&Value>, ty: Ty<'_>) -> Comparison {
     let mut c = Comparison::default();
     walk_compare(lhs, rhs, ty, &mut Vec::new(), &mut c);
     c
 }
 
-fn walk_compare(lhs: Option<&Value>, rhs: Option<&Value>, ty: &Type, path: &mut Path, c: &mut Comparison) {
+fn walk_compare(lhs: Option<&Value>, rhs: Option<&Value>, ty: Ty<'_>, path: &mut Path, c: &mut Comparison) {
     // A side that is absent makes the whole other side added or removed: built bottom-up in one
     // pass (a create's every field) rather than inserted path by path from the root.
     let one_sided = match (lhs, rhs) {
@@ -210,20 +301,20 @@ fn walk_compare(lhs: Option<&Value>, rhs: Option<&Value>, ty: &Type, path: &mut 
             }
         }
         Shape::KeyedList(items_ty, keys) => {
-            let lk = by_key(lhs.and_then(Value::as_array).map(Vec::as_slice).unwrap_or(&[]), keys);
-            let rk = by_key(rhs.and_then(Value::as_array).map(Vec::as_slice).unwrap_or(&[]), keys);
+            let lk = by_key(lhs.and_then(Value::as_array).map(Vec::as_slice).unwrap_or(&[]), *items_ty, keys);
+            let rk = by_key(rhs.and_then(Value::as_array).map(Vec::as_slice).unwrap_or(&[]), *items_ty, keys);
             let mut pes: Vec<&PathElement> = lk.keys().chain(rk.keys()).collect();
             pes.sort();
             pes.dedup();
             for pe in pes {
                 path.push(pe.clone());
-                walk_compare(lk.get(pe).copied(), rk.get(pe).copied(), items_ty, path, c);
+                walk_compare(lk.get(pe).copied(), rk.get(pe).copied(), *items_ty, path, c);
                 path.pop();
             }
         }
         Shape::Leaf => unreachable!("leaves return above"),
     }
-    if !path.is_empty() && !matches!(sh, Shape::Struct(_)) {
+    if !path.is_empty() && !matches!(&sh, Shape::Struct(fields) if !fields.counts()) {
         match (lhs, rhs) {
             (None, Some(_)) => c.added.insert(path),
             (Some(_), None) => c.removed.insert(path),
@@ -234,7 +325,7 @@ fn walk_compare(lhs: Option<&Value>, rhs: Option<&Value>, ty: &Type, path: &mut 
 
 /// The fields of `v` when the other side of a comparison has nothing there: whether `v`'s own
 /// node counts (not for structs, as [`walk_compare`] has it) and the set of paths below it.
-fn subtree(v: &Value, ty: &Type) -> (bool, Set) {
+fn subtree(v: &Value, ty: Ty<'_>) -> (bool, Set) {
     let sh = shape(ty);
     let container = match (&sh, v) {
         (Shape::Leaf, _) => false,
@@ -260,18 +351,18 @@ fn subtree(v: &Value, ty: &Type) -> (bool, Set) {
         }
         (Shape::KeyedList(items_ty, keys), Value::Array(items)) => {
             // Items with the same key are one path; the first of them is the one compared.
-            for (pe, item) in by_key(items, keys) {
-                let (itself, below) = subtree(item, items_ty);
+            for (pe, item) in by_key(items, *items_ty, keys) {
+                let (itself, below) = subtree(item, *items_ty);
                 set.add_child(pe, itself, below);
             }
         }
         _ => unreachable!("containers are objects or arrays"),
     }
-    (!matches!(sh, Shape::Struct(_)), set)
+    (!matches!(&sh, Shape::Struct(fields) if !fields.counts()), set)
 }
 
 /// The applied configuration merged into the live object (`typed.Merge`).
-pub fn merge(live: Option<&Value>, config: Option<&Value>, ty: &Type) -> Option<Value> {
+pub fn merge(live: Option<&Value>, config: Option<&Value>, ty: Ty<'_>) -> Option<Value> {
     let (l, c) = match (live, config) {
         (l, None) => return l.cloned(),
         (None, c) => return c.cloned(),
@@ -290,7 +381,7 @@ pub fn merge(live: Option<&Value>, config: Option<&Value>, ty: &Type) -> Option<
         }
         (Shape::Set, Value::Array(la), Value::Array(ca)) => Some(Value::Array(merge_list(la, ca, |v| PathElement::Value(v.to_string()), |_, c| c.clone()))),
         (Shape::KeyedList(items_ty, keys), Value::Array(la), Value::Array(ca)) => {
-            Some(Value::Array(merge_list(la, ca, |v| item_key(v, keys), |l, c| merge(Some(l), Some(c), items_ty).unwrap_or_else(|| c.clone()))))
+            Some(Value::Array(merge_list(la, ca, |v| item_key(v, *items_ty, keys), |l, c| merge(Some(l), Some(c), *items_ty).unwrap_or_else(|| c.clone()))))
         }
         _ => Some(c.clone()),
     }
@@ -364,14 +455,8 @@ fn merge_list(live: &[Value], config: &[Value], key: impl Fn(&Value) -> PathElem
 /// Nothing is removed from inside an atomic value (structured-merge-diff's removing walker
 /// leaves atomic maps and lists whole): a manager that owned `.spec.scaleTargetRef.kind` at a
 /// version where the reference is granular and applies it at one where it is atomic keeps it.
-pub fn remove_all(v: &mut Value, doomed: &Set, ty: &Type) {
-    let atomic = match ty {
-        Type::Object(name) => schema().get(name).is_some_and(|d| d.atomic),
-        Type::Map { atomic, .. } => *atomic,
-        Type::Array { list_type, .. } => *list_type == ListType::Atomic,
-        _ => false,
-    };
-    if atomic {
+pub fn remove_all(v: &mut Value, doomed: &Set, ty: Ty<'_>) {
+    if atomic(ty) {
         return;
     }
     let sh = shape(ty);
@@ -391,10 +476,7 @@ pub fn remove_all(v: &mut Value, doomed: &Set, ty: &Type) {
             }
         }
         Value::Array(items) => {
-            let items_ty = match ty {
-                Type::Array { items, .. } => items.as_ref(),
-                _ => &Type::Any,
-            };
+            let items_ty = items_of(ty);
             let keys: &[String] = match sh {
                 Shape::KeyedList(_, keys) => keys,
                 _ => &[],
@@ -402,7 +484,7 @@ pub fn remove_all(v: &mut Value, doomed: &Set, ty: &Type) {
             let mut first_with_key: BTreeMap<PathElement, usize> = BTreeMap::new();
             if doomed.children().any(|(pe, _)| matches!(pe, PathElement::Key(_))) && !keys.is_empty() {
                 for (i, item) in items.iter().enumerate() {
-                    first_with_key.entry(item_key(item, keys)).or_insert(i);
+                    first_with_key.entry(item_key(item, items_ty, keys)).or_insert(i);
                 }
             }
             for (pe, below) in doomed.children() {
@@ -437,7 +519,7 @@ pub fn remove_all(v: &mut Value, doomed: &Set, ty: &Type) {
             items.retain(|item| {
                 let doomed = indexes.contains(&i)
                     || (!values.is_empty() && values.contains(&item.to_string()))
-                    || (!item_keys.is_empty() && item_keys.contains(&item_key(item, keys)));
+                    || (!item_keys.is_empty() && item_keys.contains(&item_key(item, items_ty, keys)));
                 i += 1;
                 !doomed
             });
@@ -452,15 +534,17 @@ mod tests {
 
     use super::*;
 
-    fn deployment() -> Type {
-        Type::Object("io.k8s.api.apps.v1.Deployment".into())
+    static DEPLOYMENT: LazyLock<Type> = LazyLock::new(|| Type::Object("io.k8s.api.apps.v1.Deployment".into()));
+
+    fn deployment() -> Ty<'static> {
+        Ty::Go(&DEPLOYMENT)
     }
 
     #[test]
     fn field_sets_of_objects() {
         let d = json!({"metadata": {"labels": {"app": "x"}}, "spec": {"replicas": 2,
             "template": {"spec": {"containers": [{"name": "c", "image": "i"}]}}}});
-        let s = to_set(&d, &deployment());
+        let s = to_set(&d, deployment());
         assert_eq!(
             s.to_fields_v1(),
             json!({"f:metadata": {"f:labels": {"f:app": {}}}, "f:spec": {"f:replicas": {},
@@ -472,11 +556,11 @@ mod tests {
     fn compare_sees_added_modified_removed() {
         let a = json!({"metadata": {"labels": {"a": "1", "b": "2"}}, "spec": {"replicas": 1}});
         let b = json!({"metadata": {"labels": {"a": "1", "c": "3"}}, "spec": {"replicas": 2}});
-        let c = compare(Some(&a), Some(&b), &deployment());
+        let c = compare(Some(&a), Some(&b), deployment());
         assert_eq!(c.added.to_fields_v1(), json!({"f:metadata": {"f:labels": {"f:c": {}}}}));
         assert_eq!(c.removed.to_fields_v1(), json!({"f:metadata": {"f:labels": {"f:b": {}}}}));
         assert_eq!(c.modified.to_fields_v1(), json!({"f:spec": {"f:replicas": {}}}));
-        let created = compare(None, Some(&b), &deployment());
+        let created = compare(None, Some(&b), deployment());
         assert_eq!(created.added.to_fields_v1(), json!({"f:metadata": {"f:labels": {".": {}, "f:a": {}, "f:c": {}}}, "f:spec": {"f:replicas": {}}}));
     }
 
@@ -484,7 +568,7 @@ mod tests {
     fn defaulted_key_fields_match() {
         let live = json!({"spec": {"template": {"spec": {"containers": [{"name": "a", "ports": [{"containerPort": 80, "protocol": "TCP"}]}]}}}});
         let cfg = json!({"spec": {"template": {"spec": {"containers": [{"name": "a", "ports": [{"containerPort": 80}]}]}}}});
-        let m = merge(Some(&live), Some(&cfg), &deployment()).unwrap();
+        let m = merge(Some(&live), Some(&cfg), deployment()).unwrap();
         assert_eq!(m["spec"]["template"]["spec"]["containers"][0]["ports"].as_array().unwrap().len(), 1);
     }
 
@@ -492,7 +576,7 @@ mod tests {
     fn merge_keeps_live_only_items_in_place() {
         let live = json!({"spec": {"template": {"spec": {"containers": [{"name": "a", "image": "1"}, {"name": "side"}, {"name": "b"}]}}}});
         let cfg = json!({"spec": {"template": {"spec": {"containers": [{"name": "b", "image": "2"}, {"name": "a", "image": "3"}]}}}});
-        let m = merge(Some(&live), Some(&cfg), &deployment()).unwrap();
+        let m = merge(Some(&live), Some(&cfg), deployment()).unwrap();
         let names: Vec<&str> = m["spec"]["template"]["spec"]["containers"].as_array().unwrap().iter().map(|c| c["name"].as_str().unwrap()).collect();
         assert_eq!(names, vec!["side", "b", "a"]);
         assert_eq!(m["spec"]["template"]["spec"]["containers"][2]["image"], "3");

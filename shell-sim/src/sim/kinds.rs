@@ -27,7 +27,11 @@ impl Kind {
     /// The widgets' CustomResourceDefinition, namespaced, with a schema that keeps what it is
     /// given.
     pub fn widgets_crd() -> Value {
-        let schema = json!({"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}});
+        let part = json!({"type": "object", "required": ["name"], "properties": {"name": {"type": "string"}, "count": {"type": "integer"}}});
+        let spec = json!({"type": "object", "properties": {"size": {"type": "integer"}, "by": {"type": "string"},
+            "parts": {"type": "array", "x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"], "items": part}}});
+        let schema = json!({"openAPIV3Schema": {"type": "object",
+            "properties": {"spec": spec, "status": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}});
         json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition", "metadata": {"name": format!("widgets.{WIDGETS_GROUP}")},
             "spec": {"group": WIDGETS_GROUP, "scope": "Namespaced", "names": {"plural": "widgets", "kind": "Widget"},
                 "versions": [{"name": "v1", "served": true, "storage": true, "schema": schema},
@@ -40,12 +44,6 @@ impl Kind {
             Kind::WidgetsV1 | Kind::WidgetsV1beta1 => format!("{WIDGETS_GROUP}/widgets"),
             _ => self.resource().to_string(),
         }
-    }
-
-    /// Whether server-side apply serves it (not custom resources yet: 415, as kube with the
-    /// feature off).
-    pub fn applies(self) -> bool {
-        !matches!(self, Kind::WidgetsV1 | Kind::WidgetsV1beta1)
     }
 
     /// Whether an update without a resourceVersion is allowed (custom resources: no, as kube).
@@ -133,7 +131,8 @@ impl Kind {
             Kind::HpaV1 => json!({"apiVersion": "autoscaling/v1", "kind": "HorizontalPodAutoscaler", "metadata": metadata,
                 "spec": {"scaleTargetRef": target, "minReplicas": 1, "maxReplicas": max, "targetCPUUtilizationPercentage": cpu}}),
             Kind::WidgetsV1 | Kind::WidgetsV1beta1 => {
-                json!({"apiVersion": self.api_version(), "kind": "Widget", "metadata": metadata, "spec": {"size": max, "by": by}})
+                let parts = json!([{"name": "main", "count": max}, {"name": by, "count": cpu}]);
+                json!({"apiVersion": self.api_version(), "kind": "Widget", "metadata": metadata, "spec": {"size": max, "by": by, "parts": parts}})
             }
         }
     }

@@ -35,10 +35,9 @@ impl RequestMachine {
         let output = self.output(&res, Target::Object, query)?;
         let opts = params::write_options(query, "PatchOptions", &self.user_agent())?;
         let pt = negotiate::patch_type(self.req.header("Content-Type"), opts.force.unwrap_or(false))?;
-        if apiextensions::is_custom(&res.info) && matches!(pt, PatchType::Strategic | PatchType::Apply { .. }) {
-            // Custom resources take no strategic merge patch (as kube), and server-side apply
-            // of them is not served yet (as kube with the feature off).
-            return Err(ApiError::unsupported_media_type(&["application/json-patch+json", "application/merge-patch+json"]));
+        if apiextensions::is_custom(&res.info) && pt == PatchType::Strategic {
+            // Custom resources take no strategic merge patch, as kube.
+            return Err(ApiError::unsupported_media_type(&["application/json-patch+json", "application/merge-patch+json", "application/apply-patch+yaml"]));
         }
         if opts.force.is_some() && !matches!(pt, PatchType::Apply { .. }) {
             return Err(ApiError::invalid(

@@ -119,7 +119,7 @@ impl User {
                 let q = Self::dry_run(cx);
                 self.send(cx, Pending::Single(kind), request("PATCH", &item, q, Some(&patch), "application/merge-patch+json"));
             }
-            75..83 if kind.applies() => {
+            75..83 => {
                 let obj = self.object(cx, kind, &name);
                 let force = if cx.rng.chance(0.5) { "&force=true" } else { "" };
                 let q = format!("fieldManager=user-{}{force}", self.id);
