@@ -271,9 +271,9 @@ impl FieldSelector {
         self.terms.iter().find(|(k, eq, _)| *eq && k == field).map(|(_, _, v)| v.as_str())
     }
 
-    pub fn matches(&self, fields: &[(&str, String)]) -> bool {
+    pub fn matches<K: AsRef<str>>(&self, fields: &[(K, String)]) -> bool {
         self.terms.iter().all(|(k, eq, v)| {
-            let actual = fields.iter().find(|(f, _)| f == k).map(|(_, x)| x.as_str()).unwrap_or("");
+            let actual = fields.iter().find(|(f, _)| f.as_ref() == k).map(|(_, x)| x.as_str()).unwrap_or("");
             (actual == v) == *eq
         })
     }

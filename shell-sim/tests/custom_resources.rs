@@ -347,3 +347,29 @@ fn server_side_apply_owns_fields_by_the_schema_of_the_crd() {
     let r = w.call("POST", WIDGETS, "fieldManager=maker", Some(&widget("w2", 3)), "application/json");
     assert_eq!(managed(&r.json()), vec![("maker".into(), "Update".into(), json!({"f:spec": {".": {}, "f:size": {}}}))]);
 }
+
+#[test]
+fn selectable_fields_select_as_field_labels() {
+    let mut w = world();
+    let mut def = crd("Widget", "widgets");
+    def["spec"]["versions"][0]["selectableFields"] = json!([{"jsonPath": ".spec.color"}, {"jsonPath": ".spec.size"}]);
+    assert_eq!(call(&mut w, "POST", CRDS, Some(def)).head.status, 201);
+    for (name, color, size) in [("a", Some("red"), 1), ("b", Some("blue"), 2), ("c", None, 2)] {
+        let mut obj = widget(name, size);
+        if let Some(c) = color {
+            obj["spec"]["color"] = json!(c);
+        }
+        assert_eq!(call(&mut w, "POST", WIDGETS, Some(obj)).head.status, 201);
+    }
+    let names = |w: &mut World, path: &str, selector: &str| -> Vec<String> {
+        let r = w.call("GET", path, &format!("fieldSelector={selector}"), None, "");
+        assert_eq!(r.head.status, 200, "{selector}: {}", String::from_utf8_lossy(&r.body));
+        r.json()["items"].as_array().unwrap().iter().map(|i| i["metadata"]["name"].as_str().unwrap().to_string()).collect()
+    };
+    assert_eq!(names(&mut w, WIDGETS, "spec.color%3Dred"), ["a"]);
+    assert_eq!(names(&mut w, "/apis/example.com/v1/widgets", "spec.size%3D2,spec.color!%3Dblue"), ["c"], "numbers as Go prints them");
+    assert_eq!(names(&mut w, WIDGETS, "spec.color%3D"), ["c"], "a field the object lacks is empty");
+    // The fields are the version's: v1beta1 declares none.
+    let r = w.call("GET", "/apis/example.com/v1beta1/namespaces/default/widgets", "fieldSelector=spec.color%3Dred", None, "");
+    assert_eq!((r.head.status, r.json()["message"].clone()), (400, json!("field label not supported: spec.color")));
+}

@@ -33,6 +33,9 @@ pub struct Version {
     pub schema: Option<Value>,
     /// `additionalPrinterColumns`.
     pub columns: Vec<Value>,
+    /// `selectableFields`, each named by its `jsonPath` without the leading dot, as kube names
+    /// them in field selectors (`spec.color`).
+    pub selectable_fields: Vec<String>,
 }
 
 /// A CRD as far as serving its resources goes.
@@ -128,5 +131,13 @@ fn version(v: &Value) -> Option<Version> {
         deprecation_warning: v.get("deprecationWarning").and_then(Value::as_str).map(str::to_string),
         schema: meta::at(v, &["schema", "openAPIV3Schema"]).cloned(),
         columns: v.get("additionalPrinterColumns").and_then(Value::as_array).cloned().unwrap_or_default(),
+        selectable_fields: v
+            .get("selectableFields")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(|f| f.get("jsonPath")?.as_str())
+            .map(|path| path.strip_prefix('.').unwrap_or(path).to_string())
+            .collect(),
     })
 }

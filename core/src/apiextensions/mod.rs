@@ -22,7 +22,7 @@ pub use scale::ScalePaths;
 pub use strategy::CustomResources;
 pub use structural::Structural;
 
-use crate::catalog::{Backing, Catalog, DeleteReturns, Resource, ResourceInfo, Subresource};
+use crate::catalog::{Backing, Catalog, DeleteReturns, FieldName, Resource, ResourceInfo, Subresource};
 
 /// The verbs of a custom resource, in the order kube's discovery lists them.
 const VERBS: &[&str] = &["delete", "deletecollection", "get", "list", "patch", "create", "update", "watch"];
@@ -105,6 +105,7 @@ pub fn resources(def: &Definition, crd: &Value) -> Vec<Resource> {
                 scale: v.scale.clone(),
                 schema,
                 columns,
+                selectable: v.selectable_fields.iter().map(|f| FieldName::Owned(f.clone())).collect(),
             };
             Resource { info, strategy: Arc::new(strategy), ttl_seconds: None }
         })

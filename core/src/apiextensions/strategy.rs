@@ -9,7 +9,7 @@ use jiff::Timestamp;
 use super::columns::PrinterColumn;
 use super::scale::ScalePaths;
 use super::structural::Structural;
-use crate::catalog::{ScaleOf, Strategy, copy_all_but_status, keep_status};
+use crate::catalog::{FieldName, ScaleOf, Strategy, copy_all_but_status, keep_status};
 use crate::meta;
 use crate::ssa::Typing;
 use crate::status::{ApiError, FieldError};
@@ -28,6 +28,8 @@ pub struct CustomResources {
     pub schema: Option<Structural>,
     /// Its `additionalPrinterColumns` (empty: Name and Age).
     pub columns: Vec<PrinterColumn>,
+    /// Its `selectableFields`, by the names field selectors give them.
+    pub selectable: Vec<FieldName>,
 }
 
 impl CustomResources {
@@ -143,6 +145,20 @@ impl Strategy for CustomResources {
             return self.columns().iter().map(Column::to_json).collect();
         }
         std::iter::once(Column::NAME.to_json()).chain(self.columns.iter().map(PrinterColumn::definition)).collect()
+    }
+
+    fn selectable_fields(&self) -> &[FieldName] {
+        &self.selectable
+    }
+
+    /// The value at the field's path as Go prints it (`fmt.Sprint`), empty where there is none.
+    fn field_value(&self, obj: &Value, field: &str) -> Option<String> {
+        let path: Vec<&str> = field.split('.').collect();
+        meta::at(obj, &path).and_then(|v| match v {
+            Value::Null => None,
+            Value::String(s) => Some(s.clone()),
+            other => Some(other.to_string()),
+        })
     }
 
     fn row(&self, obj: &Value, now: Timestamp) -> Vec<Value> {

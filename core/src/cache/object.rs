@@ -5,7 +5,7 @@ use std::sync::{Arc, OnceLock};
 use bytes::Bytes;
 use serde_json::Value;
 
-use crate::catalog::Resource;
+use crate::catalog::{FieldName, Resource, field};
 use crate::kv::{KeyValue, Revision};
 use crate::meta;
 use crate::registry::objects::{serve_stored, set_resource_version};
@@ -20,7 +20,7 @@ pub struct CachedObject {
     pub name: String,
     pub labels: Vec<(String, String)>,
     /// Values of the resource's selectable fields.
-    pub fields: Vec<(&'static str, String)>,
+    pub fields: Vec<(FieldName, String)>,
     /// The object as served, `resourceVersion` included: the bytes every JSON reader shares.
     pub json: Bytes,
     /// The object in kube's protobuf envelope, encoded on first use.
@@ -54,12 +54,12 @@ impl CachedObject {
     /// just the parts selectors read).
     fn with_json(res: &Resource, key: Bytes, rv: Revision, obj: &Value, json: Vec<u8>) -> CachedObject {
         let labels = meta::labels(obj).into_iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
-        let mut fields = vec![("metadata.name", meta::name(obj).to_string())];
+        let mut fields = vec![(field("metadata.name"), meta::name(obj).to_string())];
         if res.info.namespaced {
-            fields.push(("metadata.namespace", meta::namespace(obj).to_string()));
+            fields.push((field("metadata.namespace"), meta::namespace(obj).to_string()));
         }
         for f in res.strategy.selectable_fields() {
-            fields.push((f, res.strategy.field_value(obj, f).unwrap_or_default()));
+            fields.push((f.clone(), res.strategy.field_value(obj, f).unwrap_or_default()));
         }
         CachedObject {
             key,

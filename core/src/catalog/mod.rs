@@ -17,8 +17,8 @@ use std::sync::Arc;
 
 pub use info::{ALL_VERBS, Backing, DeleteReturns, ResourceInfo, Subresource, names};
 pub use strategy::{
-    Candidates, Claim, GracefulDelete, Lifecycle, ReviewContext, ScaleOf, Strategy, bump_generation_on_spec_change, bump_generation_when_changed,
-    copy_all_but_status, keep_status,
+    Candidates, Claim, FieldName, GracefulDelete, Lifecycle, ReviewContext, ScaleOf, Strategy, bump_generation_on_spec_change, bump_generation_when_changed,
+    copy_all_but_status, field, keep_status,
 };
 
 /// A resource with its rules.

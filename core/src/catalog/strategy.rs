@@ -1,12 +1,22 @@
 //! A resource's rules: kube-apiserver's per-resource strategies (`RESTCreateStrategy`,
 //! `RESTUpdateStrategy`, `RESTDeleteStrategy`, the table printer and the selectable fields).
 
+use std::borrow::Cow;
+
 use jiff::Timestamp;
 use serde_json::Value;
 
 use crate::meta;
 use crate::status::{ApiError, FieldError, GroupResource};
 use crate::table::Column;
+
+/// The name of a field a field selector may name: a built-in kind's, or one a CRD declares.
+pub type FieldName = Cow<'static, str>;
+
+/// A built-in kind's selectable field.
+pub const fn field(name: &'static str) -> FieldName {
+    Cow::Borrowed(name)
+}
 
 /// What happens when an object is deleted (`BeforeDelete` and graceful deletion).
 #[derive(Clone, Debug, PartialEq)]
@@ -292,7 +302,7 @@ pub trait Strategy: Send + Sync {
     }
 
     /// The fields a field selector may name, beyond `metadata.name` and `metadata.namespace`.
-    fn selectable_fields(&self) -> &'static [&'static str] {
+    fn selectable_fields(&self) -> &[FieldName] {
         &[]
     }
 

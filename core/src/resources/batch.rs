@@ -4,7 +4,7 @@ use serde_json::{Value, json};
 
 use super::apps::{default_template, validate_template};
 use super::{info, serve, status_subresource};
-use crate::catalog::{Lifecycle, Resource, ResourceInfo, Strategy};
+use crate::catalog::{FieldName, Lifecycle, Resource, ResourceInfo, Strategy, field};
 use crate::meta;
 use crate::status::FieldError;
 use crate::table::{self, Column, Describe};
@@ -186,8 +186,8 @@ impl Strategy for Jobs {
         ]
     }
 
-    fn selectable_fields(&self) -> &'static [&'static str] {
-        &["status.successful"]
+    fn selectable_fields(&self) -> &[FieldName] {
+        const { &[field("status.successful")] }
     }
 
     fn field_path<'a>(&self, field: &'a str) -> &'a str {

@@ -4,7 +4,7 @@
 use serde_json::{Map, Value, json};
 
 use super::{Settings, info, serve};
-use crate::catalog::{Resource, Strategy};
+use crate::catalog::{FieldName, Resource, Strategy, field};
 use crate::meta;
 use crate::status::FieldError;
 use crate::table::{self, Column, Describe};
@@ -180,33 +180,41 @@ impl Strategy for Events {
         ]
     }
 
-    fn selectable_fields(&self) -> &'static [&'static str] {
+    fn selectable_fields(&self) -> &[FieldName] {
         match self.api {
-            Api::Core => &[
-                "involvedObject.kind",
-                "involvedObject.namespace",
-                "involvedObject.name",
-                "involvedObject.uid",
-                "involvedObject.apiVersion",
-                "involvedObject.resourceVersion",
-                "involvedObject.fieldPath",
-                "reason",
-                "reportingComponent",
-                "source",
-                "type",
-            ],
-            Api::EventsK8sIo => &[
-                "regarding.kind",
-                "regarding.namespace",
-                "regarding.name",
-                "regarding.uid",
-                "regarding.apiVersion",
-                "regarding.resourceVersion",
-                "regarding.fieldPath",
-                "reason",
-                "reportingController",
-                "type",
-            ],
+            Api::Core => {
+                const {
+                    &[
+                        field("involvedObject.kind"),
+                        field("involvedObject.namespace"),
+                        field("involvedObject.name"),
+                        field("involvedObject.uid"),
+                        field("involvedObject.apiVersion"),
+                        field("involvedObject.resourceVersion"),
+                        field("involvedObject.fieldPath"),
+                        field("reason"),
+                        field("reportingComponent"),
+                        field("source"),
+                        field("type"),
+                    ]
+                }
+            }
+            Api::EventsK8sIo => {
+                const {
+                    &[
+                        field("regarding.kind"),
+                        field("regarding.namespace"),
+                        field("regarding.name"),
+                        field("regarding.uid"),
+                        field("regarding.apiVersion"),
+                        field("regarding.resourceVersion"),
+                        field("regarding.fieldPath"),
+                        field("reason"),
+                        field("reportingController"),
+                        field("type"),
+                    ]
+                }
+            }
         }
     }
 

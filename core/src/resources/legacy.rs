@@ -9,7 +9,7 @@ use serde_json::{Map, Value, json};
 
 use super::{info, serve, status_subresource};
 use crate::auth::UserInfo;
-use crate::catalog::{GracefulDelete, Lifecycle, Resource, ResourceInfo, Strategy};
+use crate::catalog::{FieldName, GracefulDelete, Lifecycle, Resource, ResourceInfo, Strategy};
 use crate::status::FieldError;
 use crate::table::Column;
 use crate::validation::NameCheck;
@@ -141,7 +141,7 @@ impl<S: Strategy> Strategy for OlderVersion<S> {
         self.inner.row(&self.to_stored(obj.clone()), now)
     }
 
-    fn selectable_fields(&self) -> &'static [&'static str] {
+    fn selectable_fields(&self) -> &[FieldName] {
         self.inner.selectable_fields()
     }
 

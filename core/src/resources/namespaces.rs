@@ -4,7 +4,7 @@
 use serde_json::{Value, json};
 
 use super::{info, serve, status_subresource};
-use crate::catalog::{DeleteReturns, Resource, Strategy, Subresource, copy_all_but_status, keep_status};
+use crate::catalog::{DeleteReturns, FieldName, Resource, Strategy, Subresource, copy_all_but_status, field, keep_status};
 use crate::meta;
 use crate::status::FieldError;
 use crate::table::{self, Column, Describe};
@@ -115,7 +115,7 @@ impl Strategy for Namespaces {
         vec![json!(meta::name(obj)), json!(table::str_or(obj, &["status", "phase"], "")), table::age(obj, now)]
     }
 
-    fn selectable_fields(&self) -> &'static [&'static str] {
-        &["status.phase"]
+    fn selectable_fields(&self) -> &[FieldName] {
+        const { &[field("status.phase")] }
     }
 }

@@ -3,7 +3,7 @@
 use serde_json::{Value, json};
 
 use super::{info, serve, status_subresource};
-use crate::catalog::{Resource, Strategy, keep_status};
+use crate::catalog::{FieldName, Resource, Strategy, field, keep_status};
 use crate::meta;
 use crate::status::FieldError;
 use crate::table::{self, Column, Describe};
@@ -113,8 +113,8 @@ impl Strategy for Nodes {
         ]
     }
 
-    fn selectable_fields(&self) -> &'static [&'static str] {
-        &["spec.unschedulable"]
+    fn selectable_fields(&self) -> &[FieldName] {
+        const { &[field("spec.unschedulable")] }
     }
 
     fn field_value(&self, obj: &Value, field: &str) -> Option<String> {

@@ -7,7 +7,7 @@ use serde_json::{Value, json};
 use super::podspec::{self, SpecOf};
 use super::{info, serve, status_subresource};
 use crate::catalog::{
-    Backing, DeleteReturns, GracefulDelete, Resource, Strategy, Subresource, bump_generation_on_spec_change, copy_all_but_status, keep_status,
+    Backing, DeleteReturns, FieldName, GracefulDelete, Resource, Strategy, Subresource, bump_generation_on_spec_change, copy_all_but_status, field, keep_status,
 };
 use crate::meta;
 use crate::schema::normalize::format_time;
@@ -198,17 +198,19 @@ impl Strategy for Pods {
         pod_row(obj, now)
     }
 
-    fn selectable_fields(&self) -> &'static [&'static str] {
-        &[
-            "spec.nodeName",
-            "spec.restartPolicy",
-            "spec.schedulerName",
-            "spec.serviceAccountName",
-            "spec.hostNetwork",
-            "status.phase",
-            "status.podIP",
-            "status.nominatedNodeName",
-        ]
+    fn selectable_fields(&self) -> &[FieldName] {
+        const {
+            &[
+                field("spec.nodeName"),
+                field("spec.restartPolicy"),
+                field("spec.schedulerName"),
+                field("spec.serviceAccountName"),
+                field("spec.hostNetwork"),
+                field("status.phase"),
+                field("status.podIP"),
+                field("status.nominatedNodeName"),
+            ]
+        }
     }
 
     fn field_value(&self, obj: &Value, field: &str) -> Option<String> {

@@ -4,7 +4,7 @@ use serde_json::{Value, json};
 
 use super::apps::{default_template, validate_template};
 use super::{info, scale_subresource, serve, status_subresource};
-use crate::catalog::{Lifecycle, Resource, ScaleOf, Strategy};
+use crate::catalog::{FieldName, Lifecycle, Resource, ScaleOf, Strategy, field};
 use crate::meta;
 use crate::status::{ApiError, FieldError};
 use crate::table::{self, Column, Describe};
@@ -133,8 +133,8 @@ impl Strategy for ReplicationControllers {
         ]
     }
 
-    fn selectable_fields(&self) -> &'static [&'static str] {
-        &["status.replicas"]
+    fn selectable_fields(&self) -> &[FieldName] {
+        const { &[field("status.replicas")] }
     }
 
     fn scale_of(&self, obj: &Value) -> Result<ScaleOf, ApiError> {

@@ -5,7 +5,7 @@ use serde_json::{Value, json};
 
 use super::configmaps::{MAX_DATA_SIZE, validate_data_keys, validate_immutable};
 use super::{info, serve};
-use crate::catalog::{Resource, Strategy};
+use crate::catalog::{FieldName, Resource, Strategy, field};
 use crate::meta;
 use crate::status::FieldError;
 use crate::table::{self, Column, Describe};
@@ -99,7 +99,7 @@ impl Strategy for Secrets {
         vec![json!(meta::name(obj)), json!(table::str_or(obj, &["type"], "")), json!(data), table::age(obj, now)]
     }
 
-    fn selectable_fields(&self) -> &'static [&'static str] {
-        &["type"]
+    fn selectable_fields(&self) -> &[FieldName] {
+        const { &[field("type")] }
     }
 }

@@ -6,7 +6,7 @@ use core::net::Ipv4Addr;
 use serde_json::{Value, json};
 
 use super::{info, serve, status_subresource};
-use crate::catalog::{Candidates, Claim, DeleteReturns, Resource, Strategy, keep_status};
+use crate::catalog::{Candidates, Claim, DeleteReturns, FieldName, Resource, Strategy, field, keep_status};
 use crate::meta;
 use crate::rand::Rng;
 use crate::status::{ApiError, FieldError};
@@ -456,8 +456,8 @@ impl Strategy for Services {
         ]
     }
 
-    fn selectable_fields(&self) -> &'static [&'static str] {
-        &["spec.clusterIP", "spec.type"]
+    fn selectable_fields(&self) -> &[FieldName] {
+        const { &[field("spec.clusterIP"), field("spec.type")] }
     }
 }
 

@@ -32,7 +32,7 @@ impl RequestMachine {
         let watch = info.verb == "watch";
         let opts = params::list_options(query, watch)?;
         for f in opts.fields.fields() {
-            let known = f == "metadata.name" || (res.info.namespaced && f == "metadata.namespace") || res.strategy.selectable_fields().contains(&f);
+            let known = f == "metadata.name" || (res.info.namespaced && f == "metadata.namespace") || res.strategy.selectable_fields().iter().any(|s| s == f);
             if !known {
                 // Custom resources' field labels are converted as kube's CR converter does.
                 let custom = crate::apiextensions::is_custom(&res.info);
