@@ -223,13 +223,22 @@ fn discovery_and_openapi_answer_with_custom_resources_served() {
     assert_eq!(example["preferredVersion"]["version"], "v1");
     let aggregated = w.call("GET", "/apis", "", None, "");
     assert_eq!(aggregated.head.status, 200);
+    // The kind's schema in the group version's document, as kubectl explain reads it.
     let index = call(&mut w, "GET", "/openapi/v3", None).json();
-    if let Some(doc) = index["paths"].get("apis/example.com/v1") {
-        let url = doc["serverRelativeURL"].as_str().unwrap().to_string();
-        let (path, query) = url.split_once('?').unwrap_or((&url, ""));
-        let r = w.call("GET", path, query, None, "");
-        assert_eq!(r.head.status, 200, "{url}: {}", String::from_utf8_lossy(&r.body));
-    }
+    let url = index["paths"]["apis/example.com/v1"]["serverRelativeURL"].as_str().expect("a document for the CRD's version").to_string();
+    let (path, query) = url.split_once('?').unwrap_or((&url, ""));
+    let r = w.call("GET", path, query, None, "");
+    assert_eq!(r.head.status, 200, "{url}: {}", String::from_utf8_lossy(&r.body));
+    let schemas = &r.json()["components"]["schemas"];
+    let widget = &schemas["com.example.v1.Widget"];
+    assert_eq!(widget["x-kubernetes-group-version-kind"], json!([{"group": "example.com", "kind": "Widget", "version": "v1"}]));
+    assert_eq!(widget["properties"]["metadata"]["allOf"], json!([{"$ref": "#/components/schemas/io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"}]));
+    assert!(schemas.get("io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta").is_some() && schemas.get("com.example.v1.WidgetList").is_some());
+    let post = &r.json()["paths"]["/apis/example.com/v1/namespaces/{namespace}/widgets"]["post"];
+    let body = post["requestBody"]["content"].as_object().and_then(|c| c.values().next()).cloned().unwrap_or_default();
+    assert_eq!(body["schema"]["$ref"], "#/components/schemas/com.example.v1.Widget", "{post}");
+    let v2 = call(&mut w, "GET", "/openapi/v2", None).json();
+    assert_eq!(v2["definitions"]["com.example.v1.WidgetList"]["properties"]["items"]["items"]["$ref"], "#/definitions/com.example.v1.Widget");
 }
 
 #[test]

@@ -397,6 +397,9 @@ fn custom_resources() {
     assert_eq!(k.json(&["get", "wd", "w1"])["spec"]["mode"], "fast", "the schema's default");
     assert!(k.ok(&["get", "all"]).contains("widget.example.com/w1"));
     assert!(k.ok(&["api-resources", "--api-group=example.com"]).contains("widgets"));
+    // kubectl explain reads the kind's schema from the OpenAPI document of its version.
+    let explained = k.ok(&["explain", "widgets.spec"]);
+    assert!(explained.contains("KIND:       Widget") && explained.contains("size\t<integer>"), "{explained}");
     k.ok(&["patch", "widget", "w1", "--type=merge", "-p", r#"{"spec":{"size":4}}"#]);
     k.ok(&["patch", "widget", "w1", "--subresource=status", "--type=merge", "-p", r#"{"status":{"conditions":[{"type":"Ready","status":"True"}]}}"#]);
     let w1 = k.json(&["get", "widget", "w1"]);

@@ -7,6 +7,7 @@
 mod columns;
 mod definition;
 pub mod naming;
+mod openapi;
 mod scale;
 mod strategy;
 pub(crate) mod structural;
@@ -18,6 +19,7 @@ use serde_json::{Value, json};
 
 pub use columns::PrinterColumn;
 pub use definition::{Definition, Names, Version};
+pub use openapi::KindDefinitions;
 pub use scale::ScalePaths;
 pub use strategy::CustomResources;
 pub use structural::Structural;
@@ -88,7 +90,7 @@ pub fn resources(def: &Definition, crd: &Value) -> Vec<Resource> {
                 verbs: crate::catalog::names(if def.terminating { TERMINATING_VERBS } else { VERBS }),
                 subresources,
                 storage_prefix: format!("{}/{}", def.group, names.plural),
-                definition: String::new(),
+                definition: openapi::model_name(&def.group, &v.name, &names.kind),
                 stored_as: (v.name != storage.name).then(|| (def.group.clone(), storage.name.clone())),
                 delete_returns: DeleteReturns::Status,
                 backing: Backing::Stored,
@@ -106,6 +108,7 @@ pub fn resources(def: &Definition, crd: &Value) -> Vec<Resource> {
                 schema,
                 columns,
                 selectable: v.selectable_fields.iter().map(|f| FieldName::Owned(f.clone())).collect(),
+                openapi: openapi::kind_definitions(&def.group, &v.name, names, v.schema.as_ref()),
             };
             Resource { info, strategy: Arc::new(strategy), ttl_seconds: None }
         })

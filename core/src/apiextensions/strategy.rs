@@ -7,6 +7,7 @@ use serde_json::{Value, json};
 use jiff::Timestamp;
 
 use super::columns::PrinterColumn;
+use super::openapi::KindDefinitions;
 use super::scale::ScalePaths;
 use super::structural::Structural;
 use crate::catalog::{FieldName, ScaleOf, Strategy, copy_all_but_status, keep_status};
@@ -30,6 +31,8 @@ pub struct CustomResources {
     pub columns: Vec<PrinterColumn>,
     /// Its `selectableFields`, by the names field selectors give them.
     pub selectable: Vec<FieldName>,
+    /// Its kind's and list kind's OpenAPI definitions.
+    pub openapi: KindDefinitions,
 }
 
 impl CustomResources {
@@ -149,6 +152,10 @@ impl Strategy for CustomResources {
 
     fn selectable_fields(&self) -> &[FieldName] {
         &self.selectable
+    }
+
+    fn openapi_definitions(&self) -> Option<&KindDefinitions> {
+        Some(&self.openapi)
     }
 
     /// The value at the field's path as Go prints it (`fmt.Sprint`), empty where there is none.

@@ -301,6 +301,12 @@ pub trait Strategy: Send + Sync {
         vec![Value::from(meta::name(obj)), Value::from(crate::table::created_at(obj))]
     }
 
+    /// Its kind's and list kind's OpenAPI definitions, where the built-in schema has none
+    /// (custom resources).
+    fn openapi_definitions(&self) -> Option<&crate::apiextensions::KindDefinitions> {
+        None
+    }
+
     /// The fields a field selector may name, beyond `metadata.name` and `metadata.namespace`.
     fn selectable_fields(&self) -> &[FieldName] {
         &[]

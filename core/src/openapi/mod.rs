@@ -149,7 +149,10 @@ fn resource_paths(r: &Resource, paths: &mut BTreeMap<String, Value>) {
     let scoped = if i.namespaced { format!("Namespaced{}", i.kind) } else { i.kind.to_string() };
     let kind = (i.group.as_str(), i.version.as_str(), i.kind.as_str());
     let def = i.definition.as_str();
-    let list_def = schema().for_gvk(&i.group, &i.version, &format!("{}List", i.kind)).map(|d| d.name.clone()).unwrap_or_else(|| def.to_string());
+    let list_def = match r.strategy.openapi_definitions() {
+        Some(custom) => custom.list.0.clone(),
+        None => schema().for_gvk(&i.group, &i.version, &format!("{}List", i.kind)).map(|d| d.name.clone()).unwrap_or_else(|| def.to_string()),
+    };
     let ns_param = json!({"name": "namespace", "in": "path", "required": true, "type": "string", "uniqueItems": true, "description": "object name and auth scope, such as for teams and projects"});
     let name_param = |what: &str| json!({"name": "name", "in": "path", "required": true, "type": "string", "uniqueItems": true, "description": format!("name of the {what}")});
     let pretty = query("pretty", "string", "If 'true', then the output is pretty printed.");
@@ -265,7 +268,11 @@ pub fn v2(catalog: &Catalog) -> Value {
             discovery_path(g, v, &mut paths);
         }
     }
-    let definitions: Map<String, Value> = schema().raw_definitions().iter().map(|(k, v)| (k.clone(), served(v))).collect();
+    let mut definitions: Map<String, Value> = schema().raw_definitions().iter().map(|(k, v)| (k.clone(), served(v))).collect();
+    for custom in catalog.resources().filter_map(|r| r.strategy.openapi_definitions()) {
+        definitions.insert(custom.object.0.clone(), custom.object_v2.clone());
+        definitions.insert(custom.list.0.clone(), custom.list.1.clone());
+    }
     json!({
         "swagger": "2.0",
         "info": {"title": "Kubernetes", "version": KUBE_VERSION},
@@ -420,9 +427,18 @@ fn v3_parameter(p: &Value) -> Value {
 fn v3_group_version(catalog: &Catalog, group: &str, version: &str) -> Value {
     let mut v2_paths = BTreeMap::new();
     let mut roots: Vec<String> = vec![DELETE_OPTIONS.into(), STATUS.into(), PATCH.into(), WATCH_EVENT.into(), RESOURCE_LIST.into()];
+    let mut custom = Map::new();
     for r in catalog.resources().filter(|r| r.info.group == group && r.info.version == version) {
         resource_paths(r, &mut v2_paths);
-        roots.push(r.info.definition.to_string());
+        match r.strategy.openapi_definitions() {
+            Some(defs) => {
+                for (name, def) in [&defs.object, &defs.list] {
+                    collect_refs(def, &mut roots);
+                    custom.insert(name.clone(), to_v3_schema(def));
+                }
+            }
+            None => roots.push(r.info.definition.to_string()),
+        }
         if let Some(list) = schema().for_gvk(group, version, &format!("{}List", r.info.kind)) {
             roots.push(list.name.clone());
         }
@@ -452,7 +468,8 @@ fn v3_group_version(catalog: &Catalog, group: &str, version: &str) -> Value {
         })
         .collect();
     let raw = schema().raw_definitions();
-    let schemas: Map<String, Value> = reachable(roots).into_iter().filter_map(|n| raw.get(&n).map(|d| (n.clone(), to_v3_schema(d)))).collect();
+    let mut schemas: Map<String, Value> = reachable(roots).into_iter().filter_map(|n| raw.get(&n).map(|d| (n.clone(), to_v3_schema(d)))).collect();
+    schemas.extend(custom);
     json!({
         "openapi": "3.0.0",
         "info": {"title": "Kubernetes", "version": KUBE_VERSION},

@@ -1,0 +1,104 @@
+//! The OpenAPI definitions of a custom resource's kind and list kind, as kube's apiextensions
+//! server builds them for its documents (`pkg/controller/openapi/builder`): the version's schema
+//! with kube's own `apiVersion`, `kind` and `metadata`, so that `kubectl explain` finds them.
+
+use serde_json::{Map, Value, json};
+
+use super::definition::Names;
+use crate::schema::schema;
+
+const OBJECT_META: &str = "#/definitions/io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta";
+const LIST_META: &str = "#/definitions/io.k8s.apimachinery.pkg.apis.meta.v1.ListMeta";
+
+/// A kind's definitions where the built-in schema has none, in swagger-2.0 form (references to
+/// `#/definitions/`), as `/openapi/v2` serves them; `/openapi/v3` serves them converted.
+#[derive(Debug, Clone, PartialEq)]
+pub struct KindDefinitions {
+    /// The kind's name (`com.example.v1.Widget`) and definition.
+    pub object: (String, Value),
+    /// What `/openapi/v2` serves for the kind: without properties where the schema keeps unknown
+    /// fields at its root (kubectl would otherwise refuse every field it does not list).
+    pub object_v2: Value,
+    pub list: (String, Value),
+}
+
+/// kube's name of a kind's model: the group reversed, then the version and the kind.
+pub fn model_name(group: &str, version: &str, kind: &str) -> String {
+    let reversed: Vec<&str> = group.split('.').rev().collect();
+    format!("{}.{version}.{kind}", reversed.join("."))
+}
+
+/// A property of a built-in definition, for the descriptions kube's builder copies.
+fn builtin_property(definition: &str, property: &str) -> Value {
+    schema().raw_definitions().get(definition).and_then(|d| d.pointer(&format!("/properties/{property}"))).cloned().unwrap_or_else(|| json!({"type": "string"}))
+}
+
+fn group_version_kind(group: &str, version: &str, kind: &str) -> Value {
+    json!([{"group": group, "kind": kind, "version": version}])
+}
+
+/// The definitions of a version's kind (`schema`: its `openAPIV3Schema`, if it gives one) and
+/// list kind.
+pub fn kind_definitions(group: &str, version: &str, names: &Names, schema: Option<&Value>) -> KindDefinitions {
+    let name = model_name(group, version, &names.kind);
+    let list_name = model_name(group, version, &names.list_kind);
+    let gvk = group_version_kind(group, version, &names.kind);
+    let type_meta = |m: &mut Map<String, Value>| {
+        m.insert("apiVersion".into(), builtin_property("io.k8s.api.core.v1.ConfigMap", "apiVersion"));
+        m.insert("kind".into(), builtin_property("io.k8s.api.core.v1.ConfigMap", "kind"));
+    };
+    let metadata = |reference: &str, described_like: &str| {
+        let description = builtin_property(described_like, "metadata").get("description").cloned().unwrap_or_default();
+        json!({"$ref": reference, "description": description})
+    };
+
+    let bare = json!({"type": "object", "x-kubernetes-group-version-kind": gvk});
+    let object = match schema {
+        Some(Value::Object(s)) => {
+            let mut def = s.clone();
+            let properties = def.entry("properties").or_insert_with(|| json!({}));
+            if let Value::Object(p) = properties {
+                p.insert("metadata".into(), metadata(OBJECT_META, "io.k8s.api.core.v1.ConfigMap"));
+                type_meta(p);
+            }
+            def.insert("x-kubernetes-group-version-kind".into(), gvk.clone());
+            Value::Object(def)
+        }
+        _ => bare.clone(),
+    };
+    let preserves_unknown = schema.and_then(|s| s.get("x-kubernetes-preserve-unknown-fields")) == Some(&Value::Bool(true));
+    let object_v2 = if preserves_unknown { bare } else { object.clone() };
+
+    let mut list_properties = Map::new();
+    list_properties.insert(
+        "items".into(),
+        json!({"description": format!("List of {}. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md", names.plural),
+            "items": {"$ref": format!("#/definitions/{name}")}, "type": "array"}),
+    );
+    list_properties.insert("metadata".into(), metadata(LIST_META, "io.k8s.api.core.v1.ConfigMapList"));
+    type_meta(&mut list_properties);
+    let list = json!({"description": format!("{} is a list of {}", names.list_kind, names.kind), "required": ["items"], "type": "object",
+        "properties": list_properties, "x-kubernetes-group-version-kind": group_version_kind(group, version, &names.list_kind)});
+    KindDefinitions { object: (name, object), object_v2, list: (list_name, list) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_kind_is_its_schema_with_kubes_type_and_object_meta() {
+        let names = Names { plural: "widgets".into(), singular: "widget".into(), kind: "Widget".into(), list_kind: "WidgetList".into(), ..Default::default() };
+        let schema = json!({"type": "object", "properties": {"spec": {"type": "object", "properties": {"size": {"type": "integer"}}}}});
+        let defs = kind_definitions("example.com", "v1", &names, Some(&schema));
+        assert_eq!(defs.object.0, "com.example.v1.Widget");
+        let object = &defs.object.1;
+        assert_eq!(object["properties"]["spec"]["properties"]["size"]["type"], "integer");
+        assert_eq!(object["properties"]["metadata"]["$ref"], OBJECT_META);
+        assert_eq!(object["properties"]["kind"]["type"], "string");
+        assert_eq!(object["x-kubernetes-group-version-kind"], json!([{"group": "example.com", "kind": "Widget", "version": "v1"}]));
+        assert_eq!(&defs.object_v2, object);
+        assert_eq!(defs.list.0, "com.example.v1.WidgetList");
+        assert_eq!(defs.list.1["properties"]["items"]["items"]["$ref"], "#/definitions/com.example.v1.Widget");
+    }
+}
