@@ -361,8 +361,11 @@ fn server_side_apply_owns_fields_by_the_schema_of_the_crd() {
 fn selectable_fields_select_as_field_labels() {
     let mut w = world();
     let mut def = crd("Widget", "widgets");
+    def["spec"]["versions"][0]["schema"]["openAPIV3Schema"] =
+        json!({"type": "object", "properties": {"spec": {"type": "object", "properties": {"color": {"type": "string"}, "size": {"type": "integer"}}}}});
     def["spec"]["versions"][0]["selectableFields"] = json!([{"jsonPath": ".spec.color"}, {"jsonPath": ".spec.size"}]);
-    assert_eq!(call(&mut w, "POST", CRDS, Some(def)).head.status, 201);
+    let r = call(&mut w, "POST", CRDS, Some(def));
+    assert_eq!(r.head.status, 201, "{}", String::from_utf8_lossy(&r.body));
     for (name, color, size) in [("a", Some("red"), 1), ("b", Some("blue"), 2), ("c", None, 2)] {
         let mut obj = widget(name, size);
         if let Some(c) = color {
@@ -381,4 +384,30 @@ fn selectable_fields_select_as_field_labels() {
     // The fields are the version's: v1beta1 declares none.
     let r = w.call("GET", "/apis/example.com/v1beta1/namespaces/default/widgets", "fieldSelector=spec.color%3Dred", None, "");
     assert_eq!((r.head.status, r.json()["message"].clone()), (400, json!("field label not supported: spec.color")));
+}
+
+#[test]
+fn a_crd_whose_scale_columns_or_selectable_fields_kube_refuses_is_invalid() {
+    let mut w = world();
+    let mut def = crd("Gadget", "gadgets");
+    let versions = def["spec"]["versions"].as_array_mut().unwrap();
+    versions.truncate(1);
+    versions[0]["schema"]["openAPIV3Schema"] = json!({"type": "object", "properties": {"spec": {"type": "object", "properties": {"size": {"type": "integer"}, "tags": {"type": "array", "items": {"type": "string"}}}}}});
+    versions[0]["subresources"]["scale"] = json!({"specReplicasPath": ".status.size", "statusReplicasPath": ".status.size"});
+    versions[0]["additionalPrinterColumns"] = json!([{"name": "Size", "type": "bogus", "jsonPath": "spec.size"}]);
+    versions[0]["selectableFields"] = json!([{"jsonPath": ".spec.nope"}, {"jsonPath": ".spec.tags"}, {"jsonPath": ".spec.size"}, {"jsonPath": ".spec.size"}]);
+    let r = call(&mut w, "POST", CRDS, Some(def.clone()));
+    assert_eq!(r.head.status, 422, "{}", String::from_utf8_lossy(&r.body));
+    // One version: its parts are the spec's, and reported there, as kube's conversion moves them.
+    assert_eq!(
+        r.json()["message"],
+        "CustomResourceDefinition.apiextensions.k8s.io \"gadgets.example.com\" is invalid: [\
+         spec.subresources.scale.specReplicasPath: Invalid value: \".status.size\": should be a json path under .spec, \
+         spec.additionalPrinterColumns[0].type: Invalid value: \"bogus\": must be one of boolean,date,integer,number,string, \
+         spec.additionalPrinterColumns[0].JSONPath: Invalid value: \"spec.size\": must be a simple json path starting with ., \
+         spec.selectableFields[0].jsonPath: Invalid value: \".spec.nope\": is an invalid path: does not refer to a valid field, \
+         spec.selectableFields[1].jsonPath: Invalid value: \".spec.tags\": must point to a field of type string, boolean or integer. Enum string fields and strings with formats are allowed., \
+         spec.selectableFields[3].jsonPath: Duplicate value: \".spec.size\"]"
+    );
+    assert_eq!(call(&mut w, "GET", &format!("{CRDS}/gadgets.example.com"), None).head.status, 404, "nothing was stored");
 }

@@ -5,6 +5,7 @@
 //! change.
 
 mod columns;
+mod crd_validation;
 mod definition;
 pub mod naming;
 mod openapi;
@@ -18,6 +19,7 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 
 pub use columns::PrinterColumn;
+pub use crd_validation::validate_version_parts;
 pub use definition::{Definition, Names, Version};
 pub use openapi::KindDefinitions;
 pub use scale::ScalePaths;

@@ -110,6 +110,9 @@ impl Strategy for Crds {
                 }
             }
         }
+        if let Some(spec) = obj.get("spec") {
+            errs.extend(crate::apiextensions::validate_version_parts(spec));
+        }
         errs
     }
 
