@@ -31,6 +31,12 @@ fn random_applies_get_well_formed_answers() {
     random_inputs(100, 512, kapi_sim::fuzzing::apply);
 }
 
+#[test]
+fn random_crd_schemas_and_their_custom_resources_get_well_formed_answers() {
+    random_inputs(2000, 512, kapi_sim::fuzzing::custom_resources);
+    random_inputs(40, 512, |data| kapi_sim::fuzzing::custom_resources(&[&[kapi_sim::fuzzing::THROUGH_THE_PIPELINE], data].concat()));
+}
+
 /// The JSON patch that once doubled the object 22 times (about 4 GiB) is refused at 3 MiB.
 #[test]
 fn the_doubling_json_patch_is_bounded() {

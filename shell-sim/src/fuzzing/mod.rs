@@ -2,7 +2,8 @@
 //! pipeline, whose answers must be well formed. `fuzz/` runs them under libFuzzer; the test
 //! suite runs them on seeded random inputs. [`request`] shapes any request; [`patch`] and
 //! [`apply`] (in `writes.rs`) shape patches of every type and server-side apply
-//! configurations, with the few-byte encodings that let a fuzzer reach big documents.
+//! configurations, with the few-byte encodings that let a fuzzer reach big documents;
+//! [`custom_resources`] (in `schemas.rs`) generated CRD schemas and objects of them.
 
 use std::cell::RefCell;
 
@@ -12,8 +13,10 @@ use kapi_core::pipeline::Request;
 
 use crate::{ADMIN_TOKEN, World, default_server, epoch};
 
+mod schemas;
 mod writes;
 
+pub use schemas::{THROUGH_THE_PIPELINE, custom_resources};
 pub use writes::{apply, patch};
 
 const METHODS: &[&str] = &["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"];

@@ -145,7 +145,7 @@ impl Target {
     }
 }
 
-fn request(method: &str, path: String, query: &str, content_type: &str, body: Vec<u8>) -> Request {
+pub(super) fn request(method: &str, path: String, query: &str, content_type: &str, body: Vec<u8>) -> Request {
     Request {
         method: method.into(),
         path,
