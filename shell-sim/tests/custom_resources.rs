@@ -411,3 +411,22 @@ fn a_crd_whose_scale_columns_or_selectable_fields_kube_refuses_is_invalid() {
     );
     assert_eq!(call(&mut w, "GET", &format!("{CRDS}/gadgets.example.com"), None).head.status, 404, "nothing was stored");
 }
+
+#[test]
+fn set_and_map_lists_refuse_duplicates() {
+    let mut w = world();
+    let mut def = crd("Widget", "widgets");
+    def["spec"]["versions"][0]["schema"]["openAPIV3Schema"] = json!({"type": "object", "properties": {"spec": {"type": "object", "properties": {
+        "tags": {"type": "array", "x-kubernetes-list-type": "set", "items": {"type": "string"}},
+        "ports": {"type": "array", "x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"],
+            "items": {"type": "object", "required": ["name"], "properties": {"name": {"type": "string"}, "port": {"type": "integer"}}}}}}}});
+    assert_eq!(call(&mut w, "POST", CRDS, Some(def)).head.status, 201);
+    let body = json!({"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "w1"},
+        "spec": {"tags": ["a", "a"], "ports": [{"name": "http", "port": 80}, {"name": "http", "port": 81}]}});
+    let r = call(&mut w, "POST", WIDGETS, Some(body));
+    assert_eq!(r.head.status, 422, "{}", String::from_utf8_lossy(&r.body));
+    assert_eq!(
+        r.json()["message"],
+        "Widget.example.com \"w1\" is invalid: [spec.ports[1]: Duplicate value: map[string]interface {}{\"name\":\"http\"}, spec.tags[1]: Duplicate value: \"a\"]"
+    );
+}

@@ -7,6 +7,7 @@
 mod columns;
 mod crd_validation;
 mod definition;
+mod listtype;
 pub mod naming;
 mod openapi;
 mod scale;

@@ -59,12 +59,16 @@ impl Strategy for CustomResources {
         }
     }
 
-    /// The schema's rules, then the scale subresource's (`customResourceValidator`).
+    /// The schema's rules, then the scale subresource's (`customResourceValidator`), then the
+    /// schema's set and map lists.
     fn validate(&self, obj: &Value) -> Vec<FieldError> {
         let mut errs = self.schema.as_ref().map(|s| s.validate(obj)).unwrap_or_default();
         if let Some(scale) = &self.scale {
             errs.extend(scale.validate_spec(obj));
             errs.extend(scale.validate_status(obj));
+        }
+        if let Some(s) = &self.schema {
+            errs.extend(s.validate_list_types(obj));
         }
         errs
     }

@@ -72,7 +72,6 @@ impl FieldError {
         FieldError { kind, field: field.into(), bad_value: bad_value.map(BadValue::Json), detail: detail.into() }
     }
 
-    /// `Invalid` with a bad value Go printed as `go` (verbatim).
     /// Invalid, with a `map[string]string` value (labels) shown as Go's `%#v` shows it:
     /// `map[string]string{"a":"1", "b":"2"}`, or `map[string]string(nil)`.
     pub fn invalid_string_map(field: impl Into<String>, map: Option<&Value>, detail: impl Into<String>) -> Self {
@@ -87,6 +86,7 @@ impl FieldError {
         Self::invalid_go(field, go, detail)
     }
 
+    /// `Invalid` with a bad value Go printed as `go` (verbatim).
     pub fn invalid_go(field: impl Into<String>, go: impl Into<String>, detail: impl Into<String>) -> Self {
         FieldError { kind: FieldErrorType::Invalid, field: field.into(), bad_value: Some(BadValue::Go(go.into())), detail: detail.into() }
     }
@@ -105,6 +105,11 @@ impl FieldError {
 
     pub fn duplicate(field: impl Into<String>, value: Value) -> Self {
         Self::new(FieldErrorType::Duplicate, field, Some(value), "")
+    }
+
+    /// `Duplicate`, with a bad value Go printed as `go` (verbatim).
+    pub fn duplicate_go(field: impl Into<String>, go: impl Into<String>) -> Self {
+        FieldError { kind: FieldErrorType::Duplicate, field: field.into(), bad_value: Some(BadValue::Go(go.into())), detail: String::new() }
     }
 
     pub fn not_found(field: impl Into<String>, value: Value) -> Self {
