@@ -6,7 +6,7 @@
 
 use serde_json::{Map, Value};
 
-use crate::schema::{Definition, Schema, Type, schema};
+use crate::schema::{Definition, Property, Schema, Type, schema};
 
 /// `value` as kube writes it, its definition found from its `apiVersion` and `kind`.
 pub fn to_vec(value: &Value) -> Vec<u8> {
@@ -17,13 +17,19 @@ pub fn to_vec(value: &Value) -> Vec<u8> {
 
 /// Appends `value` as kube writes it, its definition found from its `apiVersion` and `kind`.
 pub fn write(out: &mut Vec<u8>, value: &Value) {
-    Writer { schema: schema(), out }.value(value, None);
+    Writer::new(out).value(value, None);
 }
 
 /// Appends an object of definition `def` (a definition name) as kube writes it.
 pub fn write_as(out: &mut Vec<u8>, def: &str, value: &Value) {
-    let s = schema();
-    Writer { schema: s, out }.value(value, Some(&Type::Object(def.to_string())));
+    let mut w = Writer::new(out);
+    match value {
+        Value::Object(m) => match w.schema.get(def) {
+            Some(def) if !def.order.is_empty() => w.object(m, def),
+            _ => w.map(m, None),
+        },
+        v => w.value(v, None),
+    }
 }
 
 /// The bytes [`write_str`] looks at twice: quotes, backslashes, controls, `<`, `>`, `&`, and the
@@ -44,11 +50,56 @@ const SPECIAL: [bool; 256] = {
     t
 };
 
-/// Appends a JSON string as Go's encoder writes it.
+/// Whether any of the eight bytes in `x` may be one of [`SPECIAL`]: a control or non-ASCII
+/// byte, or one of `"&<>\\` (`"` and `&` differ in one bit, as do `<` and `>`). Exact for
+/// "none": a byte below 0x20 or a zero byte is found by the borrow of a subtraction, which
+/// only the lowest such byte is sure to show, and that is enough.
+fn may_be_special(x: u64) -> bool {
+    const HIGH: u64 = 0x8080_8080_8080_8080;
+    let every = |b: u8| u64::from_le_bytes([b; 8]);
+    let zero_bytes = |v: u64| v.wrapping_sub(every(1)) & !v;
+    let control_or_high = x.wrapping_sub(every(0x20)) | x;
+    let quote_or_ampersand = zero_bytes((x | every(0x04)) ^ every(b'&'));
+    let angle = zero_bytes((x | every(0x02)) ^ every(b'>'));
+    let backslash = zero_bytes(x ^ every(b'\\'));
+    (control_or_high | quote_or_ampersand | angle | backslash) & HIGH != 0
+}
+
+/// Whether `bytes` may need escaping, eight bytes at a time (the last ones padded with spaces).
+fn may_need_escapes(bytes: &[u8]) -> bool {
+    let mut chunks = bytes.chunks_exact(8);
+    if chunks.by_ref().any(|c| may_be_special(u64::from_le_bytes(c.try_into().expect("eight bytes")))) {
+        return true;
+    }
+    let rest = chunks.remainder();
+    let mut last = [b' '; 8];
+    last[..rest.len()].copy_from_slice(rest);
+    may_be_special(u64::from_le_bytes(last))
+}
+
+/// Appends a JSON string as Go's encoder writes it: most strings need no escapes and are
+/// copied whole.
 pub fn write_str(out: &mut Vec<u8>, s: &str) {
-    const HEX: &[u8; 16] = b"0123456789abcdef";
     out.push(b'"');
-    let bytes = s.as_bytes();
+    if may_need_escapes(s.as_bytes()) {
+        write_escaped(out, s.as_bytes());
+    } else {
+        out.extend_from_slice(s.as_bytes());
+    }
+    out.push(b'"');
+}
+
+/// `name` as a member key: the string and a colon.
+pub fn member_key(name: &str) -> Vec<u8> {
+    let mut key = Vec::with_capacity(name.len() + 3);
+    write_str(&mut key, name);
+    key.push(b':');
+    key
+}
+
+/// Appends the UTF-8 text `bytes` with Go's escapes, one byte at a time.
+fn write_escaped(out: &mut Vec<u8>, bytes: &[u8]) {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
     let mut start = 0;
     let mut i = 0;
     while i < bytes.len() {
@@ -91,18 +142,23 @@ pub fn write_str(out: &mut Vec<u8>, s: &str) {
         start = i;
     }
     out.extend_from_slice(&bytes[start..]);
-    out.push(b'"');
 }
 
-struct Writer<'a> {
+struct Writer<'o, 'v> {
     schema: &'static Schema,
-    out: &'a mut Vec<u8>,
+    out: &'o mut Vec<u8>,
+    /// Emptied buffers for a struct's members, kept for the next struct written.
+    spare: Vec<Vec<(u32, Member<'v>)>>,
 }
 
-impl Writer<'_> {
+impl<'o, 'v> Writer<'o, 'v> {
+    fn new(out: &'o mut Vec<u8>) -> Self {
+        Writer { schema: schema(), out, spare: Vec::new() }
+    }
+
     /// Writes `v` as a value of type `ty`; without a type, an object naming a known kind is
     /// written as that kind (list items, watch events and embedded objects).
-    fn value(&mut self, v: &Value, ty: Option<&Type>) {
+    fn value(&mut self, v: &'v Value, ty: Option<&'static Type>) {
         match v {
             Value::Null => self.out.extend_from_slice(b"null"),
             Value::Bool(b) => self.out.extend_from_slice(if *b { b"true" } else { b"false" }),
@@ -123,7 +179,7 @@ impl Writer<'_> {
                 self.out.push(b']');
             }
             Value::Object(m) => match ty {
-                Some(Type::Object(name)) => match self.schema.get(name) {
+                Some(Type::Object(name)) => match self.schema.def(name) {
                     Some(def) if !def.order.is_empty() => self.object(m, def),
                     _ => self.map(m, None),
                 },
@@ -144,30 +200,57 @@ impl Writer<'_> {
     }
 
     /// A struct: its fields in declaration order, then any others sorted.
-    fn object(&mut self, m: &Map<String, Value>, def: &Definition) {
-        self.members(ordered(m, def).into_iter().map(|(_, member)| member));
+    fn object(&mut self, m: &'v Map<String, Value>, def: &'static Definition) {
+        let mut members = self.spare.pop().unwrap_or_default();
+        ordered(m, def, &mut members);
+        self.members(members.drain(..).map(|(_, member)| member));
+        self.spare.push(members);
     }
 
     /// A map (or an object of no known definition): keys sorted, as serde_json keeps them.
-    fn map(&mut self, m: &Map<String, Value>, values: Option<&Type>) {
-        self.members(m.iter().map(|(k, v)| (k.as_str(), v, values)));
+    fn map(&mut self, m: &'v Map<String, Value>, values: Option<&'static Type>) {
+        self.members(m.iter().map(|(k, v)| Member { name: k, json_key: None, value: v, ty: values }));
     }
 
-    fn members<'m>(&mut self, members: impl Iterator<Item = Member<'m>>) {
+    fn members(&mut self, members: impl Iterator<Item = Member<'v>>) {
         self.out.push(b'{');
-        for (i, (key, v, ty)) in members.enumerate() {
+        for (i, member) in members.enumerate() {
             if i > 0 {
                 self.out.push(b',');
             }
-            write_str(self.out, key);
-            self.out.push(b':');
-            self.value(v, ty);
+            self.key(&member);
+            self.value(member.value, member.ty);
         }
         self.out.push(b'}');
     }
+
+    /// A member's key and colon.
+    fn key(&mut self, member: &Member) {
+        match member.json_key {
+            Some(key) => self.out.extend_from_slice(key),
+            None => {
+                write_str(self.out, member.name);
+                self.out.push(b':');
+            }
+        }
+    }
 }
 
-type Member<'a> = (&'a str, &'a Value, Option<&'a Type>);
+/// An object's member: its name, its value, and its type where the object's definition says.
+#[derive(Clone, Copy)]
+struct Member<'v> {
+    name: &'v str,
+    /// The name written as a key, where the object's definition has it.
+    json_key: Option<&'static [u8]>,
+    value: &'v Value,
+    ty: Option<&'static Type>,
+}
+
+impl<'v> Member<'v> {
+    fn of(name: &'v str, value: &'v Value, property: Option<&'static Property>) -> Self {
+        Member { name, json_key: property.map(|p| &p.json_key[..]), value, ty: property.map(|p| &p.ty) }
+    }
+}
 
 static NULL: Value = Value::Null;
 
@@ -175,28 +258,31 @@ static NULL: Value = Value::Null;
 /// others sorted (as the map keeps them), each with its place; one look-up of each member's
 /// property, and a sort of the members present rather than a walk of every field the kind has.
 /// An object's metadata always has a `creationTimestamp` (a `metav1.Time` value, `null` when
-/// zero), as Go writes it.
-fn ordered<'a>(m: &'a Map<String, Value>, def: &'a Definition) -> Vec<(u32, Member<'a>)> {
-    let mut keyed: Vec<(u32, Member)> = Vec::with_capacity(m.len() + 1);
+/// zero), as Go writes it. Into `keyed`, which is empty.
+fn ordered<'v>(m: &'v Map<String, Value>, def: &'static Definition, keyed: &mut Vec<(u32, Member<'v>)>) {
+    keyed.reserve(m.len() + 1);
     for (k, v) in m {
         let property = def.properties.get(k);
-        keyed.push((property.and_then(|p| p.position).unwrap_or(u32::MAX), (k.as_str(), v, property.map(|p| &p.ty))));
+        keyed.push((property.and_then(|p| p.position).unwrap_or(u32::MAX), Member::of(k, v, property)));
     }
     if def.name == OBJECT_META && !m.contains_key("creationTimestamp") {
         let property = def.properties.get("creationTimestamp");
-        keyed.push((property.and_then(|p| p.position).unwrap_or(u32::MAX), ("creationTimestamp", &NULL, property.map(|p| &p.ty))));
+        keyed.push((property.and_then(|p| p.position).unwrap_or(u32::MAX), Member::of("creationTimestamp", &NULL, property)));
     }
     if !keyed.is_sorted_by_key(|(at, _)| *at) {
         keyed.sort_by_key(|(at, _)| *at);
     }
-    keyed
 }
 
 /// An object's members as kube writes them: in a struct's order, or sorted without a definition.
-fn members_of<'a>(m: &'a Map<String, Value>, def: Option<&'a Definition>) -> Vec<Member<'a>> {
+fn members_of<'v>(m: &'v Map<String, Value>, def: Option<&'static Definition>) -> Vec<Member<'v>> {
     match def {
-        Some(def) => ordered(m, def).into_iter().map(|(_, member)| member).collect(),
-        None => m.iter().map(|(k, v)| (k.as_str(), v, None)).collect(),
+        Some(def) => {
+            let mut keyed = Vec::new();
+            ordered(m, def, &mut keyed);
+            keyed.into_iter().map(|(_, member)| member).collect()
+        }
+        None => m.iter().map(|(k, v)| Member::of(k, v, None)).collect(),
     }
 }
 
@@ -219,44 +305,41 @@ pub struct Gap {
 /// `metadata.selfLink` (what storage keeps), and says where the resourceVersion goes; `None`
 /// when the object has no metadata object.
 pub fn write_without_version(out: &mut Vec<u8>, value: &Value) -> Option<Gap> {
-    let s = schema();
-    let mut w = Writer { schema: s, out };
+    let mut w = Writer::new(out);
     let Value::Object(top) = value else {
         w.value(value, None);
         return None;
     };
     let def = w.kind_of(top);
-    let meta_def = def.and_then(|_| s.get(OBJECT_META)).map(|d| &**d);
+    let meta_def = def.and_then(|_| w.schema.get(OBJECT_META)).map(|d| &**d);
     let mut gap = None;
     w.out.push(b'{');
-    for (i, (key, v, ty)) in members_of(top, def).into_iter().enumerate() {
+    for (i, member) in members_of(top, def).into_iter().enumerate() {
         if i > 0 {
             w.out.push(b',');
         }
-        write_str(w.out, key);
-        w.out.push(b':');
-        match v {
-            Value::Object(m) if key == "metadata" => {
-                let members: Vec<Member> = members_of(m, meta_def).into_iter().filter(|(k, _, _)| *k != "resourceVersion" && *k != "selfLink").collect();
-                let before = members.iter().take_while(|(k, _, _)| precedes_resource_version(def.is_some(), k)).count();
+        w.key(&member);
+        match member.value {
+            Value::Object(m) if member.name == "metadata" => {
+                let members: Vec<Member> = members_of(m, meta_def).into_iter().filter(|m| m.name != "resourceVersion" && m.name != "selfLink").collect();
+                let before = members.iter().take_while(|m| precedes_resource_version(def.is_some(), m.name)).count();
                 w.out.push(b'{');
-                for (j, (mk, mv, mty)) in members.iter().enumerate() {
+                for (j, m) in members.iter().enumerate() {
                     if j == before {
                         gap = Some(Gap { at: w.out.len(), after_member: false, before_member: true });
                     }
                     if j > 0 {
                         w.out.push(b',');
                     }
-                    write_str(w.out, mk);
-                    w.out.push(b':');
-                    w.value(mv, *mty);
+                    w.key(m);
+                    w.value(m.value, m.ty);
                 }
                 if before == members.len() || before > 0 {
                     gap = Some(Gap { at: gap.map_or(w.out.len(), |g| g.at), after_member: before > 0, before_member: false });
                 }
                 w.out.push(b'}');
             }
-            v => w.value(v, ty),
+            v => w.value(v, member.ty),
         }
     }
     w.out.push(b'}');
@@ -298,5 +381,43 @@ mod tests {
     fn unknown_kinds_keep_sorted_keys_and_strings_are_escaped_as_go_does() {
         let cr = json!({"kind": "Widget", "apiVersion": "example.com/v1", "spec": {"z": 1, "a": "<b>&\u{2028}\u{1}\"\\\n"}});
         assert_eq!(text(&cr), r#"{"apiVersion":"example.com/v1","kind":"Widget","spec":{"a":"\u003cb\u003e\u0026\u2028\u0001\"\\\n","z":1}}"#);
+    }
+
+    /// The escaping of Go's encoder, one byte at a time.
+    fn go_escaped(s: &str) -> String {
+        let mut out = String::from('"');
+        for c in s.chars() {
+            match c {
+                '"' => out.push_str("\\\""),
+                '\\' => out.push_str("\\\\"),
+                '\n' => out.push_str("\\n"),
+                '\r' => out.push_str("\\r"),
+                '\t' => out.push_str("\\t"),
+                '\u{8}' => out.push_str("\\b"),
+                '\u{c}' => out.push_str("\\f"),
+                c if (c as u32) < 0x20 || matches!(c, '<' | '>' | '&' | '\u{2028}' | '\u{2029}') => out.push_str(&format!("\\u{:04x}", c as u32)),
+                c => out.push(c),
+            }
+        }
+        out.push('"');
+        out
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn strings_are_escaped_as_go_does_whatever_their_bytes(s in "[ -~\u{0}-\u{1f}\u{80}-\u{3000}]{0,40}") {
+            let mut out = Vec::new();
+            write_str(&mut out, &s);
+            proptest::prop_assert_eq!(String::from_utf8(out).unwrap(), go_escaped(&s));
+        }
+
+        #[test]
+        fn eight_plain_bytes_are_skipped_and_any_special_one_is_seen(bytes in proptest::array::uniform8(0u8..=255)) {
+            let x = u64::from_le_bytes(bytes);
+            let special = bytes.iter().any(|b| SPECIAL[*b as usize]);
+            let ascii = bytes.iter().all(u8::is_ascii);
+            proptest::prop_assert!(!special || may_be_special(x));
+            proptest::prop_assert_eq!(may_be_special(x), special || !ascii);
+        }
     }
 }

@@ -292,7 +292,7 @@ fn encode_embedded(schema: &Schema, ty: &Type, message: Option<&str>, v: &Value)
         },
         Type::Any => put_bytes(&mut buf, 1, &serde_json::to_vec(v).map_err(|e| e.to_string())?),
         Type::Object(name) => {
-            let def = schema.get(name).ok_or_else(|| format!("unknown type {name}"))?;
+            let def = schema.def(name).ok_or_else(|| format!("unknown type {name}"))?;
             let obj = v.as_object().ok_or_else(|| bad(v, name))?;
             encode_layout(schema, def, &def.layout, obj, &mut buf)?;
         }
@@ -546,7 +546,7 @@ fn decode_embedded(schema: &Schema, ty: &Type, message: Option<&str>, b: &[u8]) 
             Some(serde_json::from_slice(raw).map_err(|e| format!("raw extension is not JSON: {e}"))?)
         }
         Type::Object(name) => {
-            let def = schema.get(name).ok_or_else(|| format!("unknown type {name}"))?;
+            let def = schema.def(name).ok_or_else(|| format!("unknown type {name}"))?;
             Some(Value::Object(decode_message(schema, def, b)?))
         }
         Type::Array { items, .. } => return decode_embedded(schema, items, None, b),

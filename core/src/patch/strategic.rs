@@ -35,7 +35,7 @@ fn element_definition(prop: Option<&Property>) -> Option<String> {
     let mut ty = &prop?.ty;
     loop {
         match ty {
-            Type::Object(name) => return Some(name.clone()),
+            Type::Object(name) => return Some(name.to_string()),
             Type::Array { items, .. } => ty = items,
             Type::Map { values, .. } => ty = values,
             _ => return None,

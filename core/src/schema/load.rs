@@ -29,7 +29,7 @@ fn ref_name(v: &Value) -> Option<&str> {
 
 fn type_of(v: &Value) -> Type {
     if let Some(name) = ref_name(v) {
-        return scalar_of(name).unwrap_or_else(|| Type::Object(name.to_string()));
+        return scalar_of(name).unwrap_or_else(|| Type::Object(DefName::new(name)));
     }
     let format = v.get("format").and_then(Value::as_str).unwrap_or("");
     match v.get("type").and_then(Value::as_str).unwrap_or("") {
@@ -112,6 +112,7 @@ fn definition(name: &str, v: &Value) -> Definition {
                         patch_merge_key: p.get("x-kubernetes-patch-merge-key").and_then(Value::as_str).map(str::to_string),
                         proto: proto_field(p),
                         position: order.iter().position(|k| k == pname).map(|i| i as u32),
+                        json_key: crate::codec::json::member_key(pname),
                     };
                     (pname.clone(), prop)
                 })
@@ -139,7 +140,8 @@ fn definition(name: &str, v: &Value) -> Definition {
 
 pub(super) fn load(text: &str) -> Schema {
     let raw: Map<String, Value> = serde_json::from_str(text).expect("the bundled schema is valid JSON");
-    let mut defs = Lookup::with_capacity_and_hasher(raw.len(), Default::default());
+    let mut defs = Vec::with_capacity(raw.len());
+    let mut positions = Lookup::with_capacity_and_hasher(raw.len(), Default::default());
     let mut by_kind: Lookup<Vec<(String, String, Arc<Definition>)>> = Lookup::default();
     for (name, v) in &raw {
         let def = Arc::new(definition(name, v));
@@ -153,7 +155,8 @@ pub(super) fn load(text: &str) -> Schema {
                 None => listed.push((g.group.clone(), g.version.clone(), def.clone())),
             }
         }
-        defs.insert(name.clone(), def);
+        positions.insert(name.clone(), defs.len() as u32);
+        defs.push(def);
     }
-    Schema { defs, by_kind, raw }
+    Schema { defs, positions, by_kind, raw }
 }

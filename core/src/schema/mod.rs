@@ -9,7 +9,9 @@ mod load;
 pub mod normalize;
 
 use std::collections::HashMap;
-use std::sync::{Arc, LazyLock};
+use std::fmt;
+use std::ops::Deref;
+use std::sync::{Arc, LazyLock, OnceLock};
 
 use serde_json::Value;
 
@@ -43,7 +45,7 @@ pub enum Type {
     IntOrString,
     Quantity,
     /// An object of a named definition.
-    Object(String),
+    Object(DefName),
     Array {
         items: Box<Type>,
         list_type: ListType,
@@ -92,6 +94,8 @@ pub struct Property {
     pub proto: Option<ProtoField>,
     /// Its place in Go's field order (the definition's `order`).
     pub position: Option<u32>,
+    /// The name as a member key as the JSON writer writes it (`"name":`), escaped once.
+    pub json_key: Vec<u8>,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -197,9 +201,45 @@ impl Definition {
 /// order they iterate in.
 pub type Lookup<V> = HashMap<String, V, foldhash::fast::FixedState>;
 
+/// The name of a definition a type refers to, with the definition's place in [`schema()`] found
+/// on first use: the writers and walkers that follow a type to its definition for every nested
+/// object do not hash its (long) name each time.
+#[derive(Clone, Debug)]
+pub struct DefName {
+    name: String,
+    at: OnceLock<Option<u32>>,
+}
+
+impl DefName {
+    pub fn new(name: impl Into<String>) -> Self {
+        DefName { name: name.into(), at: OnceLock::new() }
+    }
+}
+
+impl Deref for DefName {
+    type Target = str;
+    fn deref(&self) -> &str {
+        &self.name
+    }
+}
+
+impl PartialEq for DefName {
+    fn eq(&self, other: &Self) -> bool {
+        self.name == other.name
+    }
+}
+
+impl fmt::Display for DefName {
+    fn fmt(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str(&self.name)
+    }
+}
+
 #[derive(Debug)]
 pub struct Schema {
-    defs: Lookup<Arc<Definition>>,
+    /// The definitions, each at the place its name has in `positions`.
+    defs: Vec<Arc<Definition>>,
+    positions: Lookup<u32>,
     /// Definitions by kind, each with its group and version (a kind is in few groups), so that
     /// a look-up by group, version and kind allocates nothing.
     by_kind: Lookup<Vec<(String, String, Arc<Definition>)>>,
@@ -209,7 +249,12 @@ pub struct Schema {
 
 impl Schema {
     pub fn get(&self, name: &str) -> Option<&Arc<Definition>> {
-        self.defs.get(name)
+        self.positions.get(name).map(|at| &self.defs[*at as usize])
+    }
+
+    /// The definition a type names: [`Schema::get`] without a look-up after the first.
+    pub fn def(&self, name: &DefName) -> Option<&Arc<Definition>> {
+        name.at.get_or_init(|| self.positions.get(&name.name).copied()).map(|at| &self.defs[at as usize])
     }
 
     /// The definition of a kind (`apps`, `v1`, `Deployment`).
@@ -243,10 +288,10 @@ impl Schema {
 
     /// The type a property of `def` named by a JSON path has (e.g. `["spec", "replicas"]`).
     pub fn type_at(&self, def: &str, path: &[&str]) -> Option<Type> {
-        let mut ty = Type::Object(def.to_string());
+        let mut ty = Type::Object(DefName::new(def));
         for seg in path {
             ty = match ty {
-                Type::Object(name) => self.get(&name)?.properties.get(*seg)?.ty.clone(),
+                Type::Object(name) => self.def(&name)?.properties.get(*seg)?.ty.clone(),
                 Type::Map { values, .. } => *values,
                 Type::Array { items, .. } => *items,
                 _ => return None,

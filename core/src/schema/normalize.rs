@@ -4,7 +4,7 @@
 
 use serde_json::{Map, Value};
 
-use super::{Schema, Type};
+use super::{DefName, Definition, Schema, Type};
 
 /// What decoding found besides type errors.
 #[derive(Debug, Default, PartialEq, Eq)]
@@ -30,8 +30,12 @@ pub fn normalize(schema: &Schema, def: &str, value: &mut Value) -> Result<Findin
     let mut w = Walker { schema, findings: Findings::default() };
     let mut path = Vec::new();
     match value {
-        Value::Object(m) => w.walk_object(def, m, &mut path)?,
-        other => return Err(w.type_error(other, &Type::Object(def.to_string()), &path, "")),
+        Value::Object(m) => {
+            if let Some(def) = schema.get(def) {
+                w.walk_object(def, m, &mut path)?
+            }
+        }
+        other => return Err(w.type_error(other, &Type::Object(DefName::new(def)), &path, "")),
     }
     Ok(w.findings)
 }
@@ -61,7 +65,7 @@ impl<'s> Walker<'s> {
             Type::Boolean => "bool".into(),
             Type::IntOrString => "intstr.IntOrString".into(),
             Type::Quantity => "resource.Quantity".into(),
-            Type::Object(name) => self.schema.get(name).map(|d| d.go_name()).unwrap_or_else(|| name.clone()),
+            Type::Object(name) => self.schema.def(name).map(|d| d.go_name()).unwrap_or_else(|| name.to_string()),
             Type::Array { items, .. } => format!("[]{}", self.go_type(items)),
             Type::Map { values, .. } => format!("map[string]{}", self.go_type(values)),
             Type::Any => "interface {}".into(),
@@ -127,16 +131,18 @@ impl<'s> Walker<'s> {
             }
             (Type::Object(name), Value::Object(_)) => {
                 let Value::Object(m) = v else { unreachable!() };
-                return self.walk_object(name, m, path);
+                let schema: &'s Schema = self.schema;
+                return match schema.def(name) {
+                    Some(def) => self.walk_object(def, m, path),
+                    None => Ok(()),
+                };
             }
             _ => false,
         };
         if ok { Ok(()) } else { Err(self.type_error(v, ty, path, owner)) }
     }
 
-    fn walk_object(&mut self, name: &str, m: &mut Map<String, Value>, path: &mut Vec<Seg<'s>>) -> Result<(), String> {
-        let schema: &'s Schema = self.schema;
-        let Some(def) = schema.get(name) else { return Ok(()) };
+    fn walk_object(&mut self, def: &'s Definition, m: &mut Map<String, Value>, path: &mut Vec<Seg<'s>>) -> Result<(), String> {
         let owner = def.short_name();
         m.retain(|_, x| !x.is_null());
         let keys: Vec<String> = m.keys().cloned().collect();
@@ -202,7 +208,7 @@ pub fn drop_nulls(value: &mut Value) {
     let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
     let kind = value.get("kind").and_then(Value::as_str).unwrap_or_default();
     if let Some(def) = s.for_gvk(group, version, kind) {
-        let ty = Type::Object(def.name.clone());
+        let ty = Type::Object(DefName::new(def.name.as_str()));
         drop_typed_nulls(s, &ty, value);
     }
 }
@@ -210,7 +216,7 @@ pub fn drop_nulls(value: &mut Value) {
 fn drop_typed_nulls(s: &Schema, ty: &Type, v: &mut Value) {
     match (ty, v) {
         (Type::Object(name), Value::Object(m)) => {
-            let Some(def) = s.get(name) else { return };
+            let Some(def) = s.def(name) else { return };
             m.retain(|_, x| !x.is_null());
             for (k, x) in m.iter_mut() {
                 if let Some(p) = def.properties.get(k) {

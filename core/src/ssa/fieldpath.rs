@@ -1,7 +1,5 @@
 //! Field paths and sets of them, and their `FieldsV1` form (structured-merge-diff's `fieldpath`).
 
-use std::fmt::Write;
-
 use serde_json::{Map, Value};
 
 /// One step into a value.
@@ -17,9 +15,15 @@ pub enum PathElement {
     Index(usize),
 }
 
+/// A value's JSON text, as `PathElement`s hold values (written straight into bytes: `Display`
+/// goes through the formatting machinery, which costs several times more).
+pub fn json_text(v: &Value) -> String {
+    String::from_utf8(serde_json::to_vec(v).expect("values serialize")).expect("JSON is UTF-8")
+}
+
 impl PathElement {
     pub fn key_of(fields: &[(String, Value)]) -> PathElement {
-        let mut k: Vec<(String, String)> = fields.iter().map(|(n, v)| (n.clone(), v.to_string())).collect();
+        let mut k: Vec<(String, String)> = fields.iter().map(|(n, v)| (n.clone(), json_text(v))).collect();
         k.sort();
         PathElement::Key(k)
     }
@@ -27,26 +31,38 @@ impl PathElement {
     /// The `FieldsV1` spelling.
     fn encode(&self) -> String {
         match self {
-            PathElement::Field(f) => {
-                let mut s = String::with_capacity(f.len() + 2);
-                s.push_str("f:");
-                s.push_str(f);
-                s
-            }
+            PathElement::Field(f) => Self::spelled("f:", f),
             PathElement::Key(k) => {
-                let mut s = String::from("k:{");
+                let mut s = String::with_capacity(4 + k.iter().map(|(n, v)| n.len() + v.len() + 4).sum::<usize>());
+                s.push_str("k:{");
                 for (i, (n, v)) in k.iter().enumerate() {
                     if i > 0 {
                         s.push(',');
                     }
-                    let _ = write!(s, "{}:{v}", Value::String(n.clone()));
+                    if n.bytes().any(|b| b == b'"' || b == b'\\' || b < 0x20) {
+                        s.push_str(&json_text(&Value::String(n.clone())));
+                    } else {
+                        s.push('"');
+                        s.push_str(n);
+                        s.push('"');
+                    }
+                    s.push(':');
+                    s.push_str(v);
                 }
                 s.push('}');
                 s
             }
-            PathElement::Value(v) => format!("v:{v}"),
-            PathElement::Index(i) => format!("i:{i}"),
+            PathElement::Value(v) => Self::spelled("v:", v),
+            PathElement::Index(i) => Self::spelled("i:", &i.to_string()),
         }
+    }
+
+    /// `prefix` and `rest`, in a string of their length.
+    fn spelled(prefix: &str, rest: &str) -> String {
+        let mut s = String::with_capacity(prefix.len() + rest.len());
+        s.push_str(prefix);
+        s.push_str(rest);
+        s
     }
 
     fn decode(s: &str) -> Option<PathElement> {
@@ -55,7 +71,7 @@ impl PathElement {
             "f:" => PathElement::Field(rest.to_string()),
             "v:" => {
                 let v: Value = serde_json::from_str(rest).ok()?;
-                PathElement::Value(v.to_string())
+                PathElement::Value(json_text(&v))
             }
             "i:" => PathElement::Index(rest.parse().ok()?),
             "k:" => {

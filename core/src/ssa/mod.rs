@@ -10,7 +10,7 @@ use serde_json::{Map, Value, json};
 
 use crate::apiextensions::structural::{self, Structural};
 use crate::meta;
-use crate::schema::Type;
+use crate::schema::{DefName, Type};
 use crate::schema::normalize::format_time;
 use crate::status::{ApiError, StatusCause, StatusDetails};
 use fieldpath::{PathElement, Set, path_string};
@@ -34,7 +34,7 @@ impl Typing<'_> {
             Typing::BuiltIn => {
                 let (g, v) = crate::codec::protobuf::split_api_version(obj.get("apiVersion")?.as_str()?);
                 let def = crate::schema::schema().for_gvk(g, v, obj.get("kind")?.as_str()?)?;
-                Some(Root::Go(Type::Object(def.name.clone())))
+                Some(Root::Go(Type::Object(DefName::new(def.name.as_str()))))
             }
             Typing::Custom { schema, .. } => Some(Root::Resource(schema.unwrap_or(&structural::UNDESCRIBED))),
         }

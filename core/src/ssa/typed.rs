@@ -10,9 +10,9 @@ use std::sync::LazyLock;
 
 use serde_json::{Map, Value};
 
-use super::fieldpath::{Path, PathElement, Set};
+use super::fieldpath::{Path, PathElement, Set, json_text};
 use crate::apiextensions::structural::Structural;
-use crate::schema::{Definition, ListType, Type, schema};
+use crate::schema::{DefName, Definition, ListType, Type, schema};
 
 /// The type of a node walked, as structured-merge-diff's type converter has it.
 #[derive(Clone, Copy)]
@@ -30,7 +30,7 @@ pub enum Ty<'a> {
 }
 
 static ANY: Type = Type::Any;
-static OBJECT_META: LazyLock<Type> = LazyLock::new(|| Type::Object("io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta".into()));
+static OBJECT_META: LazyLock<Type> = LazyLock::new(|| Type::Object(DefName::new("io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta")));
 
 /// How a value of a type is walked.
 enum Shape<'a> {
@@ -75,7 +75,7 @@ impl<'a> Fields<'a> {
 fn shape(ty: Ty<'_>) -> Shape<'_> {
     match ty {
         Ty::Go(ty) => match ty {
-            Type::Object(name) => match schema().get(name) {
+            Type::Object(name) => match schema().def(name) {
                 Some(d) if !d.atomic => Shape::Struct(Fields::Go(d)),
                 _ => Shape::Leaf,
             },
@@ -114,7 +114,7 @@ fn child_type<'a>(shape: &Shape<'a>, key: &str) -> Ty<'a> {
 /// Whether a node is replaced whole (`x-kubernetes-map-type`/`-list-type: atomic`).
 fn atomic(ty: Ty<'_>) -> bool {
     match ty {
-        Ty::Go(Type::Object(name)) => schema().get(name).is_some_and(|d| d.atomic),
+        Ty::Go(Type::Object(name)) => schema().def(name).is_some_and(|d| d.atomic),
         Ty::Go(Type::Map { atomic, .. }) => *atomic,
         Ty::Go(Type::Array { list_type, .. }) => *list_type == ListType::Atomic,
         Ty::Schema(s) => s.atomic || (s.is_array() && s.list_type == ListType::Atomic),
@@ -159,7 +159,7 @@ fn by_key<'a>(items: &'a [Value], items_ty: Ty<'_>, keys: &[String]) -> BTreeMap
 
 /// The path elements of a set's items, sorted and without duplicates.
 fn set_elements(items: &[Value]) -> Vec<String> {
-    let mut out: Vec<String> = items.iter().map(Value::to_string).collect();
+    let mut out: Vec<String> = items.iter().map(json_text).collect();
     out.sort_unstable();
     out.dedup();
     out
@@ -379,7 +379,7 @@ pub fn merge(live: Option<&Value>, config: Option<&Value>, ty: Ty<'_>) -> Option
             }
             Some(Value::Object(out))
         }
-        (Shape::Set, Value::Array(la), Value::Array(ca)) => Some(Value::Array(merge_list(la, ca, |v| PathElement::Value(v.to_string()), |_, c| c.clone()))),
+        (Shape::Set, Value::Array(la), Value::Array(ca)) => Some(Value::Array(merge_list(la, ca, |v| PathElement::Value(json_text(v)), |_, c| c.clone()))),
         (Shape::KeyedList(items_ty, keys), Value::Array(la), Value::Array(ca)) => {
             Some(Value::Array(merge_list(la, ca, |v| item_key(v, *items_ty, keys), |l, c| merge(Some(l), Some(c), *items_ty).unwrap_or_else(|| c.clone()))))
         }
@@ -502,7 +502,7 @@ pub fn remove_all(v: &mut Value, doomed: &Set, ty: Ty<'_>) {
             let mut indexes = std::collections::BTreeSet::new();
             for pe in doomed.members() {
                 match pe {
-                    PathElement::Value(text) => values.extend(serde_json::from_str::<Value>(text).ok().map(|v| v.to_string())),
+                    PathElement::Value(text) => values.extend(serde_json::from_str::<Value>(text).ok().map(|v| json_text(&v))),
                     PathElement::Key(_) if !keys.is_empty() => {
                         item_keys.insert(pe);
                     }
@@ -518,7 +518,7 @@ pub fn remove_all(v: &mut Value, doomed: &Set, ty: Ty<'_>) {
             let mut i = 0;
             items.retain(|item| {
                 let doomed = indexes.contains(&i)
-                    || (!values.is_empty() && values.contains(&item.to_string()))
+                    || (!values.is_empty() && values.contains(&json_text(item)))
                     || (!item_keys.is_empty() && item_keys.contains(&item_key(item, items_ty, keys)));
                 i += 1;
                 !doomed
@@ -534,7 +534,7 @@ mod tests {
 
     use super::*;
 
-    static DEPLOYMENT: LazyLock<Type> = LazyLock::new(|| Type::Object("io.k8s.api.apps.v1.Deployment".into()));
+    static DEPLOYMENT: LazyLock<Type> = LazyLock::new(|| Type::Object(DefName::new("io.k8s.api.apps.v1.Deployment")));
 
     fn deployment() -> Ty<'static> {
         Ty::Go(&DEPLOYMENT)

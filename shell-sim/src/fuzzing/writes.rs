@@ -15,7 +15,7 @@ use std::cell::RefCell;
 use arbitrary::Unstructured;
 use bytes::Bytes;
 use kapi_core::pipeline::Request;
-use kapi_core::schema::{ListType, Type, schema};
+use kapi_core::schema::{DefName, ListType, Type, schema};
 use serde_json::{Map, Value, json};
 
 use super::{KeptWorld, serve_and_check, with_world_in};
@@ -246,7 +246,7 @@ fn json_patch(ops: &[u8]) -> Vec<u8> {
 /// A generated JSON document for `target`, serialized; under [`BODY_LIMIT`].
 fn document(u: &mut Unstructured, target: Target) -> Vec<u8> {
     let mut budget = BODY_LIMIT;
-    let ty = Type::Object(target.definition().into());
+    let ty = Type::Object(DefName::new(target.definition()));
     let doc = shaped(u, &ty, 0, &mut budget).unwrap_or(Value::Null);
     serde_json::to_vec(&doc).expect("JSON trees serialize")
 }
