@@ -138,10 +138,12 @@ struct Subject {
     offset: Revision,
     /// How long the backend may take to deliver a watch event or sync a watch.
     settle: std::time::Duration,
-    /// Whether compactions run while watches are open. etcd releases older than the fixes of
-    /// etcd issues 17529, 18089 and 19179 (2024-2025; Debian 12 ships 3.4.23) can drop an event
-    /// from a watch when a compaction lands next to it (a third of the runs here failed so), so
-    /// the etcd run compacts only before its first watch.
+    /// Whether compactions and watches mix freely. etcd releases older than the fixes of etcd
+    /// issues 17529, 18089 and 19179 (2024-2025; Debian 12 ships 3.4.23) can drop an event from
+    /// a watch when a compaction lands next to it (a third of the runs here failed so), and a
+    /// watch that starts at the compacted revision misses a delete made there (18089: "watch 117
+    /// delivered 2 of 3 items" in a CI run), so the etcd run compacts only before its first
+    /// watch and opens no watch at the compacted revision.
     compacts_under_watches: bool,
 }
 
@@ -332,6 +334,9 @@ async fn conforms(subject: &Subject, steps: &[Step], grouped: bool) -> Result<()
             Step::Watch { prefix, back } => {
                 let key = Bytes::from_static(PREFIXES[*prefix].as_bytes());
                 let start = if *back == 0 { 0 } else { (revision - back).max(1) };
+                if !subject.compacts_under_watches && start > 0 && start == reference.model.compact_revision() {
+                    continue;
+                }
                 let req = WatchRequest { range_end: prefix_end(&key), key, start_revision: start, prev_kv: true, progress_notify: false };
                 reference.watch(req.clone());
                 let backend_req =
