@@ -198,7 +198,8 @@ fn the_schema_refuses_what_it_does_not_allow() {
     assert_eq!(r.head.status, 422, "{}", String::from_utf8_lossy(&r.body));
     assert_eq!(
         r.json()["message"],
-        "Widget.example.com \"w1\" is invalid: spec.size: Invalid value: \"big\": spec.size in body must be of type integer: \"string\""
+        "Widget.example.com \"w1\" is invalid: spec.size: Invalid value: \"string\": spec.size in body must be of type integer: \"string\"",
+        "kube shows the type the value has as the bad value"
     );
     let r = call(&mut w, "POST", WIDGETS, Some(json!({"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "w1"}, "spec": {"note": null}})));
     assert_eq!(r.json()["message"], "Widget.example.com \"w1\" is invalid: spec.size: Required value", "a null not allowed is dropped, not refused");

@@ -7,9 +7,12 @@
 mod columns;
 mod crd_validation;
 mod definition;
+mod formats;
 mod listtype;
 pub mod naming;
+mod numbers;
 mod openapi;
+mod pattern;
 mod scale;
 mod strategy;
 pub(crate) mod structural;

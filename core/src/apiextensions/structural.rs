@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 
 use serde_json::{Map, Value};
 
+use super::pattern::Pattern;
 use crate::schema::ListType;
 
 /// One node of a structural schema.
@@ -28,6 +29,15 @@ pub struct Structural {
     pub embedded: bool,
     pub nullable: bool,
     pub default: Option<Value>,
+    pub pattern: Option<Pattern>,
+    /// `format`, when it is one kube checks (it drops the others from the schema).
+    pub format: Option<String>,
+    /// `allOf`, `anyOf`, `oneOf` and `not`: validation only; pruning and defaulting follow
+    /// the schema's own properties.
+    pub all_of: Vec<Structural>,
+    pub any_of: Vec<Structural>,
+    pub one_of: Vec<Structural>,
+    pub not: Option<Box<Structural>>,
     /// The schema as written, for the validation of its other keywords.
     pub raw: Value,
 }
@@ -45,15 +55,21 @@ pub static UNDESCRIBED: Structural = Structural {
     embedded: false,
     nullable: false,
     default: None,
+    pattern: None,
+    format: None,
+    all_of: Vec::new(),
+    any_of: Vec::new(),
+    one_of: Vec::new(),
+    not: None,
     raw: Value::Null,
 };
 
 impl Structural {
-    /// Reads a schema; nested `allOf`/`anyOf`/`oneOf`/`not` are validation only and add no
-    /// structure.
+    /// Reads a schema.
     pub fn read(v: &Value) -> Structural {
         let flag = |k: &str| v.get(k).and_then(Value::as_bool).unwrap_or(false);
         let schema = |k: &str| v.get(k).filter(|s| s.is_object()).map(|s| Box::new(Structural::read(s)));
+        let schemas = |k: &str| v.get(k).and_then(Value::as_array).into_iter().flatten().filter(|s| s.is_object()).map(Structural::read).collect();
         Structural {
             ty: v.get("type").and_then(Value::as_str).unwrap_or_default().to_string(),
             properties: v.get("properties").and_then(Value::as_object).into_iter().flatten().map(|(k, s)| (k.clone(), Structural::read(s))).collect(),
@@ -77,6 +93,12 @@ impl Structural {
             embedded: flag("x-kubernetes-embedded-resource"),
             nullable: flag("nullable"),
             default: v.get("default").cloned(),
+            pattern: v.get("pattern").and_then(Value::as_str).map(Pattern::new),
+            format: v.get("format").and_then(Value::as_str).filter(|f| super::formats::is_checked(f)).map(str::to_string),
+            all_of: schemas("allOf"),
+            any_of: schemas("anyOf"),
+            one_of: schemas("oneOf"),
+            not: schema("not"),
             raw: v.clone(),
         }
     }

@@ -99,6 +99,11 @@ impl FieldError {
         Self::new(FieldErrorType::Invalid, field, Some(value), detail)
     }
 
+    /// `TypeInvalid`: shown as an invalid value, with the cause reason `FieldValueTypeInvalid`.
+    pub fn type_invalid(field: impl Into<String>, value: Value, detail: impl Into<String>) -> Self {
+        Self::new(FieldErrorType::TypeInvalid, field, Some(value), detail)
+    }
+
     pub fn forbidden(field: impl Into<String>, detail: impl Into<String>) -> Self {
         Self::new(FieldErrorType::Forbidden, field, None, detail)
     }

@@ -1,7 +1,7 @@
 //! Fuzzed CRD schemas: a generated schema (structural or not, with list and map types, bounds,
-//! patterns, formats, defaults and selectable fields) and objects mostly of it. Every input goes
-//! through the core's checks of the CRD, pruning, defaulting and validation by the schema, and
-//! server-side apply typed by it; an input that starts with [`THROUGH_THE_PIPELINE`] also goes
+//! patterns, formats, junctors, defaults and selectable fields) and objects mostly of it. Every
+//! input goes through the core's checks of the CRD, pruning, defaulting and validation by the
+//! schema, and server-side apply typed by it; an input that starts with [`THROUGH_THE_PIPELINE`] also goes
 //! through the whole request pipeline (the CRD created, the catalog it changes, custom resources
 //! created, applied and patched, and the OpenAPI document of their version), which takes a
 //! thousand times longer.
@@ -33,7 +33,11 @@ thread_local! {
 const NAMES: [&str; 6] = ["a", "b", "name", "spec", "status", "metadata"];
 const TYPES: [&str; 8] = ["object", "array", "string", "integer", "number", "boolean", "", "null"];
 const PATTERNS: [&str; 4] = ["^a", "[", "(a+)+$", "^[a-z]{2,3}$"];
-const FORMATS: [&str; 6] = ["date-time", "ipv4", "uuid", "byte", "int32", "bogus"];
+const FORMATS: [&str; 26] = [
+    "bsonobjectid", "uri", "email", "hostname", "ipv4", "ipv6", "cidr", "mac", "uuid", "uuid3", "uuid4", "uuid5", "isbn", "isbn10", "isbn13",
+    "creditcard", "ssn", "hexcolor", "rgbcolor", "byte", "password", "date", "duration", "date-time", "int32", "bogus",
+];
+const JUNCTORS: [&str; 4] = ["allOf", "anyOf", "oneOf", "not"];
 const LIST_TYPES: [&str; 4] = ["atomic", "set", "map", "bogus"];
 const PATHS: [&str; 7] = [".spec.a", ".a", ".spec", "a", ".metadata.name", ".a[0]", ".spec.name"];
 
@@ -111,6 +115,15 @@ fn schema(u: &mut Unstructured, depth: u32) -> Result<Value> {
         }
         _ => {}
     }
+    if u.ratio(1, 8)? {
+        let junctor = *u.choose(&JUNCTORS)?;
+        let mut branches = Vec::new();
+        for _ in 0..u.int_in_range(1..=2)? {
+            branches.push(value_validation(u)?);
+        }
+        let branches = if junctor == "not" { branches.swap_remove(0) } else { Value::Array(branches) };
+        s.insert(junctor.into(), branches);
+    }
     if u.ratio(1, 6)? {
         s.insert("nullable".into(), json!(true));
     }
@@ -122,6 +135,17 @@ fn schema(u: &mut Unstructured, depth: u32) -> Result<Value> {
         s.insert("default".into(), default);
     }
     Ok(Value::Object(s))
+}
+
+/// A branch of a junctor: a check of a value, without structure of its own.
+fn value_validation(u: &mut Unstructured) -> Result<Value> {
+    Ok(match u.int_in_range(0..=4)? {
+        0 => json!({"required": [*u.choose(&NAMES)?]}),
+        1 => json!({"maxLength": u.int_in_range(0..=3)?}),
+        2 => json!({"minimum": u.int_in_range(-2..=2)?}),
+        3 => json!({"format": *u.choose(&FORMATS)?}),
+        _ => json!({"properties": {*u.choose(&NAMES)?: {"pattern": *u.choose(&PATTERNS)?}}}),
+    })
 }
 
 /// A value of `schema`, mostly: now and then one of another type, or null.
@@ -156,7 +180,8 @@ fn value(u: &mut Unstructured, schema: &Value, depth: u32) -> Result<Value> {
             }
             Value::Array(out)
         }
-        "string" => json!(*u.choose(&["a", "bb", "", "2024-01-01T00:00:00Z", "10.0.0.1", "not a date"])?),
+        "string" if u.ratio(1, 3)? => json!(u.arbitrary::<&str>()?),
+        "string" => json!(*u.choose(&["a", "bb", "", "2024-01-01T00:00:00Z", "10.0.0.1", "a@b.c", "http://a/b", "1h30m", "not a date"])?),
         "integer" => json!(u.int_in_range(-4..=4)?),
         "number" => json!(f64::from(u.int_in_range(-8..=8)?) / 2.0),
         "boolean" => json!(u.arbitrary::<bool>()?),

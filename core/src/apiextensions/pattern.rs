@@ -1,0 +1,74 @@
+//! `pattern`s as Go's RE2 reads them, compiled once with the schema.
+
+use regex::Regex;
+
+/// A schema's `pattern`, matched anywhere in a string as Go's `regexp.MatchString` does.
+#[derive(Clone, Debug)]
+pub struct Pattern {
+    source: String,
+    /// `None` when the pattern does not compile (kube refuses such a CRD).
+    regex: Option<Regex>,
+}
+
+impl PartialEq for Pattern {
+    fn eq(&self, other: &Self) -> bool {
+        self.source == other.source
+    }
+}
+
+impl Pattern {
+    pub fn new(source: &str) -> Pattern {
+        Pattern { source: source.to_string(), regex: Regex::new(&ascii_classes(source)).ok() }
+    }
+
+    pub fn source(&self) -> &str {
+        &self.source
+    }
+
+    /// Whether `s` matches; a pattern that does not compile matches everything.
+    pub fn is_match(&self, s: &str) -> bool {
+        self.regex.as_ref().is_none_or(|re| re.is_match(s))
+    }
+}
+
+/// The pattern with Go's ASCII-only `\d`, `\w`, `\s` and `\b` (and their negations) spelled
+/// so that Rust's regex, whose classes are Unicode, reads them as Go does.
+fn ascii_classes(pattern: &str) -> String {
+    let mut out = String::with_capacity(pattern.len());
+    let mut chars = pattern.chars();
+    while let Some(c) = chars.next() {
+        if c != '\\' {
+            out.push(c);
+            continue;
+        }
+        match chars.next() {
+            Some('d') => out.push_str("[0-9]"),
+            Some('D') => out.push_str("[^0-9]"),
+            Some('w') => out.push_str("[0-9A-Za-z_]"),
+            Some('W') => out.push_str("[^0-9A-Za-z_]"),
+            Some('s') => out.push_str("[\\t\\n\\f\\r ]"),
+            Some('S') => out.push_str("[^\\t\\n\\f\\r ]"),
+            Some('b') => out.push_str("(?-u:\\b)"),
+            Some('B') => out.push_str("(?-u:\\B)"),
+            Some(other) => {
+                out.push('\\');
+                out.push(other);
+            }
+            None => out.push('\\'),
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn classes_are_ascii_as_in_go() {
+        assert!(Pattern::new(r"^\d+$").is_match("123") && !Pattern::new(r"^\d+$").is_match("١٢٣"));
+        assert!(!Pattern::new(r"^\w+$").is_match("é") && Pattern::new(r"^[\w-]+$").is_match("a-b_c"));
+        assert!(Pattern::new(r"^\\d$").is_match("\\d"));
+        assert!(Pattern::new("b").is_match("abc"), "unanchored");
+    }
+}
