@@ -431,3 +431,31 @@ fn set_and_map_lists_refuse_duplicates() {
         "Widget.example.com \"w1\" is invalid: [spec.ports[1]: Duplicate value: map[string]interface {}{\"name\":\"http\"}, spec.tags[1]: Duplicate value: \"a\"]"
     );
 }
+
+#[test]
+fn a_crd_whose_schema_is_not_structural_is_refused_as_kube_refuses_it() {
+    let mut w = world();
+    let mut def = crd("Widget", "widgets");
+    def["spec"]["versions"][0]["schema"]["openAPIV3Schema"] =
+        json!({"type": "object", "properties": {"spec": {"type": "object", "properties": {"a": {}, "tags": {"type": "array", "uniqueItems": true, "items": {"type": "string"}}}}}});
+    let r = call(&mut w, "POST", CRDS, Some(def));
+    assert_eq!(r.head.status, 422, "{}", String::from_utf8_lossy(&r.body));
+    assert_eq!(
+        r.json()["message"],
+        "CustomResourceDefinition.apiextensions.k8s.io \"widgets.example.com\" is invalid: [\
+         spec.versions[0].schema.openAPIV3Schema.properties[spec].properties[a].type: Required value: must not be empty for specified object fields, \
+         spec.versions[0].schema.openAPIV3Schema.properties[spec].properties[tags].uniqueItems: Forbidden: uniqueItems cannot be set to true since the runtime complexity becomes quadratic]"
+    );
+    assert_eq!(call(&mut w, "GET", &format!("{CRDS}/widgets.example.com"), None).head.status, 404);
+    // The versions' schemas differ, so kube reports at the version's path; alike, at the spec's.
+    let mut def = crd("Widget", "widgets");
+    let schema = json!({"type": "object", "properties": {"spec": {"type": "object", "properties": {"a": {}}}}});
+    def["spec"]["versions"][0]["schema"]["openAPIV3Schema"] = schema.clone();
+    def["spec"]["versions"][1]["schema"]["openAPIV3Schema"] = schema;
+    let r = call(&mut w, "POST", CRDS, Some(def));
+    assert_eq!(
+        r.json()["message"],
+        "CustomResourceDefinition.apiextensions.k8s.io \"widgets.example.com\" is invalid: \
+         spec.validation.openAPIV3Schema.properties[spec].properties[a].type: Required value: must not be empty for specified object fields"
+    );
+}

@@ -1,6 +1,7 @@
-//! kube's checks of the parts of a CRD's versions that serving reads: `subresources.scale`,
-//! `additionalPrinterColumns` and `selectableFields` (apiextensions-apiserver's
-//! `validateCustomResourceDefinitionVersion` and its top-level counterparts).
+//! kube's checks of the parts of a CRD's versions that serving reads: the schema (see
+//! [`validate_schema`]), `subresources.scale`, `additionalPrinterColumns` and `selectableFields`
+//! (apiextensions-apiserver's `validateCustomResourceDefinitionVersion` and its top-level
+//! counterparts).
 //!
 //! kube converts a v1 CRD to its internal form before validating it: a part that every version
 //! has alike moves to the top of the spec (`spec.subresources`, `spec.additionalPrinterColumns`,
@@ -9,6 +10,7 @@
 
 use serde_json::{Value, json};
 
+use super::schema_rules::validate_schema;
 use crate::status::FieldError;
 
 /// The most selectable fields a version may declare.
@@ -21,8 +23,12 @@ pub fn validate_version_parts(spec: &Value) -> Vec<FieldError> {
     let shared = |key: &str| !versions.is_empty() && versions.iter().all(|v| v.get(key) == versions[0].get(key));
     let schema_shared = shared("schema");
     let at = |key: &str, i: usize| if shared(key) { None } else { Some(format!("spec.versions[{i}].{key}")) };
+    let has_status = |v: &Value| v.pointer("/subresources/status").is_some_and(|s| !s.is_null());
     let mut errs = Vec::new();
     for (i, v) in versions.iter().enumerate() {
+        if !schema_shared && let Some(schema) = schema_of(v) {
+            errs.extend(validate_schema(schema, &format!("spec.versions[{i}].schema.openAPIV3Schema"), has_status(v)));
+        }
         if let Some(path) = at("subresources", i) {
             scale(&mut errs, v.get("subresources"), &path);
         }
@@ -36,6 +42,9 @@ pub fn validate_version_parts(spec: &Value) -> Vec<FieldError> {
         }
     }
     if let Some(first) = versions.first() {
+        if schema_shared && let Some(schema) = schema_of(first) {
+            errs.extend(validate_schema(schema, "spec.validation.openAPIV3Schema", versions.iter().any(has_status)));
+        }
         if shared("subresources") {
             scale(&mut errs, first.get("subresources"), "spec.subresources");
         }

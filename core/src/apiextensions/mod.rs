@@ -13,6 +13,7 @@ pub mod naming;
 mod numbers;
 mod openapi;
 mod pattern;
+mod schema_rules;
 mod scale;
 mod strategy;
 pub(crate) mod structural;

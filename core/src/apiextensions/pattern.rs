@@ -25,6 +25,19 @@ impl Pattern {
         &self.source
     }
 
+    /// Why the pattern does not compile, in the words of Go's `regexp` where kapi knows them
+    /// (an unclosed or unopened group), else in those of Rust's regex.
+    pub fn problem(&self) -> Option<String> {
+        let Err(e) = Regex::new(&ascii_classes(&self.source)) else { return None };
+        let rust = e.to_string();
+        let what = rust.lines().filter_map(|l| l.strip_prefix("error: ")).next().unwrap_or(&rust).to_string();
+        Some(match what.as_str() {
+            "unclosed group" => format!("error parsing regexp: missing closing ): `{}`", self.source),
+            "unopened group" => format!("error parsing regexp: unexpected ): `{}`", self.source),
+            _ => format!("error parsing regexp: {what}"),
+        })
+    }
+
     /// Whether `s` matches; a pattern that does not compile matches everything.
     pub fn is_match(&self, s: &str) -> bool {
         self.regex.as_ref().is_none_or(|re| re.is_match(s))
