@@ -458,4 +458,12 @@ fn a_crd_whose_schema_is_not_structural_is_refused_as_kube_refuses_it() {
         "CustomResourceDefinition.apiextensions.k8s.io \"widgets.example.com\" is invalid: \
          spec.validation.openAPIV3Schema.properties[spec].properties[a].type: Required value: must not be empty for specified object fields"
     );
+    // A v1 CRD has a schema for every version.
+    let mut def = crd("Widget", "widgets");
+    def["spec"]["versions"][1].as_object_mut().unwrap().remove("schema");
+    let r = call(&mut w, "POST", CRDS, Some(def));
+    assert_eq!(
+        r.json()["message"],
+        "CustomResourceDefinition.apiextensions.k8s.io \"widgets.example.com\" is invalid: spec.versions[1].schema.openAPIV3Schema: Required value: schemas are required"
+    );
 }

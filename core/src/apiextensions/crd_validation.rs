@@ -25,6 +25,11 @@ pub fn validate_version_parts(spec: &Value) -> Vec<FieldError> {
     let at = |key: &str, i: usize| if shared(key) { None } else { Some(format!("spec.versions[{i}].{key}")) };
     let has_status = |v: &Value| v.pointer("/subresources/status").is_some_and(|s| !s.is_null());
     let mut errs = Vec::new();
+    if !(schema_shared && versions.first().and_then(schema_of).is_some()) {
+        for (i, _) in versions.iter().enumerate().filter(|(_, v)| schema_of(v).is_none()) {
+            errs.push(FieldError::required(format!("spec.versions[{i}].schema.openAPIV3Schema"), "schemas are required"));
+        }
+    }
     for (i, v) in versions.iter().enumerate() {
         if !schema_shared && let Some(schema) = schema_of(v) {
             errs.extend(validate_schema(schema, &format!("spec.versions[{i}].schema.openAPIV3Schema"), has_status(v)));
