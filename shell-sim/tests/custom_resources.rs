@@ -436,8 +436,7 @@ fn set_and_map_lists_refuse_duplicates() {
 fn a_crd_whose_schema_is_not_structural_is_refused_as_kube_refuses_it() {
     let mut w = world();
     let mut def = crd("Widget", "widgets");
-    def["spec"]["versions"][0]["schema"]["openAPIV3Schema"] =
-        json!({"type": "object", "properties": {"spec": {"type": "object", "properties": {"a": {}, "tags": {"type": "array", "uniqueItems": true, "items": {"type": "string"}}}}}});
+    def["spec"]["versions"][0]["schema"]["openAPIV3Schema"] = json!({"type": "object", "properties": {"spec": {"type": "object", "properties": {"a": {}, "tags": {"type": "array", "uniqueItems": true, "items": {"type": "string"}}}}}});
     let r = call(&mut w, "POST", CRDS, Some(def));
     assert_eq!(r.head.status, 422, "{}", String::from_utf8_lossy(&r.body));
     assert_eq!(

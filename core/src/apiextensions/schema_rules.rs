@@ -23,7 +23,11 @@ pub fn validate_schema(schema: &Value, at: &str, status: bool) -> Vec<FieldError
     let mut errs = Vec::new();
     let ty = text(schema, "type");
     if status && !ty.is_empty() && ty != "object" {
-        errs.push(FieldError::invalid(format!("{at}.type"), json!(ty), "only \"object\" is allowed as the type at the root of the schema if the status subresource is enabled"));
+        errs.push(FieldError::invalid(
+            format!("{at}.type"),
+            json!(ty),
+            "only \"object\" is allowed as the type at the root of the schema if the status subresource is enabled",
+        ));
     }
     if flag(schema, "nullable") {
         errs.push(FieldError::forbidden(format!("{at}.nullable"), "nullable cannot be true at the root"));
@@ -59,7 +63,8 @@ fn property_path(at: &str, k: &str) -> String {
 /// `validateStructuralInvariants`: the structural part of a node and what it nests.
 fn invariants(s: &Value, level: Level, at: &str, errs: &mut Vec<FieldError>) {
     let ty = text(s, "type");
-    let (int_or_string, preserve, embedded) = (flag(s, "x-kubernetes-int-or-string"), flag(s, "x-kubernetes-preserve-unknown-fields"), flag(s, "x-kubernetes-embedded-resource"));
+    let (int_or_string, preserve, embedded) =
+        (flag(s, "x-kubernetes-int-or-string"), flag(s, "x-kubernetes-preserve-unknown-fields"), flag(s, "x-kubernetes-embedded-resource"));
     if ty == "array" && s.get("items").is_none() {
         errs.push(FieldError::required(format!("{at}.items"), "must be specified"));
     }
@@ -78,7 +83,11 @@ fn invariants(s: &Value, level: Level, at: &str, errs: &mut Vec<FieldError>) {
         }
     }
     if int_or_string && preserve {
-        errs.push(FieldError::invalid(format!("{at}.x-kubernetes-preserve-unknown-fields"), json!(true), "must be false if x-kubernetes-int-or-string is true"));
+        errs.push(FieldError::invalid(
+            format!("{at}.x-kubernetes-preserve-unknown-fields"),
+            json!(true),
+            "must be false if x-kubernetes-int-or-string is true",
+        ));
     }
     if int_or_string && embedded {
         errs.push(FieldError::invalid(format!("{at}.x-kubernetes-embedded-resource"), json!(true), "must be false if x-kubernetes-int-or-string is true"));
@@ -118,10 +127,16 @@ fn invariants(s: &Value, level: Level, at: &str, errs: &mut Vec<FieldError>) {
         && let Some(metadata) = props.and_then(|m| m.get("metadata"))
         && restricts_more_than_names(metadata)
     {
-        errs.push(FieldError::forbidden(property_path(at, "metadata"), "must not specify anything other than name and generateName, but metadata is implicitly specified"));
+        errs.push(FieldError::forbidden(
+            property_path(at, "metadata"),
+            "must not specify anything other than name and generateName, but metadata is implicitly specified",
+        ));
     }
     if embedded && !preserve && props.is_none_or(Map::is_empty) {
-        errs.push(FieldError::required(format!("{at}.properties"), "must not be empty if x-kubernetes-embedded-resource is true without x-kubernetes-preserve-unknown-fields"));
+        errs.push(FieldError::required(
+            format!("{at}.properties"),
+            "must not be empty if x-kubernetes-embedded-resource is true without x-kubernetes-preserve-unknown-fields",
+        ));
     }
 }
 
@@ -265,7 +280,11 @@ fn list_and_map_types(s: &Value, at: &str, errs: &mut Vec<FieldError>) {
     let ty = text(s, "type");
     let wrong_type = |want: &str, key: &str, errs: &mut Vec<FieldError>| {
         let detail = format!("must be {want} if x-kubernetes-{key}-type is specified");
-        errs.push(if ty.is_empty() { FieldError::required(format!("{at}.type"), detail) } else { FieldError::invalid(format!("{at}.type"), json!(ty), detail) });
+        errs.push(if ty.is_empty() {
+            FieldError::required(format!("{at}.type"), detail)
+        } else {
+            FieldError::invalid(format!("{at}.type"), json!(ty), detail)
+        });
     };
     if let Some(map_type) = s.get("x-kubernetes-map-type").and_then(Value::as_str) {
         if ty != "object" {
@@ -290,10 +309,18 @@ fn list_and_map_types(s: &Value, at: &str, errs: &mut Vec<FieldError>) {
     {
         let item_list_type = items.get("x-kubernetes-list-type").and_then(Value::as_str);
         if text(items, "type") == "array" && item_list_type.is_some_and(|t| t != "atomic") {
-            errs.push(FieldError::invalid(format!("{at}.items.x-kubernetes-list-type"), json!(item_list_type), "must be atomic as item of a list with x-kubernetes-list-type=set"));
+            errs.push(FieldError::invalid(
+                format!("{at}.items.x-kubernetes-list-type"),
+                json!(item_list_type),
+                "must be atomic as item of a list with x-kubernetes-list-type=set",
+            ));
         }
         if text(items, "type") == "object" && text(items, "x-kubernetes-map-type") != "atomic" {
-            errs.push(FieldError::invalid(format!("{at}.items.x-kubernetes-map-type"), json!(item_list_type), "must be atomic as item of a list with x-kubernetes-list-type=set"));
+            errs.push(FieldError::invalid(
+                format!("{at}.items.x-kubernetes-map-type"),
+                json!(item_list_type),
+                "must be atomic as item of a list with x-kubernetes-list-type=set",
+            ));
         }
     }
     let keys: Vec<&str> = s.get("x-kubernetes-list-map-keys").and_then(Value::as_array).into_iter().flatten().filter_map(Value::as_str).collect();
@@ -311,11 +338,17 @@ fn list_and_map_types(s: &Value, at: &str, errs: &mut Vec<FieldError>) {
         }
         match s.get("items") {
             None => errs.push(FieldError::required(format!("{at}.items"), "must have a schema if x-kubernetes-list-type is map")),
-            Some(Value::Array(_)) => errs.push(FieldError::invalid(format!("{at}.items"), Value::from(""), "must only have a single schema if x-kubernetes-list-type is map")),
+            Some(Value::Array(_)) => {
+                errs.push(FieldError::invalid(format!("{at}.items"), Value::from(""), "must only have a single schema if x-kubernetes-list-type is map"))
+            }
             Some(items) => {
                 let item_type = text(items, "type");
                 if item_type != "object" {
-                    errs.push(FieldError::invalid(format!("{at}.items.type"), json!(item_type), "must be object if parent array's x-kubernetes-list-type is map"));
+                    errs.push(FieldError::invalid(
+                        format!("{at}.items.type"),
+                        json!(item_type),
+                        "must be object if parent array's x-kubernetes-list-type is map",
+                    ));
                 } else {
                     for k in &keys {
                         if let Some(p) = items.get("properties").and_then(|p| p.get(*k))
@@ -350,7 +383,10 @@ fn list_and_map_types(s: &Value, at: &str, errs: &mut Vec<FieldError>) {
                 let Some(p) = items.get("properties").and_then(|p| p.get(*k)) else { continue };
                 let at = property_path(&format!("{at}.items"), k);
                 if p.get("default").is_none() && !required.contains(k) {
-                    errs.push(FieldError::required(format!("{at}.default"), "this property is in x-kubernetes-list-map-keys, so it must have a default or be a required property"));
+                    errs.push(FieldError::required(
+                        format!("{at}.default"),
+                        "this property is in x-kubernetes-list-map-keys, so it must have a default or be a required property",
+                    ));
                 }
                 if flag(p, "nullable") {
                     errs.push(FieldError::forbidden(format!("{at}.nullable"), "this property is in x-kubernetes-list-map-keys, so it cannot be nullable"));
@@ -389,12 +425,16 @@ mod tests {
             messages(schema),
             vec![
                 format!("{AT}.additionalProperties: Forbidden: must not be used at the root"),
-                format!("{AT}.properties[metadata]: Forbidden: must not specify anything other than name and generateName, but metadata is implicitly specified"),
+                format!(
+                    "{AT}.properties[metadata]: Forbidden: must not specify anything other than name and generateName, but metadata is implicitly specified"
+                ),
                 format!("{AT}.properties[spec].properties[a].type: Required value: must not be empty for specified object fields"),
                 format!("{AT}.properties[spec].properties[b].anyOf[0].description: Forbidden: must be empty to be structural"),
                 format!("{AT}.properties[spec].properties[b].anyOf[0].type: Forbidden: must be empty to be structural"),
                 format!("{AT}.properties[spec].properties[list].items: Required value: must be specified"),
-                format!("{AT}.properties[spec].properties[p].pattern: Invalid value: \"a(\": must be a valid regular expression, but isn't: error parsing regexp: missing closing ): `a(`"),
+                format!(
+                    "{AT}.properties[spec].properties[p].pattern: Invalid value: \"a(\": must be a valid regular expression, but isn't: error parsing regexp: missing closing ): `a(`"
+                ),
                 format!("{AT}.type: Required value: must not be empty at the root"),
             ]
         );
@@ -413,15 +453,29 @@ mod tests {
             vec![
                 format!("{AT}.properties[spec].properties[keep].x-kubernetes-preserve-unknown-fields: Invalid value: false: must be true or undefined"),
                 format!("{AT}.properties[spec].properties[mode].type: Invalid value: \"string\": must be object if x-kubernetes-map-type is specified"),
-                format!("{AT}.properties[spec].properties[n].type: Unsupported value: \"null\": supported values: \"array\", \"boolean\", \"integer\", \"number\", \"object\", \"string\""),
+                format!(
+                    "{AT}.properties[spec].properties[n].type: Unsupported value: \"null\": supported values: \"array\", \"boolean\", \"integer\", \"number\", \"object\", \"string\""
+                ),
                 format!("{AT}.properties[spec].properties[n].type: Forbidden: type cannot be set to null, use nullable as an alternative"),
-                format!("{AT}.properties[spec].properties[ports].x-kubernetes-list-map-keys: Invalid value: []string{{\"port\", \"port\"}}: must not contain duplicate entries"),
-                format!("{AT}.properties[spec].properties[ports].items.properties[port].default: Required value: this property is in x-kubernetes-list-map-keys, so it must have a default or be a required property"),
-                format!("{AT}.properties[spec].properties[ports].items.properties[port].nullable: Forbidden: this property is in x-kubernetes-list-map-keys, so it cannot be nullable"),
+                format!(
+                    "{AT}.properties[spec].properties[ports].x-kubernetes-list-map-keys: Invalid value: []string{{\"port\", \"port\"}}: must not contain duplicate entries"
+                ),
+                format!(
+                    "{AT}.properties[spec].properties[ports].items.properties[port].default: Required value: this property is in x-kubernetes-list-map-keys, so it must have a default or be a required property"
+                ),
+                format!(
+                    "{AT}.properties[spec].properties[ports].items.properties[port].nullable: Forbidden: this property is in x-kubernetes-list-map-keys, so it cannot be nullable"
+                ),
                 // Once per entry, as kube reports them, the duplicate included.
-                format!("{AT}.properties[spec].properties[ports].items.properties[port].default: Required value: this property is in x-kubernetes-list-map-keys, so it must have a default or be a required property"),
-                format!("{AT}.properties[spec].properties[ports].items.properties[port].nullable: Forbidden: this property is in x-kubernetes-list-map-keys, so it cannot be nullable"),
-                format!("{AT}.properties[spec].properties[tags].uniqueItems: Forbidden: uniqueItems cannot be set to true since the runtime complexity becomes quadratic"),
+                format!(
+                    "{AT}.properties[spec].properties[ports].items.properties[port].default: Required value: this property is in x-kubernetes-list-map-keys, so it must have a default or be a required property"
+                ),
+                format!(
+                    "{AT}.properties[spec].properties[ports].items.properties[port].nullable: Forbidden: this property is in x-kubernetes-list-map-keys, so it cannot be nullable"
+                ),
+                format!(
+                    "{AT}.properties[spec].properties[tags].uniqueItems: Forbidden: uniqueItems cannot be set to true since the runtime complexity becomes quadratic"
+                ),
             ]
         );
     }

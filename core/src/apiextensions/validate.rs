@@ -319,7 +319,9 @@ fn enum_matches(v: &Value, allowed: &Value) -> bool {
             (Some(x), Some(a)) => x.like_value(a) == a,
             _ => x == a,
         },
-        (Value::Number(x), Value::String(a)) => x.as_i64().map(|i| u32::try_from(i).ok().and_then(char::from_u32).unwrap_or('\u{fffd}').to_string()).as_deref() == Some(a.as_str()),
+        (Value::Number(x), Value::String(a)) => {
+            x.as_i64().map(|i| u32::try_from(i).ok().and_then(char::from_u32).unwrap_or('\u{fffd}').to_string()).as_deref() == Some(a.as_str())
+        }
         _ => v == allowed,
     }
 }
@@ -429,7 +431,10 @@ mod tests {
             "anyOf": [{"required": ["a"]}, {"properties": {"b": {"minLength": 3}}}]});
         assert_eq!(
             spec(deeper.clone(), json!({"b": "x"})),
-            vec!["<nil>: Invalid value: \"\": \"spec\" must validate at least one schema (anyOf)", "spec.b: Invalid value: \"x\": spec.b in body should be at least 3 chars long"]
+            vec![
+                "<nil>: Invalid value: \"\": \"spec\" must validate at least one schema (anyOf)",
+                "spec.b: Invalid value: \"x\": spec.b in body should be at least 3 chars long"
+            ]
         );
         assert!(spec(deeper, json!({"a": "x"})).is_empty());
     }
@@ -437,15 +442,25 @@ mod tests {
     #[test]
     fn one_of_all_of_and_not() {
         let one_of = json!({"type": "object", "oneOf": [{"required": ["a"]}, {"required": ["b"]}]});
-        assert_eq!(spec(one_of.clone(), json!({"a": 1, "b": 2})), vec!["<nil>: Invalid value: \"\": \"spec\" must validate one and only one schema (oneOf). Found 2 valid alternatives"]);
-        assert_eq!(spec(one_of.clone(), json!({})), vec!["<nil>: Invalid value: \"\": \"spec\" must validate one and only one schema (oneOf). Found none valid", "spec.a: Required value"]);
+        assert_eq!(
+            spec(one_of.clone(), json!({"a": 1, "b": 2})),
+            vec!["<nil>: Invalid value: \"\": \"spec\" must validate one and only one schema (oneOf). Found 2 valid alternatives"]
+        );
+        assert_eq!(
+            spec(one_of.clone(), json!({})),
+            vec!["<nil>: Invalid value: \"\": \"spec\" must validate one and only one schema (oneOf). Found none valid", "spec.a: Required value"]
+        );
         assert!(spec(one_of, json!({"b": 1})).is_empty());
         let not = json!({"type": "object", "not": {"required": ["a"]}});
         assert_eq!(spec(not, json!({"a": 1})), vec!["<nil>: Invalid value: \"\": \"spec\" must not validate the schema (not)"]);
         let all_of = json!({"type": "object", "allOf": [{"required": ["a"]}, {"required": ["b"]}]});
         assert_eq!(
             spec(all_of.clone(), json!({})),
-            vec!["spec.a: Required value", "spec.b: Required value", "<nil>: Invalid value: \"\": \"spec\" must validate all the schemas (allOf). None validated"]
+            vec![
+                "spec.a: Required value",
+                "spec.b: Required value",
+                "<nil>: Invalid value: \"\": \"spec\" must validate all the schemas (allOf). None validated"
+            ]
         );
         assert_eq!(spec(all_of, json!({"a": 1})), vec!["spec.b: Required value", "<nil>: Invalid value: \"\": \"spec\" must validate all the schemas (allOf)"]);
     }
@@ -474,7 +489,10 @@ mod tests {
         );
         assert_eq!(
             spec(bounded.clone(), json!({"n": 1.25})),
-            vec!["spec.n: Invalid value: 1.25: spec.n in body should be a multiple of 0.5", "spec.n: Invalid value: 1.25: spec.n in body should be greater than or equal to 1.5"]
+            vec![
+                "spec.n: Invalid value: 1.25: spec.n in body should be a multiple of 0.5",
+                "spec.n: Invalid value: 1.25: spec.n in body should be greater than or equal to 1.5"
+            ]
         );
         assert_eq!(spec(bounded, json!({"n": 2000000.5})), vec!["spec.n: Invalid value: 2000000.5: spec.n in body should be less than or equal to 1e+06"]);
         let whole = json!({"type": "object", "properties": {"n": {"type": "integer"}, "e": {"type": "integer", "enum": [1, 2]}}});

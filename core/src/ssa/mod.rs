@@ -10,8 +10,8 @@ use serde_json::{Map, Value, json};
 
 use crate::apiextensions::structural::{self, Structural};
 use crate::meta;
-use crate::schema::{DefName, Type};
 use crate::schema::normalize::format_time;
+use crate::schema::{DefName, Type};
 use crate::status::{ApiError, StatusCause, StatusDetails};
 use fieldpath::{PathElement, Set, path_string};
 

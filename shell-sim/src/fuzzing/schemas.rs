@@ -34,8 +34,32 @@ const NAMES: [&str; 6] = ["a", "b", "name", "spec", "status", "metadata"];
 const TYPES: [&str; 8] = ["object", "array", "string", "integer", "number", "boolean", "", "null"];
 const PATTERNS: [&str; 4] = ["^a", "[", "(a+)+$", "^[a-z]{2,3}$"];
 const FORMATS: [&str; 26] = [
-    "bsonobjectid", "uri", "email", "hostname", "ipv4", "ipv6", "cidr", "mac", "uuid", "uuid3", "uuid4", "uuid5", "isbn", "isbn10", "isbn13",
-    "creditcard", "ssn", "hexcolor", "rgbcolor", "byte", "password", "date", "duration", "date-time", "int32", "bogus",
+    "bsonobjectid",
+    "uri",
+    "email",
+    "hostname",
+    "ipv4",
+    "ipv6",
+    "cidr",
+    "mac",
+    "uuid",
+    "uuid3",
+    "uuid4",
+    "uuid5",
+    "isbn",
+    "isbn10",
+    "isbn13",
+    "creditcard",
+    "ssn",
+    "hexcolor",
+    "rgbcolor",
+    "byte",
+    "password",
+    "date",
+    "duration",
+    "date-time",
+    "int32",
+    "bogus",
 ];
 const JUNCTORS: [&str; 4] = ["allOf", "anyOf", "oneOf", "not"];
 const LIST_TYPES: [&str; 4] = ["atomic", "set", "map", "bogus"];

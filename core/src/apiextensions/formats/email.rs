@@ -149,7 +149,7 @@ impl Parser<'_> {
             return false;
         }
         self.s = &self.s[close + 1..];
-        text.parse::<std::net::IpAddr>().is_ok()
+        text.parse::<core::net::IpAddr>().is_ok()
     }
 
     /// `phrase = 1*word`, words being atoms (dots allowed) or quoted strings; comments may
@@ -273,11 +273,13 @@ mod tests {
 
     #[test]
     fn addresses_as_go_parses_them() {
-        let good = ["a@b", "a.b@c.d", "Bob <bob@example.com>", "<a@b>", "\"a b\"@example.com", "a@[127.0.0.1]", "a@b (Bob Smith)", "g: a@b;", " a@b ", "José <j@b>"];
+        let good =
+            ["a@b", "a.b@c.d", "Bob <bob@example.com>", "<a@b>", "\"a b\"@example.com", "a@[127.0.0.1]", "a@b (Bob Smith)", "g: a@b;", " a@b ", "José <j@b>"];
         for s in good {
             assert!(is_address(s), "{s}");
         }
-        let bad = ["", "a", "a@", "@b", "a@b c", "a..b@c", ".a@b", "<a@b", "a@[1.2.3]", "g: a@b, c@d;", "g: ;", "a@b (unclosed", "\"\"@b", "=?x-unknown?q?a?= <a@b>"];
+        let bad =
+            ["", "a", "a@", "@b", "a@b c", "a..b@c", ".a@b", "<a@b", "a@[1.2.3]", "g: a@b, c@d;", "g: ;", "a@b (unclosed", "\"\"@b", "=?x-unknown?q?a?= <a@b>"];
         for s in bad {
             assert!(!is_address(s), "{s}");
         }

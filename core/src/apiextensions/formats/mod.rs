@@ -58,7 +58,7 @@ pub fn accepts(format: &str, s: &str) -> bool {
         "email" => email::is_address(s),
         "hostname" => is_hostname(s),
         "ipv4" => parse_ip_sloppy(s).is_some() && s.contains('.'),
-        "ipv6" => s.contains(':') && s.parse::<std::net::Ipv6Addr>().is_ok(),
+        "ipv6" => s.contains(':') && s.parse::<core::net::Ipv6Addr>().is_ok(),
         "cidr" => parse_cidr_sloppy(s),
         "mac" => is_mac(s),
         "uuid" => matches(&UUID, s),
@@ -100,14 +100,15 @@ static RGB_COLOR: LazyLock<Regex> = LazyLock::new(|| {
     let s = "[\t\n\x0c\r ]*";
     regex(&format!("^rgb\\({s}{n}{s},{s}{n}{s},{s}{n}{s}\\)$"))
 });
-static BASE64: LazyLock<Regex> =
-    LazyLock::new(|| regex("^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=|[A-Za-z0-9+/]{4})$"));
+static BASE64: LazyLock<Regex> = LazyLock::new(|| regex("^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=|[A-Za-z0-9+/]{4})$"));
 static HOSTNAME: LazyLock<Regex> = LazyLock::new(|| {
     let c = r"a-zA-Z0-9\p{S}\p{L}";
     regex(&format!(r"^([{c}]((-?[{c}]{{0,62}})?)|([{c}](([{c}-]{{0,61}}[{c}])?)(\.)){{1,}}([a-zA-Z\p{{L}}]){{2,63}})$"))
 });
 static CREDIT_CARD: LazyLock<Regex> = LazyLock::new(|| {
-    regex("^(?:4[0-9]{12}(?:[0-9]{3})?|5[1-5][0-9]{14}|6(?:011|5[0-9][0-9])[0-9]{12}|3[47][0-9]{13}|3(?:0[0-5]|[68][0-9])[0-9]{11}|(?:2131|1800|35[0-9]{3})[0-9]{11})$")
+    regex(
+        "^(?:4[0-9]{12}(?:[0-9]{3})?|5[1-5][0-9]{14}|6(?:011|5[0-9][0-9])[0-9]{12}|3[47][0-9]{13}|3(?:0[0-5]|[68][0-9])[0-9]{11}|(?:2131|1800|35[0-9]{3})[0-9]{11})$",
+    )
 });
 static DATE_TIME: LazyLock<Regex> = LazyLock::new(|| regex("^([0-9]{2}):([0-9]{2}):([0-9]{2})(.[0-9]+)?(z|([+-][0-9]{2}:[0-9]{2}))$"));
 /// strfmt's fallback for durations Go cannot parse: a number and a unit, anywhere.
@@ -239,9 +240,9 @@ fn is_duration(s: &str) -> bool {
             return false;
         }
         let unit = m[3].to_lowercase();
-        known |= UNITS.iter().any(|variants| {
-            variants.iter().enumerate().any(|(i, v)| (i == variants.len() - 1 && unit.starts_with(v)) || unit.eq_ignore_ascii_case(v))
-        });
+        known |= UNITS
+            .iter()
+            .any(|variants| variants.iter().enumerate().any(|(i, v)| (i == variants.len() - 1 && unit.starts_with(v)) || unit.eq_ignore_ascii_case(v)));
     }
     known
 }
@@ -249,7 +250,8 @@ fn is_duration(s: &str) -> bool {
 /// Go's `time.ParseDuration` accepts `s`: `[-+]?([0-9]*(\.[0-9]*)?[a-z]+)+` with Go's units,
 /// or `0`, within the range of an `int64` of nanoseconds.
 fn go_duration(s: &str) -> bool {
-    const UNITS: [(&str, u64); 8] = [("ns", 1), ("us", 1_000), ("µs", 1_000), ("μs", 1_000), ("ms", 1_000_000), ("s", 1_000_000_000), ("m", 60_000_000_000), ("h", 3_600_000_000_000)];
+    const UNITS: [(&str, u64); 8] =
+        [("ns", 1), ("us", 1_000), ("µs", 1_000), ("μs", 1_000), ("ms", 1_000_000), ("s", 1_000_000_000), ("m", 60_000_000_000), ("h", 3_600_000_000_000)];
     const LIMIT: u64 = 1 << 63;
     let (negative, mut rest) = match s.as_bytes().first() {
         Some(b'-') => (true, &s[1..]),
@@ -323,14 +325,30 @@ mod tests {
     #[test]
     fn formats_accept_what_kubes_checks_accept() {
         let cases: &[(&str, &[&str], &[&str])] = &[
-            ("uri", &["https://example.com/a?b#c", "mailto:a@b", "/just/a/path", "urn:isbn:0451450523"], &["", "a/b", "http://exa mple.com", "http://a/%zz", "http://[::1"]),
-            ("email", &["a@b", "Bob <bob@example.com>", "\"a b\"@example.com", "a@[127.0.0.1]", "a@b (Bob)"], &["", "a", "a@", "@b", "a@b c", "a..b@c", "<a@b"]),
+            (
+                "uri",
+                &["https://example.com/a?b#c", "mailto:a@b", "/just/a/path", "urn:isbn:0451450523"],
+                &["", "a/b", "http://exa mple.com", "http://a/%zz", "http://[::1"],
+            ),
+            (
+                "email",
+                &["a@b", "Bob <bob@example.com>", "\"a b\"@example.com", "a@[127.0.0.1]", "a@b (Bob)"],
+                &["", "a", "a@", "@b", "a@b c", "a..b@c", "<a@b"],
+            ),
             ("hostname", &["a.com", "x-y", "localhost", "ex=ample.com"], &["my-host", "1.1.1.1", "a.b.c.d", "-a.com", "a.com."]),
             ("ipv4", &["1.2.3.4", "010.1.1.1", "::ffff:1.2.3.4"], &["1.2.3", "256.1.1.1", "::1", "1.2.3.4.5"]),
             ("ipv6", &["::1", "2001:db8::1", "::ffff:1.2.3.4"], &["1.2.3.4", "::1%eth0", "1:2:3:4:5:6:7:8:9", "12345::1"]),
             ("cidr", &["10.0.0.1/8", "::/0", "010.0.0.0/08"], &["10.0.0.0", "10.0.0.0/33", "::/129", "a/8"]),
-            ("mac", &["01:23:45:67:89:ab", "01-23-45-67-89-ab", "0123.4567.89ab", "01:23:45:67:89:ab:cd:ef"], &["01:23:45:67:89", "01:23-45:67:89:ab", "0123.4567.89"]),
-            ("uuid", &["123e4567-e89b-12d3-a456-426614174000", "123E4567E89B12D3A456426614174000"], &["123e4567-e89b-12d3-a456-42661417400", "x23e4567-e89b-12d3-a456-426614174000"]),
+            (
+                "mac",
+                &["01:23:45:67:89:ab", "01-23-45-67-89-ab", "0123.4567.89ab", "01:23:45:67:89:ab:cd:ef"],
+                &["01:23:45:67:89", "01:23-45:67:89:ab", "0123.4567.89"],
+            ),
+            (
+                "uuid",
+                &["123e4567-e89b-12d3-a456-426614174000", "123E4567E89B12D3A456426614174000"],
+                &["123e4567-e89b-12d3-a456-42661417400", "x23e4567-e89b-12d3-a456-426614174000"],
+            ),
             ("uuid4", &["123e4567-e89b-42d3-a456-426614174000"], &["123e4567-e89b-12d3-a456-426614174000"]),
             ("isbn", &["0-306-40615-2", "978-0-306-40615-7", "080442957X"], &["0-306-40615-3", "978-0-306-40615-8"]),
             ("creditcard", &["4111 1111 1111 1111", "5500-0000-0000-0004"], &["4111 1111 1111 1112", "1234"]),
@@ -341,8 +359,16 @@ mod tests {
             ("password", &["", "anything"], &[]),
             ("bsonobjectid", &["507f1f77bcf86cd799439011"], &["507f1f77bcf86cd79943901", "507f1f77bcf86cd79943901z"]),
             ("date", &["2024-02-29", "0000-01-01"], &["2023-02-29", "2024-13-01", "2024-1-01", "2024-01-01T00:00:00Z", "2024-01-00"]),
-            ("date-time", &["2014-12-15T08:00:00Z", "2014-12-15t08:00:00.5+01:00", "2014-12-15T08:00:00x5z"], &["2014-12-15T08:00:00", "2014-12-15 08:00:00Z", "2014-12-15T24:00:00Z", "2014-12-15T23:59:60Z"]),
-            ("duration", &["1h30m", "-1.5h", "300ms", "0", "3 days", "foo 3 days bar", "-5 days", "2wk", ".5s"], &["", "12 parsecs", "12 y", "yada", "-", "99999999999999999999 days"]),
+            (
+                "date-time",
+                &["2014-12-15T08:00:00Z", "2014-12-15t08:00:00.5+01:00", "2014-12-15T08:00:00x5z"],
+                &["2014-12-15T08:00:00", "2014-12-15 08:00:00Z", "2014-12-15T24:00:00Z", "2014-12-15T23:59:60Z"],
+            ),
+            (
+                "duration",
+                &["1h30m", "-1.5h", "300ms", "0", "3 days", "foo 3 days bar", "-5 days", "2wk", ".5s"],
+                &["", "12 parsecs", "12 y", "yada", "-", "99999999999999999999 days"],
+            ),
         ];
         for (format, good, bad) in cases {
             assert!(is_checked(format), "{format}");
