@@ -34,6 +34,7 @@ pub fn validate_schema(schema: &Value, at: &str, status: bool) -> Vec<FieldError
     }
     let mut structural = Vec::new();
     invariants(schema, Level::Root, at, &mut structural);
+    completeness(schema, Some(schema), at, at, &mut structural);
     structural.sort_by_cached_key(FieldError::to_string);
     errs.extend(structural);
     openapi(schema, at, &mut errs);
@@ -218,6 +219,41 @@ fn nested(v: &Value, skip_any_of: bool, level: Level, at: &str, errs: &mut Vec<F
     }
     if v.get("properties").and_then(|p| p.get("metadata")).is_some() {
         errs.push(FieldError::forbidden(property_path(at, "metadata"), "must not be specified in a nested context"));
+    }
+}
+
+/// `validateStructuralCompleteness`: what the root's junctors mention (properties, items) the
+/// schema must describe itself. `v`: a junctor's schema; `s`: the schema's node at the same
+/// place, if it has one.
+fn completeness(v: &Value, s: Option<&Value>, s_at: &str, v_at: &str, errs: &mut Vec<FieldError>) {
+    let Some(s) = s else {
+        errs.push(FieldError::required(s_at, format!("because it is defined in {v_at}")));
+        return;
+    };
+    if let Some(not) = v.get("not") {
+        nested_completeness(not, s, s_at, &format!("{v_at}.not"), errs);
+    }
+    for junctor in ["allOf", "anyOf", "oneOf"] {
+        for (i, branch) in schemas(v, junctor) {
+            nested_completeness(branch, s, s_at, &format!("{v_at}.{junctor}[{i}]"), errs);
+        }
+    }
+}
+
+fn nested_completeness(v: &Value, s: &Value, s_at: &str, v_at: &str, errs: &mut Vec<FieldError>) {
+    completeness(v, Some(s), s_at, v_at, errs);
+    if let Some(items) = v.get("items").filter(|i| i.is_object()) {
+        match s.get("items").filter(|i| i.is_object()) {
+            Some(s_items) => nested_completeness(items, s_items, &format!("{s_at}.items"), &format!("{v_at}.items"), errs),
+            None => errs.push(FieldError::required(format!("{s_at}.items"), format!("because it is defined in {v_at}.items"))),
+        }
+    }
+    for (k, p) in properties(v) {
+        let (s_prop, v_prop) = (property_path(s_at, k), property_path(v_at, k));
+        match s.get("properties").and_then(|m| m.get(k)) {
+            Some(sp) => nested_completeness(p, sp, &s_prop, &v_prop, errs),
+            None => errs.push(FieldError::required(s_prop, format!("because it is defined in {v_prop}"))),
+        }
     }
 }
 
@@ -418,7 +454,8 @@ mod tests {
 
     #[test]
     fn non_structural_schemas_are_refused_with_kubes_messages() {
-        let schema = json!({"properties": {"spec": {"type": "object", "properties": {"a": {}, "list": {"type": "array"},
+        let schema = json!({"allOf": [{"properties": {"spec": {"properties": {"a": {"maxLength": 1}, "nope": {"minimum": 1}}}}}],
+            "properties": {"spec": {"type": "object", "properties": {"a": {}, "list": {"type": "array"},
             "b": {"type": "string", "anyOf": [{"type": "string", "description": "x"}]}, "p": {"type": "string", "pattern": "a("}}},
             "metadata": {"type": "object", "description": "mine"}}, "additionalProperties": true});
         assert_eq!(
@@ -432,6 +469,7 @@ mod tests {
                 format!("{AT}.properties[spec].properties[b].anyOf[0].description: Forbidden: must be empty to be structural"),
                 format!("{AT}.properties[spec].properties[b].anyOf[0].type: Forbidden: must be empty to be structural"),
                 format!("{AT}.properties[spec].properties[list].items: Required value: must be specified"),
+                format!("{AT}.properties[spec].properties[nope]: Required value: because it is defined in {AT}.allOf[0].properties[spec].properties[nope]"),
                 format!(
                     "{AT}.properties[spec].properties[p].pattern: Invalid value: \"a(\": must be a valid regular expression, but isn't: error parsing regexp: missing closing ): `a(`"
                 ),
