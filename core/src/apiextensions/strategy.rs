@@ -163,15 +163,6 @@ impl Strategy for CustomResources {
     }
 
     /// The value at the field's path as Go prints it (`fmt.Sprint`), empty where there is none.
-    fn field_value(&self, obj: &Value, field: &str) -> Option<String> {
-        let path: Vec<&str> = field.split('.').collect();
-        meta::at(obj, &path).and_then(|v| match v {
-            Value::Null => None,
-            Value::String(s) => Some(s.clone()),
-            other => Some(other.to_string()),
-        })
-    }
-
     fn row(&self, obj: &Value, now: Timestamp) -> Vec<Value> {
         if self.columns.is_empty() {
             return vec![Value::from(meta::name(obj)), table::age(obj, now)];

@@ -318,13 +318,15 @@ pub trait Strategy: Send + Sync {
         field
     }
 
-    /// The value of a selectable field. It reads only under the field's path (the watch cache
-    /// gives it an object with just those parts of the stored one).
+    /// The value of a selectable field, none where the object has nothing or null there. It
+    /// reads only under the field's path (the watch cache gives it an object with just those
+    /// parts of the stored one).
     fn field_value(&self, obj: &Value, field: &str) -> Option<String> {
         let path: Vec<&str> = self.field_path(field).split('.').collect();
-        meta::at(obj, &path).map(|v| match v {
-            Value::String(s) => s.clone(),
-            other => other.to_string(),
+        meta::at(obj, &path).and_then(|v| match v {
+            Value::Null => None,
+            Value::String(s) => Some(s.clone()),
+            other => Some(other.to_string()),
         })
     }
 }
