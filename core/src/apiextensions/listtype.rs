@@ -96,7 +96,7 @@ fn duplicate(field: String, v: &Value) -> FieldError {
 }
 
 /// Go's `%#v` of an unstructured value: `map[string]interface {}{"name":"http"}`.
-fn go_syntax(v: &Value) -> String {
+pub(super) fn go_syntax(v: &Value) -> String {
     match v {
         Value::Null => "interface {}(nil)".into(),
         Value::Object(m) => {

@@ -7,7 +7,9 @@
 
 use serde_json::{Map, Value, json};
 
+use super::listtype::go_syntax;
 use super::pattern::Pattern;
+use super::structural::Structural;
 use crate::status::FieldError;
 
 /// Where a node sits: kube's messages for a missing type differ by it.
@@ -36,6 +38,9 @@ pub fn validate_schema(schema: &Value, at: &str, status: bool) -> Vec<FieldError
     invariants(schema, Level::Root, at, &mut structural);
     completeness(schema, Some(schema), at, at, &mut structural);
     structural.sort_by_cached_key(FieldError::to_string);
+    if structural.is_empty() {
+        defaults(schema, at, true, &mut structural);
+    }
     errs.extend(structural);
     openapi(schema, at, &mut errs);
     errs
@@ -219,6 +224,38 @@ fn nested(v: &Value, skip_any_of: bool, level: Level, at: &str, errs: &mut Vec<F
     }
     if v.get("properties").and_then(|p| p.get("metadata")).is_some() {
         errs.push(FieldError::forbidden(property_path(at, "metadata"), "must not be specified in a nested context"));
+    }
+}
+
+/// kube's checks of the defaults (`defaulting/validation.go`), where the schema is structural:
+/// a default is what pruning by its node leaves of it, and valid by that node. `resource`: the
+/// node is a resource (the root, an embedded one), whose `apiVersion`, `kind` and `metadata`
+/// take no default.
+fn defaults(s: &Value, at: &str, resource: bool, errs: &mut Vec<FieldError>) {
+    if let Some(default) = s.get("default").filter(|d| !d.is_null()) {
+        let node = Structural::read(s);
+        let mut pruned = default.clone();
+        if node.prune_value(&mut pruned) {
+            let (field, detail) = (format!("{at}.default"), "must not have unknown fields");
+            errs.push(match default {
+                Value::Object(_) | Value::Array(_) => FieldError::invalid_go(field, go_syntax(default), detail),
+                scalar => FieldError::invalid(field, scalar.clone(), detail),
+            });
+        } else {
+            errs.extend(node.validate_under(default, &format!("{at}.default")));
+        }
+    }
+    if let Some(items) = s.get("items").filter(|i| i.is_object()) {
+        defaults(items, &format!("{at}.items"), flag(items, "x-kubernetes-embedded-resource"), errs);
+    }
+    for (k, p) in properties(s) {
+        let meta = resource && matches!(k.as_str(), "apiVersion" | "kind" | "metadata");
+        if meta && p.get("default").is_some_and(|d| !d.is_null()) {
+            let which = if k == "metadata" { "metadata" } else { k.as_str() };
+            errs.push(FieldError::forbidden(format!("{}.default", property_path(at, k)), format!("must not be set in top-level {which}")));
+            continue;
+        }
+        defaults(p, &property_path(at, k), flag(p, "x-kubernetes-embedded-resource"), errs);
     }
 }
 
@@ -438,6 +475,26 @@ mod tests {
 
     const AT: &str = "spec.validation.openAPIV3Schema";
 
+    #[test]
+    fn defaults_must_be_pruned_and_valid() {
+        let schema = json!({"type": "object", "properties": {"metadata": {"type": "object", "default": {}},
+            "spec": {"type": "object", "properties": {"size": {"type": "integer", "default": "big"}, "n": {"type": "integer", "minimum": 2, "default": 1},
+                "mode": {"type": "object", "properties": {"a": {"type": "string"}}, "default": {"a": "x", "b": 1}},
+                "sub": {"type": "object", "properties": {"a": {"type": "string", "maxLength": 1}}, "default": {"a": "long"}}}}}});
+        assert_eq!(
+            messages(schema),
+            vec![
+                format!("{AT}.properties[metadata].default: Forbidden: must not be set in top-level metadata"),
+                format!(
+                    "{AT}.properties[spec].properties[mode].default: Invalid value: map[string]interface {{}}{{\"a\":\"x\", \"b\":1}}: must not have unknown fields"
+                ),
+                format!("{AT}.properties[spec].properties[n].default: Invalid value: 1:  in body should be greater than or equal to 2"),
+                format!("{AT}.properties[spec].properties[size].default: Invalid value: \"string\":  in body must be of type integer: \"string\""),
+                format!("{AT}.properties[spec].properties[sub].default.a: Too long: may not be more than 1 bytes"),
+            ]
+        );
+    }
+
     fn messages(schema: Value) -> Vec<String> {
         validate_schema(&schema, AT, false).iter().map(ToString::to_string).collect()
     }
@@ -448,7 +505,8 @@ mod tests {
             "spec": {"type": "object", "properties": {"port": {"x-kubernetes-int-or-string": true, "anyOf": [{"type": "integer"}, {"type": "string"}]},
                 "ports": {"type": "array", "x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"],
                     "items": {"type": "object", "required": ["name"], "properties": {"name": {"type": "string"}}}},
-                "free": {"x-kubernetes-preserve-unknown-fields": true}, "size": {"type": "integer", "allOf": [{"minimum": 1}]}}}}});
+                "free": {"x-kubernetes-preserve-unknown-fields": true}, "size": {"type": "integer", "default": 1, "allOf": [{"minimum": 1}]},
+                "mode": {"type": "object", "default": {"a": "x"}, "properties": {"a": {"type": "string"}}}}}}});
         assert_eq!(messages(schema), Vec::<String>::new());
     }
 

@@ -118,6 +118,14 @@ impl Structural {
         dropped
     }
 
+    /// Drops what the schema does not describe from a value of this node (of an embedded
+    /// resource, keeping its own type meta and metadata); whether anything was dropped.
+    pub fn prune_value(&self, v: &mut Value) -> bool {
+        let mut dropped = Vec::new();
+        self.prune(v, "", &mut dropped);
+        !dropped.is_empty()
+    }
+
     fn prune(&self, v: &mut Value, path: &str, dropped: &mut Vec<String>) {
         match v {
             Value::Object(m) => self.prune_members(m, path, self.embedded, dropped),

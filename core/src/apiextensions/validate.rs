@@ -24,6 +24,16 @@ impl Structural {
         self.node(obj, "", true).errors
     }
 
+    /// The errors of a value of this node that kube reports under the field `at` (a default in
+    /// a CRD's schema: `...properties[size].default`); the messages keep the value's own paths.
+    pub fn validate_under(&self, v: &Value, at: &str) -> Vec<FieldError> {
+        let mut errs = self.node(v, "", false).errors;
+        for e in &mut errs {
+            e.field = if e.field.is_empty() || e.field == ROOT_FIELD { at.to_string() } else { format!("{at}.{}", e.field) };
+        }
+        errs
+    }
+
     /// kube-openapi's `SchemaValidator.Validate` of the value `v` at `path`; `resource`: the
     /// value is the custom resource itself.
     fn node(&self, v: &Value, path: &str, resource: bool) -> Outcome {
