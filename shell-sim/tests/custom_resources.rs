@@ -385,6 +385,12 @@ fn selectable_fields_select_as_field_labels() {
     // The fields are the version's: v1beta1 declares none.
     let r = w.call("GET", "/apis/example.com/v1beta1/namespaces/default/widgets", "fieldSelector=spec.color%3Dred", None, "");
     assert_eq!((r.head.status, r.json()["message"].clone()), (400, json!("field label not supported: spec.color")));
+    // The OpenAPI documents name them on the kind, as kube's do.
+    let want = json!([{"fieldPath": "spec.color"}, {"fieldPath": "spec.size"}]);
+    let v3 = call(&mut w, "GET", "/openapi/v3/apis/example.com/v1", None).json();
+    assert_eq!(v3["components"]["schemas"]["com.example.v1.Widget"]["x-kubernetes-selectable-fields"], want);
+    let v2 = call(&mut w, "GET", "/openapi/v2", None).json();
+    assert_eq!(v2["definitions"]["com.example.v1.Widget"]["x-kubernetes-selectable-fields"], want);
 }
 
 #[test]

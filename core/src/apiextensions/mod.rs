@@ -115,7 +115,7 @@ pub fn resources(def: &Definition, crd: &Value) -> Vec<Resource> {
                 schema,
                 columns,
                 selectable: v.selectable_fields.iter().map(|f| FieldName::Owned(f.clone())).collect(),
-                openapi: openapi::kind_definitions(&def.group, &v.name, names, v.schema.as_ref()),
+                openapi: openapi::kind_definitions(&def.group, &v.name, names, v.schema.as_ref(), &v.selectable_fields),
             };
             Resource { info, strategy: Arc::new(strategy), ttl_seconds: None }
         })

@@ -37,12 +37,20 @@ fn group_version_kind(group: &str, version: &str, kind: &str) -> Value {
     json!([{"group": group, "kind": kind, "version": version}])
 }
 
-/// The definitions of a version's kind (`schema`: its `openAPIV3Schema`, if it gives one) and
-/// list kind.
-pub fn kind_definitions(group: &str, version: &str, names: &Names, schema: Option<&Value>) -> KindDefinitions {
+/// The definitions of a version's kind (`schema`: its `openAPIV3Schema`, if it gives one;
+/// `selectable`: its selectable fields, named without the leading dot) and list kind.
+pub fn kind_definitions(group: &str, version: &str, names: &Names, schema: Option<&Value>, selectable: &[String]) -> KindDefinitions {
     let name = model_name(group, version, &names.kind);
     let list_name = model_name(group, version, &names.list_kind);
     let gvk = group_version_kind(group, version, &names.kind);
+    // kube marks the kind with what field selectors may name, beside its group, version and kind.
+    let extensions = |def: &mut Map<String, Value>| {
+        def.insert("x-kubernetes-group-version-kind".into(), gvk.clone());
+        if !selectable.is_empty() {
+            let fields: Vec<Value> = selectable.iter().map(|f| json!({"fieldPath": f})).collect();
+            def.insert("x-kubernetes-selectable-fields".into(), Value::Array(fields));
+        }
+    };
     let type_meta = |m: &mut Map<String, Value>| {
         m.insert("apiVersion".into(), builtin_property("io.k8s.api.core.v1.ConfigMap", "apiVersion"));
         m.insert("kind".into(), builtin_property("io.k8s.api.core.v1.ConfigMap", "kind"));
@@ -52,7 +60,10 @@ pub fn kind_definitions(group: &str, version: &str, names: &Names, schema: Optio
         json!({"$ref": reference, "description": description})
     };
 
-    let bare = json!({"type": "object", "x-kubernetes-group-version-kind": gvk});
+    let mut bare = Map::new();
+    bare.insert("type".into(), json!("object"));
+    extensions(&mut bare);
+    let bare = Value::Object(bare);
     let object = match schema {
         Some(Value::Object(s)) => {
             let mut def = s.clone();
@@ -61,7 +72,7 @@ pub fn kind_definitions(group: &str, version: &str, names: &Names, schema: Optio
                 p.insert("metadata".into(), metadata(OBJECT_META, "io.k8s.api.core.v1.ConfigMap"));
                 type_meta(p);
             }
-            def.insert("x-kubernetes-group-version-kind".into(), gvk.clone());
+            extensions(&mut def);
             Value::Object(def)
         }
         _ => bare.clone(),
@@ -90,7 +101,7 @@ mod tests {
     fn a_kind_is_its_schema_with_kubes_type_and_object_meta() {
         let names = Names { plural: "widgets".into(), singular: "widget".into(), kind: "Widget".into(), list_kind: "WidgetList".into(), ..Default::default() };
         let schema = json!({"type": "object", "properties": {"spec": {"type": "object", "properties": {"size": {"type": "integer"}}}}});
-        let defs = kind_definitions("example.com", "v1", &names, Some(&schema));
+        let defs = kind_definitions("example.com", "v1", &names, Some(&schema), &[]);
         assert_eq!(defs.object.0, "com.example.v1.Widget");
         let object = &defs.object.1;
         assert_eq!(object["properties"]["spec"]["properties"]["size"]["type"], "integer");
@@ -100,5 +111,18 @@ mod tests {
         assert_eq!(&defs.object_v2, object);
         assert_eq!(defs.list.0, "com.example.v1.WidgetList");
         assert_eq!(defs.list.1["properties"]["items"]["items"]["$ref"], "#/definitions/com.example.v1.Widget");
+        assert!(object.get("x-kubernetes-selectable-fields").is_none());
+    }
+
+    #[test]
+    fn selectable_fields_are_named_in_the_kinds_extension_as_kube_names_them() {
+        let names = Names { kind: "Shirt".into(), list_kind: "ShirtList".into(), ..Default::default() };
+        let fields = ["spec.color".to_string(), "spec.size".to_string()];
+        let want = json!([{"fieldPath": "spec.color"}, {"fieldPath": "spec.size"}]);
+        let schema = json!({"type": "object", "properties": {"spec": {"type": "object"}}});
+        let defs = kind_definitions("tests.example.com", "v1", &names, Some(&schema), &fields);
+        assert_eq!(defs.object.1["x-kubernetes-selectable-fields"], want);
+        let keeps_all = json!({"type": "object", "x-kubernetes-preserve-unknown-fields": true});
+        assert_eq!(kind_definitions("tests.example.com", "v1", &names, Some(&keeps_all), &fields).object_v2["x-kubernetes-selectable-fields"], want);
     }
 }

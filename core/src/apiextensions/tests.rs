@@ -91,7 +91,7 @@ fn versions_convert_by_their_api_version_only() {
         schema: None,
         columns: Vec::new(),
         selectable: Vec::new(),
-        openapi: super::openapi::kind_definitions("example.com", "v1", &Names::default(), None),
+        openapi: super::openapi::kind_definitions("example.com", "v1", &Names::default(), None, &[]),
     };
     use crate::catalog::Strategy;
     let obj = json!({"apiVersion": "example.com/v1beta1", "kind": "Widget", "spec": {"a": 1}});
@@ -112,7 +112,7 @@ fn generation_grows_with_changes_beyond_metadata_and_status_when_status_is_a_sub
         schema: None,
         columns: Vec::new(),
         selectable: Vec::new(),
-        openapi: super::openapi::kind_definitions("example.com", "v1", &Names::default(), None),
+        openapi: super::openapi::kind_definitions("example.com", "v1", &Names::default(), None, &[]),
     };
     let old = json!({"metadata": {"name": "a", "generation": 1}, "spec": {"a": 1}, "status": {"ok": true}});
     let mut new = json!({"metadata": {"name": "a", "labels": {"x": "y"}}, "spec": {"a": 1}, "status": {"ok": false}});
