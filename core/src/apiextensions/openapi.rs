@@ -64,21 +64,30 @@ pub fn kind_definitions(group: &str, version: &str, names: &Names, schema: Optio
     bare.insert("type".into(), json!("object"));
     extensions(&mut bare);
     let bare = Value::Object(bare);
-    let object = match schema {
+    let kind = |v2: bool| match schema {
         Some(Value::Object(s)) => {
             let mut def = s.clone();
             let properties = def.entry("properties").or_insert_with(|| json!({}));
             if let Value::Object(p) = properties {
+                for nested in p.values_mut() {
+                    add_embedded_properties(nested, v2);
+                }
                 p.insert("metadata".into(), metadata(OBJECT_META, "io.k8s.api.core.v1.ConfigMap"));
                 type_meta(p);
+            }
+            for key in ["items", "additionalProperties"] {
+                if let Some(nested) = def.get_mut(key) {
+                    add_embedded_properties(nested, v2);
+                }
             }
             extensions(&mut def);
             Value::Object(def)
         }
         _ => bare.clone(),
     };
+    let object = kind(false);
     let preserves_unknown = schema.and_then(|s| s.get("x-kubernetes-preserve-unknown-fields")) == Some(&Value::Bool(true));
-    let object_v2 = if preserves_unknown { bare } else { object.clone() };
+    let object_v2 = if preserves_unknown { bare } else { kind(true) };
 
     let mut list_properties = Map::new();
     list_properties.insert(
@@ -91,6 +100,42 @@ pub fn kind_definitions(group: &str, version: &str, names: &Names, schema: Optio
     let list = json!({"description": format!("{} is a list of {}", names.list_kind, names.kind), "required": ["items"], "type": "object",
         "properties": list_properties, "x-kubernetes-group-version-kind": group_version_kind(group, version, &names.list_kind)});
     KindDefinitions { object: (name, object), object_v2, list: (list_name, list) }
+}
+
+/// kube's `addEmbeddedProperties`: an embedded resource's schema gets kube's `apiVersion`, `kind`
+/// and `metadata` (the two first required), wherever it nests; not for `/openapi/v2` where it
+/// keeps unknown fields (kubectl would refuse those fields).
+fn add_embedded_properties(s: &mut Value, v2: bool) {
+    let Value::Object(m) = s else { return };
+    for key in ["items", "additionalProperties"] {
+        if let Some(nested) = m.get_mut(key) {
+            add_embedded_properties(nested, v2);
+        }
+    }
+    if let Some(Value::Object(properties)) = m.get_mut("properties") {
+        for nested in properties.values_mut() {
+            add_embedded_properties(nested, v2);
+        }
+    }
+    let flag = |k: &str| m.get(k) == Some(&Value::Bool(true));
+    if !flag("x-kubernetes-embedded-resource") || (v2 && flag("x-kubernetes-preserve-unknown-fields")) {
+        return;
+    }
+    let description = builtin_property("io.k8s.api.core.v1.ConfigMap", "metadata").get("description").cloned().unwrap_or_default();
+    let properties = m.entry("properties").or_insert_with(|| json!({}));
+    if let Value::Object(p) = properties {
+        p.insert("apiVersion".into(), builtin_property("io.k8s.api.core.v1.ConfigMap", "apiVersion"));
+        p.insert("kind".into(), builtin_property("io.k8s.api.core.v1.ConfigMap", "kind"));
+        p.insert("metadata".into(), json!({"$ref": OBJECT_META, "description": description}));
+    }
+    let required = m.entry("required").or_insert_with(|| json!([]));
+    if let Value::Array(r) = required {
+        for name in ["kind", "apiVersion"] {
+            if !r.iter().any(|x| x == name) {
+                r.push(json!(name));
+            }
+        }
+    }
 }
 
 #[cfg(test)]
@@ -112,6 +157,23 @@ mod tests {
         assert_eq!(defs.list.0, "com.example.v1.WidgetList");
         assert_eq!(defs.list.1["properties"]["items"]["items"]["$ref"], "#/definitions/com.example.v1.Widget");
         assert!(object.get("x-kubernetes-selectable-fields").is_none());
+    }
+
+    #[test]
+    fn embedded_resources_get_kubes_type_meta_and_metadata() {
+        let names = Names { kind: "Widget".into(), list_kind: "WidgetList".into(), ..Default::default() };
+        let template = json!({"type": "object", "x-kubernetes-embedded-resource": true, "x-kubernetes-preserve-unknown-fields": true});
+        let schema = json!({"type": "object", "properties": {"spec": {"type": "object", "properties": {"template": template,
+            "items": {"type": "array", "items": {"type": "object", "x-kubernetes-embedded-resource": true, "properties": {"spec": {"type": "object"}}}}}}}});
+        let defs = kind_definitions("example.com", "v1", &names, Some(&schema), &[]);
+        let template = &defs.object.1["properties"]["spec"]["properties"]["template"];
+        assert_eq!(template["properties"]["metadata"]["$ref"], OBJECT_META);
+        assert_eq!(template["required"], json!(["kind", "apiVersion"]));
+        let item = &defs.object.1["properties"]["spec"]["properties"]["items"]["items"];
+        assert_eq!(item["properties"]["kind"]["type"], "string");
+        let v2 = &defs.object_v2["properties"]["spec"]["properties"];
+        assert!(v2["template"].get("properties").is_none(), "v2 adds nothing where unknown fields are kept");
+        assert_eq!(v2["items"]["items"]["required"], json!(["kind", "apiVersion"]));
     }
 
     #[test]
