@@ -67,6 +67,9 @@ pub fn kind_definitions(group: &str, version: &str, names: &Names, schema: Optio
     let kind = |v2: bool| match schema {
         Some(Value::Object(s)) => {
             let mut def = s.clone();
+            if v2 {
+                for_swagger_2(&mut def);
+            }
             let properties = def.entry("properties").or_insert_with(|| json!({}));
             if let Value::Object(p) = properties {
                 for nested in p.values_mut() {
@@ -100,6 +103,46 @@ pub fn kind_definitions(group: &str, version: &str, names: &Names, schema: Optio
     let list = json!({"description": format!("{} is a list of {}", names.list_kind, names.kind), "required": ["items"], "type": "object",
         "properties": list_properties, "x-kubernetes-group-version-kind": group_version_kind(group, version, &names.list_kind)});
     KindDefinitions { object: (name, object), object_v2, list: (list_name, list) }
+}
+
+/// kube's `ToStructuralOpenAPIV2`: what swagger 2.0 (and kubectl reading it) cannot take is
+/// dropped, each node before what it nests: junctors; the type, items and properties of a
+/// nullable node; the items and properties of one that keeps unknown fields; the type of an
+/// array left without items; and from `required`, the properties that may be null.
+fn for_swagger_2(m: &mut Map<String, Value>) {
+    for junctor in ["allOf", "oneOf", "anyOf", "not"] {
+        m.remove(junctor);
+    }
+    let flag = |m: &Map<String, Value>, k: &str| m.get(k) == Some(&Value::Bool(true));
+    if flag(m, "nullable") {
+        for key in ["type", "nullable", "items", "properties"] {
+            m.remove(key);
+        }
+    }
+    if flag(m, "x-kubernetes-preserve-unknown-fields") {
+        m.remove("items");
+        m.remove("properties");
+    }
+    if m.get("type").and_then(Value::as_str) == Some("array") && !m.contains_key("items") {
+        m.remove("type");
+    }
+    let nullable = |s: &Value| s.get("nullable") == Some(&Value::Bool(true));
+    let may_be_null: Vec<String> =
+        m.get("properties").and_then(Value::as_object).into_iter().flatten().filter(|(_, p)| nullable(p)).map(|(k, _)| k.clone()).collect();
+    let any_may_be_null = m.get("additionalProperties").is_some_and(nullable);
+    if let Some(Value::Array(required)) = m.get_mut("required") {
+        required.retain(|r| !any_may_be_null && !r.as_str().is_some_and(|r| may_be_null.iter().any(|n| n == r)));
+        if required.is_empty() {
+            m.remove("required");
+        }
+    }
+    for (key, nested) in m.iter_mut() {
+        match (key.as_str(), nested) {
+            ("items" | "additionalProperties", Value::Object(n)) => for_swagger_2(n),
+            ("properties", Value::Object(properties)) => properties.values_mut().filter_map(Value::as_object_mut).for_each(for_swagger_2),
+            _ => {}
+        }
+    }
 }
 
 /// kube's `addEmbeddedProperties`: an embedded resource's schema gets kube's `apiVersion`, `kind`
@@ -174,6 +217,23 @@ mod tests {
         let v2 = &defs.object_v2["properties"]["spec"]["properties"];
         assert!(v2["template"].get("properties").is_none(), "v2 adds nothing where unknown fields are kept");
         assert_eq!(v2["items"]["items"]["required"], json!(["kind", "apiVersion"]));
+    }
+
+    #[test]
+    fn swagger_2_gets_what_kubectl_can_read() {
+        let names = Names { kind: "Widget".into(), list_kind: "WidgetList".into(), ..Default::default() };
+        let schema = json!({"type": "object", "properties": {"spec": {"type": "object", "required": ["a", "b"], "anyOf": [{"required": ["a"]}],
+            "properties": {"a": {"type": "string", "nullable": true}, "b": {"type": "integer"},
+                "free": {"type": "object", "x-kubernetes-preserve-unknown-fields": true, "properties": {"x": {"type": "string"}}},
+                "list": {"type": "array", "nullable": true, "items": {"type": "string"}}}}}});
+        let defs = kind_definitions("example.com", "v1", &names, Some(&schema), &[]);
+        let spec = &defs.object_v2["properties"]["spec"];
+        assert_eq!(spec["required"], json!(["b"]));
+        assert!(spec.get("anyOf").is_none());
+        assert_eq!(spec["properties"]["a"], json!({}));
+        assert_eq!(spec["properties"]["free"], json!({"type": "object", "x-kubernetes-preserve-unknown-fields": true}));
+        assert_eq!(spec["properties"]["list"], json!({}));
+        assert_eq!(defs.object.1["properties"]["spec"]["anyOf"], json!([{"required": ["a"]}]), "v3 keeps it all");
     }
 
     #[test]
