@@ -7,6 +7,7 @@
 mod columns;
 mod crd_validation;
 mod definition;
+mod embedded;
 mod formats;
 mod listtype;
 pub mod naming;

@@ -69,6 +69,7 @@ impl Strategy for CustomResources {
         }
         if let Some(s) = &self.schema {
             errs.extend(s.validate_list_types(obj));
+            errs.extend(s.validate_embedded(obj));
         }
         errs
     }
