@@ -47,7 +47,7 @@ fn embedded_resource(m: &Map<String, Value>, path: &str, errs: &mut Vec<FieldErr
     let at = |k: &str| if path.is_empty() { k.to_string() } else { format!("{path}.{k}") };
     for key in ["apiVersion", "kind"] {
         if !m.contains_key(key) {
-            errs.push(FieldError::required(at(key), "must not be empty"));
+            errs.push(FieldError::required(at(key), ""));
         }
     }
     for (k, v) in m {
@@ -99,8 +99,8 @@ mod tests {
                 "spec.others[0].apiVersion: Invalid value: \"a/b/c\": unexpected GroupVersion string: a/b/c",
                 "spec.others[0].kind: Invalid value: \"Not_A_Kind\": may have mixed case, but should otherwise match: a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an alphabetic character, and end with an alphanumeric character (e.g. 'my-name',  or 'abc-123', regex used for validation is '[a-z]([-a-z0-9]*[a-z0-9])?')",
                 "spec.others[0].metadata.labels: Invalid value: \"-x\": name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')",
-                "spec.template.apiVersion: Required value: must not be empty",
-                "spec.template.kind: Required value: must not be empty",
+                "spec.template.apiVersion: Required value",
+                "spec.template.kind: Required value",
             ]
         );
     }

@@ -6,8 +6,8 @@ use regex::Regex;
 #[derive(Clone, Debug)]
 pub struct Pattern {
     source: String,
-    /// `None` when the pattern does not compile (kube refuses such a CRD).
-    regex: Option<Regex>,
+    /// Rust's error when the pattern does not compile (kube refuses such a CRD).
+    regex: Result<Regex, String>,
 }
 
 impl PartialEq for Pattern {
@@ -18,7 +18,7 @@ impl PartialEq for Pattern {
 
 impl Pattern {
     pub fn new(source: &str) -> Pattern {
-        Pattern { source: source.to_string(), regex: Regex::new(&ascii_classes(source)).ok() }
+        Pattern { source: source.to_string(), regex: Regex::new(&ascii_classes(source)).map_err(|e| e.to_string()) }
     }
 
     pub fn source(&self) -> &str {
@@ -28,9 +28,8 @@ impl Pattern {
     /// Why the pattern does not compile, in the words of Go's `regexp` where kapi knows them
     /// (an unclosed or unopened group), else in those of Rust's regex.
     pub fn problem(&self) -> Option<String> {
-        let Err(e) = Regex::new(&ascii_classes(&self.source)) else { return None };
-        let rust = e.to_string();
-        let what = rust.lines().filter_map(|l| l.strip_prefix("error: ")).next().unwrap_or(&rust).to_string();
+        let Err(rust) = &self.regex else { return None };
+        let what = rust.lines().filter_map(|l| l.strip_prefix("error: ")).next().unwrap_or(rust).to_string();
         Some(match what.as_str() {
             "unclosed group" => format!("error parsing regexp: missing closing ): `{}`", self.source),
             "unopened group" => format!("error parsing regexp: unexpected ): `{}`", self.source),
@@ -40,7 +39,7 @@ impl Pattern {
 
     /// Whether `s` matches; a pattern that does not compile matches everything.
     pub fn is_match(&self, s: &str) -> bool {
-        self.regex.as_ref().is_none_or(|re| re.is_match(s))
+        self.regex.as_ref().map_or(true, |re| re.is_match(s))
     }
 }
 

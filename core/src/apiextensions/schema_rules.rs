@@ -2,8 +2,8 @@
 //! `validateCustomResourceDefinitionValidation`), at kube's paths
 //! (`spec.validation.openAPIV3Schema.properties[spec].type`): the root's own rules, the rules
 //! that make a schema structural (`pkg/apiserver/schema/validation.go`, reported sorted by
-//! their text), then the OpenAPI checks of every node (`ValidateCustomResourceDefinition
-//! OpenAPISchema`). Defaults and CEL rules are not checked here.
+//! their text), the defaults, then the OpenAPI checks of every node
+//! (`ValidateCustomResourceDefinitionOpenAPISchema`). CEL rules are not checked here.
 
 use serde_json::{Map, Value, json};
 
@@ -39,7 +39,7 @@ pub fn validate_schema(schema: &Value, at: &str, status: bool) -> Vec<FieldError
     completeness(schema, Some(schema), at, at, &mut structural);
     structural.sort_by_cached_key(FieldError::to_string);
     if structural.is_empty() {
-        defaults(schema, at, true, &mut structural);
+        defaults(&Structural::read(schema), at, true, &mut structural);
     }
     errs.extend(structural);
     openapi(schema, at, &mut errs);
@@ -228,34 +228,29 @@ fn nested(v: &Value, skip_any_of: bool, level: Level, at: &str, errs: &mut Vec<F
 }
 
 /// kube's checks of the defaults (`defaulting/validation.go`), where the schema is structural:
-/// a default is what pruning by its node leaves of it, and valid by that node. `resource`: the
-/// node is a resource (the root, an embedded one), whose `apiVersion`, `kind` and `metadata`
-/// take no default.
-fn defaults(s: &Value, at: &str, resource: bool, errs: &mut Vec<FieldError>) {
-    if let Some(default) = s.get("default").filter(|d| !d.is_null()) {
-        let node = Structural::read(s);
+/// a default is what pruning by its node leaves of it, and valid by that node. `root`: the
+/// node is the schema's root, whose `apiVersion`, `kind` and `metadata` take no default.
+fn defaults(s: &Structural, at: &str, root: bool, errs: &mut Vec<FieldError>) {
+    if let Some(default) = s.default.as_ref().filter(|d| !d.is_null()) {
         let mut pruned = default.clone();
-        if node.prune_value(&mut pruned) {
+        if s.prune_value(&mut pruned) {
             let (field, detail) = (format!("{at}.default"), "must not have unknown fields");
             errs.push(match default {
                 Value::Object(_) | Value::Array(_) => FieldError::invalid_go(field, go_syntax(default), detail),
                 scalar => FieldError::invalid(field, scalar.clone(), detail),
             });
-        } else {
-            errs.extend(node.validate_under(default, &format!("{at}.default")));
         }
+        errs.extend(s.validate_under(default, &format!("{at}.default")));
     }
-    if let Some(items) = s.get("items").filter(|i| i.is_object()) {
-        defaults(items, &format!("{at}.items"), flag(items, "x-kubernetes-embedded-resource"), errs);
+    if let Some(items) = &s.items {
+        defaults(items, &format!("{at}.items"), false, errs);
     }
-    for (k, p) in properties(s) {
-        let meta = resource && matches!(k.as_str(), "apiVersion" | "kind" | "metadata");
-        if meta && p.get("default").is_some_and(|d| !d.is_null()) {
-            let which = if k == "metadata" { "metadata" } else { k.as_str() };
-            errs.push(FieldError::forbidden(format!("{}.default", property_path(at, k)), format!("must not be set in top-level {which}")));
+    for (k, p) in &s.properties {
+        if root && matches!(k.as_str(), "apiVersion" | "kind" | "metadata") && p.default.as_ref().is_some_and(|d| !d.is_null()) {
+            errs.push(FieldError::forbidden(format!("{}.default", property_path(at, k)), format!("must not be set in top-level {k}")));
             continue;
         }
-        defaults(p, &property_path(at, k), flag(p, "x-kubernetes-embedded-resource"), errs);
+        defaults(p, &property_path(at, k), false, errs);
     }
 }
 
@@ -425,7 +420,7 @@ fn list_and_map_types(s: &Value, at: &str, errs: &mut Vec<FieldError>) {
                 } else {
                     for k in &keys {
                         if let Some(p) = items.get("properties").and_then(|p| p.get(*k))
-                            && !["string", "integer", "number", "boolean", ""].contains(&text(p, "type"))
+                            && matches!(text(p, "type"), "array" | "object")
                         {
                             errs.push(FieldError::invalid(
                                 format!("{}.type", property_path(&format!("{at}.items"), k)),
@@ -435,7 +430,7 @@ fn list_and_map_types(s: &Value, at: &str, errs: &mut Vec<FieldError>) {
                         }
                     }
                 }
-                if !keys.iter().all(|k| items.get("properties").and_then(|p| p.get(*k)).is_some()) {
+                for _ in keys.iter().filter(|k| items.get("properties").and_then(|p| p.get(**k)).is_none()) {
                     errs.push(FieldError::invalid_go(format!("{at}.x-kubernetes-list-map-keys"), keys_go(), "entries must all be names of item properties"));
                 }
                 let mut sorted = keys.clone();

@@ -60,7 +60,7 @@ impl Strategy for CustomResources {
     }
 
     /// The schema's rules, then the scale subresource's (`customResourceValidator`), then the
-    /// schema's set and map lists.
+    /// embedded resources and the schema's set and map lists.
     fn validate(&self, obj: &Value) -> Vec<FieldError> {
         let mut errs = self.schema.as_ref().map(|s| s.validate(obj)).unwrap_or_default();
         if let Some(scale) = &self.scale {
@@ -68,8 +68,8 @@ impl Strategy for CustomResources {
             errs.extend(scale.validate_status(obj));
         }
         if let Some(s) = &self.schema {
-            errs.extend(s.validate_list_types(obj));
             errs.extend(s.validate_embedded(obj));
+            errs.extend(s.validate_list_types(obj));
         }
         errs
     }
@@ -163,7 +163,6 @@ impl Strategy for CustomResources {
         Some(&self.openapi)
     }
 
-    /// The value at the field's path as Go prints it (`fmt.Sprint`), empty where there is none.
     fn row(&self, obj: &Value, now: Timestamp) -> Vec<Value> {
         if self.columns.is_empty() {
             return vec![Value::from(meta::name(obj)), table::age(obj, now)];

@@ -264,7 +264,7 @@ impl Structural {
     }
 
     /// `minProperties` and `maxProperties` (a failure ends the check), then each member, then
-    /// `required` (a member with a default counts as there).
+    /// `required`.
     fn check_members(&self, m: &Map<String, Value>, path: &str, resource: bool) -> Outcome {
         let mut out = Outcome::default();
         if let Some(min) = self.bound("minProperties").filter(|min| (m.len() as u64) < *min) {
@@ -284,8 +284,7 @@ impl Structural {
             }
         }
         for name in self.raw.get("required").and_then(Value::as_array).into_iter().flatten().filter_map(Value::as_str) {
-            let defaulted = self.properties.get(name).is_some_and(|p| p.default.is_some());
-            if !m.contains_key(name) && !defaulted {
+            if !m.contains_key(name) {
                 out.add(FieldError::required(member_path(path, name), ""));
             }
         }

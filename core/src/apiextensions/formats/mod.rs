@@ -310,7 +310,8 @@ fn go_duration(s: &str) -> bool {
                 return false;
             }
         }
-        total += whole;
+        // Go adds in a uint64: two halves of the range wrap to zero, and Go takes that.
+        total = total.wrapping_add(whole);
         if total > LIMIT {
             return false;
         }
@@ -366,7 +367,7 @@ mod tests {
             ),
             (
                 "duration",
-                &["1h30m", "-1.5h", "300ms", "0", "3 days", "foo 3 days bar", "-5 days", "2wk", ".5s"],
+                &["1h30m", "-1.5h", "300ms", "0", "3 days", "foo 3 days bar", "-5 days", "2wk", ".5s", "9223372036854775808ns9223372036854775808ns"],
                 &["", "12 parsecs", "12 y", "yada", "-", "99999999999999999999 days"],
             ),
         ];
