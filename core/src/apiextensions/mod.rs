@@ -27,6 +27,7 @@ use serde_json::{Value, json};
 pub use columns::PrinterColumn;
 pub use crd_validation::validate_version_parts;
 pub use definition::{Definition, Names, Version};
+pub use formats::CHECKED as CHECKED_FORMATS;
 pub use openapi::KindDefinitions;
 pub use scale::ScalePaths;
 pub use strategy::CustomResources;

@@ -13,8 +13,8 @@ use regex::Regex;
 
 use network::{parse_cidr_sloppy, parse_ip_sloppy};
 
-/// The formats kube checks, as normalized names.
-const CHECKED: [&str; 24] = [
+/// The formats kube checks, as normalized names (`date-time` is `datetime`).
+pub const CHECKED: [&str; 24] = [
     "bsonobjectid",
     "uri",
     "email",
