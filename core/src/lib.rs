@@ -3,6 +3,7 @@
 //! See `ARCHITECTURE.md` at the repository root for the map of modules and how a request flows.
 
 pub mod admission;
+pub mod aggregator;
 pub mod apiextensions;
 pub mod auth;
 pub mod bootstrap;

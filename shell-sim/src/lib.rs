@@ -13,6 +13,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use jiff::{SignedDuration, Timestamp};
+use kapi_core::aggregator::{ProxyHead, ProxyRequest};
 use kapi_core::apiextensions::same_objects;
 use kapi_core::auth::{Authenticator, Authorizer, TokenFile};
 use kapi_core::bootstrap::{Bootstrap, BootstrapEffect};
@@ -81,7 +82,16 @@ pub struct World {
     controllers: Option<Controllers>,
     /// The controllers' watch streams, and the request each answers.
     controller_watches: BTreeMap<WatcherId, RequestId>,
+    /// The APIService cache's revision last taken in.
+    api_services_seen: i64,
+    /// The extension API servers: what each request proxied to one gets (its answer, or the
+    /// transport's error). Without it, none can be reached.
+    pub extension: Option<ExtensionServer>,
 }
+
+/// A stand-in for the extension API servers: the answer (head and body) each proxied request
+/// gets, or the transport's error.
+pub type ExtensionServer = Box<dyn FnMut(&ProxyRequest) -> Result<(ProxyHead, Bytes), String>>;
 
 /// A server and what it serves at its start.
 #[derive(Clone)]
@@ -99,7 +109,7 @@ pub fn default_server() -> Setup {
 /// A server like [`default_server`] with other settings (e.g. `--runtime-config`).
 pub fn server_with(settings: &Settings) -> Setup {
     let tokens = TokenFile::parse(&format!("{ADMIN_TOKEN},admin,0,system:masters\n")).expect("a valid token line");
-    let auth = Authenticator { tokens: Some(tokens), loopback: Some(LOOPBACK_TOKEN.into()) };
+    let auth = Authenticator { tokens: Some(tokens), loopback: Some(LOOPBACK_TOKEN.into()), request_header: None };
     let server = Arc::new(Server::new(auth, Authorizer::AlwaysAllow, "/registry", "127.0.0.1:6443"));
     Setup { server, served: Served::new(catalog(settings)) }
 }
@@ -148,6 +158,8 @@ impl World {
             seed,
             controllers: None,
             controller_watches: BTreeMap::new(),
+            api_services_seen: 0,
+            extension: None,
         };
         for (key, cache) in watch_caches(&w.server, &w.served.catalog, DEFAULT_HISTORY) {
             w.slots.insert(key, Slot { cache, watch: None });
@@ -196,7 +208,7 @@ impl World {
     /// Drains every cache's effects.
     pub fn pump(&mut self) {
         loop {
-            let mut work = self.take_in_crds();
+            let mut work = self.take_in_crds() | self.take_in_api_services();
             let keys: Vec<_> = self.slots.keys().cloned().collect();
             for k in keys {
                 while let Some(e) = self.slots.get_mut(&k).expect("listed above").cache.poll(self.now) {
@@ -208,6 +220,21 @@ impl World {
                 return;
             }
         }
+    }
+
+    /// Takes in what the APIService cache holds now, as kapi's catalog task does. True when
+    /// what is served changed.
+    fn take_in_api_services(&mut self) -> bool {
+        let key: SlotKey = ("apiregistration.k8s.io".into(), "v1".into(), "apiservices".into());
+        let Some(apis) = self.slots.get(&key).and_then(|s| s.cache.published()) else { return false };
+        if apis.revision == self.api_services_seen {
+            return false;
+        }
+        self.api_services_seen = apis.revision;
+        let objects: Vec<serde_json::Value> = apis.objects.values().map(|o| o.value()).collect();
+        let Some(next) = self.served.with_api_services(&objects) else { return false };
+        self.served = next;
+        true
     }
 
     /// Takes in what the CRD cache holds now, as kapi's catalog task does: a changed catalog is
@@ -333,8 +360,23 @@ impl World {
                     c.handle(self.now, ControllerEvent::End { id });
                 }
             }
-            while let Some(ControllerEffect::Request { id, request }) = c.poll(self.now) {
+            while let Some(effect) = c.poll(self.now) {
                 progress = true;
+                let (id, request) = match effect {
+                    ControllerEffect::Request { id, request } => (id, request),
+                    ControllerEffect::Probe { id, request } => {
+                        match self.extension.as_mut().map(|serve| serve(&request)) {
+                            Some(Ok((head, body))) => {
+                                c.handle(self.now, ControllerEvent::Head { id, status: head.status });
+                                c.handle(self.now, ControllerEvent::Body { id, chunk: body });
+                                c.handle(self.now, ControllerEvent::End { id });
+                            }
+                            Some(Err(error)) => c.handle(self.now, ControllerEvent::Failed { id, error }),
+                            None => c.handle(self.now, ControllerEvent::Failed { id, error: "dial tcp: connect: connection refused".into() }),
+                        }
+                        continue;
+                    }
+                };
                 let resp = self.run(request);
                 c.handle(self.now, ControllerEvent::Head { id, status: resp.head.status });
                 match resp.watch {
@@ -359,6 +401,7 @@ impl World {
         let mut m = RequestMachine::new(self.server.clone(), self.served.clone(), req, self.now, seed);
         let mut head = None;
         let mut body = Vec::new();
+        let mut relayed = Bytes::new();
         loop {
             match m.poll(self.now) {
                 Some(Effect::Kv(req)) => {
@@ -390,6 +433,23 @@ impl World {
                 Some(Effect::Health) => m.handle(self.now, Event::Health(Health::default())),
                 // Nothing listens in the simulation: every probe is refused.
                 Some(Effect::Probe(probes)) => m.handle(self.now, Event::Probed(probes.iter().map(|_| ProbeOutcome::Refused).collect())),
+                Some(Effect::Proxy(request)) => {
+                    let answer = match &mut self.extension {
+                        Some(serve) => serve(&request),
+                        None => Err("dial tcp: connect: connection refused".into()),
+                    };
+                    match answer {
+                        Ok((upstream, b)) => {
+                            relayed = b;
+                            m.handle(self.now, Event::Proxied(Ok(upstream)));
+                        }
+                        Err(e) => m.handle(self.now, Event::Proxied(Err(e))),
+                    }
+                }
+                Some(Effect::Relay) => {
+                    body.extend_from_slice(&relayed);
+                    break;
+                }
                 Some(Effect::Respond(h)) => head = Some(h),
                 Some(Effect::Body(b)) => body.extend_from_slice(&b),
                 Some(Effect::End) | None => break,

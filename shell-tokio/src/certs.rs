@@ -1,5 +1,7 @@
-//! The PKI kapi makes for itself on first start: a CA, a serving certificate for this server
-//! and an admin client certificate (group `system:masters`), and the kubeconfig that uses them.
+//! The PKI kapi makes for itself on first start, as kubeadm makes a cluster's: a CA, a serving
+//! certificate for this server and an admin client certificate (group `system:masters`), and
+//! the kubeconfig that uses them; a front-proxy CA and the `front-proxy-client` certificate
+//! this server presents to the extension API servers it proxies to.
 
 use std::path::{Path, PathBuf};
 
@@ -14,6 +16,9 @@ pub struct Pki {
     pub serving_key: String,
     pub admin_cert: String,
     pub admin_key: String,
+    pub front_proxy_ca_cert: String,
+    pub front_proxy_client_cert: String,
+    pub front_proxy_client_key: String,
 }
 
 fn name(cn: &str, org: Option<&str>) -> DistinguishedName {
@@ -62,23 +67,32 @@ fn expiring(pem: &str) -> bool {
 pub fn ensure(dir: &Path, sans: &[String]) -> anyhow::Result<Pki> {
     std::fs::create_dir_all(dir)?;
     let p = |f: &str| -> PathBuf { dir.join(f) };
-    let (ca_cert, ca_key) = match (read(&p("ca.crt")), read(&p("ca.key"))) {
-        (Some(c), Some(k)) => (c, k),
-        _ => {
-            let key = KeyPair::generate()?;
-            let mut params = CertificateParams::new(Vec::<String>::new())?;
-            params.distinguished_name = name("kapi-ca", None);
-            params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-            params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign, KeyUsagePurpose::DigitalSignature];
-            validity(&mut params, CA_YEARS);
-            let cert = params.self_signed(&key)?;
-            std::fs::write(p("ca.crt"), cert.pem())?;
-            write_private(&p("ca.key"), &key.serialize_pem())?;
-            (cert.pem(), key.serialize_pem())
+    let ca = |file: &str, cn: &str| -> anyhow::Result<(String, String)> {
+        if let (Some(c), Some(k)) = (read(&p(&format!("{file}.crt"))), read(&p(&format!("{file}.key")))) {
+            return Ok((c, k));
         }
+        let key = KeyPair::generate()?;
+        let mut params = CertificateParams::new(Vec::<String>::new())?;
+        params.distinguished_name = name(cn, None);
+        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign, KeyUsagePurpose::DigitalSignature];
+        validity(&mut params, CA_YEARS);
+        let cert = params.self_signed(&key)?;
+        std::fs::write(p(&format!("{file}.crt")), cert.pem())?;
+        write_private(&p(&format!("{file}.key")), &key.serialize_pem())?;
+        Ok((cert.pem(), key.serialize_pem()))
     };
+    let (ca_cert, ca_key) = ca("ca", "kapi-ca")?;
+    let (front_proxy_ca_cert, front_proxy_ca_key) = ca("front-proxy-ca", "front-proxy-ca")?;
     let issuer = Issuer::from_ca_cert_pem(&ca_cert, KeyPair::from_pem(&ca_key)?)?;
-    let leaf = |file: &str, cn: &str, org: Option<&str>, names: Vec<String>, usage: ExtendedKeyUsagePurpose| -> anyhow::Result<(String, String)> {
+    let front_proxy_issuer = Issuer::from_ca_cert_pem(&front_proxy_ca_cert, KeyPair::from_pem(&front_proxy_ca_key)?)?;
+    let leaf = |issuer: &Issuer<'_, KeyPair>,
+                file: &str,
+                cn: &str,
+                org: Option<&str>,
+                names: Vec<String>,
+                usage: ExtendedKeyUsagePurpose|
+     -> anyhow::Result<(String, String)> {
         if let (Some(c), Some(k)) = (read(&p(&format!("{file}.crt"))), read(&p(&format!("{file}.key"))))
             && !expiring(&c)
         {
@@ -90,14 +104,16 @@ pub fn ensure(dir: &Path, sans: &[String]) -> anyhow::Result<Pki> {
         params.extended_key_usages = vec![usage];
         params.key_usages = vec![KeyUsagePurpose::DigitalSignature, KeyUsagePurpose::KeyEncipherment];
         validity(&mut params, LEAF_YEARS);
-        let cert = params.signed_by(&key, &issuer)?;
+        let cert = params.signed_by(&key, issuer)?;
         std::fs::write(p(&format!("{file}.crt")), cert.pem())?;
         write_private(&p(&format!("{file}.key")), &key.serialize_pem())?;
         Ok((cert.pem(), key.serialize_pem()))
     };
-    let (serving_cert, serving_key) = leaf("apiserver", "kube-apiserver", None, sans.to_vec(), ExtendedKeyUsagePurpose::ServerAuth)?;
-    let (admin_cert, admin_key) = leaf("admin", "kubernetes-admin", Some("system:masters"), Vec::new(), ExtendedKeyUsagePurpose::ClientAuth)?;
-    Ok(Pki { ca_cert, serving_cert, serving_key, admin_cert, admin_key })
+    let (serving_cert, serving_key) = leaf(&issuer, "apiserver", "kube-apiserver", None, sans.to_vec(), ExtendedKeyUsagePurpose::ServerAuth)?;
+    let (admin_cert, admin_key) = leaf(&issuer, "admin", "kubernetes-admin", Some("system:masters"), Vec::new(), ExtendedKeyUsagePurpose::ClientAuth)?;
+    let (front_proxy_client_cert, front_proxy_client_key) =
+        leaf(&front_proxy_issuer, "front-proxy-client", kapi_core::auth::FRONT_PROXY_CLIENT_NAME, None, Vec::new(), ExtendedKeyUsagePurpose::ClientAuth)?;
+    Ok(Pki { ca_cert, serving_cert, serving_key, admin_cert, admin_key, front_proxy_ca_cert, front_proxy_client_cert, front_proxy_client_key })
 }
 
 /// A kubeconfig that reaches `server` as the admin.

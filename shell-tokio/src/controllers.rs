@@ -1,10 +1,11 @@
 //! Runs the built-in controllers' machine. Its requests are served in process by the same
 //! request machines as the network's (no socket), and each answer's status, body chunks and
-//! end are fed back as they come. Each time round, a new catalog served is handed to them.
+//! end are fed back as they come; its checks of extension servers go out as proxied requests. Each time round, a new catalog served is handed to them.
 
 use std::sync::Arc;
 
 use http_body_util::BodyExt;
+use kapi_core::aggregator::ProxyRequest;
 use kapi_core::controllers::{ControllerEffect, ControllerEvent, Controllers, RequestId};
 use kapi_core::pipeline::Request;
 use tokio::sync::mpsc;
@@ -24,8 +25,11 @@ pub async fn run(state: Arc<State>, mut controllers: Controllers) {
             served = Arc::downgrade(&now_served);
         }
         drop(now_served);
-        while let Some(ControllerEffect::Request { id, request }) = controllers.poll(now()) {
-            tokio::spawn(answer(state.clone(), id, request, tx.clone()));
+        while let Some(effect) = controllers.poll(now()) {
+            match effect {
+                ControllerEffect::Request { id, request } => tokio::spawn(answer(state.clone(), id, request, tx.clone())),
+                ControllerEffect::Probe { id, request } => tokio::spawn(probe(state.clone(), id, *request, tx.clone())),
+            };
         }
         let wake = controllers.poll_timeout();
         tokio::select! {
@@ -46,3 +50,24 @@ async fn answer(state: Arc<State>, id: RequestId, request: Request, tx: mpsc::Un
     }
     let _ = tx.send(ControllerEvent::End { id });
 }
+
+/// How long a check of an extension server may take (kube's availability controller's client).
+const PROBE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
+
+async fn probe(state: Arc<State>, id: RequestId, request: ProxyRequest, tx: mpsc::UnboundedSender<ControllerEvent>) {
+    let error = match tokio::time::timeout(PROBE_TIMEOUT, state.proxy.send(request)).await {
+        Ok(Ok((head, body))) => {
+            let _ = tx.send(ControllerEvent::Head { id, status: head.status });
+            let body = http_body_util::Limited::new(body, PROBE_BODY_LIMIT).collect().await.map(|b| b.to_bytes()).unwrap_or_default();
+            let _ = tx.send(ControllerEvent::Body { id, chunk: body });
+            let _ = tx.send(ControllerEvent::End { id });
+            return;
+        }
+        Ok(Err(e)) => e,
+        Err(_) => "context deadline exceeded (Client.Timeout exceeded while awaiting headers)".to_string(),
+    };
+    let _ = tx.send(ControllerEvent::Failed { id, error });
+}
+
+/// How much of an extension server's discovery answer a check reads.
+const PROBE_BODY_LIMIT: usize = 1024 * 1024;

@@ -23,6 +23,7 @@ use crate::caches::Caches;
 use crate::clock::{instant_of, now, seed};
 use crate::conn::{self, Activity, Counted, Limits, Verdict};
 use crate::store::Store;
+use crate::tls::ClientCas;
 
 type Body = BoxBody<Bytes, Infallible>;
 
@@ -35,6 +36,8 @@ pub struct State {
     pub caches: Caches,
     pub bootstrapped: AtomicBool,
     pub shutting_down: AtomicBool,
+    /// Sends requests on to extension API servers.
+    pub proxy: crate::proxy::ProxyClient,
 }
 
 impl State {
@@ -49,9 +52,9 @@ impl State {
 }
 
 /// Serves connections for ever: TLS, then HTTP/1.1 or HTTP/2 by ALPN, each within `limits`.
-pub async fn serve(listener: TcpListener, tls: TlsAcceptor, state: Arc<State>, limits: Limits) {
+pub async fn serve(listener: TcpListener, tls: TlsAcceptor, cas: Arc<ClientCas>, state: Arc<State>, limits: Limits) {
     conn::accept_loop(listener, move |tcp, addr| {
-        let (tls, state) = (tls.clone(), state.clone());
+        let (tls, cas, state) = (tls.clone(), cas.clone(), state.clone());
         async move {
             let _ = tcp.set_nodelay(true);
             let activity = Arc::new(Activity::default());
@@ -60,7 +63,8 @@ pub async fn serve(listener: TcpListener, tls: TlsAcceptor, state: Arc<State>, l
             activity.settle();
             let (_, session) = stream.get_ref();
             let http2 = session.alpn_protocol() == Some(b"h2");
-            let peer = Peer::new(session.peer_certificates().and_then(|c| c.first()).map(|c| c.as_ref()), addr.to_string());
+            let chain = session.peer_certificates().unwrap_or_default();
+            let peer = Peer::new(chain.first().map(|c| c.as_ref()), cas.verified_by(chain), addr.to_string());
             let requests = activity.clone();
             let service = service_fn(move |req| {
                 let in_flight = requests.start();
@@ -146,13 +150,30 @@ pub async fn call(state: Arc<State>, request: Request) -> hyper::Response<Body> 
         if heavy { tokio::task::block_in_place(go) } else { go() }
     };
     let mut event = None;
+    // The body of an extension server's answer, once its head is in.
+    let mut upstream = None;
     loop {
         match run(&mut m, event.take()) {
             Some(Effect::Kv(req)) => event = within(m.poll_timeout(), state.store.call(req)).await.map(Event::Kv),
             Some(Effect::Cache { resource, request }) => event = within(m.poll_timeout(), state.caches.read(&resource, request)).await.map(Event::Cache),
             Some(Effect::Health) => event = within(m.poll_timeout(), state.health()).await.map(Event::Health),
             Some(Effect::Probe(probes)) => event = within(m.poll_timeout(), crate::probe::probe_all(probes)).await.map(Event::Probed),
-            Some(Effect::Respond(head)) => return respond(m, head),
+            Some(Effect::Proxy(req)) => {
+                event = match within(m.poll_timeout(), state.proxy.send(*req)).await {
+                    Some(Ok((head, body))) => {
+                        upstream = Some(body);
+                        Some(Event::Proxied(Ok(head)))
+                    }
+                    Some(Err(e)) => Some(Event::Proxied(Err(e))),
+                    None => None,
+                }
+            }
+            Some(Effect::Respond(head)) => {
+                return match upstream.take() {
+                    Some(body) => relay(m, head, body),
+                    None => respond(m, head),
+                };
+            }
             Some(Effect::Watch { resource, params, head }) => {
                 return match state.caches.watch(&resource, params) {
                     Ok(rx) => response(head, streaming(rx)),
@@ -163,7 +184,7 @@ pub async fn call(state: Arc<State>, request: Request) -> hyper::Response<Body> 
                 };
             }
             // A machine that ends without answering (it cannot: it answers 504 at its deadline).
-            Some(Effect::Body(_) | Effect::End) => return internal_error(),
+            Some(Effect::Body(_) | Effect::End | Effect::Relay) => return internal_error(),
             None => match m.poll_timeout() {
                 Some(t) => tokio::time::sleep_until(instant_of(t)).await,
                 None => return internal_error(),
@@ -214,6 +235,19 @@ fn respond(mut m: Box<RequestMachine>, head: Head) -> hyper::Response<Body> {
             response(head, streaming(ReceiverStream::new(rx)))
         }
         _ => response(head, Full::new(first).boxed()),
+    }
+}
+
+/// The answer under `head` to a proxied request: the extension server's body as it comes
+/// (ending where it fails), or the machine's own body in its place.
+fn relay(mut m: Box<RequestMachine>, head: Head, upstream: Incoming) -> hyper::Response<Body> {
+    match m.poll(now()) {
+        Some(Effect::Relay) => {
+            let frames = http_body_util::BodyStream::new(upstream).take_while(|f| std::future::ready(f.is_ok())).filter_map(|f| std::future::ready(f.ok()));
+            response(head, BodyExt::boxed(StreamBody::new(frames.map(Ok::<_, Infallible>))))
+        }
+        Some(Effect::Body(b)) => response(head, Full::new(b).boxed()),
+        _ => response(head, Full::new(Bytes::new()).boxed()),
     }
 }
 

@@ -10,6 +10,7 @@ mod conn;
 mod controllers;
 mod http;
 mod probe;
+mod proxy;
 mod store;
 mod tls;
 
@@ -21,7 +22,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use anyhow::{Context, bail};
 use arc_swap::ArcSwap;
 use clap::{Args, Parser, Subcommand};
-use kapi_core::auth::{Authenticator, Authorizer, TokenFile};
+use kapi_core::auth::{Authenticator, Authorizer, RequestHeader, TokenFile};
 use kapi_core::bootstrap::{Bootstrap, BootstrapEffect};
 use kapi_core::catalog::Catalog;
 use kapi_core::controllers::{Controllers, Enabled};
@@ -69,6 +70,33 @@ struct ServeArgs {
     /// CA bundle that signs client certificates (CN = user, O = groups); the generated CA when not given.
     #[arg(long)]
     client_ca_file: Option<PathBuf>,
+    /// CA bundle that signs the client certificates of front proxies (kube's aggregator, or a
+    /// kapi in front of this one), whose requests name their user in headers; the generated
+    /// front-proxy CA when not given.
+    #[arg(long)]
+    requestheader_client_ca_file: Option<PathBuf>,
+    /// Common names a front proxy's certificate may have (empty: any the CA signed).
+    #[arg(long, default_value = kapi_core::auth::FRONT_PROXY_CLIENT_NAME)]
+    requestheader_allowed_names: String,
+    /// Request headers to inspect for usernames.
+    #[arg(long, default_value = kapi_core::auth::STANDARD_USERNAME)]
+    requestheader_username_headers: String,
+    /// Request headers to inspect for UIDs.
+    #[arg(long, default_value = kapi_core::auth::STANDARD_UID)]
+    requestheader_uid_headers: String,
+    /// Request headers to inspect for groups.
+    #[arg(long, default_value = kapi_core::auth::STANDARD_GROUP)]
+    requestheader_group_headers: String,
+    /// Request header prefixes to inspect for extra user information.
+    #[arg(long, default_value = kapi_core::auth::STANDARD_EXTRA_PREFIX)]
+    requestheader_extra_headers_prefix: String,
+    /// Client certificate this server presents to extension API servers; the generated
+    /// `front-proxy-client` when not given.
+    #[arg(long, requires = "proxy_client_key_file")]
+    proxy_client_cert_file: Option<PathBuf>,
+    /// Key of --proxy-client-cert-file.
+    #[arg(long, requires = "proxy_client_cert_file")]
+    proxy_client_key_file: Option<PathBuf>,
     /// Static bearer tokens: `token,user,uid,"group1,group2"` per line.
     #[arg(long)]
     token_auth_file: Option<PathBuf>,
@@ -134,6 +162,18 @@ struct ServeArgs {
     /// How long a watch may leave frames unread before it is closed as slow.
     #[arg(long, default_value = "30s", hide = true)]
     watch_stall_timeout: String,
+}
+
+/// A comma-separated list flag as pflag reads one (`""`: empty); an empty entry is kube's error.
+fn list_flag(flag: &str, value: &str) -> anyhow::Result<Vec<String>> {
+    if value.is_empty() {
+        return Ok(Vec::new());
+    }
+    let values: Vec<String> = value.split(',').map(|v| v.trim().to_string()).collect();
+    if values.iter().any(String::is_empty) {
+        bail!("empty value in {flag:?}");
+    }
+    Ok(values)
 }
 
 /// A Go-style duration (`1h`, `30m`, `1h30m`, `90s`) in seconds.
@@ -249,7 +289,26 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         Some(f) => std::fs::read_to_string(f).with_context(|| format!("reading {}", f.display()))?,
         None => pki.ca_cert.clone(),
     };
-    let tls = tokio_rustls::TlsAcceptor::from(Arc::new(tls::server_config(&cert, &key, &client_ca)?));
+    let request_header_ca = match &args.requestheader_client_ca_file {
+        Some(f) => std::fs::read_to_string(f).with_context(|| format!("reading {}", f.display()))?,
+        None => pki.front_proxy_ca_cert.clone(),
+    };
+    let request_header = RequestHeader {
+        allowed_names: list_flag("requestheader-allowed-names", &args.requestheader_allowed_names)?,
+        username_headers: list_flag("requestheader-username-headers", &args.requestheader_username_headers)?,
+        uid_headers: list_flag("requestheader-uid-headers", &args.requestheader_uid_headers)?,
+        group_headers: list_flag("requestheader-group-headers", &args.requestheader_group_headers)?,
+        extra_prefixes: list_flag("requestheader-extra-headers-prefix", &args.requestheader_extra_headers_prefix)?,
+    };
+    if !request_header.uid_headers.is_empty() && !request_header.uid_headers.iter().any(|h| h.eq_ignore_ascii_case(kapi_core::auth::STANDARD_UID)) {
+        bail!("--requestheader-uid-headers is set without specifying the standard X-Remote-Uid header - API aggregation will not work");
+    }
+    let tls = tokio_rustls::TlsAcceptor::from(Arc::new(tls::server_config(&cert, &key, &client_ca, Some(&request_header_ca))?));
+    let client_cas = Arc::new(tls::ClientCas::new(&client_ca, Some(&request_header_ca))?);
+    let proxy_client = match (&args.proxy_client_cert_file, &args.proxy_client_key_file) {
+        (Some(c), Some(k)) => proxy::ProxyClient::new(&std::fs::read_to_string(c)?, &std::fs::read_to_string(k)?)?,
+        _ => proxy::ProxyClient::new(&pki.front_proxy_client_cert, &pki.front_proxy_client_key)?,
+    };
     let url_host = match host {
         IpAddr::V6(v6) => format!("[{v6}]"),
         v4 => v4.to_string(),
@@ -267,7 +326,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         None => pki.ca_cert.clone(),
     };
     let loopback = format!("{:016x}{:016x}", clock::seed(), clock::seed());
-    let authenticator = Authenticator { tokens, loopback: Some(loopback.clone()) };
+    let authenticator = Authenticator { tokens, loopback: Some(loopback.clone()), request_header: Some(request_header) };
     let served = Served::new(catalog(&settings));
     let mut server = Server::new(authenticator, Authorizer::AlwaysAllow, &args.etcd_prefix, &format!("{advertise}:{}", args.secure_port));
     server.max_body_bytes = args.max_request_body_bytes;
@@ -284,6 +343,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         caches,
         bootstrapped: AtomicBool::new(false),
         shutting_down: AtomicBool::new(false),
+        proxy: proxy_client,
     });
 
     let addr = SocketAddr::new(args.bind_address, args.secure_port);
@@ -292,7 +352,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         header: std::time::Duration::from_secs(parse_duration(&args.read_header_timeout)?.max(1) as u64),
         idle: std::time::Duration::from_secs(parse_duration(&args.idle_timeout)?.max(1) as u64),
     };
-    let serving = tokio::spawn(http::serve(listener, tls, state.clone(), limits));
+    let serving = tokio::spawn(http::serve(listener, tls, client_cas, state.clone(), limits));
 
     // Until the store answers, /readyz says so and bootstrap tries again.
     while let Err(e) = bootstrap(&server, &served.catalog, &store, &advertise.to_string(), args.secure_port, &service_ip).await {

@@ -90,7 +90,7 @@ fn insecure_client() -> rustls::ClientConfig {
 }
 
 #[derive(Debug)]
-struct AnyCertificate(Arc<rustls::crypto::CryptoProvider>);
+pub(crate) struct AnyCertificate(pub(crate) Arc<rustls::crypto::CryptoProvider>);
 
 impl ServerCertVerifier for AnyCertificate {
     fn verify_server_cert(

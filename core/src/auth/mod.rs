@@ -1,13 +1,19 @@
-//! Authentication (client certificates, bearer tokens from `--token-auth-file`) and
-//! authorization (`AlwaysAllow`).
+//! Authentication (a front proxy's request headers, client certificates, bearer tokens from
+//! `--token-auth-file`) and authorization (`AlwaysAllow`).
 //!
-//! The shell verifies TLS client certificates against `--client-ca-file`; the core maps a
-//! verified certificate to a user (CN = name, O = groups), as kube's x509 authenticator does.
+//! The shell verifies TLS client certificates against `--client-ca-file` and
+//! `--requestheader-client-ca-file` and says which verified it; the core maps a certificate
+//! to a user (CN = name, O = groups), as kube's x509 authenticator does, or lets a proxy's
+//! certificate vouch for the user its headers name (`requestheader.rs`).
+
+mod requestheader;
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use crate::status::ApiError;
+
+pub use requestheader::{FRONT_PROXY_CLIENT_NAME, RequestHeader, STANDARD_EXTRA_PREFIX, STANDARD_GROUP, STANDARD_UID, STANDARD_USERNAME, escape_extra_key};
 
 /// `user.Info`.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -89,6 +95,8 @@ fn user_from_certificate(der: &[u8]) -> Option<UserInfo> {
 /// The configured authenticators, tried as kube's union authenticator tries them.
 #[derive(Clone, Debug, Default)]
 pub struct Authenticator {
+    /// `--requestheader-*`, when a request-header CA is configured.
+    pub request_header: Option<RequestHeader>,
     pub tokens: Option<TokenFile>,
     /// The server's own token (kube's loopback client), for the built-in controllers: it
     /// stands for `system:apiserver` in `system:masters`. The shell makes a fresh random one
@@ -101,37 +109,71 @@ pub fn apiserver_user() -> UserInfo {
     UserInfo { name: "system:apiserver".into(), groups: vec!["system:masters".into()], ..Default::default() }
 }
 
+/// Which of the server's CAs verified the certificate a client presented (the shell checks
+/// the chain; what it means is the core's).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct VerifiedBy {
+    /// `--client-ca-file`: the certificate names the user.
+    pub client_ca: bool,
+    /// `--requestheader-client-ca-file`: the certificate is a front proxy's.
+    pub request_header_ca: bool,
+}
+
 /// What the connection proved about the client.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Peer {
     /// The user named by the leaf certificate the client presented (verified against the
     /// client CA by the shell), read once per connection rather than once per request.
     certificate_user: Option<Arc<UserInfo>>,
+    /// The common name of a certificate the request-header CA verified.
+    proxy_name: Option<Arc<str>>,
     pub remote_addr: String,
 }
 
 impl Peer {
-    /// A connection from `remote_addr` that presented `client_certificate` (DER), if any.
-    pub fn new(client_certificate: Option<&[u8]>, remote_addr: String) -> Peer {
-        Peer { certificate_user: client_certificate.and_then(user_from_certificate).map(|u| Arc::new(u.authenticated())), remote_addr }
+    /// A connection from `remote_addr` that presented `client_certificate` (DER), if any,
+    /// which the CAs in `verified` verified.
+    pub fn new(client_certificate: Option<&[u8]>, verified: VerifiedBy, remote_addr: String) -> Peer {
+        let user = client_certificate.and_then(user_from_certificate);
+        Peer {
+            proxy_name: user.as_ref().filter(|_| verified.request_header_ca).map(|u| Arc::from(u.name.as_str())),
+            certificate_user: user.filter(|_| verified.client_ca).map(|u| Arc::new(u.authenticated())),
+            remote_addr,
+        }
     }
 }
 
 impl Authenticator {
-    /// Authenticates a request from its `Authorization` header and its peer; 401 when nothing
-    /// vouches for it (anonymous requests are not allowed).
-    pub fn authenticate(&self, authorization: Option<&str>, peer: &Peer) -> Result<UserInfo, ApiError> {
+    /// Authenticates a request from its headers and its peer, trying kube's authenticators in
+    /// its order (the loopback token, a front proxy's headers, the client certificate, bearer
+    /// tokens); 401 when nothing vouches for it (anonymous requests are not allowed).
+    pub fn authenticate(&self, headers: &[(String, String)], peer: &Peer) -> Result<UserInfo, ApiError> {
+        let header = |name: &str| headers.iter().find(|(k, _)| k.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str());
+        let token = header("Authorization").and_then(bearer_token);
+        if token.is_some() && self.loopback.as_deref() == token {
+            return Ok(apiserver_user().authenticated());
+        }
+        if let (Some(rh), Some(cn)) = (&self.request_header, &peer.proxy_name)
+            && let requestheader::Outcome::User(user) = rh.authenticate(cn, headers)
+        {
+            return Ok(user.authenticated());
+        }
         if let Some(user) = &peer.certificate_user {
             return Ok(UserInfo::clone(user));
         }
-        let Some(token) = authorization.and_then(bearer_token) else { return Err(ApiError::unauthorized()) };
-        if self.loopback.as_deref() == Some(token) {
-            return Ok(apiserver_user().authenticated());
-        }
-        match self.tokens.as_ref().and_then(|t| t.tokens.get(token)) {
+        match token.and_then(|t| self.tokens.as_ref()?.tokens.get(t)) {
             Some(user) => Ok(user.clone().authenticated()),
             None => Err(ApiError::unauthorized()),
         }
+    }
+
+    /// Whether `name` is a credential header, which kube removes from a request once it is
+    /// authenticated (`Authorization`, a front proxy's `X-Remote-*` and the configured ones).
+    pub fn is_credential_header(&self, name: &str) -> bool {
+        let standard = [STANDARD_USERNAME, STANDARD_UID, STANDARD_GROUP].iter().any(|h| h.eq_ignore_ascii_case(name))
+            || name.len() >= STANDARD_EXTRA_PREFIX.len()
+                && name.as_bytes()[..STANDARD_EXTRA_PREFIX.len()].eq_ignore_ascii_case(STANDARD_EXTRA_PREFIX.as_bytes());
+        name.eq_ignore_ascii_case("Authorization") || standard || self.request_header.as_ref().is_some_and(|rh| rh.reads(name))
     }
 }
 
@@ -185,17 +227,41 @@ mod tests {
     #[test]
     fn token_file_and_bearer_tokens() {
         let tf = TokenFile::parse("# comment\nsecret,alice,1001,\"dev,ops\"\nother,bob,1002\n").unwrap();
-        let a = Authenticator { tokens: Some(tf), loopback: Some("lo0p".into()) };
-        let u = a.authenticate(Some("Bearer secret"), &Peer::default()).unwrap();
+        let a = Authenticator { tokens: Some(tf), loopback: Some("lo0p".into()), request_header: None };
+        let bearer = |t: &str| vec![("authorization".to_string(), t.to_string())];
+        let u = a.authenticate(&bearer("Bearer secret"), &Peer::default()).unwrap();
         assert_eq!(u.name, "alice");
         assert_eq!(u.groups, vec!["dev", "ops", "system:authenticated"]);
-        assert_eq!(a.authenticate(Some("Bearer nope"), &Peer::default()).unwrap_err().code, 401);
-        assert_eq!(a.authenticate(None, &Peer::default()).unwrap_err().code, 401);
+        assert_eq!(a.authenticate(&bearer("Bearer nope"), &Peer::default()).unwrap_err().code, 401);
+        assert_eq!(a.authenticate(&[], &Peer::default()).unwrap_err().code, 401);
         assert!(TokenFile::parse("onlytoken\n").is_err());
-        let lo = a.authenticate(Some("Bearer lo0p"), &Peer::default()).unwrap();
+        let lo = a.authenticate(&bearer("Bearer lo0p"), &Peer::default()).unwrap();
         assert_eq!((lo.name.as_str(), lo.groups.as_slice()), ("system:apiserver", &["system:masters".to_string(), "system:authenticated".to_string()][..]));
-        assert_eq!(a.authenticate(Some("Bearer "), &Peer::default()).unwrap_err().code, 401);
+        assert_eq!(a.authenticate(&bearer("Bearer "), &Peer::default()).unwrap_err().code, 401);
         let no_loopback = Authenticator { loopback: None, ..a };
-        assert_eq!(no_loopback.authenticate(Some("Bearer lo0p"), &Peer::default()).unwrap_err().code, 401);
+        assert_eq!(no_loopback.authenticate(&bearer("Bearer lo0p"), &Peer::default()).unwrap_err().code, 401);
+    }
+
+    #[test]
+    fn a_front_proxy_vouches_only_with_a_certificate_from_the_request_header_ca() {
+        let a = Authenticator {
+            request_header: Some(RequestHeader {
+                username_headers: vec!["X-Remote-User".into()],
+                group_headers: vec!["X-Remote-Group".into()],
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let cert = rcgen::generate_simple_self_signed(vec![]).unwrap().cert;
+        let proxy = Peer::new(Some(cert.der()), VerifiedBy { client_ca: false, request_header_ca: true }, String::new());
+        let headers = vec![("X-Remote-User".to_string(), "alice".to_string()), ("X-Remote-Group".to_string(), "dev".to_string())];
+        let u = a.authenticate(&headers, &proxy).unwrap();
+        assert_eq!((u.name.as_str(), u.groups.as_slice()), ("alice", &["dev".to_string(), AUTHENTICATED_GROUP.to_string()][..]));
+        // The same certificate from the client CA names its own subject; the headers are nobody's.
+        let client = Peer::new(Some(cert.der()), VerifiedBy { client_ca: true, request_header_ca: false }, String::new());
+        assert_eq!(a.authenticate(&headers, &client).unwrap().name, "rcgen self signed cert");
+        // A proxy certificate without the headers is no user.
+        assert_eq!(a.authenticate(&[], &proxy).unwrap_err().code, 401);
+        assert!(a.is_credential_header("authorization") && a.is_credential_header("x-remote-extra-x") && !a.is_credential_header("Accept"));
     }
 }

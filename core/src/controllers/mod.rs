@@ -9,7 +9,8 @@
 //!
 //! Whatever `--controllers` says, the apiextensions server's controllers run (`crds.rs`): every
 //! CustomResourceDefinition gets its `acceptedNames`, `NamesAccepted` and `Established`, which
-//! is what makes its resources served, and a deleted one its resources deleted first.
+//! is what makes its resources served, and a deleted one its resources deleted first; and so
+//! does the aggregator's availability controller (`apiservices.rs`).
 //!
 //! They are API clients: every read and write is an HTTP request through the request pipeline
 //! with the server's loopback token, exactly as kube-controller-manager would make from outside.
@@ -18,9 +19,11 @@
 //!
 //! Call order: [`Controllers::new`]; drain [`Controllers::poll`] and send each request; feed
 //! each answer back as [`ControllerEvent::Head`], any number of [`ControllerEvent::Body`]
-//! chunks and [`ControllerEvent::End`]; call `poll` again after each event and at
+//! chunks and [`ControllerEvent::End`] (a probe of an extension server that got no answer:
+//! [`ControllerEvent::Failed`]); call `poll` again after each event and at
 //! [`Controllers::poll_timeout`].
 
+mod apiservices;
 mod crds;
 mod namespace;
 mod reflector;
@@ -31,6 +34,7 @@ use bytes::Bytes;
 use jiff::{SignedDuration, Timestamp};
 use serde_json::{Value, json};
 
+use self::apiservices::{API_SERVICES, ApiStep};
 pub use self::crds::CLEANUP_FINALIZER;
 use self::crds::{CRDS, CrdStep};
 use self::namespace::{Collection, Tally};
@@ -92,12 +96,17 @@ pub enum ControllerEvent {
     Body { id: RequestId, chunk: Bytes },
     /// The body is complete (or the stream ended).
     End { id: RequestId },
+    /// A [`ControllerEffect::Probe`] got no answer: the transport's error.
+    Failed { id: RequestId, error: String },
 }
 
 #[derive(Debug)]
 pub enum ControllerEffect {
     /// Send this request through the pipeline and feed back its answer.
     Request { id: RequestId, request: Request },
+    /// Send this request to an extension server (with the front-proxy client certificate,
+    /// within 5 seconds) and feed back its answer, or [`ControllerEvent::Failed`].
+    Probe { id: RequestId, request: Box<crate::aggregator::ProxyRequest> },
 }
 
 /// One step of the work on a namespace.
@@ -144,6 +153,7 @@ enum Watched {
     RootCas,
     /// CustomResourceDefinitions.
     Crds,
+    ApiServices,
 }
 
 const ROOT_CA: &str = "kube-root-ca.crt";
@@ -153,6 +163,7 @@ enum Asker {
     Reflector(usize),
     Namespace { name: String, step: Step, status: u16, body: Vec<u8> },
     Crd { name: String, step: CrdStep, status: u16, body: Vec<u8> },
+    ApiService { name: String, step: ApiStep, status: u16, body: Vec<u8> },
 }
 
 pub struct Controllers {
@@ -170,6 +181,10 @@ pub struct Controllers {
     crd_work: BTreeMap<String, VecDeque<CrdStep>>,
     /// CRDs being deleted whose resources are looked for again, and when.
     crd_retry: BTreeMap<String, Timestamp>,
+    /// APIServices by name, as last seen.
+    api_services: BTreeMap<String, Value>,
+    /// When each APIService backed by a Service is checked next.
+    api_checks: BTreeMap<String, Timestamp>,
     /// The work left per namespace; one request in flight per namespace.
     work: BTreeMap<String, VecDeque<Step>>,
     /// Namespaces that changed while a request for them was in flight: plan again after it.
@@ -187,7 +202,7 @@ impl Controllers {
     /// `token` authenticates the controllers (the server's loopback token); `ca_pem` is what
     /// `kube-root-ca.crt` publishes.
     pub fn new(enabled: Enabled, catalog: &Catalog, token: &str, ca_pem: &str, now: Timestamp) -> Controllers {
-        let mut reflectors = vec![(Watched::Crds, Reflector::new(CRDS, "", now))];
+        let mut reflectors = vec![(Watched::Crds, Reflector::new(CRDS, "", now)), (Watched::ApiServices, Reflector::new(API_SERVICES, "", now))];
         if enabled.any() {
             reflectors.push((Watched::Namespaces, Reflector::new("/api/v1/namespaces", "", now)));
         }
@@ -208,6 +223,8 @@ impl Controllers {
             crd_written: BTreeMap::new(),
             crd_work: BTreeMap::new(),
             crd_retry: BTreeMap::new(),
+            api_services: BTreeMap::new(),
+            api_checks: BTreeMap::new(),
             work: BTreeMap::new(),
             stale: BTreeSet::new(),
             in_flight: BTreeMap::new(),
@@ -299,12 +316,12 @@ impl Controllers {
         match event {
             ControllerEvent::Head { id, status: code } => match self.in_flight.get_mut(&id) {
                 Some(Asker::Reflector(i)) => self.reflectors[*i].1.head(code),
-                Some(Asker::Namespace { status, .. } | Asker::Crd { status, .. }) => *status = code,
+                Some(Asker::Namespace { status, .. } | Asker::Crd { status, .. } | Asker::ApiService { status, .. }) => *status = code,
                 None => {}
             },
             ControllerEvent::Body { id, chunk } => match self.in_flight.get_mut(&id) {
                 Some(Asker::Reflector(i)) => self.reflectors[*i].1.body(&chunk),
-                Some(Asker::Namespace { body, .. } | Asker::Crd { body, .. }) => body.extend_from_slice(&chunk),
+                Some(Asker::Namespace { body, .. } | Asker::Crd { body, .. } | Asker::ApiService { body, .. }) => body.extend_from_slice(&chunk),
                 None => {}
             },
             ControllerEvent::End { id } => match self.in_flight.remove(&id) {
@@ -324,8 +341,14 @@ impl Controllers {
                     let body = serde_json::from_slice(&body).unwrap_or(Value::Null);
                     self.crd_answered(now, &name, step, status, body);
                 }
+                Some(Asker::ApiService { name, step, status, body }) => self.api_service_answered(now, &name, step, status, &body),
                 None => {}
             },
+            ControllerEvent::Failed { id, error } => {
+                if let Some(Asker::ApiService { name, step: ApiStep::Discovery { url }, .. }) = self.in_flight.remove(&id) {
+                    self.api_service_unreachable(now, &name, &url, &error);
+                }
+            }
         }
         for i in 0..self.reflectors.len() {
             while let Some(change) = self.reflectors[i].1.poll_change() {
@@ -337,6 +360,7 @@ impl Controllers {
                         self.dependent_changed(change, fix);
                     }
                     Watched::Crds => self.crd_changed(now, change),
+                    Watched::ApiServices => self.api_service_changed(now, change),
                 }
             }
         }
@@ -474,6 +498,7 @@ impl Controllers {
             }
         }
         self.crd_retries_due(now);
+        self.api_service_checks_due(now);
         // A namespace busy with its last requests keeps its retry until they are answered.
         let due: Vec<String> = self.retry.iter().filter(|(ns, at)| **at <= now && !self.busy(ns)).map(|(ns, _)| ns.clone()).collect();
         for ns in due {
@@ -484,6 +509,12 @@ impl Controllers {
     }
 
     pub fn poll_timeout(&self) -> Option<Timestamp> {
-        self.retry.values().copied().chain(self.crd_retry.values().copied()).chain(self.reflectors.iter().filter_map(|(_, r)| r.wake_at())).min()
+        self.retry
+            .values()
+            .copied()
+            .chain(self.crd_retry.values().copied())
+            .chain(self.api_checks.values().copied())
+            .chain(self.reflectors.iter().filter_map(|(_, r)| r.wake_at()))
+            .min()
     }
 }

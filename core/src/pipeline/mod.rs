@@ -13,7 +13,10 @@
 //! - [`Effect::Respond`] then [`Effect::Body`]s then [`Effect::End`]: write the response;
 //!   `poll` again only when a body chunk is written, so a list is held one chunk at a time;
 //! - [`Effect::Watch`]: register the watch with the resource's cache and stream its frames
-//!   under the given head; the request machine is done.
+//!   under the given head; the request machine is done;
+//! - [`Effect::Proxy`]: send the request to an extension server, feed its answer's head (or
+//!   the failure) with [`Event::Proxied`]; then [`Effect::Respond`] and [`Effect::Relay`]:
+//!   answer under that head with the extension server's body, streamed; the machine is done.
 //!
 //! `poll` returns `None` while it waits for an event; [`RequestMachine::poll_timeout`] is the
 //! request's deadline, after which `poll` answers 504 if nothing was sent yet.
@@ -34,6 +37,7 @@ use std::sync::{Arc, OnceLock};
 use bytes::Bytes;
 use jiff::{SignedDuration, Timestamp};
 
+use crate::aggregator::{ApiServices, ProxyHead, ProxyRequest};
 use crate::auth::{Authenticator, Authorizer, Peer, UserInfo};
 use crate::cache::{ReadRequest, ReadResult, WatchParams};
 use crate::catalog::{Catalog, Resource};
@@ -101,12 +105,25 @@ impl Server {
 /// catalog changes; a request keeps the one it started with.
 pub struct Served {
     pub catalog: Catalog,
+    /// The APIServices whose group versions extension servers serve.
+    pub api_services: ApiServices,
     docs: OnceLock<Docs>,
 }
 
 impl Served {
     pub fn new(catalog: Catalog) -> Arc<Served> {
-        Arc::new(Served { catalog, docs: OnceLock::new() })
+        Served::with(catalog, ApiServices::default())
+    }
+
+    fn with(catalog: Catalog, api_services: ApiServices) -> Arc<Served> {
+        Arc::new(Served { catalog, api_services, docs: OnceLock::new() })
+    }
+
+    /// What the server serves once the APIServices in `objects` (the published state of their
+    /// watch cache) are taken in; `None` when that is what it serves already.
+    pub fn with_api_services<'a>(&self, objects: impl IntoIterator<Item = &'a serde_json::Value>) -> Option<Arc<Served>> {
+        let api_services = ApiServices::read(objects);
+        (api_services != self.api_services).then(|| Served::with(self.catalog.clone(), api_services))
     }
 
     /// What the server serves once the CustomResourceDefinitions in `crds` (the published state
@@ -115,11 +132,11 @@ impl Served {
     pub fn with_crds(&self, builtins: &Catalog, crds: &crate::cache::Snapshot) -> Option<Arc<Served>> {
         let objects: Vec<serde_json::Value> = crds.objects.values().map(|o| o.value()).collect();
         let catalog = crate::apiextensions::catalog_with(builtins, &self.catalog, &objects);
-        (!catalog.same_entries(&self.catalog)).then(|| Served::new(catalog))
+        (!catalog.same_entries(&self.catalog)).then(|| Served::with(catalog, self.api_services.clone()))
     }
 
     fn docs(&self, server_address: &str) -> &Docs {
-        self.docs.get_or_init(|| Docs::new(server_address, &self.catalog))
+        self.docs.get_or_init(|| Docs::new(server_address, &self.catalog, &self.api_services))
     }
 }
 
@@ -177,6 +194,13 @@ pub enum Effect {
     /// what each met with [`Event::Probed`], in order (componentstatuses probe the scheduler
     /// and the controller-manager as kube-apiserver does).
     Probe(Vec<Probe>),
+    /// Send this request to an extension API server (with the front-proxy client
+    /// certificate) and report its answer's head, or why there is none, with
+    /// [`Event::Proxied`].
+    Proxy(Box<ProxyRequest>),
+    /// After [`Effect::Respond`]: the body is the extension server's answer's, sent on as it
+    /// comes; this request's machine is finished.
+    Relay,
     Respond(Head),
     Body(Bytes),
     End,
@@ -188,6 +212,8 @@ pub enum Event {
     Cache(Result<ReadResult, ApiError>),
     Health(Health),
     Probed(Vec<ProbeOutcome>),
+    /// The head of an extension server's answer, or the transport's error.
+    Proxied(Result<ProxyHead, String>),
 }
 
 /// An HTTP(S) GET the shell makes for a request.
@@ -285,17 +311,25 @@ impl RequestMachine {
                 Err(e) => return self.fail(&e),
             }
         }
-        let authz = self.req.header("Authorization").map(str::to_string);
-        self.user = match self.server.authenticator.authenticate(authz.as_deref(), &self.req.peer) {
+        self.user = match self.server.authenticator.authenticate(&self.req.headers, &self.req.peer) {
             Ok(u) => u,
             Err(e) => return self.fail(&e),
         };
+        let authenticator = &self.server.authenticator;
+        self.req.headers.retain(|(k, _)| !authenticator.is_credential_header(k));
         match self.server.in_flight.admit(&info, &self.user.groups) {
             Ok(seat) => self._seat = seat,
             Err(too_many) => {
                 let (head, body) = too_many.response();
                 return self.respond(head, body);
             }
+        }
+        if let Some(api) = self.served.api_services.route(&self.req.path).cloned() {
+            if self.req.body_too_large {
+                let limit = self.server.max_body_bytes;
+                return self.fail(&ApiError::request_entity_too_large(&format!("limit is {limit}")));
+            }
+            return self.proxy(now, api);
         }
         if !info.is_resource_request {
             if let Some(request) = HealthRequest::of(&self.req.method, &self.req.path) {
@@ -305,7 +339,7 @@ impl RequestMachine {
             }
             let accept = self.req.header("Accept").map(str::to_string);
             let docs = self.served.docs(&self.server.server_address);
-            match nonresource::answer(&self.served.catalog, docs, &self.req.method, &self.req.path, &query, accept.as_deref()) {
+            match nonresource::answer(&self.served.catalog, &self.served.api_services, docs, &self.req.method, &self.req.path, &query, accept.as_deref()) {
                 Some((head, body)) => self.respond(head, body),
                 None => self.fail(&ApiError::path_not_found()),
             }

@@ -8,6 +8,7 @@ use serde_json::{Value, json};
 use super::Health;
 use super::query::Query;
 use super::respond::{Head, status_body};
+use crate::aggregator::{self, ApiServices};
 use crate::catalog::Catalog;
 use crate::codec::negotiate::parse_accept;
 use crate::codec::{self, Format};
@@ -27,7 +28,7 @@ pub struct Docs {
 }
 
 impl Docs {
-    pub fn new(server_address: &str, catalog: &crate::catalog::Catalog) -> Docs {
+    pub fn new(server_address: &str, catalog: &crate::catalog::Catalog, apis: &ApiServices) -> Docs {
         let mut aggregated = BTreeMap::new();
         for legacy in [true, false] {
             for v in ["v2", "v2beta1"] {
@@ -40,7 +41,7 @@ impl Docs {
         let v3 = v3_docs.iter().map(|(k, d)| (k.clone(), (openapi::hash(d), json_bytes(d)))).collect();
         Docs {
             api: discovery::api_versions(server_address),
-            apis: discovery::api_group_list(catalog),
+            apis: aggregator::merged_group_list(catalog, apis),
             aggregated,
             openapi_v2: json_bytes(&v2),
             openapi_v2_protobuf: Bytes::from(openapi::v2_protobuf(&v2)),
@@ -242,7 +243,7 @@ fn discovery_answer(mut doc: Value, api_version: &str, kind: &str, accept: Optio
 
 /// Answers a non-resource request other than a [`HealthRequest`], or `None` for paths that are
 /// not one.
-pub fn answer(catalog: &Catalog, docs: &Docs, method: &str, path: &str, query: &Query, accept: Option<&str>) -> Option<Answer> {
+pub fn answer(catalog: &Catalog, apis: &ApiServices, docs: &Docs, method: &str, path: &str, query: &Query, accept: Option<&str>) -> Option<Answer> {
     let path = path.trim_end_matches('/');
     let parts: Vec<&str> = path.trim_start_matches('/').split('/').collect();
     if method != "GET" && method != "HEAD" {
@@ -264,7 +265,10 @@ pub fn answer(catalog: &Catalog, docs: &Docs, method: &str, path: &str, query: &
             None => discovery_answer(docs.apis.clone(), "v1", "APIGroupList", accept),
         },
         ["api", "v1"] => discovery_answer(discovery::resource_list(catalog, "", "v1")?, "v1", "APIResourceList", accept),
-        ["apis", group] => discovery_answer(discovery::group_document(catalog, group)?, "v1", "APIGroup", accept),
+        ["apis", group] => {
+            let document = aggregator::group_document(catalog, apis, group).or_else(|| discovery::group_document(catalog, group))?;
+            discovery_answer(document, "v1", "APIGroup", accept)
+        }
         ["apis", group, version] => discovery_answer(discovery::resource_list(catalog, group, version)?, "v1", "APIResourceList", accept),
         ["openapi", "v2"] => {
             let chosen = parse_accept(accept.unwrap_or("application/json")).into_iter().find_map(|r| match r.mime.as_str() {

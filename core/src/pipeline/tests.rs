@@ -3,7 +3,7 @@ use crate::resources::{Settings, catalog};
 
 fn server() -> Arc<Server> {
     let tokens = crate::auth::TokenFile::parse("t0ken,admin,1,system:masters\n").unwrap();
-    let auth = Authenticator { tokens: Some(tokens), loopback: None };
+    let auth = Authenticator { tokens: Some(tokens), loopback: None, request_header: None };
     Arc::new(Server::new(auth, Authorizer::AlwaysAllow, "/registry", "127.0.0.1:6443"))
 }
 

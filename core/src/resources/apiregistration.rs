@@ -177,6 +177,16 @@ const PRIORITIES: &[(&str, &str, i64, i64)] = &[
     ("flowcontrol.apiserver.k8s.io", "v1", 16100, 21),
 ];
 
+/// The `groupPriorityMinimum` and `versionPriority` of a group version the server serves: kube's
+/// for its own, 1000 and 100 for a CRD's (as kube's CRD registration controller gives them),
+/// and the highest for the aggregator's own group, which kube lists first.
+pub fn priority(group: &str, version: &str) -> (i64, i64) {
+    if group == "apiregistration.k8s.io" {
+        return (i64::MAX, 0);
+    }
+    PRIORITIES.iter().find(|(g, v, ..)| *g == group && *v == version).map_or((1000, 100), |(_, _, gp, vp)| (*gp, *vp))
+}
+
 /// The APIService kube's autoregister controller keeps for each served group version it has a
 /// priority for (the aggregator's own group has none).
 pub fn local_api_services(catalog: &crate::catalog::Catalog) -> Vec<Value> {

@@ -73,7 +73,7 @@ impl Strategy for Review {
             Review::WhoAmI => json!({"userInfo": user_json(ctx.user)}),
             Review::Token => {
                 let token = meta::str_at(&obj, &["spec", "token"]).unwrap_or_default().to_string();
-                match ctx.authenticator.authenticate(Some(&format!("Bearer {token}")), &Peer::default()) {
+                match ctx.authenticator.authenticate(&[("Authorization".into(), format!("Bearer {token}"))], &Peer::default()) {
                     Ok(u) => json!({"authenticated": true, "user": user_json(&u)}),
                     Err(_) => json!({"user": {}, "error": "invalid bearer token"}),
                 }

@@ -348,9 +348,12 @@ impl SimServer {
                 // The simulated server is always healthy: its faults are the store's.
                 Effect::Health => r.machine.handle(now, Event::Health(Health::default())),
                 Effect::Probe(probes) => r.machine.handle(now, Event::Probed(probes.iter().map(|_| ProbeOutcome::Refused).collect())),
+                // Nor does it run extension servers: none can be reached.
+                Effect::Proxy(_) => r.machine.handle(now, Event::Proxied(Err("dial tcp: connect: connection refused".into()))),
                 Effect::Respond(h) => r.head = Some(h),
                 Effect::Body(b) => r.body.extend_from_slice(&b),
-                Effect::End => {
+                // (No extension server answers, so nothing is relayed.)
+                Effect::End | Effect::Relay => {
                     let r = self.requests.remove(&id).expect("driven above");
                     let head = r.head.unwrap_or_else(|| Head::new(500, "application/json"));
                     self.out.push_back(ServerOut::Response { id, head, body: Bytes::from(r.body) });

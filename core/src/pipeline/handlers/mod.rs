@@ -7,6 +7,7 @@ mod create;
 mod delete;
 mod get;
 mod list;
+mod proxy;
 mod update;
 mod write;
 
@@ -86,6 +87,12 @@ pub(super) struct DeleteCollection {
 
 pub(super) enum Stage {
     Done,
+    /// A request for an extension server waits for the Services, to resolve its APIService's.
+    ProxyResolve {
+        api: crate::aggregator::ApiService,
+    },
+    /// ... then for the extension server's answer.
+    Proxying,
     /// A health endpoint waits for the server's health.
     Health {
         request: super::HealthRequest,
@@ -258,7 +265,7 @@ impl RequestMachine {
     pub(super) fn step(&mut self, now: Timestamp) -> bool {
         match std::mem::replace(&mut self.stage, Stage::Done) {
             Stage::Done => false,
-            waiting @ (Stage::Health { .. } | Stage::Components { .. }) => {
+            waiting @ (Stage::Health { .. } | Stage::Components { .. } | Stage::ProxyResolve { .. } | Stage::Proxying) => {
                 self.stage = waiting;
                 false
             }
@@ -424,6 +431,11 @@ impl RequestMachine {
                 self.out.push_back(Effect::Probe(crate::resources::componentstatuses::probes()));
             }
             (Stage::Components { .. }, Event::Probed(outcomes)) => self.components_probed(&outcomes, now),
+            (Stage::ProxyResolve { .. }, Event::Cache(result)) => {
+                let Stage::ProxyResolve { api } = std::mem::replace(&mut self.stage, Stage::Done) else { unreachable!() };
+                self.proxy_resolved(api, result);
+            }
+            (Stage::Proxying, Event::Proxied(answer)) => self.proxied(answer),
             (Stage::Get { op, .. } | Stage::Probe { op, .. } | Stage::StorageList { op, .. } | Stage::Listing { op, .. }, Event::Kv(r)) => {
                 op.handle(now, StorageEvent::Kv(r));
             }

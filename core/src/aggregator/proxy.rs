@@ -1,0 +1,136 @@
+//! Proxying a request to an extension API server, as kube-aggregator's proxy handler does:
+//! the Service resolved to an address (kube's cluster-IP resolver, its default), the client's
+//! identity sent in `X-Remote-*` headers over a connection authenticated with the front-proxy
+//! client certificate, and the answer relayed as it comes. Its own errors are Go's
+//! `http.Error`: plain text, not a `Status`.
+
+use bytes::Bytes;
+use serde_json::Value;
+
+use super::ApiService;
+use crate::auth::{STANDARD_EXTRA_PREFIX, STANDARD_GROUP, STANDARD_UID, STANDARD_USERNAME, UserInfo, escape_extra_key};
+use crate::meta;
+use crate::pipeline::Head;
+
+/// Where the shell connects, and how it checks the server it reaches.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ProxyTarget {
+    /// `https://<host>:<port>`.
+    pub url: String,
+    /// The name the server's certificate must have: `<service>.<namespace>.svc`.
+    pub server_name: String,
+    /// PEM roots to verify it with; `None` with `insecure_skip_tls_verify`, or the system's.
+    pub ca_bundle: Option<String>,
+    pub insecure_skip_tls_verify: bool,
+}
+
+/// A request the shell makes to an extension server, with the front-proxy client certificate.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ProxyRequest {
+    pub target: ProxyTarget,
+    pub method: String,
+    /// Path and query, as the client sent them.
+    pub path_and_query: String,
+    pub headers: Vec<(String, String)>,
+    pub body: Bytes,
+}
+
+/// The head of the extension server's answer.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ProxyHead {
+    pub status: u16,
+    pub headers: Vec<(String, String)>,
+}
+
+/// Headers that belong to one connection, not to the request or answer (Go's
+/// `httputil.ReverseProxy` drops them both ways).
+const HOP_BY_HOP: &[&str] =
+    &["connection", "proxy-connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "te", "trailer", "transfer-encoding", "upgrade"];
+
+fn is_hop_by_hop(name: &str) -> bool {
+    HOP_BY_HOP.iter().any(|h| h.eq_ignore_ascii_case(name))
+}
+
+/// The address of `api`'s Service (`service`: the Service object, if it exists), as kube's
+/// cluster-IP resolver finds it; the error is the resolver's.
+pub fn resolve(api: &ApiService, service: Option<&Value>) -> Result<ProxyTarget, String> {
+    let s = &api.service;
+    let svc = service.ok_or_else(|| format!("service {:?} not found", s.name))?;
+    let host_port = |host: &str, port: i64| if host.contains(':') { format!("[{host}]:{port}") } else { format!("{host}:{port}") };
+    let address = match meta::str_at(svc, &["spec", "type"]).unwrap_or("ClusterIP") {
+        "ExternalName" => host_port(meta::str_at(svc, &["spec", "externalName"]).unwrap_or_default(), s.port),
+        "ClusterIP" | "NodePort" | "LoadBalancer" => {
+            let ip = meta::str_at(svc, &["spec", "clusterIP"]).unwrap_or_default();
+            if ip == "None" {
+                return Err("cannot route to service with ClusterIP \"None\"".into());
+            }
+            let ports = meta::at(svc, &["spec", "ports"]).and_then(Value::as_array).map(Vec::as_slice).unwrap_or_default();
+            if !ports.iter().any(|p| p.get("port").and_then(Value::as_i64) == Some(s.port)) {
+                return Err(format!("no service port {} found for service {:?}", s.port, s.name));
+            }
+            host_port(ip, s.port)
+        }
+        other => return Err(format!("unsupported service type {other:?}")),
+    };
+    Ok(ProxyTarget {
+        url: format!("https://{address}"),
+        server_name: format!("{}.{}.svc", s.name, s.namespace),
+        ca_bundle: api.ca_bundle.clone(),
+        insecure_skip_tls_verify: api.insecure_skip_tls_verify,
+    })
+}
+
+/// The headers sent on: the client's, less the connection's and any `X-Remote-*`, plus who
+/// the client is (`X-Remote-User`, `-Uid`, one `X-Remote-Group` per group, `X-Remote-Extra-`
+/// per value) and kube's `X-Forwarded-*`.
+pub fn outbound_headers(incoming: &[(String, String)], user: &UserInfo, remote_addr: &str, path: &str, host: &str) -> Vec<(String, String)> {
+    let remote = |name: &str| {
+        [STANDARD_USERNAME, STANDARD_UID, STANDARD_GROUP].iter().any(|h| h.eq_ignore_ascii_case(name))
+            || name.len() >= STANDARD_EXTRA_PREFIX.len()
+                && name.as_bytes()[..STANDARD_EXTRA_PREFIX.len()].eq_ignore_ascii_case(STANDARD_EXTRA_PREFIX.as_bytes())
+    };
+    let forwarded =
+        |name: &str| ["host", "x-forwarded-for", "x-forwarded-uri", "x-forwarded-host", "x-forwarded-proto"].iter().any(|h| h.eq_ignore_ascii_case(name));
+    let mut out: Vec<(String, String)> = incoming.iter().filter(|(k, _)| !is_hop_by_hop(k) && !remote(k) && !forwarded(k)).cloned().collect();
+    out.push((STANDARD_USERNAME.into(), user.name.clone()));
+    if !user.uid.is_empty() {
+        out.push((STANDARD_UID.into(), user.uid.clone()));
+    }
+    out.extend(user.groups.iter().map(|g| (STANDARD_GROUP.to_string(), g.clone())));
+    for (key, values) in &user.extra {
+        let name = format!("{STANDARD_EXTRA_PREFIX}{}", escape_extra_key(key));
+        out.extend(values.iter().map(|v| (name.clone(), v.clone())));
+    }
+    let client_ip = remote_addr.rsplit_once(':').map_or(remote_addr, |(ip, _)| ip).trim_matches(['[', ']']);
+    if !client_ip.is_empty() {
+        out.push(("X-Forwarded-For".into(), client_ip.to_string()));
+    }
+    out.push(("X-Forwarded-Uri".into(), path.to_string()));
+    out.push(("X-Forwarded-Host".into(), host.to_string()));
+    out.push(("X-Forwarded-Proto".into(), "https".into()));
+    out
+}
+
+/// What the client gets for the extension server's answer: its head, less the connection's
+/// headers and CORS grants, with the body relayed (`None`); or, for a redirect, kube's 502 in
+/// its place (`Some(body)`).
+pub fn answer_head(upstream: ProxyHead) -> (Head, Option<Bytes>) {
+    let location = upstream.headers.iter().any(|(k, v)| k.eq_ignore_ascii_case("location") && !v.is_empty());
+    if (300..400).contains(&upstream.status) && location {
+        let head = Head { status: 502, headers: vec![("X-Content-Type-Options".into(), "nosniff".into())] };
+        return (head, Some(Bytes::from_static(b"the backend attempted to redirect this request, which is not permitted")));
+    }
+    let cors = |k: &str| CORS_GRANTS.iter().any(|h| h.eq_ignore_ascii_case(k));
+    let headers = upstream.headers.into_iter().filter(|(k, _)| !is_hop_by_hop(k) && !cors(k) && !k.eq_ignore_ascii_case("content-length")).collect();
+    (Head { status: upstream.status, headers }, None)
+}
+
+/// What kube's proxy removes from an extension server's answer (its own CORS handling decides).
+const CORS_GRANTS: &[&str] =
+    &["access-control-allow-credentials", "access-control-allow-headers", "access-control-allow-methods", "access-control-allow-origin"];
+
+/// The aggregator's own error answer (Go's `http.Error`): `message` as plain text.
+pub fn unavailable(status: u16, message: &str) -> (Head, Bytes) {
+    let head = Head::new(status, "text/plain; charset=utf-8").with("X-Content-Type-Options", "nosniff");
+    (head, Bytes::from(format!("{message}\n")))
+}

@@ -1,0 +1,134 @@
+//! APIServices backed by a Service, through the core's request pipeline with a stand-in
+//! extension server: the availability controller checks it, its group is in discovery, and
+//! requests for its group version are proxied with the client's identity in headers.
+
+use std::sync::{Arc, Mutex};
+
+use bytes::Bytes;
+use jiff::SignedDuration;
+use kapi_core::aggregator::{ProxyHead, ProxyRequest};
+use kapi_core::controllers::Enabled;
+use kapi_sim::{World, default_server, epoch};
+use serde_json::{Value, json};
+
+const API_SERVICES: &str = "/apis/apiregistration.k8s.io/v1/apiservices";
+const THINGS: &str = "/apis/metrics.example.com/v1beta1/namespaces/default/things";
+
+type Seen = Arc<Mutex<Vec<ProxyRequest>>>;
+
+/// A world whose extension server answers every request with 200 and records it, until
+/// `down` says it is unreachable.
+fn world(down: Arc<Mutex<bool>>) -> (World, Seen) {
+    let mut w = World::new(default_server(), epoch(), 11);
+    let seen: Seen = Arc::default();
+    let record = seen.clone();
+    w.extension = Some(Box::new(move |req: &ProxyRequest| {
+        if *down.lock().unwrap() {
+            return Err("dial tcp 10.0.0.9:443: connect: connection refused".into());
+        }
+        record.lock().unwrap().push(req.clone());
+        let head = ProxyHead { status: 200, headers: vec![("Content-Type".into(), "application/json".into()), ("Connection".into(), "keep-alive".into())] };
+        Ok((head, Bytes::from_static(b"{\"kind\":\"ThingList\"}")))
+    }));
+    w.start_controllers(Enabled::NONE);
+    (w, seen)
+}
+
+fn post(w: &mut World, path: &str, body: Value) -> u16 {
+    w.call("POST", path, "", Some(&body), "application/json").head.status
+}
+
+fn api_service() -> Value {
+    json!({"apiVersion": "apiregistration.k8s.io/v1", "kind": "APIService", "metadata": {"name": "v1beta1.metrics.example.com"},
+        "spec": {"group": "metrics.example.com", "version": "v1beta1", "groupPriorityMinimum": 100, "versionPriority": 100,
+            "insecureSkipTLSVerify": true, "service": {"namespace": "default", "name": "metrics", "port": 443}}})
+}
+
+fn available(w: &mut World) -> (String, String, String) {
+    let a = w.call("GET", &format!("{API_SERVICES}/v1beta1.metrics.example.com"), "", None, "").json();
+    let c = a["status"]["conditions"].as_array().into_iter().flatten().find(|c| c["type"] == "Available").cloned().unwrap_or_default();
+    let s = |k: &str| c[k].as_str().unwrap_or_default().to_string();
+    (s("status"), s("reason"), s("message"))
+}
+
+#[test]
+fn an_api_service_is_checked_and_its_group_version_proxied() {
+    let down = Arc::new(Mutex::new(false));
+    let (mut w, seen) = world(down.clone());
+    assert_eq!(post(&mut w, API_SERVICES, api_service()), 201);
+    // No Service yet: not available, and its requests answer kube's plain 503.
+    assert_eq!(available(&mut w), ("False".into(), "ServiceNotFound".into(), "service/metrics in \"default\" is not present".into()));
+    let r = w.call("GET", THINGS, "", None, "");
+    assert_eq!((r.head.status, &r.body[..]), (503, &b"service unavailable\n"[..]));
+    assert_eq!(r.head.content_type(), Some("text/plain; charset=utf-8"));
+    // Its group is in discovery all the same, after the built-in and custom ones (priority 100).
+    let groups = w.call("GET", "/apis", "", None, "").json();
+    let names: Vec<&str> = groups["groups"].as_array().unwrap().iter().map(|g| g["name"].as_str().unwrap()).collect();
+    assert_eq!(names.first(), Some(&"apiregistration.k8s.io"));
+    assert_eq!(names.last(), Some(&"metrics.example.com"));
+    let group = w.call("GET", "/apis/metrics.example.com", "", None, "").json();
+    assert_eq!(group["preferredVersion"], json!({"groupVersion": "metrics.example.com/v1beta1", "version": "v1beta1"}));
+
+    // An ExternalName Service that is not listening on a ClusterIP port is not checked for endpoints.
+    let svc = json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "metrics"}, "spec": {"type": "ExternalName", "externalName": "metrics.example.net"}});
+    assert_eq!(post(&mut w, "/api/v1/namespaces/default/services", svc), 201);
+    w.advance(SignedDuration::from_secs(31));
+    assert_eq!(available(&mut w), ("True".into(), "Passed".into(), "all checks passed".into()));
+    let check = seen.lock().unwrap().last().cloned().unwrap();
+    assert_eq!(check.path_and_query, "/apis/metrics.example.com/v1beta1");
+    assert_eq!(check.target.url, "https://metrics.example.net:443");
+    assert_eq!(check.target.server_name, "metrics.default.svc");
+
+    // Proxied: path and query as sent, the admin named in headers, the answer relayed without
+    // its connection headers.
+    let r = w.call("GET", THINGS, "labelSelector=a%3Db", None, "");
+    assert_eq!((r.head.status, &r.body[..]), (200, &b"{\"kind\":\"ThingList\"}"[..]));
+    assert!(!r.head.headers.iter().any(|(k, _)| k.eq_ignore_ascii_case("connection")));
+    let sent = seen.lock().unwrap().last().cloned().unwrap();
+    assert_eq!(sent.path_and_query, format!("{THINGS}?labelSelector=a%3Db"));
+    let header = |name: &str| sent.headers.iter().filter(|(k, _)| k.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str()).collect::<Vec<_>>();
+    assert_eq!(header("X-Remote-User"), ["admin"]);
+    assert_eq!(header("X-Remote-Group"), ["system:masters", "system:authenticated"]);
+    assert!(header("Authorization").is_empty(), "credentials are not sent on");
+
+    // The server goes away: requests answer kube's 503, and the next check says why.
+    *down.lock().unwrap() = true;
+    let r = w.call("GET", THINGS, "", None, "");
+    assert_eq!((r.head.status, &r.body[..]), (503, &b"error trying to reach service: dial tcp 10.0.0.9:443: connect: connection refused\n"[..]));
+    w.advance(SignedDuration::from_secs(31));
+    let url = "https://metrics.example.net:443/apis/metrics.example.com/v1beta1";
+    assert_eq!(
+        available(&mut w),
+        (
+            "False".into(),
+            "FailedDiscoveryCheck".into(),
+            format!("failing or missing response from {url}: Get {url:?}: dial tcp 10.0.0.9:443: connect: connection refused")
+        )
+    );
+    assert_eq!(w.call("GET", THINGS, "", None, "").head.status, 503);
+
+    // Deleted: its group version is nobody's.
+    assert_eq!(w.call("DELETE", &format!("{API_SERVICES}/v1beta1.metrics.example.com"), "", None, "").head.status, 200);
+    assert_eq!(w.call("GET", THINGS, "", None, "").head.status, 404);
+}
+
+#[test]
+fn a_cluster_ip_service_needs_the_port_and_endpoints() {
+    let (mut w, _) = world(Arc::new(Mutex::new(false)));
+    let svc = json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "metrics"}, "spec": {"ports": [{"name": "https", "port": 8443}]}});
+    assert_eq!(post(&mut w, "/api/v1/namespaces/default/services", svc), 201);
+    assert_eq!(post(&mut w, API_SERVICES, api_service()), 201);
+    assert_eq!(available(&mut w), ("False".into(), "ServicePortError".into(), "service/metrics in \"default\" is not listening on port 443".into()));
+    let mut a = w.call("GET", &format!("{API_SERVICES}/v1beta1.metrics.example.com"), "", None, "").json();
+    a["spec"]["service"]["port"] = json!(8443);
+    assert_eq!(w.call("PUT", &format!("{API_SERVICES}/v1beta1.metrics.example.com"), "", Some(&a), "application/json").head.status, 200);
+    assert_eq!(available(&mut w), ("False".into(), "EndpointsNotFound".into(), "cannot find endpoints for service/metrics in \"default\"".into()));
+    let ep = json!({"apiVersion": "v1", "kind": "Endpoints", "metadata": {"name": "metrics"},
+        "subsets": [{"addresses": [{"ip": "10.1.0.5"}], "ports": [{"name": "http", "port": 8443}]}]});
+    assert_eq!(post(&mut w, "/api/v1/namespaces/default/endpoints", ep), 201);
+    w.advance(SignedDuration::from_secs(31));
+    assert_eq!(
+        available(&mut w),
+        ("False".into(), "MissingEndpoints".into(), "endpoints for service/metrics in \"default\" have no addresses with port name \"https\"".into())
+    );
+}

@@ -1,0 +1,102 @@
+//! The core's [`ProxyRequest`] effects: a request to an extension API server over HTTPS (HTTP/2
+//! or HTTP/1.1 by ALPN), with the front-proxy client certificate, the server verified against
+//! the APIService's CA bundle under `<service>.<namespace>.svc` (or not at all with
+//! `insecureSkipTLSVerify`). Only transport lives here: the headers, the address and what the
+//! answer becomes are the core's.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use http_body_util::Full;
+use hyper::body::Incoming;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use kapi_core::aggregator::{ProxyHead, ProxyRequest, ProxyTarget};
+use rustls::RootCertStore;
+use rustls_pki_types::pem::PemObject;
+use rustls_pki_types::{CertificateDer, PrivateKeyDer, ServerName};
+use tokio::net::TcpStream;
+
+use crate::probe::AnyCertificate;
+
+/// How long connecting and the TLS handshake may take (Go's dialer and kube's transport).
+const DIAL_TIMEOUT: Duration = Duration::from_secs(30);
+const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Sends proxied requests as this server's front proxy.
+pub struct ProxyClient {
+    certs: Vec<CertificateDer<'static>>,
+    key: PrivateKeyDer<'static>,
+}
+
+impl ProxyClient {
+    /// A client presenting the certificate and key in PEM.
+    pub fn new(cert_pem: &str, key_pem: &str) -> anyhow::Result<ProxyClient> {
+        let certs = CertificateDer::pem_slice_iter(cert_pem.as_bytes()).collect::<Result<_, _>>().context("proxy client certificate")?;
+        let key = PrivateKeyDer::from_pem_slice(key_pem.as_bytes()).context("proxy client key")?;
+        Ok(ProxyClient { certs, key })
+    }
+
+    fn tls(&self, target: &ProxyTarget) -> Result<rustls::ClientConfig, String> {
+        let provider = Arc::new(crate::tls::provider());
+        let builder = rustls::ClientConfig::builder_with_provider(provider.clone()).with_safe_default_protocol_versions().map_err(|e| e.to_string())?;
+        let builder = if target.insecure_skip_tls_verify {
+            builder.dangerous().with_custom_certificate_verifier(Arc::new(AnyCertificate(provider)))
+        } else {
+            let mut roots = RootCertStore::empty();
+            for c in CertificateDer::pem_slice_iter(target.ca_bundle.as_deref().unwrap_or_default().as_bytes()).flatten() {
+                let _ = roots.add(c);
+            }
+            builder.with_root_certificates(roots)
+        };
+        let mut config = builder.with_client_auth_cert(self.certs.clone(), self.key.clone_key()).map_err(|e| e.to_string())?;
+        config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+        Ok(config)
+    }
+
+    /// Sends `req`; the answer's head and its body to relay, or the error in Go's words
+    /// where kube's client would say them.
+    pub async fn send(&self, req: ProxyRequest) -> Result<(ProxyHead, Incoming), String> {
+        let authority = req.target.url.trim_start_matches("https://").to_string();
+        let config = self.tls(&req.target)?;
+        let tcp = match tokio::time::timeout(DIAL_TIMEOUT, TcpStream::connect(&authority)).await {
+            Ok(Ok(s)) => s,
+            Ok(Err(e)) if e.kind() == std::io::ErrorKind::ConnectionRefused => return Err(format!("dial tcp {authority}: connect: connection refused")),
+            Ok(Err(e)) => return Err(format!("dial tcp {authority}: {e}")),
+            Err(_) => return Err(format!("dial tcp {authority}: i/o timeout")),
+        };
+        let _ = tcp.set_nodelay(true);
+        let name = ServerName::try_from(req.target.server_name.clone()).map_err(|e| e.to_string())?;
+        let connect = tokio_rustls::TlsConnector::from(Arc::new(config)).connect(name, tcp);
+        let tls = match tokio::time::timeout(TLS_HANDSHAKE_TIMEOUT, connect).await {
+            Ok(Ok(s)) => s,
+            Ok(Err(e)) => return Err(format!("tls: {e}")),
+            Err(_) => return Err("net/http: TLS handshake timeout".into()),
+        };
+        let http2 = tls.get_ref().1.alpn_protocol() == Some(b"h2");
+        let mut builder = http::Request::builder().method(req.method.as_str()).uri(&req.path_and_query);
+        for (k, v) in &req.headers {
+            builder = builder.header(k, v);
+        }
+        if !http2 {
+            builder = builder.header("Host", &authority);
+        }
+        let request = builder.body(Full::new(req.body)).map_err(|e| e.to_string())?;
+        let io = TokioIo::new(tls);
+        let response = if http2 {
+            let (mut sender, conn) = hyper::client::conn::http2::handshake(TokioExecutor::new(), io).await.map_err(|e| e.to_string())?;
+            tokio::spawn(conn);
+            let mut request = request;
+            *request.uri_mut() = format!("{}{}", req.target.url, req.path_and_query).parse().map_err(|e: http::uri::InvalidUri| e.to_string())?;
+            sender.send_request(request).await
+        } else {
+            let (mut sender, conn) = hyper::client::conn::http1::handshake(io).await.map_err(|e| e.to_string())?;
+            tokio::spawn(conn);
+            sender.send_request(request).await
+        }
+        .map_err(|e| e.to_string())?;
+        let (parts, body) = response.into_parts();
+        let headers = parts.headers.iter().map(|(k, v)| (k.as_str().to_string(), String::from_utf8_lossy(v.as_bytes()).into_owned())).collect();
+        Ok((ProxyHead { status: parts.status.as_u16(), headers }, body))
+    }
+}
