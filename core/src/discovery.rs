@@ -1,6 +1,8 @@
-//! Discovery documents, all derived from the catalog: `/api`, `/apis`, `/apis/<group>`,
+//! Discovery documents, all derived from the catalog: `/api`, `/apis/<group>`,
 //! resource lists per group-version, and aggregated discovery (`apidiscovery.k8s.io/v2` and
 //! `v2beta1`), which kubectl reads to learn short names, categories, verbs and subresources.
+//! `/apis` and the named groups' aggregated discovery are the aggregator's (`aggregator::
+//! discovery`), which puts the extension servers' groups among these.
 
 use base64::Engine;
 use serde_json::{Map, Value, json};
@@ -31,12 +33,6 @@ fn api_group(catalog: &Catalog, group: &str) -> Value {
     let versions: Vec<Value> = catalog.versions(group).iter().map(|v| json!({"groupVersion": group_version(group, v), "version": v})).collect();
     let preferred = versions.first().cloned().unwrap_or(Value::Null);
     json!({"name": group, "versions": versions, "preferredVersion": preferred})
-}
-
-/// `/apis`.
-pub fn api_group_list(catalog: &Catalog) -> Value {
-    let groups: Vec<Value> = catalog.groups().into_iter().filter(|g| !g.is_empty()).map(|g| api_group(catalog, g)).collect();
-    json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": groups})
 }
 
 /// `/apis/<group>`, if the group exists.

@@ -364,6 +364,12 @@ impl World {
                 progress = true;
                 let (id, request) = match effect {
                     ControllerEffect::Request { id, request } => (id, request),
+                    ControllerEffect::Discovered { group, version, resources } => {
+                        if let Some(next) = self.served.with_discovered(&group, &version, resources) {
+                            self.served = next;
+                        }
+                        continue;
+                    }
                     ControllerEffect::Probe { id, request } => {
                         match self.extension.as_mut().map(|serve| serve(&request)) {
                             Some(Ok((head, body))) => {

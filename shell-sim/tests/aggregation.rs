@@ -28,6 +28,12 @@ fn world(down: Arc<Mutex<bool>>) -> (World, Seen) {
         }
         record.lock().unwrap().push(req.clone());
         let head = ProxyHead { status: 200, headers: vec![("Content-Type".into(), "application/json".into()), ("Connection".into(), "keep-alive".into())] };
+        if req.path_and_query == "/apis/metrics.example.com/v1beta1" {
+            let list = json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": "metrics.example.com/v1beta1", "resources": [
+                {"name": "things", "singularName": "thing", "namespaced": true, "kind": "Thing", "verbs": ["get", "list"], "shortNames": ["th"]},
+                {"name": "things/status", "singularName": "", "namespaced": true, "kind": "Thing", "verbs": ["get"]}]});
+            return Ok((head, Bytes::from(list.to_string())));
+        }
         Ok((head, Bytes::from_static(b"{\"kind\":\"ThingList\"}")))
     }));
     w.start_controllers(Enabled::NONE);
@@ -49,6 +55,18 @@ fn available(w: &mut World) -> (String, String, String) {
     let c = a["status"]["conditions"].as_array().into_iter().flatten().find(|c| c["type"] == "Available").cloned().unwrap_or_default();
     let s = |k: &str| c[k].as_str().unwrap_or_default().to_string();
     (s("status"), s("reason"), s("message"))
+}
+
+/// The group's one version in aggregated discovery (`/apis`, `apidiscovery.k8s.io/v2`).
+fn aggregated(w: &mut World) -> Value {
+    let accept = [("Accept".to_string(), "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList".to_string())];
+    let mut req = kapi_core::pipeline::Request { method: "GET".into(), path: "/apis".into(), ..Default::default() };
+    req.headers = vec![("Authorization".into(), format!("Bearer {}", kapi_sim::ADMIN_TOKEN))];
+    req.headers.extend(accept);
+    let doc = w.request(req).json();
+    let item = doc["items"].as_array().unwrap().iter().find(|i| i["metadata"]["name"] == "metrics.example.com").cloned().unwrap();
+    assert_eq!(item["versions"].as_array().unwrap().len(), 1);
+    item["versions"][0].clone()
 }
 
 #[test]
@@ -76,6 +94,13 @@ fn an_api_service_is_checked_and_its_group_version_proxied() {
     assert_eq!(available(&mut w), ("True".into(), "Passed".into(), "all checks passed".into()));
     let check = seen.lock().unwrap().last().cloned().unwrap();
     assert_eq!(check.path_and_query, "/apis/metrics.example.com/v1beta1");
+    // What the check's answer lists is in aggregated discovery, which kubectl reads.
+    assert_eq!(
+        aggregated(&mut w),
+        json!({"version": "v1beta1", "freshness": "Current", "resources": [{"resource": "things", "responseKind": {"group": "", "version": "", "kind": "Thing"},
+            "scope": "Namespaced", "singularResource": "thing", "verbs": ["get", "list"], "shortNames": ["th"],
+            "subresources": [{"subresource": "status", "responseKind": {"group": "", "version": "", "kind": "Thing"}, "verbs": ["get"]}]}]})
+    );
     assert_eq!(check.target.url, "https://metrics.example.net:443");
     assert_eq!(check.target.server_name, "metrics.default.svc");
 
@@ -90,6 +115,9 @@ fn an_api_service_is_checked_and_its_group_version_proxied() {
     assert_eq!(header("X-Remote-User"), ["admin"]);
     assert_eq!(header("X-Remote-Group"), ["system:masters", "system:authenticated"]);
     assert!(header("Authorization").is_empty(), "credentials are not sent on");
+    // The path goes on as the client escaped it.
+    assert_eq!(w.call("GET", &format!("{THINGS}/a%3Fb"), "", None, "").head.status, 200);
+    assert_eq!(seen.lock().unwrap().last().unwrap().path_and_query, format!("{THINGS}/a%3Fb"));
 
     // The server goes away: requests answer kube's 503, and the next check says why.
     *down.lock().unwrap() = true;
@@ -106,6 +134,7 @@ fn an_api_service_is_checked_and_its_group_version_proxied() {
         )
     );
     assert_eq!(w.call("GET", THINGS, "", None, "").head.status, 503);
+    assert_eq!(aggregated(&mut w), json!({"version": "v1beta1", "freshness": "Stale"}));
 
     // Deleted: its group version is nobody's.
     assert_eq!(w.call("DELETE", &format!("{API_SERVICES}/v1beta1.metrics.example.com"), "", None, "").head.status, 200);
@@ -131,4 +160,21 @@ fn a_cluster_ip_service_needs_the_port_and_endpoints() {
         available(&mut w),
         ("False".into(), "MissingEndpoints".into(), "endpoints for service/metrics in \"default\" have no addresses with port name \"https\"".into())
     );
+}
+
+#[test]
+fn no_api_service_takes_over_the_aggregators_own_group() {
+    let (mut w, seen) = world(Arc::new(Mutex::new(false)));
+    let svc = json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "metrics"}, "spec": {"type": "ExternalName", "externalName": "metrics.example.net"}});
+    assert_eq!(post(&mut w, "/api/v1/namespaces/default/services", svc), 201);
+    let mut hijack = api_service();
+    hijack["metadata"]["name"] = json!("v1.apiregistration.k8s.io");
+    hijack["spec"]["group"] = json!("apiregistration.k8s.io");
+    hijack["spec"]["version"] = json!("v1");
+    assert_eq!(post(&mut w, API_SERVICES, hijack), 201);
+    w.advance(SignedDuration::from_secs(31));
+    let r = w.call("GET", API_SERVICES, "", None, "");
+    assert_eq!(r.head.status, 200);
+    assert_eq!(r.json()["kind"], "APIServiceList");
+    assert!(seen.lock().unwrap().iter().all(|req| !req.path_and_query.starts_with(API_SERVICES)));
 }

@@ -4,25 +4,37 @@
 //! and the caches of what it no longer serves stop once the requests that started before are
 //! done (or a minute has passed, as kube-apiserver waits for requests to drain before it drops
 //! a CRD's storage). Each new state of the APIService cache is taken in likewise
-//! (`Served::with_api_services`); one task does both, so neither change undoes the other.
+//! (`Served::with_api_services`), and what the availability controller learns that extension
+//! servers serve (`Served::with_discovered`); one task makes every change, so none undoes
+//! another.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use kapi_core::catalog::Catalog;
 
+use tokio::sync::{Notify, mpsc};
+
+use crate::controllers::Discovery;
 use crate::http::State;
 
-pub async fn run(state: Arc<State>, builtins: Catalog) {
+pub async fn run(state: Arc<State>, builtins: Catalog, mut discovered: mpsc::UnboundedReceiver<Discovery>) {
     const CRDS: (&str, &str, &str) = ("apiextensions.k8s.io", "v1", "customresourcedefinitions");
     const API_SERVICES: (&str, &str, &str) = ("apiregistration.k8s.io", "v1", "apiservices");
     let published = |(g, v, r): (&str, &str, &str)| state.caches.published(g, v, r);
-    let (Some((_, crds_changed)), Some((_, apis_changed))) = (published(CRDS), published(API_SERVICES)) else { return };
+    // Either group may be off (`--runtime-config`); the other is followed all the same.
+    let (crds_changed, apis_changed) = (published(CRDS).map(|(_, n)| n), published(API_SERVICES).map(|(_, n)| n));
     let (mut crds_seen, mut apis_seen) = (None, None);
     loop {
         tokio::select! {
-            _ = crds_changed.notified() => {}
-            _ = apis_changed.notified() => {}
+            _ = notified(&crds_changed) => {}
+            _ = notified(&apis_changed) => {}
+            Some((group, version, resources)) = discovered.recv() => {
+                if let Some(next) = state.served.load().with_discovered(&group, &version, resources) {
+                    state.served.store(next);
+                }
+                continue;
+            }
         }
         if let Some((Some(apis), _)) = published(API_SERVICES)
             && apis_seen != Some(apis.revision)
@@ -52,6 +64,14 @@ pub async fn run(state: Arc<State>, builtins: Catalog) {
             let _ = tokio::time::timeout(DRAIN_LIMIT, drained).await;
             retired.stop();
         });
+    }
+}
+
+/// The next change of a cache that is served; never, of one that is not.
+async fn notified(changed: &Option<Arc<Notify>>) {
+    match changed {
+        Some(n) => n.notified().await,
+        None => std::future::pending().await,
     }
 }
 

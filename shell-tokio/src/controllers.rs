@@ -13,7 +13,10 @@ use tokio::sync::mpsc;
 use crate::clock::{instant_of, now};
 use crate::http::{State, call};
 
-pub async fn run(state: Arc<State>, mut controllers: Controllers) {
+/// What an extension server serves (group, version, resources), for the catalog task.
+pub type Discovery = (String, String, Option<Vec<serde_json::Value>>);
+
+pub async fn run(state: Arc<State>, mut controllers: Controllers, discovered: mpsc::UnboundedSender<Discovery>) {
     let (tx, mut rx) = mpsc::unbounded_channel();
     // Which catalog they were handed, without keeping it (a replaced catalog's caches stop
     // once nothing holds it).
@@ -27,9 +30,16 @@ pub async fn run(state: Arc<State>, mut controllers: Controllers) {
         drop(now_served);
         while let Some(effect) = controllers.poll(now()) {
             match effect {
-                ControllerEffect::Request { id, request } => tokio::spawn(answer(state.clone(), id, request, tx.clone())),
-                ControllerEffect::Probe { id, request } => tokio::spawn(probe(state.clone(), id, *request, tx.clone())),
-            };
+                ControllerEffect::Request { id, request } => {
+                    tokio::spawn(answer(state.clone(), id, request, tx.clone()));
+                }
+                ControllerEffect::Probe { id, request } => {
+                    tokio::spawn(probe(state.clone(), id, *request, tx.clone()));
+                }
+                ControllerEffect::Discovered { group, version, resources } => {
+                    let _ = discovered.send((group, version, resources));
+                }
+            }
         }
         let wake = controllers.poll_timeout();
         tokio::select! {
@@ -55,10 +65,15 @@ async fn answer(state: Arc<State>, id: RequestId, request: Request, tx: mpsc::Un
 const PROBE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
 
 async fn probe(state: Arc<State>, id: RequestId, request: ProxyRequest, tx: mpsc::UnboundedSender<ControllerEvent>) {
-    let error = match tokio::time::timeout(PROBE_TIMEOUT, state.proxy.send(request)).await {
+    // The limit covers the answer's body too, as Go's client timeout does.
+    let exchange = async {
+        let (head, body) = state.proxy.send(request).await?;
+        let body = http_body_util::Limited::new(body, PROBE_BODY_LIMIT).collect().await.map(|b| b.to_bytes()).map_err(|e| e.to_string())?;
+        Ok::<_, String>((head, body))
+    };
+    let error = match tokio::time::timeout(PROBE_TIMEOUT, exchange).await {
         Ok(Ok((head, body))) => {
             let _ = tx.send(ControllerEvent::Head { id, status: head.status });
-            let body = http_body_util::Limited::new(body, PROBE_BODY_LIMIT).collect().await.map(|b| b.to_bytes()).unwrap_or_default();
             let _ = tx.send(ControllerEvent::Body { id, chunk: body });
             let _ = tx.send(ControllerEvent::End { id });
             return;

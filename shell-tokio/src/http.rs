@@ -25,7 +25,14 @@ use crate::conn::{self, Activity, Counted, Limits, Verdict};
 use crate::store::Store;
 use crate::tls::ClientCas;
 
-type Body = BoxBody<Bytes, Infallible>;
+/// A response body. Its error (only a relayed body has one: the extension server's answer
+/// broke off) makes hyper abort the response rather than end it as if it were whole.
+type Body = BoxBody<Bytes, hyper::Error>;
+
+/// A body sent whole.
+fn whole(bytes: Bytes) -> Body {
+    Full::new(bytes).map_err(|never| match never {}).boxed()
+}
 
 /// What every request needs from the process.
 pub struct State {
@@ -179,7 +186,7 @@ pub async fn call(state: Arc<State>, request: Request) -> hyper::Response<Body> 
                     Ok(rx) => response(head, streaming(rx)),
                     Err(e) => {
                         let body = Bytes::from(serde_json::to_vec(&e.to_status()).expect("JSON trees serialize"));
-                        response(Head::new(e.code, "application/json"), Full::new(body).boxed())
+                        response(Head::new(e.code, "application/json"), whole(body))
                     }
                 };
             }
@@ -205,7 +212,7 @@ async fn within<T>(deadline: Option<jiff::Timestamp>, f: impl std::future::Futur
 }
 
 fn internal_error() -> hyper::Response<Body> {
-    response(Head::new(500, "text/plain"), Full::new(Bytes::from_static(b"internal error")).boxed())
+    response(Head::new(500, "text/plain"), whole(Bytes::from_static(b"internal error")))
 }
 
 fn response(head: Head, body: Body) -> hyper::Response<Body> {
@@ -218,7 +225,7 @@ fn response(head: Head, body: Body) -> hyper::Response<Body> {
 
 /// A response body of the chunks a request machine or a watch cache produces.
 fn streaming(chunks: impl futures_util::Stream<Item = Bytes> + Send + Sync + 'static) -> Body {
-    BodyExt::boxed(StreamBody::new(chunks.map(|b| Ok::<_, Infallible>(Frame::data(b)))))
+    BodyExt::boxed(StreamBody::new(chunks.map(|b| Ok::<_, hyper::Error>(Frame::data(b)))))
 }
 
 /// The response under `head`: whole if the machine's body is one chunk, else streamed as the
@@ -226,7 +233,7 @@ fn streaming(chunks: impl futures_util::Stream<Item = Bytes> + Send + Sync + 'st
 fn respond(mut m: Box<RequestMachine>, head: Head) -> hyper::Response<Body> {
     let first = match m.poll(now()) {
         Some(Effect::Body(b)) => b,
-        _ => return response(head, Full::new(Bytes::new()).boxed()),
+        _ => return response(head, whole(Bytes::new())),
     };
     match m.poll(now()) {
         Some(Effect::Body(second)) => {
@@ -234,20 +241,21 @@ fn respond(mut m: Box<RequestMachine>, head: Head) -> hyper::Response<Body> {
             tokio::spawn(stream_rest(m, [first, second], tx));
             response(head, streaming(ReceiverStream::new(rx)))
         }
-        _ => response(head, Full::new(first).boxed()),
+        _ => response(head, whole(first)),
     }
 }
 
 /// The answer under `head` to a proxied request: the extension server's body as it comes
-/// (ending where it fails), or the machine's own body in its place.
+/// (aborted where it breaks off), the request holding its place in flight until it ends; or
+/// the machine's own body in its place.
 fn relay(mut m: Box<RequestMachine>, head: Head, upstream: Incoming) -> hyper::Response<Body> {
     match m.poll(now()) {
         Some(Effect::Relay) => {
-            let frames = http_body_util::BodyStream::new(upstream).take_while(|f| std::future::ready(f.is_ok())).filter_map(|f| std::future::ready(f.ok()));
-            response(head, BodyExt::boxed(StreamBody::new(frames.map(Ok::<_, Infallible>))))
+            let held = std::sync::Mutex::new(m);
+            response(head, upstream.map_frame(move |f| (&held, f).1).boxed())
         }
-        Some(Effect::Body(b)) => response(head, Full::new(b).boxed()),
-        _ => response(head, Full::new(Bytes::new()).boxed()),
+        Some(Effect::Body(b)) => response(head, whole(b)),
+        _ => response(head, whole(Bytes::new())),
     }
 }
 

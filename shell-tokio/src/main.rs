@@ -381,8 +381,9 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     }
     // The CRD controllers run whatever --controllers says; the others as it says.
     let c = Controllers::new(args.controllers.clone(), &served.catalog, &loopback, &root_ca, clock::now());
-    tokio::spawn(controllers::run(state.clone(), c));
-    tokio::spawn(catalog::run(state.clone(), served.catalog.clone()));
+    let (discovered, discoveries) = tokio::sync::mpsc::unbounded_channel();
+    tokio::spawn(controllers::run(state.clone(), c, discovered));
+    tokio::spawn(catalog::run(state.clone(), served.catalog.clone(), discoveries));
 
     println!("kapi is serving the Kubernetes API on {server_url} ({store_name})");
     println!("Use it with kubectl:\n  export KUBECONFIG={}\n  kubectl get namespaces", kubeconfig_path.display());

@@ -1,7 +1,7 @@
 //! The core's [`ProxyRequest`] effects: a request to an extension API server over HTTPS (HTTP/2
 //! or HTTP/1.1 by ALPN), with the front-proxy client certificate, the server verified against
-//! the APIService's CA bundle under `<service>.<namespace>.svc` (or not at all with
-//! `insecureSkipTLSVerify`). Only transport lives here: the headers, the address and what the
+//! the APIService's CA bundle (the system's CAs without one) under `<service>.<namespace>.svc`
+//! (or not at all with `insecureSkipTLSVerify`). Only transport lives here: the headers, the address and what the
 //! answer becomes are the core's.
 
 use std::sync::Arc;
@@ -27,6 +27,8 @@ const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 pub struct ProxyClient {
     certs: Vec<CertificateDer<'static>>,
     key: PrivateKeyDer<'static>,
+    /// The system's CAs, which verify a server whose APIService has no `caBundle`.
+    system_roots: RootCertStore,
 }
 
 impl ProxyClient {
@@ -34,7 +36,9 @@ impl ProxyClient {
     pub fn new(cert_pem: &str, key_pem: &str) -> anyhow::Result<ProxyClient> {
         let certs = CertificateDer::pem_slice_iter(cert_pem.as_bytes()).collect::<Result<_, _>>().context("proxy client certificate")?;
         let key = PrivateKeyDer::from_pem_slice(key_pem.as_bytes()).context("proxy client key")?;
-        Ok(ProxyClient { certs, key })
+        let mut system_roots = RootCertStore::empty();
+        system_roots.add_parsable_certificates(rustls_native_certs::load_native_certs().certs);
+        Ok(ProxyClient { certs, key, system_roots })
     }
 
     fn tls(&self, target: &ProxyTarget) -> Result<rustls::ClientConfig, String> {
@@ -42,12 +46,12 @@ impl ProxyClient {
         let builder = rustls::ClientConfig::builder_with_provider(provider.clone()).with_safe_default_protocol_versions().map_err(|e| e.to_string())?;
         let builder = if target.insecure_skip_tls_verify {
             builder.dangerous().with_custom_certificate_verifier(Arc::new(AnyCertificate(provider)))
-        } else {
+        } else if let Some(bundle) = &target.ca_bundle {
             let mut roots = RootCertStore::empty();
-            for c in CertificateDer::pem_slice_iter(target.ca_bundle.as_deref().unwrap_or_default().as_bytes()).flatten() {
-                let _ = roots.add(c);
-            }
+            roots.add_parsable_certificates(CertificateDer::pem_slice_iter(bundle.as_bytes()).flatten());
             builder.with_root_certificates(roots)
+        } else {
+            builder.with_root_certificates(self.system_roots.clone())
         };
         let mut config = builder.with_client_auth_cert(self.certs.clone(), self.key.clone_key()).map_err(|e| e.to_string())?;
         config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];

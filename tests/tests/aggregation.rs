@@ -60,6 +60,9 @@ fn an_extension_server_serves_its_group_through_the_front_server() {
     let out = front.curl(&["-m", "3", &front.url(&format!("{WIDGETS}?watch=1"))]);
     let events = String::from_utf8_lossy(&out.stdout);
     assert_eq!(events.matches("\"type\":\"ADDED\"").count(), 2, "{events}");
+    // kubectl finds the resource in aggregated discovery, as the check last found it.
+    assert!(eventually(Duration::from_secs(10), || front.kubectl(&["get", "widgets"]).status.success()));
+    assert!(front.ok(&["get", "widgets", "w2", "-o", "name"]).contains("widget.example.com/w2"));
     // Discovery lists the group; its version's resources are the extension server's answer.
     assert!(front.ok(&["get", "--raw", "/apis"]).contains("\"name\":\"example.com\""));
     assert!(front.ok(&["get", "--raw", "/apis/example.com/v1"]).contains("\"name\":\"widgets\""));

@@ -2,11 +2,13 @@
 //! APIService's group in `/apis` whether available or not, ordered by `groupPriorityMinimum`
 //! (highest first, then by APIService name), its versions by `versionPriority`, and
 //! `/apis/<group>` answered here for them (`/apis/<group>/<version>` is the extension
-//! server's own answer, proxied).
+//! server's own answer, proxied); and in aggregated discovery with the resources each server
+//! last said it serves ([`Discovered`], which the availability controller's checks keep).
 
 use std::cmp::Reverse;
+use std::collections::BTreeMap;
 
-use serde_json::{Value, json};
+use serde_json::{Map, Value, json};
 
 use super::ApiServices;
 use crate::apiextensions::kube_version_order;
@@ -29,17 +31,18 @@ fn catalog_rank(catalog: &Catalog, group: &str) -> Rank {
         .unwrap_or((Reverse(0), String::new()))
 }
 
-/// A group's versions, most preferred first: the catalog's, and those of APIServices, by
-/// `versionPriority` then kube's version order.
+/// A group's versions, most preferred first: the catalog's, and those of APIServices (whose
+/// `versionPriority` counts for a version both have), by `versionPriority` then kube's
+/// version order.
 fn versions(catalog: &Catalog, apis: &ApiServices, group: &str) -> Vec<String> {
-    let remote: Vec<(i64, &str)> = apis.iter().filter(|a| a.group == group).map(|a| (a.version_priority, a.version.as_str())).collect();
     let local = catalog.versions(group);
-    if remote.is_empty() {
+    if !apis.iter().any(|a| a.group == group) {
         return local.into_iter().map(str::to_string).collect();
     }
-    let mut all: Vec<(i64, &str)> = local.into_iter().map(|v| (apiregistration::priority(group, v).1, v)).chain(remote).collect();
+    let mut priorities: BTreeMap<&str, i64> = local.into_iter().map(|v| (v, apiregistration::priority(group, v).1)).collect();
+    priorities.extend(apis.iter().filter(|a| a.group == group).map(|a| (a.version.as_str(), a.version_priority)));
+    let mut all: Vec<(i64, &str)> = priorities.into_iter().map(|(v, p)| (p, v)).collect();
     all.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| kube_version_order(a.1, b.1)));
-    all.dedup_by(|a, b| a.1 == b.1);
     all.into_iter().map(|(_, v)| v.to_string()).collect()
 }
 
@@ -50,25 +53,18 @@ fn api_group(catalog: &Catalog, apis: &ApiServices, group: &str) -> Value {
     json!({"name": group, "versions": versions, "preferredVersion": preferred})
 }
 
-/// `/apis` with the APIServices' groups among the catalog's.
+/// `/apis` with the APIServices' groups among the catalog's, every group where its highest
+/// ranked APIService puts it.
 pub fn merged_group_list(catalog: &Catalog, apis: &ApiServices) -> Value {
-    if apis.is_empty() {
-        return crate::discovery::api_group_list(catalog);
-    }
     let mut groups: Vec<(Rank, &str)> = catalog.groups().into_iter().filter(|g| !g.is_empty()).map(|g| (catalog_rank(catalog, g), g)).collect();
-    let mut remote: Vec<(Rank, &str)> = Vec::new();
-    for a in apis.iter().filter(|a| !catalog.groups().contains(&a.group.as_str())) {
+    for a in apis.iter() {
         let rank = (Reverse(a.group_priority), a.name.clone());
-        match remote.iter_mut().find(|(_, g)| *g == a.group) {
+        match groups.iter_mut().find(|(_, g)| *g == a.group) {
             Some(entry) => entry.0 = entry.0.clone().min(rank),
-            None => remote.push((rank, &a.group)),
+            None => groups.push((rank, &a.group)),
         }
     }
-    remote.sort();
-    for entry in remote {
-        let at = groups.iter().position(|(rank, _)| *rank > entry.0).unwrap_or(groups.len());
-        groups.insert(at, entry);
-    }
+    groups.sort_by(|a, b| a.0.cmp(&b.0));
     let groups: Vec<Value> = groups.into_iter().map(|(_, g)| api_group(catalog, apis, g)).collect();
     json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": groups})
 }
@@ -83,4 +79,109 @@ pub fn group_document(catalog: &Catalog, apis: &ApiServices, group: &str) -> Opt
     m.insert("kind".into(), json!("APIGroup"));
     m.insert("apiVersion".into(), json!("v1"));
     Some(g)
+}
+
+/// What each Service-backed group version's extension server last said it serves, in
+/// aggregated discovery's form (`apidiscovery.k8s.io/v2` resources); `None` when it could not
+/// be asked, which aggregated discovery shows as `freshness: Stale` with no resources.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Discovered {
+    by_group_version: BTreeMap<(String, String), Option<Vec<Value>>>,
+}
+
+impl Discovered {
+    /// With what `group`/`version`'s server answered now; `None` when that changes nothing.
+    pub fn with(&self, group: &str, version: &str, resources: Option<Vec<Value>>) -> Option<Discovered> {
+        let key = (group.to_string(), version.to_string());
+        if self.by_group_version.get(&key) == Some(&resources) {
+            return None;
+        }
+        let mut next = self.clone();
+        next.by_group_version.insert(key, resources);
+        Some(next)
+    }
+
+    /// Only what `apis` still hand to extension servers.
+    pub fn retain_served(&mut self, apis: &ApiServices) {
+        self.by_group_version.retain(|(g, v), _| apis.iter().any(|a| a.group == *g && a.version == *v));
+    }
+}
+
+/// An extension server's `APIResourceList` as aggregated discovery's resources (kube's
+/// `ConvertGroupVersionIntoToDiscovery`): each resource with its subresources under it.
+pub fn resources_of(list: &Value) -> Vec<Value> {
+    let entries = list.get("resources").and_then(Value::as_array).map(Vec::as_slice).unwrap_or_default();
+    let text = |r: &Value, k: &str| r.get(k).and_then(Value::as_str).unwrap_or_default().to_string();
+    let scope = |r: &Value| if r.get("namespaced").and_then(Value::as_bool).unwrap_or(false) { "Namespaced" } else { "Cluster" };
+    let kind = |r: &Value| json!({"group": text(r, "group"), "version": text(r, "version"), "kind": text(r, "kind")});
+    let mut out: Vec<Value> = Vec::new();
+    for r in entries.iter().filter(|r| !text(r, "name").contains('/')) {
+        let mut m = Map::new();
+        m.insert("resource".into(), json!(text(r, "name")));
+        m.insert("responseKind".into(), kind(r));
+        m.insert("scope".into(), json!(scope(r)));
+        m.insert("singularResource".into(), json!(text(r, "singularName")));
+        m.insert("verbs".into(), r.get("verbs").cloned().unwrap_or(json!([])));
+        for key in ["shortNames", "categories"] {
+            if let Some(v) = r.get(key).filter(|v| v.as_array().is_some_and(|a| !a.is_empty())) {
+                m.insert(key.into(), v.clone());
+            }
+        }
+        out.push(Value::Object(m));
+    }
+    for r in entries {
+        let name = text(r, "name");
+        let Some((parent, sub)) = name.split_once('/') else { continue };
+        let at = match out.iter().position(|o| o["resource"] == parent) {
+            Some(at) => at,
+            None => {
+                out.push(json!({"resource": parent, "responseKind": {"group": "", "version": "", "kind": ""}, "scope": scope(r), "singularResource": "", "verbs": []}));
+                out.len() - 1
+            }
+        };
+        let response_kind = if text(r, "kind").is_empty() { json!({"group": "", "version": "", "kind": ""}) } else { kind(r) };
+        let subresource = json!({"subresource": sub, "responseKind": response_kind, "verbs": r.get("verbs").cloned().unwrap_or(json!([]))});
+        if let Value::Object(o) = &mut out[at] {
+            let subs = o.entry("subresources").or_insert_with(|| json!([]));
+            if let Value::Array(subs) = subs {
+                subs.push(subresource);
+            }
+        }
+    }
+    out
+}
+
+/// Aggregated discovery of the named groups (`/apis`, `apidiscovery.k8s.io/<api_version>`)
+/// with the extension servers' groups among the catalog's: by `groupPriorityMinimum`, then
+/// group name, as kube's aggregated discovery orders them.
+pub fn merged_aggregated(catalog: &Catalog, apis: &ApiServices, discovered: &Discovered, api_version: &str) -> Value {
+    let mut doc = crate::discovery::aggregated(catalog, false, api_version);
+    let rank_of = |g: &str, priority: i64| (Reverse(priority), g.to_string());
+    let mut ranked: Vec<((Reverse<i64>, String), Value)> = Vec::new();
+    if let Some(Value::Array(items)) = doc.get_mut("items") {
+        for item in items.drain(..) {
+            let g = item["metadata"]["name"].as_str().unwrap_or_default().to_string();
+            let priority = catalog.versions(&g).into_iter().map(|v| apiregistration::priority(&g, v).0).max().unwrap_or(1000);
+            ranked.push((rank_of(&g, priority), item));
+        }
+    }
+    let mut remote: BTreeMap<&str, Vec<&super::ApiService>> = BTreeMap::new();
+    for a in apis.iter().filter(|a| !catalog.groups().contains(&a.group.as_str())) {
+        remote.entry(&a.group).or_default().push(a);
+    }
+    for (group, mut versions) in remote {
+        versions.sort_by(|a, b| b.version_priority.cmp(&a.version_priority).then_with(|| kube_version_order(&a.version, &b.version)));
+        let priority = versions.iter().map(|a| a.group_priority).max().unwrap_or_default();
+        let versions: Vec<Value> = versions
+            .iter()
+            .map(|a| match discovered.by_group_version.get(&(a.group.clone(), a.version.clone())) {
+                Some(Some(resources)) => json!({"version": a.version, "resources": resources, "freshness": "Current"}),
+                _ => json!({"version": a.version, "freshness": "Stale"}),
+            })
+            .collect();
+        ranked.push((rank_of(group, priority), json!({"metadata": {"name": group, "creationTimestamp": null}, "versions": versions})));
+    }
+    ranked.sort_by(|a, b| a.0.cmp(&b.0));
+    doc["items"] = Value::Array(ranked.into_iter().map(|(_, item)| item).collect());
+    doc
 }

@@ -17,7 +17,7 @@ use serde_json::Value;
 
 use crate::meta;
 
-pub use discovery::{group_document, merged_group_list};
+pub use discovery::{Discovered, group_document, merged_aggregated, merged_group_list, resources_of};
 pub use proxy::{ProxyHead, ProxyRequest, ProxyTarget, answer_head, outbound_headers, resolve, unavailable};
 
 /// Where an APIService's Service is: `spec.service`.
@@ -83,9 +83,15 @@ pub struct ApiServices {
 }
 
 impl ApiServices {
-    /// Those among `objects` (APIServices) that name a Service.
+    /// Those among `objects` (APIServices) that name a Service, except for the aggregator's own
+    /// group, which kube serves before any proxy (so no APIService can take it over).
     pub fn read<'a>(objects: impl IntoIterator<Item = &'a Value>) -> ApiServices {
-        let by_group_version = objects.into_iter().filter_map(ApiService::read).map(|a| ((a.group.clone(), a.version.clone()), a)).collect();
+        let by_group_version = objects
+            .into_iter()
+            .filter_map(ApiService::read)
+            .filter(|a| a.group != "apiregistration.k8s.io")
+            .map(|a| ((a.group.clone(), a.version.clone()), a))
+            .collect();
         ApiServices { by_group_version }
     }
 

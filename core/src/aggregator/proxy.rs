@@ -19,7 +19,8 @@ pub struct ProxyTarget {
     pub url: String,
     /// The name the server's certificate must have: `<service>.<namespace>.svc`.
     pub server_name: String,
-    /// PEM roots to verify it with; `None` with `insecure_skip_tls_verify`, or the system's.
+    /// PEM roots to verify it with; when `None` (and not `insecure_skip_tls_verify`), the
+    /// system's.
     pub ca_bundle: Option<String>,
     pub insecure_skip_tls_verify: bool,
 }
@@ -51,6 +52,17 @@ fn is_hop_by_hop(name: &str) -> bool {
     HOP_BY_HOP.iter().any(|h| h.eq_ignore_ascii_case(name))
 }
 
+/// The headers a `Connection` header names (lower case), which belong to the connection too.
+fn connection_named(headers: &[(String, String)]) -> Vec<String> {
+    headers.iter().filter(|(k, _)| k.eq_ignore_ascii_case("connection")).flat_map(|(_, v)| v.split(',')).map(|t| t.trim().to_ascii_lowercase()).collect()
+}
+
+/// Impersonation headers: kube acts on them before it proxies (and sends the impersonated
+/// user on); kapi does not impersonate yet, so they go no further than kapi.
+fn is_impersonation(name: &str) -> bool {
+    name.len() >= 12 && name.as_bytes()[..12].eq_ignore_ascii_case(b"impersonate-")
+}
+
 /// The address of `api`'s Service (`service`: the Service object, if it exists), as kube's
 /// cluster-IP resolver finds it; the error is the resolver's.
 pub fn resolve(api: &ApiService, service: Option<&Value>) -> Result<ProxyTarget, String> {
@@ -80,9 +92,10 @@ pub fn resolve(api: &ApiService, service: Option<&Value>) -> Result<ProxyTarget,
     })
 }
 
-/// The headers sent on: the client's, less the connection's and any `X-Remote-*`, plus who
-/// the client is (`X-Remote-User`, `-Uid`, one `X-Remote-Group` per group, `X-Remote-Extra-`
-/// per value) and kube's `X-Forwarded-*`.
+/// The headers sent on: the client's, less the connection's, any `X-Remote-*` and
+/// `Impersonate-*`, plus who the client is (`X-Remote-User`, `-Uid`, one `X-Remote-Group` per
+/// group, `X-Remote-Extra-` per value) and kube's `X-Forwarded-*` (the client's address added
+/// to any `X-Forwarded-For` it sent).
 pub fn outbound_headers(incoming: &[(String, String)], user: &UserInfo, remote_addr: &str, path: &str, host: &str) -> Vec<(String, String)> {
     let remote = |name: &str| {
         [STANDARD_USERNAME, STANDARD_UID, STANDARD_GROUP].iter().any(|h| h.eq_ignore_ascii_case(name))
@@ -91,7 +104,9 @@ pub fn outbound_headers(incoming: &[(String, String)], user: &UserInfo, remote_a
     };
     let forwarded =
         |name: &str| ["host", "x-forwarded-for", "x-forwarded-uri", "x-forwarded-host", "x-forwarded-proto"].iter().any(|h| h.eq_ignore_ascii_case(name));
-    let mut out: Vec<(String, String)> = incoming.iter().filter(|(k, _)| !is_hop_by_hop(k) && !remote(k) && !forwarded(k)).cloned().collect();
+    let named = connection_named(incoming);
+    let kept = |k: &str| !is_hop_by_hop(k) && !named.contains(&k.to_ascii_lowercase()) && !remote(k) && !forwarded(k) && !is_impersonation(k);
+    let mut out: Vec<(String, String)> = incoming.iter().filter(|(k, _)| kept(k)).cloned().collect();
     out.push((STANDARD_USERNAME.into(), user.name.clone()));
     if !user.uid.is_empty() {
         out.push((STANDARD_UID.into(), user.uid.clone()));
@@ -102,8 +117,10 @@ pub fn outbound_headers(incoming: &[(String, String)], user: &UserInfo, remote_a
         out.extend(values.iter().map(|v| (name.clone(), v.clone())));
     }
     let client_ip = remote_addr.rsplit_once(':').map_or(remote_addr, |(ip, _)| ip).trim_matches(['[', ']']);
+    let prior: Vec<&str> = incoming.iter().filter(|(k, _)| k.eq_ignore_ascii_case("x-forwarded-for")).map(|(_, v)| v.as_str()).collect();
     if !client_ip.is_empty() {
-        out.push(("X-Forwarded-For".into(), client_ip.to_string()));
+        let chain = prior.into_iter().chain([client_ip]).collect::<Vec<_>>().join(", ");
+        out.push(("X-Forwarded-For".into(), chain));
     }
     out.push(("X-Forwarded-Uri".into(), path.to_string()));
     out.push(("X-Forwarded-Host".into(), host.to_string()));
@@ -111,17 +128,19 @@ pub fn outbound_headers(incoming: &[(String, String)], user: &UserInfo, remote_a
     out
 }
 
-/// What the client gets for the extension server's answer: its head, less the connection's
-/// headers and CORS grants, with the body relayed (`None`); or, for a redirect, kube's 502 in
-/// its place (`Some(body)`).
+/// What the client gets for the extension server's answer: its head (its `Content-Length`
+/// too: the body is relayed unchanged), less the connection's headers and CORS grants, with the
+/// body relayed (`None`); or, for a redirect, kube's 502 in its place (`Some(body)`).
 pub fn answer_head(upstream: ProxyHead) -> (Head, Option<Bytes>) {
     let location = upstream.headers.iter().any(|(k, v)| k.eq_ignore_ascii_case("location") && !v.is_empty());
     if (300..400).contains(&upstream.status) && location {
-        let head = Head { status: 502, headers: vec![("X-Content-Type-Options".into(), "nosniff".into())] };
+        // Go's `http.Error` without a content type, which its server then sniffs as text.
+        let head = Head::new(502, "text/plain; charset=utf-8").with("X-Content-Type-Options", "nosniff");
         return (head, Some(Bytes::from_static(b"the backend attempted to redirect this request, which is not permitted")));
     }
     let cors = |k: &str| CORS_GRANTS.iter().any(|h| h.eq_ignore_ascii_case(k));
-    let headers = upstream.headers.into_iter().filter(|(k, _)| !is_hop_by_hop(k) && !cors(k) && !k.eq_ignore_ascii_case("content-length")).collect();
+    let named = connection_named(&upstream.headers);
+    let headers = upstream.headers.into_iter().filter(|(k, _)| !is_hop_by_hop(k) && !named.contains(&k.to_ascii_lowercase()) && !cors(k)).collect();
     (Head { status: upstream.status, headers }, None)
 }
 

@@ -48,8 +48,14 @@ fn the_identity_goes_in_headers_and_redirects_are_refused() {
         groups: vec!["dev".into()],
         extra: [("acme.com/team".to_string(), vec!["blue".to_string()])].into(),
     };
-    let incoming =
-        vec![("Accept".to_string(), "application/json".to_string()), ("Connection".into(), "close".into()), ("X-Remote-User".into(), "mallory".into())];
+    let incoming = vec![
+        ("Accept".to_string(), "application/json".to_string()),
+        ("Connection".into(), "close, X-Trace".into()),
+        ("X-Trace".into(), "1".into()),
+        ("X-Remote-User".into(), "mallory".into()),
+        ("Impersonate-User".into(), "root".into()),
+        ("X-Forwarded-For".into(), "192.0.2.1".into()),
+    ];
     let out = outbound_headers(&incoming, &user, "127.0.0.1:5555", "/apis/g/v", "10.0.0.7:443");
     let names: Vec<(&str, &str)> = out.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
     assert_eq!(
@@ -59,7 +65,7 @@ fn the_identity_goes_in_headers_and_redirects_are_refused() {
             ("X-Remote-User", "alice"),
             ("X-Remote-Group", "dev"),
             ("X-Remote-Extra-acme.com%2Fteam", "blue"),
-            ("X-Forwarded-For", "127.0.0.1"),
+            ("X-Forwarded-For", "192.0.2.1, 127.0.0.1"),
             ("X-Forwarded-Uri", "/apis/g/v"),
             ("X-Forwarded-Host", "10.0.0.7:443"),
             ("X-Forwarded-Proto", "https")

@@ -84,12 +84,14 @@ fn csv_fields(line: &str) -> Vec<String> {
 }
 
 /// The user a verified client certificate (DER) stands for.
-fn user_from_certificate(der: &[u8]) -> Option<UserInfo> {
+/// The subject a certificate (DER) names: its common name (empty if it has none) and
+/// organizations.
+fn subject_of(der: &[u8]) -> Option<(String, Vec<String>)> {
     let (_, cert) = x509_parser::parse_x509_certificate(der).ok()?;
     let subject = cert.subject();
-    let name = subject.iter_common_name().next()?.as_str().ok()?.to_string();
+    let name = subject.iter_common_name().next().and_then(|cn| cn.as_str().ok()).unwrap_or_default().to_string();
     let groups = subject.iter_organization().filter_map(|o| o.as_str().ok()).map(str::to_string).collect();
-    Some(UserInfo { name, groups, ..Default::default() })
+    Some((name, groups))
 }
 
 /// The configured authenticators, tried as kube's union authenticator tries them.
@@ -134,10 +136,13 @@ impl Peer {
     /// A connection from `remote_addr` that presented `client_certificate` (DER), if any,
     /// which the CAs in `verified` verified.
     pub fn new(client_certificate: Option<&[u8]>, verified: VerifiedBy, remote_addr: String) -> Peer {
-        let user = client_certificate.and_then(user_from_certificate);
+        let subject = client_certificate.and_then(subject_of);
         Peer {
-            proxy_name: user.as_ref().filter(|_| verified.request_header_ca).map(|u| Arc::from(u.name.as_str())),
-            certificate_user: user.filter(|_| verified.client_ca).map(|u| Arc::new(u.authenticated())),
+            proxy_name: subject.as_ref().filter(|_| verified.request_header_ca).map(|(cn, _)| Arc::from(cn.as_str())),
+            // A certificate without a common name names nobody (kube's x509 authenticator).
+            certificate_user: subject
+                .filter(|(cn, _)| verified.client_ca && !cn.is_empty())
+                .map(|(name, groups)| Arc::new(UserInfo { name, groups, ..Default::default() }.authenticated())),
             remote_addr,
         }
     }

@@ -3,7 +3,9 @@
 //! (present, listening on the port, with endpoints for a ClusterIP Service) and of the
 //! extension server's discovery answer (`GET /apis/<group>/<version>`, any 2xx), on every
 //! change and every 30 seconds, with kube's reasons and messages. Requests for its group
-//! version answer 503 while it is not `True`.
+//! version answer 503 while it is not `True`. What the discovery answer lists is what
+//! aggregated discovery shows of the group version (kube's discovery manager asks the same
+//! server once a minute); a failed check shows it stale.
 
 use bytes::Bytes;
 use jiff::{SignedDuration, Timestamp};
@@ -14,10 +16,13 @@ use crate::aggregator::{self, ApiService, ProxyRequest};
 use crate::apiextensions::naming::set_condition;
 use crate::controllers::reflector::Change;
 use crate::meta;
+use crate::validation::dns1123_subdomain;
 
 pub(super) const API_SERVICES: &str = "/apis/apiregistration.k8s.io/v1/apiservices";
 /// How often each APIService is checked again.
 const RECHECK: SignedDuration = SignedDuration::from_secs(30);
+/// How soon a check due while the last is under way is tried again.
+const BUSY_RETRY: SignedDuration = SignedDuration::from_secs(1);
 
 /// A request of the availability controller.
 #[derive(Clone, Debug, PartialEq)]
@@ -54,9 +59,10 @@ impl Controllers {
         self.in_flight.values().any(|a| matches!(a, Asker::ApiService { name: n, .. } if n == name))
     }
 
-    /// Starts a check of `name`, unless one is under way.
+    /// Starts a check of `name`; one under way is looked at again a while later.
     fn check_api_service(&mut self, now: Timestamp, name: &str) {
         if self.api_service_busy(name) {
+            self.api_checks.insert(name.to_string(), now + BUSY_RETRY);
             return;
         }
         let Some(api) = self.api_services.get(name).and_then(ApiService::read) else {
@@ -64,6 +70,12 @@ impl Controllers {
             return;
         };
         self.api_checks.insert(name.to_string(), now + RECHECK);
+        let svc = &api.service;
+        // A name no Service can have is found by no lookup (and never spliced into a path).
+        if !dns1123_subdomain(&svc.namespace).is_empty() || !dns1123_subdomain(&svc.name).is_empty() {
+            let verdict = ("False", "ServiceNotFound", format!("service/{} in {:?} is not present", svc.name, svc.namespace));
+            return self.conclude(now, name, verdict);
+        }
         let path = format!("/api/v1/namespaces/{}/services/{}", api.service.namespace, api.service.name);
         self.send(Asker::ApiService { name: name.to_string(), step: ApiStep::Service, status: 0, body: Vec::new() }, "GET", path, "", None);
     }
@@ -131,7 +143,12 @@ impl Controllers {
                 }
             }
             ApiStep::Discovery { url } => match status {
-                200..=299 => ("True", "Passed", "all checks passed".to_string()),
+                200..=299 => {
+                    let list: Value = serde_json::from_slice(body).unwrap_or(Value::Null);
+                    let resources = list.get("resources").is_some().then(|| aggregator::resources_of(&list));
+                    self.effects.push_back(ControllerEffect::Discovered { group: api.group.clone(), version: api.version.clone(), resources });
+                    ("True", "Passed", "all checks passed".to_string())
+                }
                 _ => ("False", "FailedDiscoveryCheck", format!("failing or missing response from {url}: bad status from {url}: {status}")),
             },
         };
@@ -169,6 +186,11 @@ impl Controllers {
     /// new (its transition time moves only when its status does).
     fn conclude(&mut self, now: Timestamp, name: &str, (status, reason, message): Verdict) {
         let Some(current) = self.api_services.get(name) else { return };
+        if status != "True"
+            && let Some(api) = ApiService::read(current)
+        {
+            self.effects.push_back(ControllerEffect::Discovered { group: api.group, version: api.version, resources: None });
+        }
         let mut next = current.clone();
         set_condition(&mut next, "Available", (status, reason, message), now);
         if next.get("status") == current.get("status") {

@@ -107,6 +107,9 @@ pub enum ControllerEffect {
     /// Send this request to an extension server (with the front-proxy client certificate,
     /// within 5 seconds) and feed back its answer, or [`ControllerEvent::Failed`].
     Probe { id: RequestId, request: Box<crate::aggregator::ProxyRequest> },
+    /// What the extension server of `group`/`version` serves, in aggregated discovery's form
+    /// (`None`: it could not be asked): serve it in discovery (`Served::with_discovered`).
+    Discovered { group: String, version: String, resources: Option<Vec<Value>> },
 }
 
 /// One step of the work on a namespace.

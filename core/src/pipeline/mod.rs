@@ -37,7 +37,7 @@ use std::sync::{Arc, OnceLock};
 use bytes::Bytes;
 use jiff::{SignedDuration, Timestamp};
 
-use crate::aggregator::{ApiServices, ProxyHead, ProxyRequest};
+use crate::aggregator::{ApiServices, Discovered, ProxyHead, ProxyRequest};
 use crate::auth::{Authenticator, Authorizer, Peer, UserInfo};
 use crate::cache::{ReadRequest, ReadResult, WatchParams};
 use crate::catalog::{Catalog, Resource};
@@ -107,23 +107,37 @@ pub struct Served {
     pub catalog: Catalog,
     /// The APIServices whose group versions extension servers serve.
     pub api_services: ApiServices,
+    /// What those servers last said they serve.
+    pub discovered: Discovered,
     docs: OnceLock<Docs>,
 }
 
 impl Served {
     pub fn new(catalog: Catalog) -> Arc<Served> {
-        Served::with(catalog, ApiServices::default())
+        Served::with(catalog, ApiServices::default(), Discovered::default())
     }
 
-    fn with(catalog: Catalog, api_services: ApiServices) -> Arc<Served> {
-        Arc::new(Served { catalog, api_services, docs: OnceLock::new() })
+    fn with(catalog: Catalog, api_services: ApiServices, discovered: Discovered) -> Arc<Served> {
+        Arc::new(Served { catalog, api_services, discovered, docs: OnceLock::new() })
     }
 
     /// What the server serves once the APIServices in `objects` (the published state of their
     /// watch cache) are taken in; `None` when that is what it serves already.
     pub fn with_api_services<'a>(&self, objects: impl IntoIterator<Item = &'a serde_json::Value>) -> Option<Arc<Served>> {
         let api_services = ApiServices::read(objects);
-        (api_services != self.api_services).then(|| Served::with(self.catalog.clone(), api_services))
+        if api_services == self.api_services {
+            return None;
+        }
+        let mut discovered = self.discovered.clone();
+        discovered.retain_served(&api_services);
+        Some(Served::with(self.catalog.clone(), api_services, discovered))
+    }
+
+    /// What the server serves once the extension server of `group`/`version` said it serves
+    /// `resources` (`None`: it could not be asked); `None` when that is what it knew.
+    pub fn with_discovered(&self, group: &str, version: &str, resources: Option<Vec<serde_json::Value>>) -> Option<Arc<Served>> {
+        let discovered = self.discovered.with(group, version, resources)?;
+        Some(Served::with(self.catalog.clone(), self.api_services.clone(), discovered))
     }
 
     /// What the server serves once the CustomResourceDefinitions in `crds` (the published state
@@ -132,11 +146,11 @@ impl Served {
     pub fn with_crds(&self, builtins: &Catalog, crds: &crate::cache::Snapshot) -> Option<Arc<Served>> {
         let objects: Vec<serde_json::Value> = crds.objects.values().map(|o| o.value()).collect();
         let catalog = crate::apiextensions::catalog_with(builtins, &self.catalog, &objects);
-        (!catalog.same_entries(&self.catalog)).then(|| Served::with(catalog, self.api_services.clone()))
+        (!catalog.same_entries(&self.catalog)).then(|| Served::with(catalog, self.api_services.clone(), self.discovered.clone()))
     }
 
     fn docs(&self, server_address: &str) -> &Docs {
-        self.docs.get_or_init(|| Docs::new(server_address, &self.catalog, &self.api_services))
+        self.docs.get_or_init(|| Docs::new(server_address, &self.catalog, &self.api_services, &self.discovered))
     }
 }
 
@@ -243,6 +257,8 @@ pub struct RequestMachine {
     server: Arc<Server>,
     served: Arc<Served>,
     req: Request,
+    /// The path as the client wrote it (`req.path` is decoded), which a proxied request keeps.
+    raw_path: String,
     rng: Rng,
     deadline: Timestamp,
     responded: bool,
@@ -268,6 +284,7 @@ impl RequestMachine {
             server,
             served,
             req,
+            raw_path: String::new(),
             rng: Rng::new(seed),
             deadline: now + REQUEST_TIMEOUT,
             responded: false,
@@ -292,7 +309,7 @@ impl RequestMachine {
     /// authentication, the in-flight limit; then the handler, which authorizes.
     fn start(&mut self, now: Timestamp) {
         match query::decode_path(&self.req.path) {
-            Some(path) => self.req.path = path,
+            Some(path) => self.raw_path = std::mem::replace(&mut self.req.path, path),
             None => return self.respond(Head::new(400, "text/plain; charset=utf-8"), Bytes::from_static(b"400 Bad Request")),
         }
         let query = Query::parse(&self.req.query);
@@ -396,6 +413,9 @@ impl RequestMachine {
                 }
             }
             if !self.responded && now >= self.deadline && !matches!(self.stage, handlers::Stage::Done) {
+                if self.proxy_timed_out() {
+                    continue;
+                }
                 self.fail(&ApiError::timeout("request did not complete within the allotted timeout", 0));
                 continue;
             }

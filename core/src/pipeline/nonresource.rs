@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 use super::Health;
 use super::query::Query;
 use super::respond::{Head, status_body};
-use crate::aggregator::{self, ApiServices};
+use crate::aggregator::{self, ApiServices, Discovered};
 use crate::catalog::Catalog;
 use crate::codec::negotiate::parse_accept;
 use crate::codec::{self, Format};
@@ -28,12 +28,11 @@ pub struct Docs {
 }
 
 impl Docs {
-    pub fn new(server_address: &str, catalog: &crate::catalog::Catalog, apis: &ApiServices) -> Docs {
+    pub fn new(server_address: &str, catalog: &crate::catalog::Catalog, apis: &ApiServices, discovered: &Discovered) -> Docs {
         let mut aggregated = BTreeMap::new();
-        for legacy in [true, false] {
-            for v in ["v2", "v2beta1"] {
-                aggregated.insert((legacy, v), kube_json(&discovery::aggregated(catalog, legacy, v)));
-            }
+        for v in ["v2", "v2beta1"] {
+            aggregated.insert((true, v), kube_json(&discovery::aggregated(catalog, true, v)));
+            aggregated.insert((false, v), kube_json(&aggregator::merged_aggregated(catalog, apis, discovered, v)));
         }
         let v2 = openapi::v2(catalog);
         let v3_docs = openapi::v3_documents(catalog);

@@ -23,7 +23,7 @@ impl RequestMachine {
         if !api.available {
             return self.plain(503, "service unavailable");
         }
-        if self.req.path.trim_end_matches('/').split('/').count() == 4 {
+        if is_discovery(&self.req.path) {
             self.deadline = self.deadline.min(now + DISCOVERY_TIMEOUT);
         }
         let Some(services) = self.served.catalog.get("", "v1", "services").cloned() else { return self.plain(503, "service unavailable") };
@@ -44,7 +44,7 @@ impl RequestMachine {
             Err(_) => return self.plain(503, "service unavailable"),
         };
         let host = target.url.trim_start_matches("https://").to_string();
-        let path_and_query = if self.req.query.is_empty() { self.req.path.clone() } else { format!("{}?{}", self.req.path, self.req.query) };
+        let path_and_query = if self.req.query.is_empty() { self.raw_path.clone() } else { format!("{}?{}", self.raw_path, self.req.query) };
         let headers = aggregator::outbound_headers(&self.req.headers, &self.user, &self.req.peer.remote_addr, &self.req.path, &host);
         let request = ProxyRequest { target, method: self.req.method.clone(), path_and_query, headers, body: self.req.body.clone() };
         self.out.push_back(Effect::Proxy(Box::new(request)));
@@ -67,9 +67,24 @@ impl RequestMachine {
         }
     }
 
+    /// At the deadline: a discovery request to an extension server is answered as kube's proxy
+    /// answers the end of its 5 seconds (true); any other request as every request is.
+    pub(in crate::pipeline) fn proxy_timed_out(&mut self) -> bool {
+        if !(is_discovery(&self.req.path) && matches!(self.stage, Stage::ProxyResolve { .. } | Stage::Proxying)) {
+            return false;
+        }
+        self.plain(503, "error trying to reach service: context deadline exceeded");
+        true
+    }
+
     /// kube-aggregator's own error answer: plain text.
     fn plain(&mut self, status: u16, message: &str) {
         let (head, body) = aggregator::unavailable(status, message);
         self.respond(head, body);
     }
+}
+
+/// Whether a path is a group version's discovery (`/apis/<group>/<version>`).
+fn is_discovery(path: &str) -> bool {
+    path.trim_end_matches('/').split('/').count() == 4
 }
