@@ -44,3 +44,8 @@ fn the_doubling_json_patch_is_bounded() {
     data.extend([5u8; 30]);
     kapi_sim::fuzzing::patch(&data);
 }
+
+#[test]
+fn random_api_services_and_extension_server_answers_get_well_formed_answers() {
+    random_inputs(300, 1024, kapi_sim::fuzzing::aggregation);
+}

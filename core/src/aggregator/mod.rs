@@ -106,6 +106,9 @@ impl ApiServices {
     /// The APIService a request path belongs to: `/apis/<group>/<version>` and below (the
     /// core group's `/api/v1` is never an extension server's).
     pub fn route(&self, path: &str) -> Option<&ApiService> {
+        if self.by_group_version.is_empty() {
+            return None;
+        }
         let rest = path.strip_prefix("/apis/")?;
         let mut parts = rest.splitn(3, '/');
         let (group, version) = (parts.next()?, parts.next()?);

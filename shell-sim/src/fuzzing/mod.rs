@@ -3,7 +3,8 @@
 //! suite runs them on seeded random inputs. [`request`] shapes any request; [`patch`] and
 //! [`apply`] (in `writes.rs`) shape patches of every type and server-side apply
 //! configurations, with the few-byte encodings that let a fuzzer reach big documents;
-//! [`custom_resources`] (in `schemas.rs`) generated CRD schemas and objects of them.
+//! [`custom_resources`] (in `schemas.rs`) generated CRD schemas and objects of them;
+//! [`aggregation`] (in `aggregation.rs`) APIServices and what extension servers answer.
 
 use std::cell::RefCell;
 
@@ -13,9 +14,11 @@ use kapi_core::pipeline::Request;
 
 use crate::{ADMIN_TOKEN, World, default_server, epoch};
 
+mod aggregation;
 mod schemas;
 mod writes;
 
+pub use aggregation::aggregation;
 pub use schemas::{THROUGH_THE_PIPELINE, custom_resources};
 pub use writes::{apply, patch};
 
