@@ -312,6 +312,14 @@ impl World {
         self.settle();
     }
 
+    /// Has the controllers publish `trust` in `extension-apiserver-authentication`.
+    pub fn publish_authentication_trust(&mut self, trust: kapi_core::controllers::AuthenticationTrust) {
+        if let Some(c) = &mut self.controllers {
+            c.publish_authentication_trust(trust, self.now);
+        }
+        self.settle();
+    }
+
     /// Lets time pass, firing the caches' and the controllers' timers.
     pub fn advance(&mut self, d: SignedDuration) {
         self.now += d;

@@ -178,3 +178,50 @@ fn no_api_service_takes_over_the_aggregators_own_group() {
     assert_eq!(r.json()["kind"], "APIServiceList");
     assert!(seen.lock().unwrap().iter().all(|req| !req.path_and_query.starts_with(API_SERVICES)));
 }
+
+#[test]
+fn extension_servers_learn_whom_to_trust_from_a_configmap() {
+    use kapi_core::auth::RequestHeader;
+    use kapi_core::controllers::AuthenticationTrust;
+    let cert = |cn: &str| {
+        let key = rcgen::KeyPair::generate().unwrap();
+        let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+        params.distinguished_name.push(rcgen::DnType::CommonName, cn);
+        params.self_signed(&key).unwrap().pem()
+    };
+    let (client_ca, proxy_ca) = (cert("client-ca"), cert("front-proxy-ca"));
+    let rh = RequestHeader {
+        allowed_names: vec!["front-proxy-client".into()],
+        username_headers: vec!["X-Remote-User".into()],
+        uid_headers: vec![],
+        group_headers: vec!["X-Remote-Group".into()],
+        extra_prefixes: vec!["X-Remote-Extra-".into()],
+    };
+    let mut w = World::new(default_server(), epoch(), 3);
+    w.start_controllers(Enabled::NONE);
+    w.publish_authentication_trust(AuthenticationTrust { client_ca: client_ca.clone(), request_header: Some((proxy_ca.clone(), rh)) });
+    const CM: &str = "/api/v1/namespaces/kube-system/configmaps/extension-apiserver-authentication";
+    let data = w.call("GET", CM, "", None, "").json()["data"].clone();
+    assert_eq!(data["client-ca-file"], client_ca.replace("\r\n", "\n"));
+    assert_eq!(data["requestheader-client-ca-file"], proxy_ca.replace("\r\n", "\n"));
+    assert_eq!(data["requestheader-allowed-names"], "[\"front-proxy-client\"]");
+    assert_eq!(data["requestheader-username-headers"], "[\"X-Remote-User\"]");
+    assert_eq!(data["requestheader-uid-headers"], "[]");
+    assert_eq!(data["requestheader-extra-headers-prefix"], "[\"X-Remote-Extra-\"]");
+
+    // Another server's names and CAs stay; this server's are added where missing.
+    let mut cm = w.call("GET", CM, "", None, "").json();
+    let other = cert("other-ca");
+    cm["data"]["requestheader-allowed-names"] = json!("[\"aggregator\"]");
+    cm["data"]["client-ca-file"] = json!(other.clone());
+    assert_eq!(w.call("PUT", CM, "", Some(&cm), "application/json").head.status, 200);
+    w.advance(SignedDuration::from_secs(61));
+    let data = w.call("GET", CM, "", None, "").json()["data"].clone();
+    assert_eq!(data["requestheader-allowed-names"], "[\"aggregator\",\"front-proxy-client\"]");
+    assert_eq!(data["client-ca-file"], format!("{}{}", other.replace("\r\n", "\n"), client_ca.replace("\r\n", "\n")));
+
+    // Deleted, it comes back.
+    assert_eq!(w.call("DELETE", CM, "", None, "").head.status, 200);
+    w.advance(SignedDuration::from_secs(61));
+    assert_eq!(w.call("GET", CM, "", None, "").head.status, 200);
+}

@@ -25,7 +25,7 @@ use clap::{Args, Parser, Subcommand};
 use kapi_core::auth::{Authenticator, Authorizer, RequestHeader, TokenFile};
 use kapi_core::bootstrap::{Bootstrap, BootstrapEffect};
 use kapi_core::catalog::Catalog;
-use kapi_core::controllers::{Controllers, Enabled};
+use kapi_core::controllers::{AuthenticationTrust, Controllers, Enabled};
 use kapi_core::pipeline::{Served, Server};
 use kapi_core::resources::services::ServiceRanges;
 use kapi_core::resources::{RuntimeConfig, Settings, catalog};
@@ -326,6 +326,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         None => pki.ca_cert.clone(),
     };
     let loopback = format!("{:016x}{:016x}", clock::seed(), clock::seed());
+    let trust = AuthenticationTrust { client_ca: client_ca.clone(), request_header: Some((request_header_ca.clone(), request_header.clone())) };
     let authenticator = Authenticator { tokens, loopback: Some(loopback.clone()), request_header: Some(request_header) };
     let served = Served::new(catalog(&settings));
     let mut server = Server::new(authenticator, Authorizer::AlwaysAllow, &args.etcd_prefix, &format!("{advertise}:{}", args.secure_port));
@@ -380,7 +381,8 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         tokio::spawn(compact(store.clone(), jiff::SignedDuration::from_secs(compaction_interval)));
     }
     // The CRD controllers run whatever --controllers says; the others as it says.
-    let c = Controllers::new(args.controllers.clone(), &served.catalog, &loopback, &root_ca, clock::now());
+    let mut c = Controllers::new(args.controllers.clone(), &served.catalog, &loopback, &root_ca, clock::now());
+    c.publish_authentication_trust(trust, clock::now());
     let (discovered, discoveries) = tokio::sync::mpsc::unbounded_channel();
     tokio::spawn(controllers::run(state.clone(), c, discovered));
     tokio::spawn(catalog::run(state.clone(), served.catalog.clone(), discoveries));

@@ -32,6 +32,12 @@ fn available(front: &Kapi) -> String {
 fn an_extension_server_serves_its_group_through_the_front_server() {
     let front = Kapi::start();
     let ca = front.data_dir().join("pki/front-proxy-ca.crt");
+    // What an extension server reads to trust the front server's proxy.
+    let trust = || front.kubectl(&["get", "configmap", "-n", "kube-system", "extension-apiserver-authentication", "-o", "json"]);
+    assert!(eventually(Duration::from_secs(10), || trust().status.success()));
+    let data = serde_json::from_slice::<Value>(&trust().stdout).unwrap()["data"].clone();
+    assert_eq!(data["requestheader-client-ca-file"], std::fs::read_to_string(&ca).unwrap());
+    assert_eq!(data["requestheader-allowed-names"], "[\"front-proxy-client\"]");
     let ext = Kapi::start_with(&["--requestheader-client-ca-file", ca.to_str().unwrap()]);
     let crd = json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition", "metadata": {"name": "widgets.example.com"},
         "spec": {"group": "example.com", "scope": "Namespaced", "names": {"plural": "widgets", "kind": "Widget"},

@@ -10,7 +10,8 @@
 //! Whatever `--controllers` says, the apiextensions server's controllers run (`crds.rs`): every
 //! CustomResourceDefinition gets its `acceptedNames`, `NamesAccepted` and `Established`, which
 //! is what makes its resources served, and a deleted one its resources deleted first; and so
-//! does the aggregator's availability controller (`apiservices.rs`).
+//! does the aggregator's availability controller (`apiservices.rs`), and, once the shell asks
+//! for it, the publisher of `extension-apiserver-authentication` (`authentication_trust.rs`).
 //!
 //! They are API clients: every read and write is an HTTP request through the request pipeline
 //! with the server's loopback token, exactly as kube-controller-manager would make from outside.
@@ -24,6 +25,7 @@
 //! [`Controllers::poll_timeout`].
 
 mod apiservices;
+mod authentication_trust;
 mod crds;
 mod namespace;
 mod reflector;
@@ -35,6 +37,8 @@ use jiff::{SignedDuration, Timestamp};
 use serde_json::{Value, json};
 
 use self::apiservices::{API_SERVICES, ApiStep};
+pub use self::authentication_trust::AuthenticationTrust;
+use self::authentication_trust::TrustStep;
 pub use self::crds::CLEANUP_FINALIZER;
 use self::crds::{CRDS, CrdStep};
 use self::namespace::{Collection, Tally};
@@ -167,6 +171,7 @@ enum Asker {
     Namespace { name: String, step: Step, status: u16, body: Vec<u8> },
     Crd { name: String, step: CrdStep, status: u16, body: Vec<u8> },
     ApiService { name: String, step: ApiStep, status: u16, body: Vec<u8> },
+    Trust { step: TrustStep, status: u16, body: Vec<u8> },
 }
 
 pub struct Controllers {
@@ -188,6 +193,8 @@ pub struct Controllers {
     api_services: BTreeMap<String, Value>,
     /// When each APIService backed by a Service is checked next.
     api_checks: BTreeMap<String, Timestamp>,
+    /// What this server publishes in `extension-apiserver-authentication`, and when it looks next.
+    trust: Option<(AuthenticationTrust, Timestamp)>,
     /// The work left per namespace; one request in flight per namespace.
     work: BTreeMap<String, VecDeque<Step>>,
     /// Namespaces that changed while a request for them was in flight: plan again after it.
@@ -228,6 +235,7 @@ impl Controllers {
             crd_retry: BTreeMap::new(),
             api_services: BTreeMap::new(),
             api_checks: BTreeMap::new(),
+            trust: None,
             work: BTreeMap::new(),
             stale: BTreeSet::new(),
             in_flight: BTreeMap::new(),
@@ -319,12 +327,16 @@ impl Controllers {
         match event {
             ControllerEvent::Head { id, status: code } => match self.in_flight.get_mut(&id) {
                 Some(Asker::Reflector(i)) => self.reflectors[*i].1.head(code),
-                Some(Asker::Namespace { status, .. } | Asker::Crd { status, .. } | Asker::ApiService { status, .. }) => *status = code,
+                Some(Asker::Namespace { status, .. } | Asker::Crd { status, .. } | Asker::ApiService { status, .. } | Asker::Trust { status, .. }) => {
+                    *status = code
+                }
                 None => {}
             },
             ControllerEvent::Body { id, chunk } => match self.in_flight.get_mut(&id) {
                 Some(Asker::Reflector(i)) => self.reflectors[*i].1.body(&chunk),
-                Some(Asker::Namespace { body, .. } | Asker::Crd { body, .. } | Asker::ApiService { body, .. }) => body.extend_from_slice(&chunk),
+                Some(Asker::Namespace { body, .. } | Asker::Crd { body, .. } | Asker::ApiService { body, .. } | Asker::Trust { body, .. }) => {
+                    body.extend_from_slice(&chunk)
+                }
                 None => {}
             },
             ControllerEvent::End { id } => match self.in_flight.remove(&id) {
@@ -345,6 +357,7 @@ impl Controllers {
                     self.crd_answered(now, &name, step, status, body);
                 }
                 Some(Asker::ApiService { name, step, status, body }) => self.api_service_answered(now, &name, step, status, &body),
+                Some(Asker::Trust { step, status, body }) => self.trust_answered(now, step, status, &body),
                 None => {}
             },
             ControllerEvent::Failed { id, error } => {
@@ -502,6 +515,7 @@ impl Controllers {
         }
         self.crd_retries_due(now);
         self.api_service_checks_due(now);
+        self.trust_due(now);
         // A namespace busy with its last requests keeps its retry until they are answered.
         let due: Vec<String> = self.retry.iter().filter(|(ns, at)| **at <= now && !self.busy(ns)).map(|(ns, _)| ns.clone()).collect();
         for ns in due {
