@@ -372,8 +372,8 @@ impl World {
                 progress = true;
                 let (id, request) = match effect {
                     ControllerEffect::Request { id, request } => (id, request),
-                    ControllerEffect::Discovered { group, version, resources } => {
-                        if let Some(next) = self.served.with_discovered(&group, &version, resources) {
+                    ControllerEffect::Discovered { group, version, discovery } => {
+                        if let Some(next) = self.served.with_discovered(&group, &version, discovery) {
                             self.served = next;
                         }
                         continue;

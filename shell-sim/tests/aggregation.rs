@@ -28,6 +28,10 @@ fn world(down: Arc<Mutex<bool>>) -> (World, Seen) {
         }
         record.lock().unwrap().push(req.clone());
         let head = ProxyHead { status: 200, headers: vec![("Content-Type".into(), "application/json".into()), ("Connection".into(), "keep-alive".into())] };
+        if req.path_and_query == "/openapi/v3" {
+            let index = json!({"paths": {"apis/metrics.example.com/v1beta1": {"serverRelativeURL": "/openapi/v3/apis/metrics.example.com/v1beta1?hash=AB12"}}});
+            return Ok((head, Bytes::from(index.to_string())));
+        }
         if req.path_and_query == "/apis/metrics.example.com/v1beta1" {
             let list = json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": "metrics.example.com/v1beta1", "resources": [
                 {"name": "things", "singularName": "thing", "namespaced": true, "kind": "Thing", "verbs": ["get", "list"], "shortNames": ["th"]},
@@ -92,8 +96,9 @@ fn an_api_service_is_checked_and_its_group_version_proxied() {
     assert_eq!(post(&mut w, "/api/v1/namespaces/default/services", svc), 201);
     w.advance(SignedDuration::from_secs(31));
     assert_eq!(available(&mut w), ("True".into(), "Passed".into(), "all checks passed".into()));
-    let check = seen.lock().unwrap().last().cloned().unwrap();
-    assert_eq!(check.path_and_query, "/apis/metrics.example.com/v1beta1");
+    let checks: Vec<String> = seen.lock().unwrap().iter().map(|r| r.path_and_query.clone()).collect();
+    assert_eq!(checks[..2], ["/apis/metrics.example.com/v1beta1", "/openapi/v3"], "the discovery answer, then the OpenAPI index");
+    let check = seen.lock().unwrap()[0].clone();
     // What the check's answer lists is in aggregated discovery, which kubectl reads.
     assert_eq!(
         aggregated(&mut w),
@@ -103,6 +108,13 @@ fn an_api_service_is_checked_and_its_group_version_proxied() {
     );
     assert_eq!(check.target.url, "https://metrics.example.net:443");
     assert_eq!(check.target.server_name, "metrics.default.svc");
+
+    // Its OpenAPI v3 document is listed where the server says, and fetched from it.
+    let index = w.call("GET", "/openapi/v3", "", None, "").json();
+    assert_eq!(index["paths"]["apis/metrics.example.com/v1beta1"]["serverRelativeURL"], "/openapi/v3/apis/metrics.example.com/v1beta1?hash=AB12");
+    assert!(index["paths"]["apis/apps/v1"].is_object(), "kapi's own documents are listed too");
+    assert_eq!(w.call("GET", "/openapi/v3/apis/metrics.example.com/v1beta1", "hash=AB12", None, "").head.status, 200);
+    assert_eq!(seen.lock().unwrap().last().unwrap().path_and_query, "/openapi/v3/apis/metrics.example.com/v1beta1?hash=AB12");
 
     // Proxied: path and query as sent, the admin named in headers, the answer relayed without
     // its connection headers.

@@ -15,10 +15,10 @@ use kapi_core::catalog::Catalog;
 
 use tokio::sync::{Notify, mpsc};
 
-use crate::controllers::Discovery;
+use crate::controllers::Learned;
 use crate::http::State;
 
-pub async fn run(state: Arc<State>, builtins: Catalog, mut discovered: mpsc::UnboundedReceiver<Discovery>) {
+pub async fn run(state: Arc<State>, builtins: Catalog, mut discovered: mpsc::UnboundedReceiver<Learned>) {
     const CRDS: (&str, &str, &str) = ("apiextensions.k8s.io", "v1", "customresourcedefinitions");
     const API_SERVICES: (&str, &str, &str) = ("apiregistration.k8s.io", "v1", "apiservices");
     let published = |(g, v, r): (&str, &str, &str)| state.caches.published(g, v, r);
@@ -29,8 +29,8 @@ pub async fn run(state: Arc<State>, builtins: Catalog, mut discovered: mpsc::Unb
         tokio::select! {
             _ = notified(&crds_changed) => {}
             _ = notified(&apis_changed) => {}
-            Some((group, version, resources)) = discovered.recv() => {
-                if let Some(next) = state.served.load().with_discovered(&group, &version, resources) {
+            Some((group, version, discovery)) = discovered.recv() => {
+                if let Some(next) = state.served.load().with_discovered(&group, &version, discovery) {
                     state.served.store(next);
                 }
                 continue;

@@ -14,9 +14,9 @@ use crate::clock::{instant_of, now};
 use crate::http::{State, call};
 
 /// What an extension server serves (group, version, resources), for the catalog task.
-pub type Discovery = (String, String, Option<Vec<serde_json::Value>>);
+pub type Learned = (String, String, kapi_core::aggregator::Discovery);
 
-pub async fn run(state: Arc<State>, mut controllers: Controllers, discovered: mpsc::UnboundedSender<Discovery>) {
+pub async fn run(state: Arc<State>, mut controllers: Controllers, discovered: mpsc::UnboundedSender<Learned>) {
     let (tx, mut rx) = mpsc::unbounded_channel();
     // Which catalog they were handed, without keeping it (a replaced catalog's caches stop
     // once nothing holds it).
@@ -36,8 +36,8 @@ pub async fn run(state: Arc<State>, mut controllers: Controllers, discovered: mp
                 ControllerEffect::Probe { id, request } => {
                     tokio::spawn(probe(state.clone(), id, *request, tx.clone()));
                 }
-                ControllerEffect::Discovered { group, version, resources } => {
-                    let _ = discovered.send((group, version, resources));
+                ControllerEffect::Discovered { group, version, discovery } => {
+                    let _ = discovered.send((group, version, discovery));
                 }
             }
         }

@@ -69,6 +69,8 @@ fn an_extension_server_serves_its_group_through_the_front_server() {
     // kubectl finds the resource in aggregated discovery, as the check last found it.
     assert!(eventually(Duration::from_secs(10), || front.kubectl(&["get", "widgets"]).status.success()));
     assert!(front.ok(&["get", "widgets", "w2", "-o", "name"]).contains("widget.example.com/w2"));
+    // kubectl explain reads the extension server's OpenAPI v3 document through the front one.
+    assert!(eventually(Duration::from_secs(10), || String::from_utf8_lossy(&front.kubectl(&["explain", "widgets"]).stdout).contains("KIND:       Widget")));
     // Discovery lists the group; its version's resources are the extension server's answer.
     assert!(front.ok(&["get", "--raw", "/apis"]).contains("\"name\":\"example.com\""));
     assert!(front.ok(&["get", "--raw", "/apis/example.com/v1"]).contains("\"name\":\"widgets\""));

@@ -81,29 +81,48 @@ pub fn group_document(catalog: &Catalog, apis: &ApiServices, group: &str) -> Opt
     Some(g)
 }
 
-/// What each Service-backed group version's extension server last said it serves, in
-/// aggregated discovery's form (`apidiscovery.k8s.io/v2` resources); `None` when it could not
-/// be asked, which aggregated discovery shows as `freshness: Stale` with no resources.
+/// What an extension server last said of one group version.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Discovery {
+    /// Its resources in aggregated discovery's form (`apidiscovery.k8s.io/v2`); `None` when it
+    /// could not be asked, which aggregated discovery shows as `freshness: Stale`.
+    pub resources: Option<Vec<Value>>,
+    /// Where its OpenAPI v3 document is (`serverRelativeURL` in its `/openapi/v3`), if known.
+    pub openapi: Option<String>,
+}
+
+/// What each Service-backed group version's extension server last said.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Discovered {
-    by_group_version: BTreeMap<(String, String), Option<Vec<Value>>>,
+    by_group_version: BTreeMap<(String, String), Discovery>,
 }
 
 impl Discovered {
-    /// With what `group`/`version`'s server answered now; `None` when that changes nothing.
-    pub fn with(&self, group: &str, version: &str, resources: Option<Vec<Value>>) -> Option<Discovered> {
+    /// With what `group`/`version`'s server said now; `None` when that changes nothing.
+    pub fn with(&self, group: &str, version: &str, discovery: Discovery) -> Option<Discovered> {
         let key = (group.to_string(), version.to_string());
-        if self.by_group_version.get(&key) == Some(&resources) {
+        if self.by_group_version.get(&key) == Some(&discovery) {
             return None;
         }
         let mut next = self.clone();
-        next.by_group_version.insert(key, resources);
+        next.by_group_version.insert(key, discovery);
         Some(next)
     }
 
     /// Only what `apis` still hand to extension servers.
     pub fn retain_served(&mut self, apis: &ApiServices) {
         self.by_group_version.retain(|(g, v), _| apis.iter().any(|a| a.group == *g && a.version == *v));
+    }
+
+    /// Adds to an OpenAPI v3 index (`{"paths": {...}}`) the documents extension servers
+    /// serve, under the `serverRelativeURL`s they gave; those requests are proxied to them.
+    pub fn add_openapi_paths(&self, index: &mut Value) {
+        let Some(Value::Object(paths)) = index.get_mut("paths") else { return };
+        for ((g, v), d) in &self.by_group_version {
+            if let Some(url) = &d.openapi {
+                paths.insert(format!("apis/{g}/{v}"), json!({"serverRelativeURL": url}));
+            }
+        }
     }
 }
 
@@ -174,9 +193,9 @@ pub fn merged_aggregated(catalog: &Catalog, apis: &ApiServices, discovered: &Dis
         let priority = versions.iter().map(|a| a.group_priority).max().unwrap_or_default();
         let versions: Vec<Value> = versions
             .iter()
-            .map(|a| match discovered.by_group_version.get(&(a.group.clone(), a.version.clone())) {
-                Some(Some(resources)) => json!({"version": a.version, "resources": resources, "freshness": "Current"}),
-                _ => json!({"version": a.version, "freshness": "Stale"}),
+            .map(|a| match discovered.by_group_version.get(&(a.group.clone(), a.version.clone())).and_then(|d| d.resources.as_ref()) {
+                Some(resources) => json!({"version": a.version, "resources": resources, "freshness": "Current"}),
+                None => json!({"version": a.version, "freshness": "Stale"}),
             })
             .collect();
         ranked.push((rank_of(group, priority), json!({"metadata": {"name": group, "creationTimestamp": null}, "versions": versions})));

@@ -17,7 +17,7 @@ use serde_json::Value;
 
 use crate::meta;
 
-pub use discovery::{Discovered, group_document, merged_aggregated, merged_group_list, resources_of};
+pub use discovery::{Discovered, Discovery, group_document, merged_aggregated, merged_group_list, resources_of};
 pub use proxy::{ProxyHead, ProxyRequest, ProxyTarget, answer_head, outbound_headers, resolve, unavailable};
 
 /// Where an APIService's Service is: `spec.service`.
@@ -103,13 +103,14 @@ impl ApiServices {
         self.by_group_version.values()
     }
 
-    /// The APIService a request path belongs to: `/apis/<group>/<version>` and below (the
-    /// core group's `/api/v1` is never an extension server's).
+    /// The APIService a request path belongs to: `/apis/<group>/<version>` and below, and
+    /// its OpenAPI v3 document `/openapi/v3/apis/<group>/<version>` (the core group's
+    /// `/api/v1` is never an extension server's).
     pub fn route(&self, path: &str) -> Option<&ApiService> {
         if self.by_group_version.is_empty() {
             return None;
         }
-        let rest = path.strip_prefix("/apis/")?;
+        let rest = path.strip_prefix("/apis/").or_else(|| path.strip_prefix("/openapi/v3/apis/"))?;
         let mut parts = rest.splitn(3, '/');
         let (group, version) = (parts.next()?, parts.next()?);
         if group.is_empty() || version.is_empty() {

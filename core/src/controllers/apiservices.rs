@@ -12,7 +12,7 @@ use jiff::{SignedDuration, Timestamp};
 use serde_json::Value;
 
 use super::{Asker, ControllerEffect, Controllers, RequestId};
-use crate::aggregator::{self, ApiService, ProxyRequest};
+use crate::aggregator::{self, ApiService, Discovery, ProxyRequest, ProxyTarget};
 use crate::apiextensions::naming::set_condition;
 use crate::controllers::reflector::Change;
 use crate::meta;
@@ -36,6 +36,11 @@ pub(super) enum ApiStep {
     /// The extension server's discovery answer at `url`.
     Discovery {
         url: String,
+        target: Box<ProxyTarget>,
+    },
+    /// Then its OpenAPI v3 index, to learn where its document is.
+    OpenApi {
+        resources: Option<Vec<Value>>,
     },
     Write,
 }
@@ -142,11 +147,18 @@ impl Controllers {
                     ),
                 }
             }
-            ApiStep::Discovery { url } => match status {
+            ApiStep::OpenApi { resources } => {
+                let index: Value = serde_json::from_slice(body).unwrap_or(Value::Null);
+                let key = format!("apis/{}/{}", api.group, api.version);
+                let at = index.get("paths").and_then(|p| p.get(&key)).and_then(|d| d.get("serverRelativeURL")).and_then(Value::as_str);
+                let openapi = at.filter(|_| status == 200).map(str::to_string);
+                return self.learned(&api, Discovery { resources, openapi });
+            }
+            ApiStep::Discovery { url, target } => match status {
                 200..=299 => {
                     let list: Value = serde_json::from_slice(body).unwrap_or(Value::Null);
                     let resources = list.get("resources").is_some().then(|| aggregator::resources_of(&list));
-                    self.effects.push_back(ControllerEffect::Discovered { group: api.group.clone(), version: api.version.clone(), resources });
+                    self.probe(name, ApiStep::OpenApi { resources }, *target, "/openapi/v3".into());
                     ("True", "Passed", "all checks passed".to_string())
                 }
                 _ => ("False", "FailedDiscoveryCheck", format!("failing or missing response from {url}: bad status from {url}: {status}")),
@@ -155,14 +167,44 @@ impl Controllers {
         self.conclude(now, name, verdict);
     }
 
-    /// The extension server could not be reached for its discovery answer.
-    pub(super) fn api_service_unreachable(&mut self, now: Timestamp, name: &str, url: &str, error: &str) {
-        let message = format!("failing or missing response from {url}: Get {url:?}: {error}");
-        self.conclude(now, name, ("False", "FailedDiscoveryCheck", message));
+    /// The extension server could not be reached for its discovery answer (or, after it, for
+    /// its OpenAPI index).
+    pub(super) fn api_service_unreachable(&mut self, now: Timestamp, name: &str, step: ApiStep, error: &str) {
+        match step {
+            ApiStep::Discovery { url, .. } => {
+                let message = format!("failing or missing response from {url}: Get {url:?}: {error}");
+                self.conclude(now, name, ("False", "FailedDiscoveryCheck", message));
+            }
+            ApiStep::OpenApi { resources } => {
+                if let Some(api) = self.api_services.get(name).and_then(ApiService::read) {
+                    self.learned(&api, Discovery { resources, openapi: None });
+                }
+            }
+            ApiStep::Service | ApiStep::Endpoints { .. } | ApiStep::Write => {}
+        }
     }
 
-    /// Asks the extension server for its discovery answer, as kube's controller does: the
-    /// certificate not checked, as `system:kube-aggregator` in `system:masters`.
+    /// What the extension server said goes into discovery and OpenAPI.
+    fn learned(&mut self, api: &ApiService, discovery: Discovery) {
+        self.effects.push_back(ControllerEffect::Discovered { group: api.group.clone(), version: api.version.clone(), discovery });
+    }
+
+    /// Sends a GET of `path` to the extension server at `target`, as kube's controller makes
+    /// it: the certificate not checked, as `system:kube-aggregator` in `system:masters`.
+    fn probe(&mut self, name: &str, step: ApiStep, target: ProxyTarget, path: String) {
+        let headers = vec![
+            (crate::auth::STANDARD_USERNAME.to_string(), "system:kube-aggregator".to_string()),
+            (crate::auth::STANDARD_GROUP.to_string(), "system:masters".to_string()),
+        ];
+        let target = ProxyTarget { insecure_skip_tls_verify: true, ca_bundle: None, ..target };
+        let request = ProxyRequest { target, method: "GET".into(), path_and_query: path, headers, body: Bytes::new() };
+        self.next_id += 1;
+        let id = RequestId(self.next_id);
+        self.in_flight.insert(id, Asker::ApiService { name: name.to_string(), step, status: 0, body: Vec::new() });
+        self.effects.push_back(ControllerEffect::Probe { id, request: Box::new(request) });
+    }
+
+    /// Asks the extension server for its discovery answer.
     fn check_discovery(&mut self, now: Timestamp, name: &str, api: &ApiService, service: &Value) {
         let target = match aggregator::resolve(api, Some(service)) {
             Ok(t) => t,
@@ -170,26 +212,17 @@ impl Controllers {
         };
         let path = format!("/apis/{}/{}", api.group, api.version);
         let url = format!("{}{path}", target.url);
-        let headers = vec![
-            (crate::auth::STANDARD_USERNAME.to_string(), "system:kube-aggregator".to_string()),
-            (crate::auth::STANDARD_GROUP.to_string(), "system:masters".to_string()),
-        ];
-        let target = aggregator::ProxyTarget { insecure_skip_tls_verify: true, ca_bundle: None, ..target };
-        let request = ProxyRequest { target, method: "GET".into(), path_and_query: path, headers, body: Bytes::new() };
-        self.next_id += 1;
-        let id = RequestId(self.next_id);
-        self.in_flight.insert(id, Asker::ApiService { name: name.to_string(), step: ApiStep::Discovery { url }, status: 0, body: Vec::new() });
-        self.effects.push_back(ControllerEffect::Probe { id, request: Box::new(request) });
+        self.probe(name, ApiStep::Discovery { url, target: Box::new(target.clone()) }, target, path);
     }
 
     /// Writes the verdict into the APIService's `Available` condition, if it says something
     /// new (its transition time moves only when its status does).
     fn conclude(&mut self, now: Timestamp, name: &str, (status, reason, message): Verdict) {
-        let Some(current) = self.api_services.get(name) else { return };
+        let Some(current) = self.api_services.get(name).cloned() else { return };
         if status != "True"
-            && let Some(api) = ApiService::read(current)
+            && let Some(api) = ApiService::read(&current)
         {
-            self.effects.push_back(ControllerEffect::Discovered { group: api.group, version: api.version, resources: None });
+            self.learned(&api, Discovery::default());
         }
         let mut next = current.clone();
         set_condition(&mut next, "Available", (status, reason, message), now);

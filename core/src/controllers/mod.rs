@@ -111,9 +111,9 @@ pub enum ControllerEffect {
     /// Send this request to an extension server (with the front-proxy client certificate,
     /// within 5 seconds) and feed back its answer, or [`ControllerEvent::Failed`].
     Probe { id: RequestId, request: Box<crate::aggregator::ProxyRequest> },
-    /// What the extension server of `group`/`version` serves, in aggregated discovery's form
-    /// (`None`: it could not be asked): serve it in discovery (`Served::with_discovered`).
-    Discovered { group: String, version: String, resources: Option<Vec<Value>> },
+    /// What the extension server of `group`/`version` serves: serve it in discovery and
+    /// OpenAPI (`Served::with_discovered`).
+    Discovered { group: String, version: String, discovery: crate::aggregator::Discovery },
 }
 
 /// One step of the work on a namespace.
@@ -361,8 +361,8 @@ impl Controllers {
                 None => {}
             },
             ControllerEvent::Failed { id, error } => {
-                if let Some(Asker::ApiService { name, step: ApiStep::Discovery { url }, .. }) = self.in_flight.remove(&id) {
-                    self.api_service_unreachable(now, &name, &url, &error);
+                if let Some(Asker::ApiService { name, step, .. }) = self.in_flight.remove(&id) {
+                    self.api_service_unreachable(now, &name, step, &error);
                 }
             }
         }

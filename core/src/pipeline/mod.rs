@@ -37,7 +37,7 @@ use std::sync::{Arc, OnceLock};
 use bytes::Bytes;
 use jiff::{SignedDuration, Timestamp};
 
-use crate::aggregator::{ApiServices, Discovered, ProxyHead, ProxyRequest};
+use crate::aggregator::{ApiServices, Discovered, Discovery, ProxyHead, ProxyRequest};
 use crate::auth::{Authenticator, Authorizer, Peer, UserInfo};
 use crate::cache::{ReadRequest, ReadResult, WatchParams};
 use crate::catalog::{Catalog, Resource};
@@ -133,10 +133,10 @@ impl Served {
         Some(Served::with(self.catalog.clone(), api_services, discovered))
     }
 
-    /// What the server serves once the extension server of `group`/`version` said it serves
-    /// `resources` (`None`: it could not be asked); `None` when that is what it knew.
-    pub fn with_discovered(&self, group: &str, version: &str, resources: Option<Vec<serde_json::Value>>) -> Option<Arc<Served>> {
-        let discovered = self.discovered.with(group, version, resources)?;
+    /// What the server serves once the extension server of `group`/`version` said what it
+    /// serves (`discovery`); `None` when that is what it knew.
+    pub fn with_discovered(&self, group: &str, version: &str, discovery: Discovery) -> Option<Arc<Served>> {
+        let discovered = self.discovered.with(group, version, discovery)?;
         Some(Served::with(self.catalog.clone(), self.api_services.clone(), discovered))
     }
 
