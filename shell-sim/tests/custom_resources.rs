@@ -472,3 +472,31 @@ fn a_crd_whose_schema_is_not_structural_is_refused_as_kube_refuses_it() {
         "CustomResourceDefinition.apiextensions.k8s.io \"widgets.example.com\" is invalid: spec.versions[1].schema.openAPIV3Schema: Required value: schemas are required"
     );
 }
+
+#[test]
+fn every_served_version_of_a_crd_has_a_local_api_service() {
+    let mut w = world();
+    const API_SERVICES: &str = "/apis/apiregistration.k8s.io/v1/apiservices";
+    assert_eq!(call(&mut w, "POST", CRDS, Some(crd("Widget", "widgets"))).head.status, 201);
+    for version in ["v1", "v1beta1"] {
+        let a = call(&mut w, "GET", &format!("{API_SERVICES}/{version}.example.com"), None).json();
+        assert_eq!(a["metadata"]["labels"]["kube-aggregator.kubernetes.io/automanaged"], "true", "{a}");
+        assert_eq!(a["spec"], json!({"group": "example.com", "version": version, "groupPriorityMinimum": 1000, "versionPriority": 100}));
+        assert_eq!(a["status"]["conditions"][0]["reason"], "Local");
+    }
+    // A user's change is put back.
+    let mut a = call(&mut w, "GET", &format!("{API_SERVICES}/v1.example.com"), None).json();
+    a["spec"]["versionPriority"] = json!(7);
+    assert_eq!(call(&mut w, "PUT", &format!("{API_SERVICES}/v1.example.com"), Some(a)).head.status, 200);
+    assert_eq!(call(&mut w, "GET", &format!("{API_SERVICES}/v1.example.com"), None).json()["spec"]["versionPriority"], 100);
+    // A version no longer served loses its APIService; the CRD's deletion takes the rest.
+    let mut c = call(&mut w, "GET", &format!("{CRDS}/widgets.example.com"), None).json();
+    c["spec"]["versions"][1]["served"] = json!(false);
+    assert_eq!(call(&mut w, "PUT", &format!("{CRDS}/widgets.example.com"), Some(c)).head.status, 200);
+    assert_eq!(call(&mut w, "GET", &format!("{API_SERVICES}/v1beta1.example.com"), None).head.status, 404);
+    assert_eq!(call(&mut w, "DELETE", &format!("{CRDS}/widgets.example.com"), None).head.status, 200);
+    w.advance(SignedDuration::from_secs(10));
+    assert_eq!(call(&mut w, "GET", &format!("{API_SERVICES}/v1.example.com"), None).head.status, 404);
+    // The built-in groups' APIServices are not this controller's.
+    assert_eq!(call(&mut w, "GET", &format!("{API_SERVICES}/v1.apps"), None).head.status, 200);
+}

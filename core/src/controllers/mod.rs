@@ -26,6 +26,7 @@
 
 mod apiservices;
 mod authentication_trust;
+mod crd_registration;
 mod crds;
 mod namespace;
 mod reflector;
@@ -168,10 +169,33 @@ const ROOT_CA: &str = "kube-root-ca.crt";
 /// Who a request is for.
 enum Asker {
     Reflector(usize),
-    Namespace { name: String, step: Step, status: u16, body: Vec<u8> },
-    Crd { name: String, step: CrdStep, status: u16, body: Vec<u8> },
-    ApiService { name: String, step: ApiStep, status: u16, body: Vec<u8> },
-    Trust { step: TrustStep, status: u16, body: Vec<u8> },
+    Namespace {
+        name: String,
+        step: Step,
+        status: u16,
+        body: Vec<u8>,
+    },
+    Crd {
+        name: String,
+        step: CrdStep,
+        status: u16,
+        body: Vec<u8>,
+    },
+    ApiService {
+        name: String,
+        step: ApiStep,
+        status: u16,
+        body: Vec<u8>,
+    },
+    Trust {
+        step: TrustStep,
+        status: u16,
+        body: Vec<u8>,
+    },
+    /// A write of a CRD version's APIService; its answer is no news (the watch brings it).
+    Registration {
+        name: String,
+    },
 }
 
 pub struct Controllers {
@@ -324,23 +348,30 @@ impl Controllers {
     }
 
     pub fn handle(&mut self, now: Timestamp, event: ControllerEvent) {
+        // CRDs or APIServices changed, or were listed for the first time.
+        let mut registrations_changed = false;
         match event {
             ControllerEvent::Head { id, status: code } => match self.in_flight.get_mut(&id) {
                 Some(Asker::Reflector(i)) => self.reflectors[*i].1.head(code),
                 Some(Asker::Namespace { status, .. } | Asker::Crd { status, .. } | Asker::ApiService { status, .. } | Asker::Trust { status, .. }) => {
                     *status = code
                 }
-                None => {}
+                Some(Asker::Registration { .. }) | None => {}
             },
             ControllerEvent::Body { id, chunk } => match self.in_flight.get_mut(&id) {
                 Some(Asker::Reflector(i)) => self.reflectors[*i].1.body(&chunk),
                 Some(Asker::Namespace { body, .. } | Asker::Crd { body, .. } | Asker::ApiService { body, .. } | Asker::Trust { body, .. }) => {
                     body.extend_from_slice(&chunk)
                 }
-                None => {}
+                Some(Asker::Registration { .. }) | None => {}
             },
             ControllerEvent::End { id } => match self.in_flight.remove(&id) {
-                Some(Asker::Reflector(i)) => self.reflectors[i].1.end(now),
+                Some(Asker::Reflector(i)) => {
+                    let (watched, reflector) = &mut self.reflectors[i];
+                    let was_listed = reflector.listed();
+                    reflector.end(now);
+                    registrations_changed |= !was_listed && reflector.listed() && matches!(watched, Watched::Crds | Watched::ApiServices);
+                }
                 Some(Asker::Namespace { name, step, status, body }) => {
                     let body = serde_json::from_slice(&body).unwrap_or(Value::Null);
                     self.answered(now, &name, step, status, body);
@@ -358,7 +389,7 @@ impl Controllers {
                 }
                 Some(Asker::ApiService { name, step, status, body }) => self.api_service_answered(now, &name, step, status, &body),
                 Some(Asker::Trust { step, status, body }) => self.trust_answered(now, step, status, &body),
-                None => {}
+                Some(Asker::Registration { .. }) | None => {}
             },
             ControllerEvent::Failed { id, error } => {
                 if let Some(Asker::ApiService { name, step, .. }) = self.in_flight.remove(&id) {
@@ -368,6 +399,7 @@ impl Controllers {
         }
         for i in 0..self.reflectors.len() {
             while let Some(change) = self.reflectors[i].1.poll_change() {
+                registrations_changed |= matches!(self.reflectors[i].0, Watched::Crds | Watched::ApiServices);
                 match self.reflectors[i].0 {
                     Watched::Namespaces => self.changed(change),
                     Watched::ServiceAccounts => self.dependent_changed(change, None),
@@ -379,6 +411,10 @@ impl Controllers {
                     Watched::ApiServices => self.api_service_changed(now, change),
                 }
             }
+        }
+        // Only on news: a write that failed waits for the next change rather than repeating.
+        if registrations_changed {
+            self.register_crd_versions();
         }
     }
 

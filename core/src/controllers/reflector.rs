@@ -175,6 +175,11 @@ impl Reflector {
         }
     }
 
+    /// Whether a list has been taken in (what it follows is known, not just changes to it).
+    pub fn listed(&self) -> bool {
+        !self.resource_version.is_empty()
+    }
+
     pub fn poll_change(&mut self) -> Option<Change> {
         self.changes.pop_front()
     }
