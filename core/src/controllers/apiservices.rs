@@ -2,7 +2,8 @@
 //! APIService backed by a Service gets its `Available` condition from a check of that Service
 //! (present, listening on the port, with endpoints for a ClusterIP Service) and of the
 //! extension server's discovery answer (`GET /apis/<group>/<version>`, any 2xx), on every
-//! change and every 30 seconds, with kube's reasons and messages. Requests for its group
+//! change of it, of its Service or of the Service's Endpoints, and every 30 seconds, with
+//! kube's reasons and messages. Requests for its group
 //! version answer 503 while it is not `True`. What the discovery answer lists is what
 //! aggregated discovery shows of the group version (kube's discovery manager asks the same
 //! server once a minute); a failed check shows it stale.
@@ -58,6 +59,22 @@ impl Controllers {
         }
         self.api_services.insert(name.clone(), change.object);
         self.check_api_service(now, &name);
+    }
+
+    /// A Service or its Endpoints changed: the APIServices backed by it are checked again.
+    pub(super) fn service_changed(&mut self, now: Timestamp, change: &Change) {
+        let (namespace, name) = (meta::namespace(&change.object), meta::name(&change.object));
+        let backed: Vec<String> = self
+            .api_services
+            .iter()
+            .filter(|(_, a)| {
+                meta::str_at(a, &["spec", "service", "namespace"]) == Some(namespace) && meta::str_at(a, &["spec", "service", "name"]) == Some(name)
+            })
+            .map(|(n, _)| n.clone())
+            .collect();
+        for api_service in backed {
+            self.check_api_service(now, &api_service);
+        }
     }
 
     fn api_service_busy(&self, name: &str) -> bool {

@@ -162,6 +162,8 @@ enum Watched {
     /// CustomResourceDefinitions.
     Crds,
     ApiServices,
+    /// Services and Endpoints, which the APIServices backed by them are checked again on.
+    ServicesOfApiServices,
 }
 
 const ROOT_CA: &str = "kube-root-ca.crt";
@@ -236,7 +238,12 @@ impl Controllers {
     /// `token` authenticates the controllers (the server's loopback token); `ca_pem` is what
     /// `kube-root-ca.crt` publishes.
     pub fn new(enabled: Enabled, catalog: &Catalog, token: &str, ca_pem: &str, now: Timestamp) -> Controllers {
-        let mut reflectors = vec![(Watched::Crds, Reflector::new(CRDS, "", now)), (Watched::ApiServices, Reflector::new(API_SERVICES, "", now))];
+        let mut reflectors = vec![
+            (Watched::Crds, Reflector::new(CRDS, "", now)),
+            (Watched::ApiServices, Reflector::new(API_SERVICES, "", now)),
+            (Watched::ServicesOfApiServices, Reflector::new("/api/v1/services", "", now)),
+            (Watched::ServicesOfApiServices, Reflector::new("/api/v1/endpoints", "", now)),
+        ];
         if enabled.any() {
             reflectors.push((Watched::Namespaces, Reflector::new("/api/v1/namespaces", "", now)));
         }
@@ -409,6 +416,7 @@ impl Controllers {
                     }
                     Watched::Crds => self.crd_changed(now, change),
                     Watched::ApiServices => self.api_service_changed(now, change),
+                    Watched::ServicesOfApiServices => self.service_changed(now, &change),
                 }
             }
         }
