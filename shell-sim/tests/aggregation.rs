@@ -188,6 +188,14 @@ fn no_api_service_takes_over_the_aggregators_own_group() {
     assert_eq!(r.head.status, 200);
     assert_eq!(r.json()["kind"], "APIServiceList");
     assert!(seen.lock().unwrap().iter().all(|req| !req.path_and_query.starts_with(API_SERVICES)));
+    // Nor the core group, which is never listed among the named groups.
+    let mut core = w.call("GET", &format!("{API_SERVICES}/v1."), "", None, "").json();
+    core["spec"]["service"] = json!({"namespace": "default", "name": "metrics", "port": 443});
+    core["spec"]["insecureSkipTLSVerify"] = json!(true);
+    assert_eq!(w.call("PUT", &format!("{API_SERVICES}/v1."), "", Some(&core), "application/json").head.status, 200);
+    let groups = w.call("GET", "/apis", "", None, "").json();
+    assert!(groups["groups"].as_array().unwrap().iter().all(|g| g["name"] != ""), "{groups}");
+    assert_eq!(w.call("GET", "/api/v1/namespaces", "", None, "").head.status, 200);
 }
 
 #[test]

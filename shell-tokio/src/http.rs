@@ -2,8 +2,11 @@
 //! request machine, with bodies and watch streams sent as they are produced.
 
 use std::convert::Infallible;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::task::{Context, Poll};
 
 use arc_swap::ArcSwap;
 use bytes::Bytes;
@@ -26,12 +29,36 @@ use crate::store::Store;
 use crate::tls::ClientCas;
 
 /// A response body. Its error (only a relayed body has one: the extension server's answer
-/// broke off) makes hyper abort the response rather than end it as if it were whole.
-type Body = BoxBody<Bytes, hyper::Error>;
+/// broke off, or outlived the request's deadline) makes hyper abort the response rather than
+/// end it as if it were whole.
+type Body = BoxBody<Bytes, BoxError>;
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
 /// A body sent whole.
 fn whole(bytes: Bytes) -> Body {
     Full::new(bytes).map_err(|never| match never {}).boxed()
+}
+
+/// An extension server's answer, relayed until the request's deadline (if it has one); the
+/// request's machine, and so its place in flight, is held until the answer ends.
+struct Relayed {
+    upstream: Incoming,
+    deadline: Option<Pin<Box<tokio::time::Sleep>>>,
+    _machine: std::sync::Mutex<Box<RequestMachine>>,
+}
+
+impl hyper::body::Body for Relayed {
+    type Data = Bytes;
+    type Error = BoxError;
+
+    fn poll_frame(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+        if let Some(deadline) = &mut self.deadline
+            && deadline.as_mut().poll(cx).is_ready()
+        {
+            return Poll::Ready(Some(Err("the request's deadline passed while the extension server's answer was relayed".into())));
+        }
+        Pin::new(&mut self.upstream).poll_frame(cx).map_err(Into::into)
+    }
 }
 
 /// What every request needs from the process.
@@ -225,7 +252,7 @@ fn response(head: Head, body: Body) -> hyper::Response<Body> {
 
 /// A response body of the chunks a request machine or a watch cache produces.
 fn streaming(chunks: impl futures_util::Stream<Item = Bytes> + Send + Sync + 'static) -> Body {
-    BodyExt::boxed(StreamBody::new(chunks.map(|b| Ok::<_, hyper::Error>(Frame::data(b)))))
+    BodyExt::boxed(StreamBody::new(chunks.map(|b| Ok::<_, BoxError>(Frame::data(b)))))
 }
 
 /// The response under `head`: whole if the machine's body is one chunk, else streamed as the
@@ -251,8 +278,8 @@ fn respond(mut m: Box<RequestMachine>, head: Head) -> hyper::Response<Body> {
 fn relay(mut m: Box<RequestMachine>, head: Head, upstream: Incoming) -> hyper::Response<Body> {
     match m.poll(now()) {
         Some(Effect::Relay) => {
-            let held = std::sync::Mutex::new(m);
-            response(head, upstream.map_frame(move |f| (&held, f).1).boxed())
+            let deadline = m.relay_deadline().map(|t| Box::pin(tokio::time::sleep_until(instant_of(t))));
+            response(head, Relayed { upstream, deadline, _machine: std::sync::Mutex::new(m) }.boxed())
         }
         Some(Effect::Body(b)) => response(head, whole(b)),
         _ => response(head, whole(Bytes::new())),

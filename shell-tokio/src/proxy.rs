@@ -28,7 +28,7 @@ pub struct ProxyClient {
     certs: Vec<CertificateDer<'static>>,
     key: PrivateKeyDer<'static>,
     /// The system's CAs, which verify a server whose APIService has no `caBundle`.
-    system_roots: RootCertStore,
+    system_roots: Arc<RootCertStore>,
 }
 
 impl ProxyClient {
@@ -38,7 +38,7 @@ impl ProxyClient {
         let key = PrivateKeyDer::from_pem_slice(key_pem.as_bytes()).context("proxy client key")?;
         let mut system_roots = RootCertStore::empty();
         system_roots.add_parsable_certificates(rustls_native_certs::load_native_certs().certs);
-        Ok(ProxyClient { certs, key, system_roots })
+        Ok(ProxyClient { certs, key, system_roots: Arc::new(system_roots) })
     }
 
     fn tls(&self, target: &ProxyTarget) -> Result<rustls::ClientConfig, String> {

@@ -57,7 +57,8 @@ fn api_group(catalog: &Catalog, apis: &ApiServices, group: &str) -> Value {
 /// ranked APIService puts it.
 pub fn merged_group_list(catalog: &Catalog, apis: &ApiServices) -> Value {
     let mut groups: Vec<(Rank, &str)> = catalog.groups().into_iter().filter(|g| !g.is_empty()).map(|g| (catalog_rank(catalog, g), g)).collect();
-    for a in apis.iter() {
+    // The core group (`v1.`) is `/api`'s, never listed here.
+    for a in apis.iter().filter(|a| !a.group.is_empty()) {
         let rank = (Reverse(a.group_priority), a.name.clone());
         match groups.iter_mut().find(|(_, g)| *g == a.group) {
             Some(entry) => entry.0 = entry.0.clone().min(rank),
@@ -114,11 +115,12 @@ impl Discovered {
         self.by_group_version.retain(|(g, v), _| apis.iter().any(|a| a.group == *g && a.version == *v));
     }
 
-    /// Adds to an OpenAPI v3 index (`{"paths": {...}}`) the documents extension servers
-    /// serve, under the `serverRelativeURL`s they gave; those requests are proxied to them.
-    pub fn add_openapi_paths(&self, index: &mut Value) {
+    /// Adds to an OpenAPI v3 index (`{"paths": {...}}`) the documents the extension servers of
+    /// `apis` serve, under the `serverRelativeURL`s they gave; those requests are proxied to them.
+    pub fn add_openapi_paths(&self, index: &mut Value, apis: &ApiServices) {
         let Some(Value::Object(paths)) = index.get_mut("paths") else { return };
-        for ((g, v), d) in &self.by_group_version {
+        let served = |g: &str, v: &str| apis.iter().any(|a| a.group == g && a.version == v);
+        for ((g, v), d) in self.by_group_version.iter().filter(|((g, v), _)| served(g, v)) {
             if let Some(url) = &d.openapi {
                 paths.insert(format!("apis/{g}/{v}"), json!({"serverRelativeURL": url}));
             }

@@ -227,7 +227,8 @@ impl Controllers {
             Ok(t) => t,
             Err(e) => return self.conclude(now, name, ("False", "FailedDiscoveryCheck", e)),
         };
-        let path = format!("/apis/{}/{}", api.group, api.version);
+        // `v1.` is the core group's, at `/api/v1`.
+        let path = if api.group.is_empty() { format!("/api/{}", api.version) } else { format!("/apis/{}/{}", api.group, api.version) };
         let url = format!("{}{path}", target.url);
         self.probe(name, ApiStep::Discovery { url, target: Box::new(target.clone()) }, target, path);
     }

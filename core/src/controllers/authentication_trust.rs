@@ -4,7 +4,7 @@
 //! What is there is merged with this server's, never removed (servers of a cluster share it):
 //! lists keep their order and gain what they lack, CA bundles keep each certificate once
 //! (certificates expired more than five minutes ago go). Looked at once a minute and after
-//! each write.
+//! each write; after a failure, again after a wait that doubles up to a minute.
 
 use base64::Engine;
 use jiff::{SignedDuration, Timestamp};
@@ -17,6 +17,8 @@ const PATH: &str = "/api/v1/namespaces/kube-system/configmaps";
 const NAME: &str = "extension-apiserver-authentication";
 /// How often the ConfigMap is looked at again.
 const RESYNC: SignedDuration = SignedDuration::from_secs(60);
+/// The first wait after a failure.
+const FIRST_RETRY: SignedDuration = SignedDuration::from_secs(1);
 /// How long after its end a certificate is still published.
 const EXPIRED_GRACE: SignedDuration = SignedDuration::from_secs(5 * 60);
 
@@ -39,43 +41,71 @@ pub(super) enum TrustStep {
 impl Controllers {
     /// Publishes `trust` in the ConfigMap from now on.
     pub fn publish_authentication_trust(&mut self, trust: AuthenticationTrust, now: Timestamp) {
-        self.trust = Some((trust, now));
+        self.trust = Some(Publishing { trust, due: now, backoff: FIRST_RETRY });
+    }
+
+    fn trust_busy(&self) -> bool {
+        self.in_flight.values().any(|a| matches!(a, Asker::Trust { .. }))
+    }
+
+    /// When the ConfigMap is looked at next (none while a look is under way).
+    pub(super) fn trust_wake(&self) -> Option<Timestamp> {
+        self.trust.as_ref().filter(|_| !self.trust_busy()).map(|p| p.due)
     }
 
     pub(super) fn trust_due(&mut self, now: Timestamp) {
-        let Some((_, due)) = &self.trust else { return };
-        if *due > now || self.in_flight.values().any(|a| matches!(a, Asker::Trust { .. })) {
+        if self.trust_wake().is_none_or(|due| due > now) {
             return;
         }
-        self.trust.as_mut().expect("checked above").1 = now + RESYNC;
+        if let Some(p) = &mut self.trust {
+            p.due = now + RESYNC;
+        }
         self.send(Asker::Trust { step: TrustStep::Get, status: 0, body: Vec::new() }, "GET", format!("{PATH}/{NAME}"), "", None);
     }
 
     pub(super) fn trust_answered(&mut self, now: Timestamp, step: TrustStep, status: u16, body: &[u8]) {
-        let Some((trust, _)) = &self.trust else { return };
+        let Some(p) = &self.trust else { return };
         let asker = || Asker::Trust { step: TrustStep::Write, status: 0, body: Vec::new() };
         match (step, status) {
             (TrustStep::Get, 404) => {
-                let cm = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": NAME, "namespace": "kube-system"}, "data": merged(&Map::new(), trust, now)});
+                let cm = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": NAME, "namespace": "kube-system"}, "data": merged(&Map::new(), &p.trust, now)});
                 self.send(asker(), "POST", PATH.to_string(), "", Some(cm));
             }
             (TrustStep::Get, 200) => {
                 let Ok(mut cm) = serde_json::from_slice::<Value>(body) else { return };
                 let existing = cm.get("data").and_then(Value::as_object).cloned().unwrap_or_default();
-                let data = merged(&existing, trust, now);
-                if Value::Object(existing) != data {
+                let data = merged(&existing, &p.trust, now);
+                if Value::Object(existing) == data {
+                    if let Some(p) = &mut self.trust {
+                        p.backoff = FIRST_RETRY;
+                    }
+                } else {
                     cm["data"] = data;
                     self.send(asker(), "PUT", format!("{PATH}/{NAME}"), "", Some(cm));
                 }
             }
-            // After a write, or a failure, the next look is a moment away.
+            // Written: the next look (a moment away) finds it as it should be.
+            (TrustStep::Write, 200 | 201) => {
+                if let Some(p) = &mut self.trust {
+                    p.due = now + FIRST_RETRY;
+                }
+            }
+            // A failure: looked at again after a wait that doubles each time, up to a minute.
             _ => {
-                if let Some((_, due)) = &mut self.trust {
-                    *due = (*due).min(now + SignedDuration::from_secs(1));
+                if let Some(p) = &mut self.trust {
+                    p.due = now + p.backoff;
+                    p.backoff = (p.backoff * 2).min(RESYNC);
                 }
             }
         }
     }
+}
+
+/// What this server publishes, when it looks next, and how long it waits after a failure.
+pub(super) struct Publishing {
+    trust: AuthenticationTrust,
+    due: Timestamp,
+    backoff: SignedDuration,
 }
 
 /// The ConfigMap's data: what `existing` holds, with `trust` merged in.
@@ -139,4 +169,30 @@ fn bundle(bundles: &[&str], now: Timestamp) -> String {
         out.push_str("-----END CERTIFICATE-----\n");
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::controllers::{ControllerEffect, ControllerEvent, Enabled};
+
+    #[test]
+    fn the_configmap_is_looked_at_when_due_and_again_after_a_failure() {
+        let t0 = Timestamp::from_second(1_700_000_000).unwrap();
+        let catalog = crate::resources::catalog(&crate::resources::Settings::default());
+        let mut c = Controllers::new(Enabled::NONE, &catalog, "token", "", t0);
+        c.publish_authentication_trust(AuthenticationTrust { client_ca: String::new(), request_header: None }, t0);
+        assert_eq!(c.poll_timeout(), Some(t0), "a shell sleeping until the next wake-up looks at once");
+        let mut get = None;
+        while let Some(ControllerEffect::Request { id, request }) = c.poll(t0) {
+            if request.path.ends_with("/extension-apiserver-authentication") {
+                get = Some(id);
+            }
+        }
+        let id = get.expect("the ConfigMap is asked for");
+        assert!(c.poll_timeout().is_none_or(|t| t > t0), "no wake-up for a look under way");
+        c.handle(t0, ControllerEvent::Head { id, status: 500 });
+        c.handle(t0, ControllerEvent::End { id });
+        assert_eq!(c.poll_timeout(), Some(t0 + FIRST_RETRY), "after a failure, a second later");
+    }
 }

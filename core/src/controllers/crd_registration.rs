@@ -32,7 +32,8 @@ impl Controllers {
                 wanted.insert(format!("{version}.{group}"), (group.to_string(), version.to_string()));
             }
         }
-        let busy: Vec<String> = self.in_flight.values().filter_map(|a| if let Asker::Registration { name } = a { Some(name.clone()) } else { None }).collect();
+        let busy: Vec<String> =
+            self.in_flight.values().filter_map(|a| if let Asker::Registration { name, .. } = a { Some(name.clone()) } else { None }).collect();
         let mut requests = Vec::new();
         for (name, (group, version)) in &wanted {
             let spec = json!({"group": group, "version": version, "groupPriorityMinimum": 1000, "versionPriority": 100});
@@ -57,7 +58,7 @@ impl Controllers {
             }
         }
         for (name, method, path, body) in requests.into_iter().filter(|(name, ..)| !busy.contains(name)) {
-            self.send(Asker::Registration { name }, method, path, "", body);
+            self.send(Asker::Registration { name, status: 0 }, method, path, "", body);
         }
     }
 }

@@ -39,6 +39,7 @@ use serde_json::{Value, json};
 
 use self::apiservices::{API_SERVICES, ApiStep};
 pub use self::authentication_trust::AuthenticationTrust;
+use self::authentication_trust::Publishing;
 use self::authentication_trust::TrustStep;
 pub use self::crds::CLEANUP_FINALIZER;
 use self::crds::{CRDS, CrdStep};
@@ -52,6 +53,9 @@ use crate::pipeline::Request;
 /// pass waits twice as long, up to [`MAX_RETRY`].
 pub const RETRY: SignedDuration = SignedDuration::from_secs(2);
 pub const MAX_RETRY: SignedDuration = SignedDuration::from_secs(32);
+
+/// How long after a failed write the CRD versions' APIServices are looked at again.
+const REGISTRATION_RETRY: SignedDuration = SignedDuration::from_secs(5);
 
 /// The finalizer the namespace controller owns.
 const FINALIZER: &str = "kubernetes";
@@ -194,9 +198,11 @@ enum Asker {
         status: u16,
         body: Vec<u8>,
     },
-    /// A write of a CRD version's APIService; its answer is no news (the watch brings it).
+    /// A write of a CRD version's APIService; its answer is no news (the watch brings it),
+    /// unless it failed.
     Registration {
         name: String,
+        status: u16,
     },
 }
 
@@ -220,7 +226,9 @@ pub struct Controllers {
     /// When each APIService backed by a Service is checked next.
     api_checks: BTreeMap<String, Timestamp>,
     /// What this server publishes in `extension-apiserver-authentication`, and when it looks next.
-    trust: Option<(AuthenticationTrust, Timestamp)>,
+    trust: Option<Publishing>,
+    /// When the CRD versions' APIServices are brought in line again after a write failed.
+    registration_retry: Option<Timestamp>,
     /// The work left per namespace; one request in flight per namespace.
     work: BTreeMap<String, VecDeque<Step>>,
     /// Namespaces that changed while a request for them was in flight: plan again after it.
@@ -267,6 +275,7 @@ impl Controllers {
             api_services: BTreeMap::new(),
             api_checks: BTreeMap::new(),
             trust: None,
+            registration_retry: None,
             work: BTreeMap::new(),
             stale: BTreeSet::new(),
             in_flight: BTreeMap::new(),
@@ -360,10 +369,14 @@ impl Controllers {
         match event {
             ControllerEvent::Head { id, status: code } => match self.in_flight.get_mut(&id) {
                 Some(Asker::Reflector(i)) => self.reflectors[*i].1.head(code),
-                Some(Asker::Namespace { status, .. } | Asker::Crd { status, .. } | Asker::ApiService { status, .. } | Asker::Trust { status, .. }) => {
-                    *status = code
-                }
-                Some(Asker::Registration { .. }) | None => {}
+                Some(
+                    Asker::Namespace { status, .. }
+                    | Asker::Crd { status, .. }
+                    | Asker::ApiService { status, .. }
+                    | Asker::Trust { status, .. }
+                    | Asker::Registration { status, .. },
+                ) => *status = code,
+                None => {}
             },
             ControllerEvent::Body { id, chunk } => match self.in_flight.get_mut(&id) {
                 Some(Asker::Reflector(i)) => self.reflectors[*i].1.body(&chunk),
@@ -396,7 +409,11 @@ impl Controllers {
                 }
                 Some(Asker::ApiService { name, step, status, body }) => self.api_service_answered(now, &name, step, status, &body),
                 Some(Asker::Trust { step, status, body }) => self.trust_answered(now, step, status, &body),
-                Some(Asker::Registration { .. }) | None => {}
+                Some(Asker::Registration { status, .. }) if !(200..300).contains(&status) => {
+                    self.registration_retry = Some(now + REGISTRATION_RETRY);
+                }
+                Some(Asker::Registration { .. }) => {}
+                None => {}
             },
             ControllerEvent::Failed { id, error } => {
                 if let Some(Asker::ApiService { name, step, .. }) = self.in_flight.remove(&id) {
@@ -560,6 +577,10 @@ impl Controllers {
         self.crd_retries_due(now);
         self.api_service_checks_due(now);
         self.trust_due(now);
+        if self.registration_retry.is_some_and(|at| at <= now) {
+            self.registration_retry = None;
+            self.register_crd_versions();
+        }
         // A namespace busy with its last requests keeps its retry until they are answered.
         let due: Vec<String> = self.retry.iter().filter(|(ns, at)| **at <= now && !self.busy(ns)).map(|(ns, _)| ns.clone()).collect();
         for ns in due {
@@ -570,11 +591,15 @@ impl Controllers {
     }
 
     pub fn poll_timeout(&self) -> Option<Timestamp> {
+        // What waits for a request in flight is woken by its answer, not by the clock.
         self.retry
-            .values()
-            .copied()
+            .iter()
+            .filter(|(ns, _)| !self.busy(ns))
+            .map(|(_, at)| *at)
             .chain(self.crd_retry.values().copied())
             .chain(self.api_checks.values().copied())
+            .chain(self.trust_wake())
+            .chain(self.registration_retry)
             .chain(self.reflectors.iter().filter_map(|(_, r)| r.wake_at()))
             .min()
     }

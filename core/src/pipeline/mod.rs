@@ -259,6 +259,8 @@ pub struct RequestMachine {
     req: Request,
     /// The path as the client wrote it (`req.path` is decoded), which a proxied request keeps.
     raw_path: String,
+    /// A watch (or another request without a deadline once it is answered).
+    long_running: bool,
     rng: Rng,
     deadline: Timestamp,
     responded: bool,
@@ -285,6 +287,7 @@ impl RequestMachine {
             served,
             req,
             raw_path: String::new(),
+            long_running: false,
             rng: Rng::new(seed),
             deadline: now + REQUEST_TIMEOUT,
             responded: false,
@@ -321,7 +324,8 @@ impl RequestMachine {
         if (info.is_resource_request || discovery) && pretty::wanted(query.get("pretty"), self.req.header("User-Agent")) {
             self.pretty = Some(pretty::Pretty::default());
         }
-        if !is_long_running(&info) {
+        self.long_running = is_long_running(&info);
+        if !self.long_running {
             match limits::requested_timeout(query.get("timeout"), REQUEST_TIMEOUT) {
                 Ok(Some(t)) => self.deadline = now + t,
                 Ok(None) => {}
@@ -388,6 +392,12 @@ impl RequestMachine {
 
     pub fn poll_timeout(&self) -> Option<Timestamp> {
         (!self.responded).then_some(self.deadline)
+    }
+
+    /// When a relayed answer ([`Effect::Relay`]) must have ended: the request's deadline, as
+    /// kube's timeout covers a proxied answer whole; `None` for a long-running request (a watch).
+    pub fn relay_deadline(&self) -> Option<Timestamp> {
+        (!self.long_running).then_some(self.deadline)
     }
 
     pub fn poll(&mut self, now: Timestamp) -> Option<Effect> {

@@ -37,7 +37,7 @@ impl Docs {
         let v2 = openapi::v2(catalog);
         let v3_docs = openapi::v3_documents(catalog);
         let mut index = openapi::v3_index(&v3_docs);
-        discovered.add_openapi_paths(&mut index);
+        discovered.add_openapi_paths(&mut index, apis);
         let v3_index = json_bytes(&index);
         let v3 = v3_docs.iter().map(|(k, d)| (k.clone(), (openapi::hash(d), json_bytes(d)))).collect();
         Docs {
