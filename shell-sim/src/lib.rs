@@ -222,14 +222,16 @@ impl World {
         }
     }
 
+    /// What the cache of `(group, version, resource)` holds now, if it moved past revision `seen`.
+    fn news(&self, (group, version, resource): (&str, &str, &str), seen: i64) -> Option<kapi_core::cache::Snapshot> {
+        let key: SlotKey = (group.into(), version.into(), resource.into());
+        self.slots.get(&key).and_then(|s| s.cache.published()).filter(|p| p.revision != seen)
+    }
+
     /// Takes in what the APIService cache holds now, as kapi's catalog task does. True when
     /// what is served changed.
     fn take_in_api_services(&mut self) -> bool {
-        let key: SlotKey = ("apiregistration.k8s.io".into(), "v1".into(), "apiservices".into());
-        let Some(apis) = self.slots.get(&key).and_then(|s| s.cache.published()) else { return false };
-        if apis.revision == self.api_services_seen {
-            return false;
-        }
+        let Some(apis) = self.news(("apiregistration.k8s.io", "v1", "apiservices"), self.api_services_seen) else { return false };
         self.api_services_seen = apis.revision;
         let objects: Vec<serde_json::Value> = apis.objects.values().map(|o| o.value()).collect();
         let Some(next) = self.served.with_api_services(&objects) else { return false };
@@ -241,11 +243,7 @@ impl World {
     /// served from now on, with a watch cache for each new stored resource; the caches of
     /// resources gone (or changed) stop, closing their watches. True when the catalog changed.
     fn take_in_crds(&mut self) -> bool {
-        let key: SlotKey = ("apiextensions.k8s.io".into(), "v1".into(), "customresourcedefinitions".into());
-        let Some(crds) = self.slots.get(&key).and_then(|s| s.cache.published()) else { return false };
-        if crds.revision == self.crds_seen {
-            return false;
-        }
+        let Some(crds) = self.news(("apiextensions.k8s.io", "v1", "customresourcedefinitions"), self.crds_seen) else { return false };
         self.crds_seen = crds.revision;
         let Some(next) = self.served.with_crds(&self.builtins, &crds) else { return false };
         let wanted: BTreeMap<SlotKey, Arc<Resource>> = next.catalog.resources().filter(|r| r.info.stored()).map(|r| (slot_key(r), r.clone())).collect();

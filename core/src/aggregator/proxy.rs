@@ -8,7 +8,9 @@ use bytes::Bytes;
 use serde_json::Value;
 
 use super::ApiService;
-use crate::auth::{STANDARD_EXTRA_PREFIX, STANDARD_GROUP, STANDARD_UID, STANDARD_USERNAME, UserInfo, escape_extra_key};
+use crate::auth::{
+    STANDARD_EXTRA_PREFIX, STANDARD_GROUP, STANDARD_UID, STANDARD_USERNAME, UserInfo, escape_extra_key, is_remote_header, starts_with_ignore_case,
+};
 use crate::meta;
 use crate::pipeline::Head;
 
@@ -60,7 +62,7 @@ fn connection_named(headers: &[(String, String)]) -> Vec<String> {
 /// Impersonation headers: kube acts on them before it proxies (and sends the impersonated
 /// user on); kapi does not impersonate yet, so they go no further than kapi.
 fn is_impersonation(name: &str) -> bool {
-    name.len() >= 12 && name.as_bytes()[..12].eq_ignore_ascii_case(b"impersonate-")
+    starts_with_ignore_case(name, "Impersonate-")
 }
 
 /// The address of `api`'s Service (`service`: the Service object, if it exists), as kube's
@@ -97,15 +99,10 @@ pub fn resolve(api: &ApiService, service: Option<&Value>) -> Result<ProxyTarget,
 /// group, `X-Remote-Extra-` per value) and kube's `X-Forwarded-*` (the client's address added
 /// to any `X-Forwarded-For` it sent).
 pub fn outbound_headers(incoming: &[(String, String)], user: &UserInfo, remote_addr: &str, path: &str, host: &str) -> Vec<(String, String)> {
-    let remote = |name: &str| {
-        [STANDARD_USERNAME, STANDARD_UID, STANDARD_GROUP].iter().any(|h| h.eq_ignore_ascii_case(name))
-            || name.len() >= STANDARD_EXTRA_PREFIX.len()
-                && name.as_bytes()[..STANDARD_EXTRA_PREFIX.len()].eq_ignore_ascii_case(STANDARD_EXTRA_PREFIX.as_bytes())
-    };
     let forwarded =
         |name: &str| ["host", "x-forwarded-for", "x-forwarded-uri", "x-forwarded-host", "x-forwarded-proto"].iter().any(|h| h.eq_ignore_ascii_case(name));
     let named = connection_named(incoming);
-    let kept = |k: &str| !is_hop_by_hop(k) && !named.contains(&k.to_ascii_lowercase()) && !remote(k) && !forwarded(k) && !is_impersonation(k);
+    let kept = |k: &str| !is_hop_by_hop(k) && !named.contains(&k.to_ascii_lowercase()) && !is_remote_header(k) && !forwarded(k) && !is_impersonation(k);
     let mut out: Vec<(String, String)> = incoming.iter().filter(|(k, _)| kept(k)).cloned().collect();
     out.push((STANDARD_USERNAME.into(), user.name.clone()));
     if !user.uid.is_empty() {

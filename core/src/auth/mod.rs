@@ -13,7 +13,10 @@ use std::sync::Arc;
 
 use crate::status::ApiError;
 
-pub use requestheader::{FRONT_PROXY_CLIENT_NAME, RequestHeader, STANDARD_EXTRA_PREFIX, STANDARD_GROUP, STANDARD_UID, STANDARD_USERNAME, escape_extra_key};
+pub use requestheader::{
+    FRONT_PROXY_CLIENT_NAME, RequestHeader, STANDARD_EXTRA_PREFIX, STANDARD_GROUP, STANDARD_UID, STANDARD_USERNAME, escape_extra_key, is_remote_header,
+    starts_with_ignore_case,
+};
 
 /// `user.Info`.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -175,10 +178,7 @@ impl Authenticator {
     /// Whether `name` is a credential header, which kube removes from a request once it is
     /// authenticated (`Authorization`, a front proxy's `X-Remote-*` and the configured ones).
     pub fn is_credential_header(&self, name: &str) -> bool {
-        let standard = [STANDARD_USERNAME, STANDARD_UID, STANDARD_GROUP].iter().any(|h| h.eq_ignore_ascii_case(name))
-            || name.len() >= STANDARD_EXTRA_PREFIX.len()
-                && name.as_bytes()[..STANDARD_EXTRA_PREFIX.len()].eq_ignore_ascii_case(STANDARD_EXTRA_PREFIX.as_bytes());
-        name.eq_ignore_ascii_case("Authorization") || standard || self.request_header.as_ref().is_some_and(|rh| rh.reads(name))
+        name.eq_ignore_ascii_case("Authorization") || is_remote_header(name) || self.request_header.as_ref().is_some_and(|rh| rh.reads(name))
     }
 }
 

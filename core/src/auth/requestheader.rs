@@ -28,6 +28,12 @@ pub const STANDARD_EXTRA_PREFIX: &str = "X-Remote-Extra-";
 /// kubeadm's `--requestheader-allowed-names` allows.
 pub const FRONT_PROXY_CLIENT_NAME: &str = "front-proxy-client";
 
+/// Whether `name` is one of the headers kube's aggregator names a user in (`X-Remote-User`,
+/// `-Uid`, `-Group`, `X-Remote-Extra-*`).
+pub fn is_remote_header(name: &str) -> bool {
+    [STANDARD_USERNAME, STANDARD_UID, STANDARD_GROUP].iter().any(|h| h.eq_ignore_ascii_case(name)) || starts_with_ignore_case(name, STANDARD_EXTRA_PREFIX)
+}
+
 /// What the authenticator makes of a request.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Outcome {
@@ -40,7 +46,8 @@ pub enum Outcome {
     Refused(String),
 }
 
-fn starts_with_ignore_case(name: &str, prefix: &str) -> bool {
+/// Whether header `name` begins with `prefix`, in any case.
+pub fn starts_with_ignore_case(name: &str, prefix: &str) -> bool {
     name.len() >= prefix.len() && name.as_bytes()[..prefix.len()].eq_ignore_ascii_case(prefix.as_bytes())
 }
 
