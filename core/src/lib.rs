@@ -9,6 +9,7 @@ pub mod auth;
 pub mod bootstrap;
 pub mod cache;
 pub mod catalog;
+pub mod cel;
 pub mod codec;
 pub mod controllers;
 pub mod discovery;

@@ -14,6 +14,10 @@ pub mod naming;
 mod numbers;
 mod openapi;
 mod pattern;
+mod rule_checks;
+mod rules;
+#[cfg(test)]
+mod rules_tests;
 mod scale;
 mod schema_rules;
 mod strategy;

@@ -3,7 +3,8 @@
 //! (`spec.validation.openAPIV3Schema.properties[spec].type`): the root's own rules, the rules
 //! that make a schema structural (`pkg/apiserver/schema/validation.go`, reported sorted by
 //! their text), the defaults, then the OpenAPI checks of every node
-//! (`ValidateCustomResourceDefinitionOpenAPISchema`). CEL rules are not checked here.
+//! (`ValidateCustomResourceDefinitionOpenAPISchema`), then the CEL rules of a structural
+//! schema ([`super::rule_checks`]).
 
 use serde_json::{Map, Value, json};
 
@@ -38,11 +39,15 @@ pub fn validate_schema(schema: &Value, at: &str, status: bool) -> Vec<FieldError
     invariants(schema, Level::Root, at, &mut structural);
     completeness(schema, Some(schema), at, at, &mut structural);
     structural.sort_by_cached_key(FieldError::to_string);
-    if structural.is_empty() {
+    let is_structural = structural.is_empty();
+    if is_structural {
         defaults(&Structural::read(schema), at, true, &mut structural);
     }
     errs.extend(structural);
     openapi(schema, at, &mut errs);
+    if is_structural {
+        errs.extend(super::rule_checks::check_rules(schema, at));
+    }
     errs
 }
 

@@ -13,7 +13,7 @@ use super::structural::Structural;
 use crate::catalog::{FieldName, ScaleOf, Strategy, copy_all_but_status, keep_status};
 use crate::meta;
 use crate::ssa::Typing;
-use crate::status::{ApiError, FieldError};
+use crate::status::{ApiError, FieldError, FieldErrorType};
 use crate::table::{self, Column};
 
 /// One served version of a CRD's resource.
@@ -36,6 +36,41 @@ pub struct CustomResources {
 }
 
 impl CustomResources {
+    /// The schema's checks, then the scale subresource's (`customResourceValidator`), then
+    /// the embedded resources and the schema's set and map lists, then the CEL rules (with
+    /// `old`, an update's stored object), which do not run when an error before them is one
+    /// kube calls blocking (a wrong type, a missing required field, an unsupported value, too
+    /// long or too many).
+    fn checks(&self, obj: &Value, old: Option<&Value>) -> Vec<FieldError> {
+        let mut errs = self.schema.as_ref().map(|s| s.validate(obj)).unwrap_or_default();
+        if let Some(scale) = &self.scale {
+            errs.extend(scale.validate_spec(obj));
+            errs.extend(scale.validate_status(obj));
+        }
+        let Some(s) = &self.schema else { return errs };
+        errs.extend(s.validate_embedded(obj));
+        errs.extend(s.validate_list_types(obj));
+        if !s.has_rules() {
+            return errs;
+        }
+        let blocking = errs.iter().any(|e| {
+            matches!(
+                e.kind,
+                FieldErrorType::NotSupported | FieldErrorType::Required | FieldErrorType::TooLong | FieldErrorType::TooMany | FieldErrorType::TypeInvalid
+            )
+        });
+        if blocking {
+            errs.push(FieldError::invalid_go(
+                "<nil>",
+                "\"null\"",
+                "some validation rules were not checked because the object was invalid; correct the existing errors to complete validation",
+            ));
+        } else {
+            errs.extend(s.validate_rules(obj, old));
+        }
+        errs
+    }
+
     fn with_version(&self, mut obj: Value, version: &str) -> Value {
         if let Some(m) = obj.as_object_mut() {
             m.insert("apiVersion".into(), json!(format!("{}/{version}", self.group)));
@@ -59,23 +94,16 @@ impl Strategy for CustomResources {
         }
     }
 
-    /// The schema's rules, then the scale subresource's (`customResourceValidator`), then the
-    /// embedded resources and the schema's set and map lists.
     fn validate(&self, obj: &Value) -> Vec<FieldError> {
-        let mut errs = self.schema.as_ref().map(|s| s.validate(obj)).unwrap_or_default();
-        if let Some(scale) = &self.scale {
-            errs.extend(scale.validate_spec(obj));
-            errs.extend(scale.validate_status(obj));
-        }
-        if let Some(s) = &self.schema {
-            errs.extend(s.validate_embedded(obj));
-            errs.extend(s.validate_list_types(obj));
-        }
-        errs
+        self.checks(obj, None)
     }
 
-    fn validate_subresource_update(&self, _subresource: &str, new: &Value, _old: &Value) -> Vec<FieldError> {
-        self.validate(new)
+    fn validate_update(&self, new: &Value, old: &Value) -> Vec<FieldError> {
+        self.checks(new, Some(old))
+    }
+
+    fn validate_subresource_update(&self, _subresource: &str, new: &Value, old: &Value) -> Vec<FieldError> {
+        self.checks(new, Some(old))
     }
 
     fn scale_of(&self, obj: &Value) -> Result<ScaleOf, ApiError> {

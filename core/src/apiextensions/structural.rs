@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 use serde_json::{Map, Value};
 
 use super::pattern::Pattern;
+use super::rules::Rule;
 use crate::schema::ListType;
 
 /// One node of a structural schema.
@@ -38,6 +39,8 @@ pub struct Structural {
     pub any_of: Vec<Structural>,
     pub one_of: Vec<Structural>,
     pub not: Option<Box<Structural>>,
+    /// `x-kubernetes-validations`: the CEL rules of the node.
+    pub rules: Vec<Rule>,
     /// The schema as written, for the validation of its other keywords.
     pub raw: Value,
 }
@@ -61,6 +64,7 @@ pub static UNDESCRIBED: Structural = Structural {
     any_of: Vec::new(),
     one_of: Vec::new(),
     not: None,
+    rules: Vec::new(),
     raw: Value::Null,
 };
 
@@ -99,6 +103,7 @@ impl Structural {
             any_of: schemas("anyOf"),
             one_of: schemas("oneOf"),
             not: schema("not"),
+            rules: Rule::read_all(v),
             raw: v.clone(),
         }
     }

@@ -3,7 +3,7 @@
 //! `pkg/apiserver/validation`): at each node, in this order, its type, `anyOf`, `oneOf`,
 //! `allOf` and `not`, string bounds (the first that fails), `format`, number bounds, items,
 //! `enum`, then object bounds, members and required members. Every check that applies runs;
-//! an error is reported once. CEL rules are not checked yet.
+//! an error is reported once. CEL rules are checked after these ([`super::rules`]).
 
 use std::collections::HashSet;
 
@@ -72,7 +72,7 @@ impl Structural {
         out
     }
 
-    fn int_or_string(&self) -> bool {
+    pub(super) fn int_or_string(&self) -> bool {
         self.raw.get("x-kubernetes-int-or-string").and_then(Value::as_bool) == Some(true)
     }
 

@@ -1,0 +1,162 @@
+use serde_json::{Value, json};
+
+use super::schema_rules::validate_schema;
+use super::structural::Structural;
+
+fn schema() -> Value {
+    json!({"type": "object", "properties": {
+        "spec": {"type": "object",
+            "x-kubernetes-validations": [
+                {"rule": "self.replicas <= self.max"},
+                {"rule": "self.replicas >= 0", "message": "replicas must not be negative", "reason": "FieldValueForbidden"},
+                {"rule": "self.max <= 10", "messageExpression": "'max is ' + string(self.max)", "fieldPath": ".max"},
+                {"rule": "self.replicas >= oldSelf.replicas", "message": "replicas may not shrink"},
+                {"rule": "has(self.__namespace__) || self.replicas < 5", "message": "namespace needed"}],
+            "properties": {
+                "replicas": {"type": "integer"}, "max": {"type": "integer"},
+                "namespace": {"type": "string"},
+                "ratio": {"type": "number", "x-kubernetes-validations": [{"rule": "self < 1.5"}]},
+                "ports": {"type": "array", "x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"], "maxItems": 10,
+                    "items": {"type": "object", "required": ["name"],
+                        "properties": {"name": {"type": "string", "maxLength": 20}, "port": {"type": "integer"}},
+                        "x-kubernetes-validations": [{"rule": "self.port == oldSelf.port", "message": "port is immutable"}]}}}},
+        "status": {"type": "object", "properties": {"ready": {"type": "boolean"}}}},
+        "x-kubernetes-validations": [{"rule": "self.metadata.name.startsWith('w')", "message": "name must start with w"}]})
+}
+
+fn errors(obj: Value, old: Option<Value>) -> Vec<String> {
+    Structural::read(&schema()).validate_rules(&obj, old.as_ref()).iter().map(ToString::to_string).collect()
+}
+
+fn widget(spec: Value) -> Value {
+    json!({"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "w1", "namespace": "default"}, "spec": spec})
+}
+
+#[test]
+fn rules_run_at_their_nodes_with_kubes_messages() {
+    assert!(errors(widget(json!({"replicas": 1, "max": 2, "ratio": 1})), None).is_empty());
+    assert_eq!(
+        errors(widget(json!({"replicas": -3, "max": -4})), None),
+        vec!["spec: Invalid value: \"object\": failed rule: self.replicas <= self.max", "spec: Forbidden: replicas must not be negative",]
+    );
+    assert_eq!(errors(widget(json!({"replicas": 1, "max": 12})), None), vec!["spec.max: Invalid value: \"object\": max is 12"]);
+    assert_eq!(errors(widget(json!({"replicas": 6, "max": 8})), None), vec!["spec: Invalid value: \"object\": namespace needed"]);
+    assert!(errors(widget(json!({"replicas": 6, "max": 8, "namespace": "x"})), None).is_empty(), "an escaped property name");
+    assert_eq!(errors(widget(json!({"replicas": 1, "max": 2, "ratio": 2})), None), vec!["spec.ratio: Invalid value: \"number\": failed rule: self < 1.5"]);
+    let mut other = widget(json!({"replicas": 1, "max": 2}));
+    other["metadata"]["name"] = json!("x1");
+    assert_eq!(errors(other, None), vec!["<nil>: Invalid value: \"object\": name must start with w"]);
+}
+
+#[test]
+fn transition_rules_run_where_the_old_value_correlates() {
+    let old = widget(json!({"replicas": 3, "max": 5, "ports": [{"name": "a", "port": 1}, {"name": "b", "port": 2}]}));
+    let shrunk = widget(json!({"replicas": 2, "max": 5, "ports": [{"name": "b", "port": 2}, {"name": "a", "port": 1}, {"name": "c", "port": 9}]}));
+    assert_eq!(errors(shrunk.clone(), None), Vec::<String>::new(), "no old object: transition rules skipped");
+    assert_eq!(errors(shrunk, Some(old.clone())), vec!["spec: Invalid value: \"object\": replicas may not shrink"]);
+    let moved = widget(json!({"replicas": 3, "max": 5, "ports": [{"name": "b", "port": 2}, {"name": "a", "port": 7}]}));
+    assert_eq!(errors(moved, Some(old)), vec!["spec.ports[1]: Invalid value: \"object\": port is immutable"]);
+}
+
+#[test]
+fn runtime_errors_are_reported_with_the_rule() {
+    assert_eq!(
+        errors(widget(json!({"replicas": 1})), None),
+        vec![
+            "spec: Invalid value: \"object\": no such key: max evaluating rule: self.replicas <= self.max",
+            "spec: Invalid value: \"object\": no such key: max evaluating rule: self.max <= 10",
+        ]
+    );
+}
+
+fn schema_errors(schema: Value) -> Vec<String> {
+    validate_schema(&schema, "spec.validation.openAPIV3Schema", false).iter().map(ToString::to_string).collect()
+}
+
+#[test]
+fn a_crds_rules_are_compiled_and_costed_when_it_is_written() {
+    assert_eq!(schema_errors(schema()), Vec::<String>::new());
+    let at = "spec.validation.openAPIV3Schema";
+    let with = |rules: Value, props: Value| json!({"type": "object", "properties": props, "x-kubernetes-validations": rules});
+    let errs = schema_errors(with(json!([{"rule": "self.", "reason": "Bad"}, {"rule": " "}]), json!({})));
+    assert_eq!(
+        errs,
+        vec![
+            format!(
+                "{at}.x-kubernetes-validations[0].reason: Unsupported value: \"Bad\": supported values: \"FieldValueDuplicate\", \"FieldValueForbidden\", \"FieldValueInvalid\", \"FieldValueRequired\""
+            ),
+            format!("{at}.x-kubernetes-validations[1].rule: Required value: rule is not specified"),
+        ],
+        "rules are compiled only where their entries are well formed"
+    );
+    let errs = schema_errors(with(json!([{"rule": "self.", "optionalOldSelf": true}]), json!({})));
+    assert_eq!(errs.len(), 1, "{errs:?}");
+    assert!(errs[0].starts_with(&format!("{at}.x-kubernetes-validations[0].rule: Invalid value: apiextensions.ValidationRule{{Rule:\"self.\", Message:\"\", MessageExpression:\"\", Reason:(*apiextensions.FieldValueErrorReason)(nil), FieldPath:\"\", OptionalOldSelf:(*bool)(true)}}: compilation failed: ")), "{errs:?}");
+    assert_eq!(
+        schema_errors(with(json!([{"rule": "self == self", "optionalOldSelf": false}]), json!({}))),
+        vec![format!("{at}.x-kubernetes-validations[0].optionalOldSelf: Invalid value: false: may not be set if oldSelf is not used in rule")]
+    );
+
+    let unbounded = json!({"names": {"type": "array", "items": {"type": "string"},
+        "x-kubernetes-validations": [{"rule": "self.all(x, self.all(y, x == y))"}]}});
+    let errs = schema_errors(with(json!([]), unbounded));
+    assert!(
+        errs.iter().any(|e| e.starts_with(&format!(
+            "{at}.properties[names].x-kubernetes-validations[0].rule: Forbidden: estimated rule cost exceeds budget by factor of more than 100x"
+        ))),
+        "{errs:?}"
+    );
+    let bounded = json!({"names": {"type": "array", "maxItems": 10, "items": {"type": "string", "maxLength": 10},
+        "x-kubernetes-validations": [{"rule": "self.all(x, self.all(y, x == y))"}]}});
+    assert_eq!(schema_errors(with(json!([]), bounded)), Vec::<String>::new());
+
+    let set = json!({"tags": {"type": "array", "x-kubernetes-list-type": "set", "maxItems": 4,
+        "items": {"type": "string", "maxLength": 4, "x-kubernetes-validations": [{"rule": "self == oldSelf"}]}}});
+    assert_eq!(
+        schema_errors(with(json!([]), set)),
+        vec![format!(
+            "{at}.properties[tags].items.x-kubernetes-validations[0].rule: Invalid value: \"self == oldSelf\": oldSelf cannot be used on the uncorrelatable portion of the schema within {at}.properties[tags]"
+        )]
+    );
+    let bad_path = with(json!([{"rule": "true", "fieldPath": ".nope"}]), json!({"a": {"type": "string"}}));
+    assert_eq!(schema_errors(bad_path), vec![format!("{at}.x-kubernetes-validations[0].fieldPath: Invalid value: \".nope\": fieldPath must be a valid path")]);
+}
+
+#[test]
+fn values_are_typed_by_the_schema() {
+    let schema = json!({"type": "object", "properties": {"spec": {"type": "object",
+        "properties": {
+            "at": {"type": "string", "format": "date-time"}, "day": {"type": "string", "format": "date"},
+            "blob": {"type": "string", "format": "byte"}, "ratio": {"type": "number"},
+            "namespace": {"type": "string"}, "gone": {"type": "string", "nullable": true},
+            "labels": {"type": "object", "additionalProperties": {"type": "string"}},
+            "free": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}},
+        "x-kubernetes-validations": [
+            {"rule": "self.at > timestamp('2020-01-01T00:00:00Z') && self.day == timestamp('2024-02-03T00:00:00Z')"},
+            {"rule": "self.blob == b'hi' && self.ratio == 2.0 && self.namespace == self.__namespace__"},
+            {"rule": "!has(self.gone) && self.labels['a.b/c'] == 'x' && !has(self.free.anything)"}]}}});
+    let obj = widget(json!({"at": "2024-05-06T07:08:09Z", "day": "2024-02-03", "blob": "aGk=", "ratio": 2, "namespace": "n",
+        "gone": null, "labels": {"a.b/c": "x"}, "free": {"anything": 1}}));
+    assert_eq!(Structural::read(&schema).validate_rules(&obj, None), Vec::new());
+}
+
+#[test]
+fn unchanged_values_ratchet_and_optional_old_self_runs_on_create() {
+    let schema = json!({"type": "object", "properties": {"spec": {"type": "object",
+        "properties": {"a": {"type": "integer", "x-kubernetes-validations": [{"rule": "self < 10", "reason": "FieldValueDuplicate"}]},
+            "b": {"type": "integer", "x-kubernetes-validations": [
+                {"rule": "!oldSelf.hasValue() || self >= oldSelf.value()", "optionalOldSelf": true, "messageExpression": "''"},
+                {"rule": "oldSelf.hasValue() || self == 1", "optionalOldSelf": true, "messageExpression": "'b starts at 1, not ' + string(self)"}]}}}}});
+    let s = Structural::read(&schema);
+    let check = |new: Value, old: Option<Value>| s.validate_rules(&new, old.as_ref()).iter().map(ToString::to_string).collect::<Vec<_>>();
+    assert_eq!(
+        check(widget(json!({"a": 12, "b": 2})), None),
+        vec!["spec.a: Duplicate value: \"integer\"", "spec.b: Invalid value: \"integer\": b starts at 1, not 2"]
+    );
+    let old = widget(json!({"a": 12, "b": 1}));
+    assert_eq!(check(widget(json!({"a": 12, "b": 3})), Some(old.clone())), Vec::<String>::new(), "an unchanged invalid value is let through");
+    assert_eq!(
+        check(widget(json!({"a": 13, "b": 0})), Some(old)),
+        vec!["spec.a: Duplicate value: \"integer\"", "spec.b: Invalid value: \"integer\": failed rule: !oldSelf.hasValue() || self >= oldSelf.value()"]
+    );
+}

@@ -1,0 +1,254 @@
+//! The worst-case cost of an expression, estimated before it runs, as cel-go's cost estimator
+//! (`checker/cost.go`) and kube's (`library/cost.go`) estimate it: one unit per variable, field
+//! selection and call; a tenth of a unit per character a string function or comparison reads
+//! (a regex match that times a quarter per character of its pattern); one unit per element a
+//! list function reads; ten per list literal; a comprehension's condition and step once per
+//! element of what it ranges over. The sizes of values come from their [`Shape`], which a schema's `maxLength`,
+//! `maxItems` and `maxProperties` bound; without them, the largest a request body can hold.
+//!
+//! kube refuses an expression whose estimate passes its limit; the estimate here never
+//! exceeds kube's for the same expression (where they differ, this one is the lower), so what
+//! kube accepts is accepted, and what is accepted runs in time bounded by the estimate.
+
+use std::collections::BTreeMap;
+
+use cel::common::ast::{ComprehensionExpr, EntryExpr, Expr, IdedExpr, LiteralValue, operators};
+
+use super::Expression;
+
+/// The largest request body kube reads (3 MiB): the bound of every size no schema limits.
+pub const MAX_REQUEST_BYTES: u64 = 3 * 1024 * 1024;
+
+/// kube's limit of one rule's estimated cost, its cardinality included
+/// (`StaticEstimatedCostLimit`).
+pub const RULE_LIMIT: u64 = 10_000_000;
+
+/// kube's limit of the estimated costs of all of a schema's rules together
+/// (`StaticEstimatedCRDCostLimit`).
+pub const TOTAL_LIMIT: u64 = 100_000_000;
+
+/// What the estimate knows of a value.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Shape {
+    /// Of any type, and any size a request allows.
+    Unknown,
+    /// A number, boolean, null, timestamp or duration.
+    Scalar,
+    /// A string (or bytes) of at most `max` characters.
+    String { max: u64 },
+    /// A list of at most `max` items.
+    List { max: u64, items: Box<Shape> },
+    /// A map of at most `max` entries whose keys are strings of at most `key` characters.
+    Map { max: u64, key: u64, values: Box<Shape> },
+    /// An object of known fields, by their CEL names.
+    Object { fields: BTreeMap<String, Shape> },
+}
+
+impl Shape {
+    /// The most characters, items or entries the value has.
+    fn size(&self) -> u64 {
+        match self {
+            Shape::Unknown => MAX_REQUEST_BYTES,
+            Shape::Scalar => 1,
+            Shape::String { max } | Shape::List { max, .. } | Shape::Map { max, .. } => *max,
+            Shape::Object { fields } => fields.len() as u64,
+        }
+    }
+
+    /// The value of the member `name` (a field, or a map's value).
+    fn member(&self, name: &str) -> Shape {
+        match self {
+            Shape::Object { fields } => fields.get(name).cloned().unwrap_or(Shape::Unknown),
+            Shape::Map { values, .. } => (**values).clone(),
+            _ => Shape::Unknown,
+        }
+    }
+
+    /// What a comprehension over the value binds: a list's items, a map's or object's keys.
+    fn element(&self) -> Shape {
+        match self {
+            Shape::List { items, .. } => (**items).clone(),
+            Shape::Map { key, .. } => Shape::String { max: *key },
+            Shape::Object { fields } => Shape::String { max: fields.keys().map(|k| k.len() as u64).max().unwrap_or(0) },
+            _ => Shape::Unknown,
+        }
+    }
+
+    /// What indexing the value gives: a list's item or a map's value.
+    fn indexed(&self) -> Shape {
+        match self {
+            Shape::List { items, .. } => (**items).clone(),
+            Shape::Map { values, .. } => (**values).clone(),
+            _ => Shape::Unknown,
+        }
+    }
+
+    fn is_sized(&self) -> bool {
+        matches!(self, Shape::String { .. } | Shape::List { .. } | Shape::Map { .. } | Shape::Unknown)
+    }
+}
+
+/// The cost of reading `n` characters: a tenth of a unit each, rounded up.
+fn traversal(n: u64) -> u64 {
+    n.div_ceil(10)
+}
+
+/// The estimated worst-case cost of `expr` with `variables` of the given shapes.
+pub fn estimate(expr: &Expression, variables: &[(&str, Shape)]) -> u64 {
+    let mut scopes: Vec<(String, Shape)> = variables.iter().map(|(n, s)| (n.to_string(), s.clone())).collect();
+    walk(expr.root(), &mut scopes).0
+}
+
+fn walk(e: &IdedExpr, scopes: &mut Vec<(String, Shape)>) -> (u64, Shape) {
+    match &e.expr {
+        Expr::Unspecified => (0, Shape::Unknown),
+        Expr::Literal(LiteralValue::String(s)) => (0, Shape::String { max: s.inner().chars().count() as u64 }),
+        Expr::Literal(LiteralValue::Bytes(b)) => (0, Shape::String { max: b.inner().len() as u64 }),
+        Expr::Literal(_) => (0, Shape::Scalar),
+        Expr::Ident(name) => (1, scopes.iter().rev().find(|(n, _)| n == name).map_or(Shape::Unknown, |(_, s)| s.clone())),
+        Expr::Select(select) => {
+            let (cost, operand) = walk(&select.operand, scopes);
+            if select.test {
+                return (cost, Shape::Scalar);
+            }
+            (cost.saturating_add(1), operand.member(&select.field))
+        }
+        Expr::List(list) => {
+            let (mut cost, mut items) = (10u64, Shape::Scalar);
+            for x in &list.elements {
+                let (c, s) = walk(x, scopes);
+                cost = cost.saturating_add(c);
+                items = wider(items, s);
+            }
+            (cost, Shape::List { max: list.elements.len() as u64, items: Box::new(items) })
+        }
+        Expr::Map(map) => (entries_cost(&map.entries, scopes).saturating_add(30), Shape::Unknown),
+        Expr::Struct(s) => (entries_cost(&s.entries, scopes).saturating_add(40), Shape::Unknown),
+        Expr::Comprehension(c) => comprehension(c, scopes),
+        Expr::Call(call) => {
+            let mut cost = 0u64;
+            let target = call.target.as_ref().map(|t| {
+                let (c, s) = walk(t, scopes);
+                cost = cost.saturating_add(c);
+                s
+            });
+            let mut args = Vec::with_capacity(call.args.len());
+            for a in &call.args {
+                let (c, s) = walk(a, scopes);
+                args.push((c, s));
+            }
+            if call.func_name == operators::CONDITIONAL && args.len() == 3 {
+                let (then, otherwise) = (&args[1], &args[2]);
+                return (args[0].0.saturating_add(then.0.max(otherwise.0)), wider(then.1.clone(), otherwise.1.clone()));
+            }
+            for (c, _) in &args {
+                cost = cost.saturating_add(*c);
+            }
+            let shapes: Vec<Shape> = args.into_iter().map(|(_, s)| s).collect();
+            let (own, shape) = call_cost(&call.func_name, target.as_ref(), &shapes);
+            (cost.saturating_add(own), shape)
+        }
+    }
+}
+
+fn entries_cost(entries: &[cel::common::ast::IdedEntryExpr], scopes: &mut Vec<(String, Shape)>) -> u64 {
+    entries.iter().fold(0u64, |cost, entry| match &entry.expr {
+        EntryExpr::MapEntry(m) => cost.saturating_add(walk(&m.key, scopes).0).saturating_add(walk(&m.value, scopes).0),
+        EntryExpr::StructField(f) => cost.saturating_add(walk(&f.value, scopes).0),
+    })
+}
+
+/// A comprehension (what `all`, `exists`, `exists_one`, `map` and `filter` expand to): its
+/// range, then its condition and step once per element.
+fn comprehension(c: &ComprehensionExpr, scopes: &mut Vec<(String, Shape)>) -> (u64, Shape) {
+    let (range_cost, range) = walk(&c.iter_range, scopes);
+    let n = range.size();
+    let (init_cost, init) = walk(&c.accu_init, scopes);
+    let accumulated = match init {
+        Shape::List { .. } => Shape::List { max: n, items: Box::new(Shape::Unknown) },
+        other => other,
+    };
+    let depth = scopes.len();
+    scopes.push((c.accu_var.clone(), accumulated));
+    scopes.push((c.iter_var.clone(), range.element()));
+    if let Some(second) = &c.iter_var2 {
+        scopes.push((second.clone(), range.indexed()));
+    }
+    let (cond, _) = walk(&c.loop_cond, scopes);
+    let (step, _) = walk(&c.loop_step, scopes);
+    scopes.truncate(depth + 1);
+    let (result_cost, result) = walk(&c.result, scopes);
+    scopes.truncate(depth);
+    let cost = range_cost.saturating_add(init_cost).saturating_add(n.saturating_mul(cond.saturating_add(step))).saturating_add(result_cost);
+    (cost, result)
+}
+
+/// The larger of two shapes, where they differ.
+fn wider(a: Shape, b: Shape) -> Shape {
+    match (a, b) {
+        (a, b) if a == b => a,
+        (Shape::Scalar, b) => b,
+        (a, Shape::Scalar) => a,
+        (Shape::String { max: x }, Shape::String { max: y }) => Shape::String { max: x.max(y) },
+        _ => Shape::Unknown,
+    }
+}
+
+/// A call's own cost (its arguments' excluded) and the shape of what it returns.
+fn call_cost(function: &str, target: Option<&Shape>, args: &[Shape]) -> (u64, Shape) {
+    let first = target.or(args.first());
+    let size = first.map_or(0, Shape::size);
+    match function {
+        operators::LOGICAL_AND | operators::LOGICAL_OR => (0, Shape::Scalar),
+        operators::LOGICAL_NOT | operators::NOT_STRICTLY_FALSE | "size" => (1, Shape::Scalar),
+        operators::ADD => match (args.first(), args.get(1)) {
+            (Some(Shape::String { max: a }), Some(Shape::String { max: b })) => (traversal(a.saturating_add(*b)), Shape::String { max: a.saturating_add(*b) }),
+            (Some(Shape::List { max: a, items: x }), Some(Shape::List { max: b, items: y })) => {
+                (1, Shape::List { max: a.saturating_add(*b), items: Box::new(wider((**x).clone(), (**y).clone())) })
+            }
+            _ => (1, Shape::Scalar),
+        },
+        operators::EQUALS | operators::NOT_EQUALS | operators::LESS | operators::LESS_EQUALS | operators::GREATER | operators::GREATER_EQUALS => {
+            let least = args.iter().map(|a| if a.is_sized() { a.size() } else { 0 }).min().unwrap_or(0);
+            (traversal(least), Shape::Scalar)
+        }
+        operators::IN => match args.get(1) {
+            Some(Shape::List { max, .. }) => (1 + max, Shape::Scalar),
+            _ => (1, Shape::Scalar),
+        },
+        operators::INDEX | operators::OPT_INDEX => (1, args.first().map_or(Shape::Unknown, Shape::indexed)),
+        operators::OPT_SELECT => (1, Shape::Unknown),
+        "contains" => (traversal(size).saturating_mul(traversal(args.first().map_or(0, Shape::size))), Shape::Scalar),
+        "startsWith" | "endsWith" => (traversal(args.first().map_or(0, Shape::size)), Shape::Scalar),
+        "lowerAscii" | "upperAscii" | "trim" | "charAt" | "substring" | "quote" => (traversal(size), Shape::String { max: size }),
+        "indexOf" | "lastIndexOf" | "isSorted" | "sum" | "min" | "max" => match first {
+            Some(list @ Shape::List { max, .. }) => {
+                let per_item = match list.element() {
+                    Shape::String { max } => 1 + traversal(max),
+                    _ => 1,
+                };
+                (max.saturating_mul(per_item), list.element())
+            }
+            _ => (traversal(size), Shape::Scalar),
+        },
+        "matches" | "find" | "findAll" => {
+            let pattern = args.first().map_or(0, Shape::size);
+            let cost = traversal(size.saturating_add(1)).saturating_mul(pattern.div_ceil(4));
+            (cost, if function == "findAll" { Shape::List { max: size, items: Box::new(Shape::String { max: size }) } } else { Shape::String { max: size } })
+        }
+        "split" => (traversal(size.saturating_mul(2)), Shape::List { max: size, items: Box::new(Shape::String { max: size }) }),
+        "replace" => {
+            let grown = args.get(1).map_or(1, |r| r.size().max(1));
+            (traversal(size.saturating_mul(2)), Shape::String { max: size.saturating_mul(grown) })
+        }
+        "join" => {
+            let item = first.map_or(Shape::Unknown, Shape::element).size();
+            let total = size.saturating_mul(item.saturating_add(args.first().map_or(0, Shape::size)));
+            (traversal(total), Shape::String { max: total })
+        }
+        "sets.contains" | "sets.equivalent" | "sets.intersects" => (size.saturating_mul(args.get(1).map_or(0, Shape::size)), Shape::Scalar),
+        "string" | "bytes" => (1 + traversal(size), Shape::String { max: size.max(20) }),
+        "int" | "uint" | "double" | "bool" | "timestamp" | "duration" => (1 + traversal(size), Shape::Scalar),
+        _ => (1, Shape::Unknown),
+    }
+}

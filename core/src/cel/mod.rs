@@ -1,0 +1,79 @@
+//! CEL as kube-apiserver offers it to its expressions (k8s.io/apiserver/pkg/cel): one
+//! environment (cel-rust's standard library with optional values, its strings extension, and
+//! kube's list, regex and set libraries), built once and shared by every
+//! expression: CRD validation rules now, admission policies later.
+//!
+//! An [`Expression`] is compiled once (when its CRD is read) and evaluated against variables
+//! given as CEL values. Its worst-case cost is estimated before it is accepted ([`cost`]):
+//! what kube's static cost check refuses is refused, so every accepted expression runs in
+//! bounded time on an object no bigger than a request body.
+
+pub mod cost;
+mod library;
+mod names;
+
+use std::sync::{Arc, LazyLock};
+
+pub use cel::Value;
+pub use cel::objects::{Key, OptionalValue};
+pub use names::escape;
+
+/// The environment every expression is compiled and run in.
+static ENVIRONMENT: LazyLock<Arc<cel::Env>> = LazyLock::new(|| {
+    let mut env = cel::Env::stdlib();
+    cel::extensions::strings(&mut env).expect("the strings extension declares new overloads");
+    library::extension(&mut env).expect("kube's libraries declare new overloads");
+    Arc::new(env)
+});
+
+/// A compiled expression.
+#[derive(Debug)]
+pub struct Expression {
+    source: String,
+    program: cel::Program,
+}
+
+impl PartialEq for Expression {
+    fn eq(&self, other: &Expression) -> bool {
+        self.source == other.source
+    }
+}
+
+impl Expression {
+    /// Compiles `source`; the error is the parser's report.
+    pub fn compile(source: &str) -> Result<Expression, String> {
+        let program = ENVIRONMENT.compile(source).map_err(|e| e.to_string())?;
+        Ok(Expression { source: source.to_string(), program })
+    }
+
+    pub fn source(&self) -> &str {
+        &self.source
+    }
+
+    /// Whether the expression names the variable `name`.
+    pub fn uses(&self, name: &str) -> bool {
+        self.program.references().has_variable(name)
+    }
+
+    /// Evaluates the expression with `variables` bound.
+    pub fn evaluate(&self, variables: Vec<(&str, Value)>) -> Result<Value, String> {
+        let mut context = cel::Context::with_env(Arc::clone(&ENVIRONMENT));
+        for (name, value) in variables {
+            context.add_variable_from_value(name, value);
+        }
+        self.program.execute(&context).map_err(|e| go_style(&e.to_string()))
+    }
+
+    pub(crate) fn root(&self) -> &cel::IdedExpr {
+        self.program.expression()
+    }
+}
+
+/// An error as cel-go words it: lowercase (`no such key: x`).
+fn go_style(message: &str) -> String {
+    let mut chars = message.chars();
+    chars.next().map(|c| c.to_lowercase().chain(chars).collect()).unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests;
