@@ -500,3 +500,40 @@ fn every_served_version_of_a_crd_has_a_local_api_service() {
     // The built-in groups' APIServices are not this controller's.
     assert_eq!(call(&mut w, "GET", &format!("{API_SERVICES}/v1.apps"), None).head.status, 200);
 }
+
+#[test]
+fn cel_validation_rules_refuse_what_they_do_not_allow() {
+    let mut w = world();
+    let mut def = crd("Widget", "widgets");
+    def["spec"]["versions"][0]["schema"]["openAPIV3Schema"] = json!({"type": "object", "properties": {
+        "spec": {"type": "object", "properties": {"size": {"type": "integer"}, "max": {"type": "integer"}},
+            "x-kubernetes-validations": [
+                {"rule": "self.size <= self.max", "messageExpression": "'size ' + string(self.size) + ' is over ' + string(self.max)"},
+                {"rule": "self.size >= oldSelf.size", "message": "size may not shrink", "reason": "FieldValueForbidden"}]}}});
+    let r = call(&mut w, "POST", CRDS, Some(def));
+    assert_eq!(r.head.status, 201, "{}", String::from_utf8_lossy(&r.body));
+    let item = |size: i64| json!({"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "w1"}, "spec": {"size": size, "max": 5}});
+    let r = call(&mut w, "POST", WIDGETS, Some(item(7)));
+    assert_eq!(r.head.status, 422, "{}", String::from_utf8_lossy(&r.body));
+    assert_eq!(r.json()["message"], "Widget.example.com \"w1\" is invalid: spec: Invalid value: \"object\": size 7 is over 5");
+    assert_eq!(
+        r.json()["details"]["causes"][0],
+        json!({"reason": "FieldValueInvalid", "message": "Invalid value: \"object\": size 7 is over 5", "field": "spec"})
+    );
+    assert_eq!(call(&mut w, "POST", WIDGETS, Some(item(3))).head.status, 201, "the transition rule does not run on a create");
+    let r = call(&mut w, "PATCH", &format!("{WIDGETS}/w1"), Some(json!({"spec": {"size": 2}})));
+    assert_eq!(r.json()["message"], "Widget.example.com \"w1\" is invalid: spec: Forbidden: size may not shrink");
+    assert_eq!(call(&mut w, "PATCH", &format!("{WIDGETS}/w1"), Some(json!({"spec": {"size": 4}}))).head.status, 200);
+
+    let mut bad = crd("Gadget", "gadgets");
+    bad["spec"]["versions"][0]["schema"]["openAPIV3Schema"] = json!({"type": "object", "properties": {
+        "spec": {"type": "object", "properties": {"names": {"type": "array", "items": {"type": "string"}}},
+            "x-kubernetes-validations": [{"rule": "self.names.all(a, self.names.exists(b, a.contains(b)))"}]}}});
+    let r = call(&mut w, "POST", CRDS, Some(bad));
+    assert_eq!(r.head.status, 422, "{}", String::from_utf8_lossy(&r.body));
+    let message = r.json()["message"].as_str().unwrap_or_default().to_string();
+    assert!(
+        message.contains("spec.versions[0].schema.openAPIV3Schema.properties[spec].x-kubernetes-validations[0].rule: Forbidden: estimated rule cost exceeds budget by factor of more than 100x (try simplifying the rule, or adding maxItems, maxProperties, and maxLength where arrays, maps, and strings are declared)"),
+        "{message}"
+    );
+}

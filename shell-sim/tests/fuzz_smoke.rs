@@ -49,3 +49,8 @@ fn the_doubling_json_patch_is_bounded() {
 fn random_api_services_and_extension_server_answers_get_well_formed_answers() {
     random_inputs(300, 1024, kapi_sim::fuzzing::aggregation);
 }
+
+#[test]
+fn random_cel_rules_are_checked_and_run_without_panicking() {
+    random_inputs(2000, 512, kapi_sim::fuzzing::cel_rules);
+}

@@ -33,6 +33,8 @@ pub use crd_validation::validate_version_parts;
 pub use definition::{Definition, Names, Version};
 pub use formats::CHECKED as CHECKED_FORMATS;
 pub use openapi::KindDefinitions;
+pub use rule_checks::{check_rules, shape_of};
+pub use rules::to_cel;
 pub use scale::ScalePaths;
 pub use strategy::CustomResources;
 pub use structural::Structural;

@@ -4,7 +4,8 @@
 //! [`apply`] (in `writes.rs`) shape patches of every type and server-side apply
 //! configurations, with the few-byte encodings that let a fuzzer reach big documents;
 //! [`custom_resources`] (in `schemas.rs`) generated CRD schemas and objects of them;
-//! [`aggregation`] (in `aggregation.rs`) APIServices and what extension servers answer.
+//! [`aggregation`] (in `aggregation.rs`) APIServices and what extension servers answer;
+//! [`cel_rules`] (in `cel_rules.rs`) CEL validation rules on generated schemas.
 
 use std::cell::RefCell;
 
@@ -15,10 +16,12 @@ use kapi_core::pipeline::Request;
 use crate::{ADMIN_TOKEN, World, default_server, epoch};
 
 mod aggregation;
+mod cel_rules;
 mod schemas;
 mod writes;
 
 pub use aggregation::aggregation;
+pub use cel_rules::cel_rules;
 pub use schemas::{THROUGH_THE_PIPELINE, custom_resources};
 pub use writes::{apply, patch};
 

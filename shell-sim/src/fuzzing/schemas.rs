@@ -45,10 +45,10 @@ fn world() -> World {
     w
 }
 
-type Result<T> = arbitrary::Result<T>;
+pub(super) type Result<T> = arbitrary::Result<T>;
 
 /// A schema of (at `depth`) any type, with some of the keywords of that type.
-fn schema(u: &mut Unstructured, depth: u32) -> Result<Value> {
+pub(super) fn schema(u: &mut Unstructured, depth: u32) -> Result<Value> {
     let ty = if depth == 0 { "object" } else { *u.choose(&TYPES)? };
     let mut s = Map::new();
     if !ty.is_empty() {
@@ -152,7 +152,7 @@ fn value_validation(u: &mut Unstructured) -> Result<Value> {
 }
 
 /// A value of `schema`, mostly: now and then one of another type, or null.
-fn value(u: &mut Unstructured, schema: &Value, depth: u32) -> Result<Value> {
+pub(super) fn value(u: &mut Unstructured, schema: &Value, depth: u32) -> Result<Value> {
     if u.ratio(1, 10)? {
         return Ok(u.choose(&[Value::Null, json!("x"), json!(7), json!([1]), json!({"a": 1})])?.clone());
     }
