@@ -40,12 +40,12 @@ impl Client {
 
     /// Sends a request; the response's body is left to the caller to stream.
     pub async fn send(&self, method: Method, path: &str, body: Option<Bytes>) -> anyhow::Result<Response<Incoming>> {
-        self.send_as(method, path, body, "application/json").await
+        self.send_as(method, path, body, "application/json", "application/json").await
     }
 
-    /// [`Client::send`] with a body of `content_type`.
-    async fn send_as(&self, method: Method, path: &str, body: Option<Bytes>, content_type: &str) -> anyhow::Result<Response<Incoming>> {
-        let mut b = Request::builder().method(method).uri(format!("{}{path}", self.server)).header("accept", "application/json");
+    /// [`Client::send`] with a body of `content_type`, accepting `accept`.
+    async fn send_as(&self, method: Method, path: &str, body: Option<Bytes>, content_type: &str, accept: &str) -> anyhow::Result<Response<Incoming>> {
+        let mut b = Request::builder().method(method).uri(format!("{}{path}", self.server)).header("accept", accept);
         if body.is_some() {
             b = b.header("content-type", content_type);
         }
@@ -64,9 +64,18 @@ impl Client {
 
     /// [`Client::call`] with a body of `content_type` (a patch's, say).
     pub async fn call_as(&self, method: Method, path: &str, body: Option<Bytes>, content_type: &str) -> (Outcome, Bytes, Duration) {
+        self.exchange(method, path, body, content_type, "application/json").await
+    }
+
+    /// A GET that accepts `accept` (aggregated discovery's media type, say).
+    pub async fn get_accepting(&self, path: &str, accept: &str) -> (Outcome, Bytes, Duration) {
+        self.exchange(Method::GET, path, None, "application/json", accept).await
+    }
+
+    async fn exchange(&self, method: Method, path: &str, body: Option<Bytes>, content_type: &str, accept: &str) -> (Outcome, Bytes, Duration) {
         let start = Instant::now();
         let result = async {
-            let resp = self.send_as(method, path, body, content_type).await?;
+            let resp = self.send_as(method, path, body, content_type, accept).await?;
             let status = resp.status().as_u16();
             let body = resp.into_body().collect().await?.to_bytes();
             anyhow::Ok((status, body))

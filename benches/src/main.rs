@@ -85,6 +85,9 @@ enum Scenario {
         #[arg(long, default_value_t = 30.0)]
         duration: f64,
     },
+    /// Installs --count CRDs one at a time, each timed until established and served;
+    /// discovery and OpenAPI read before and after.
+    Crds(Api),
     /// Baseline: --count Txns creating the same keys and values straight in etcd.
     RawEtcd {
         #[command(flatten)]
@@ -113,6 +116,7 @@ async fn run(scenario: &Scenario) -> anyhow::Result<Vec<report::Row>> {
         Scenario::Get(api) => crud::get(api, api.client()?).await,
         Scenario::Update(api) => crud::update(api, api.client()?).await,
         Scenario::Delete(api) => crud::delete(api, api.client()?).await,
+        Scenario::Crds(api) => crds::crds(api, api.client()?).await,
         Scenario::List { api, limit, repeat, resource_version } => list::list(api, api.client()?, *limit, *repeat, resource_version.as_deref()).await,
         Scenario::WatchFanout { api, watchers, rate, duration, per_connection } => {
             watch::fanout(api, &api.target()?, *watchers, *rate, Duration::from_secs_f64(*duration), *per_connection).await
@@ -145,7 +149,13 @@ fn main() -> anyhow::Result<()> {
     // cores the server under test shares). The watch scenarios, with thousands of streams on
     // many connections, keep a pool.
     let runtime = match cli.scenario {
-        Scenario::Create(_) | Scenario::Get(_) | Scenario::Update(_) | Scenario::Delete(_) | Scenario::List { .. } | Scenario::RawEtcd { .. } => {
+        Scenario::Create(_)
+        | Scenario::Get(_)
+        | Scenario::Update(_)
+        | Scenario::Delete(_)
+        | Scenario::Crds(_)
+        | Scenario::List { .. }
+        | Scenario::RawEtcd { .. } => {
             tokio::runtime::Builder::new_current_thread().enable_all().build()?
         }
         Scenario::WatchFanout { .. } | Scenario::Mixed { .. } | Scenario::RawSqlite { .. } => tokio::runtime::Runtime::new()?,

@@ -37,7 +37,7 @@ fn api_group(catalog: &Catalog, group: &str) -> Value {
 
 /// `/apis/<group>`, if the group exists.
 pub fn group_document(catalog: &Catalog, group: &str) -> Option<Value> {
-    if group.is_empty() || !catalog.groups().contains(&group) {
+    if group.is_empty() || catalog.versions(group).is_empty() {
         return None;
     }
     let mut g = api_group(catalog, group);
@@ -48,7 +48,7 @@ pub fn group_document(catalog: &Catalog, group: &str) -> Option<Value> {
 }
 
 fn in_group_version<'a>(catalog: &'a Catalog, group: &'a str, version: &'a str) -> impl Iterator<Item = &'a std::sync::Arc<Resource>> {
-    catalog.resources().filter(move |r| r.info.group == group && r.info.version == version)
+    catalog.resources_of(group, version).into_iter()
 }
 
 /// `/api/v1` and `/apis/<group>/<version>`: `APIResourceList`, if the group-version exists.

@@ -1,5 +1,6 @@
 //! The scenarios, each a function from its options to result rows.
 
+pub mod crds;
 pub mod crud;
 pub mod list;
 pub mod mixed;

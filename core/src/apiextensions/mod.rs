@@ -24,7 +24,10 @@ mod strategy;
 pub(crate) mod structural;
 mod validate;
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
+
+use bytes::Bytes;
 
 use serde_json::{Value, json};
 
@@ -39,7 +42,9 @@ pub use scale::ScalePaths;
 pub use strategy::CustomResources;
 pub use structural::Structural;
 
+use crate::cache::Snapshot;
 use crate::catalog::{Backing, Catalog, DeleteReturns, FieldName, Resource, ResourceInfo, Subresource};
+use crate::kv::Revision;
 
 /// The verbs of a custom resource, in the order kube's discovery lists them.
 const VERBS: &[&str] = &["delete", "deletecollection", "get", "list", "patch", "create", "update", "watch"];
@@ -52,27 +57,58 @@ const TERMINATING_VERBS: &[&str] = &["delete", "deletecollection", "get", "list"
 /// resource never hides a built-in one: kube-apiserver's handlers come before the
 /// apiextensions server's.
 pub fn catalog_with<'a>(builtins: &Catalog, previous: &Catalog, crds: impl IntoIterator<Item = &'a Value>) -> Catalog {
-    let mut catalog = Catalog::default();
-    for r in builtins.resources() {
-        catalog.add_shared(r.clone());
-    }
+    let mut catalog = builtins.clone();
     for crd in crds {
-        let Some(def) = Definition::read(crd) else { continue };
-        for r in resources(&def, crd) {
-            if catalog.get(&r.info.group, &r.info.version, &r.info.resource).is_some() {
-                continue;
-            }
-            let kept = previous
-                .get(&r.info.group, &r.info.version, &r.info.resource)
-                .filter(|p| p.info.defined_by == r.info.defined_by && p.info.verbs == r.info.verbs);
-            catalog.add_shared(kept.cloned().unwrap_or_else(|| Arc::new(r)));
-        }
+        add_unhidden(&mut catalog, &entries(crd, previous));
     }
     catalog
 }
 
-/// The resources a CRD defines: one per served version, once its names are accepted.
-pub fn resources(def: &Definition, crd: &Value) -> Vec<Resource> {
+/// The entries each stored CRD made, by its key, with the revision it was read at.
+pub type Made = Arc<BTreeMap<Bytes, (Revision, Vec<Arc<Resource>>)>>;
+
+/// [`catalog_with`] of the CRDs in a snapshot of their cache, where a CRD whose revision is
+/// the one `made` saw keeps its entries without being read again (with a thousand CRDs, a
+/// change of one reads one); also what each CRD made now.
+pub fn catalog_of_snapshot(builtins: &Catalog, previous: &Catalog, made: &Made, crds: &Snapshot) -> (Catalog, Made) {
+    let mut catalog = builtins.clone();
+    let mut now = BTreeMap::new();
+    for (key, obj) in &crds.objects {
+        let entries = match made.get(key) {
+            Some((rv, entries)) if *rv == obj.rv => entries.clone(),
+            _ => entries(&obj.value(), previous),
+        };
+        add_unhidden(&mut catalog, &entries);
+        now.insert(key.clone(), (obj.rv, entries));
+    }
+    (catalog, Arc::new(now))
+}
+
+/// Adds the entries whose group, version and resource are not served yet.
+fn add_unhidden(catalog: &mut Catalog, entries: &[Arc<Resource>]) {
+    for r in entries {
+        if catalog.get(&r.info.group, &r.info.version, &r.info.resource).is_none() {
+            catalog.add_shared(r.clone());
+        }
+    }
+}
+
+/// The entries of a CRD: the one `previous` has for a served version whose definition is the
+/// same, a new one otherwise.
+fn entries(crd: &Value, previous: &Catalog) -> Vec<Arc<Resource>> {
+    let Some(def) = Definition::read(crd) else { return Vec::new() };
+    served_versions(&def, crd)
+        .into_iter()
+        .map(|(info, v)| {
+            let kept = previous.get(&info.group, &info.version, &info.resource).filter(|p| p.info.defined_by == info.defined_by && p.info.verbs == info.verbs);
+            kept.cloned().unwrap_or_else(|| Arc::new(resource(&def, v, info)))
+        })
+        .collect()
+}
+
+/// What the catalog says of each served version of a CRD (one per served version, once its
+/// names are accepted), in kube's order of preference.
+fn served_versions<'d>(def: &'d Definition, crd: &Value) -> Vec<(ResourceInfo, &'d Version)> {
     let Some(storage) = def.storage_version() else { return Vec::new() };
     if !def.serving() {
         return Vec::new();
@@ -112,22 +148,27 @@ pub fn resources(def: &Definition, crd: &Value) -> Vec<Resource> {
                 deprecation: v.deprecated.then(|| v.deprecation_warning.clone().unwrap_or_else(|| deprecated(def, v))),
                 defined_by: Some(defined_by.clone()),
             };
-            let schema = v.schema.as_ref().map(Structural::read);
-            let columns = v.columns.iter().filter_map(PrinterColumn::read).collect();
-            let strategy = CustomResources {
-                group: def.group.clone(),
-                served: v.name.clone(),
-                storage: storage.name.clone(),
-                status: v.status,
-                scale: v.scale.clone(),
-                schema,
-                columns,
-                selectable: v.selectable_fields.iter().map(|f| FieldName::Owned(f.clone())).collect(),
-                openapi: openapi::kind_definitions(&def.group, &v.name, names, v.schema.as_ref(), &v.selectable_fields),
-            };
-            Resource { info, strategy: Arc::new(strategy), ttl_seconds: None }
+            (info, v)
         })
         .collect()
+}
+
+/// A served version's entry: its schema, columns and OpenAPI definitions read.
+fn resource(def: &Definition, v: &Version, info: ResourceInfo) -> Resource {
+    let storage = def.storage_version().map_or(v.name.clone(), |s| s.name.clone());
+    let names = &def.accepted;
+    let strategy = CustomResources {
+        group: def.group.clone(),
+        served: v.name.clone(),
+        storage,
+        status: v.status,
+        scale: v.scale.clone(),
+        schema: v.schema.as_ref().map(Structural::read),
+        columns: v.columns.iter().filter_map(PrinterColumn::read).collect(),
+        selectable: v.selectable_fields.iter().map(|f| FieldName::Owned(f.clone())).collect(),
+        openapi: openapi::kind_definitions(&def.group, &v.name, names, v.schema.as_ref(), &v.selectable_fields),
+    };
+    Resource { info, strategy: Arc::new(strategy), ttl_seconds: None }
 }
 
 /// kube's warning for a deprecated version: the newest served version that is not deprecated

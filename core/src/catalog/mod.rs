@@ -76,23 +76,23 @@ impl Catalog {
 
     /// Group names in discovery order (the core group first, as kube lists them).
     pub fn groups(&self) -> Vec<&str> {
-        let mut out: Vec<&str> = Vec::new();
-        for r in &self.resources {
-            if !out.contains(&r.info.group.as_str()) {
-                out.push(&r.info.group);
-            }
-        }
-        out
+        let mut seen = std::collections::BTreeSet::new();
+        self.resources.iter().map(|r| r.info.group.as_str()).filter(|g| seen.insert(*g)).collect()
     }
 
+    /// A group's versions, in the order of their first resources.
     pub fn versions(&self, group: &str) -> Vec<&str> {
-        let mut out: Vec<&str> = Vec::new();
-        for r in &self.resources {
-            if r.info.group == group && !out.contains(&r.info.version.as_str()) {
-                out.push(&r.info.version);
-            }
-        }
-        out
+        let Some(versions) = self.by_path.get(group) else { return Vec::new() };
+        let mut firsts: Vec<(usize, &str)> = versions.iter().filter_map(|(v, rs)| Some((*rs.values().min()?, v.as_str()))).collect();
+        firsts.sort_unstable();
+        firsts.into_iter().map(|(_, v)| v).collect()
+    }
+
+    /// The resources of a group version, in catalog order.
+    pub fn resources_of(&self, group: &str, version: &str) -> Vec<&Arc<Resource>> {
+        let mut at: Vec<usize> = self.by_path.get(group).and_then(|vs| vs.get(version)).map(|rs| rs.values().copied().collect()).unwrap_or_default();
+        at.sort_unstable();
+        at.into_iter().map(|i| &self.resources[i]).collect()
     }
 
     /// Whether both catalogs hold the very same entries, in the same order.

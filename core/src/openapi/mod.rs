@@ -283,22 +283,14 @@ pub fn v2(catalog: &Catalog) -> Value {
     })
 }
 
-/// The documents of `/openapi/v3`, keyed by path (`api/v1`, `apis/apps/v1`).
-pub fn v3_documents(catalog: &Catalog) -> BTreeMap<String, Value> {
-    let mut docs = BTreeMap::new();
-    for g in catalog.groups() {
-        for v in catalog.versions(g) {
-            let key = if g.is_empty() { format!("api/{v}") } else { format!("apis/{g}/{v}") };
-            docs.insert(key, v3_group_version(catalog, g, v));
-        }
-    }
-    docs
+/// The `/openapi/v3` path of a group version's document (`api/v1`, `apis/apps/v1`).
+pub fn v3_key(group: &str, version: &str) -> String {
+    if group.is_empty() { format!("api/{version}") } else { format!("apis/{group}/{version}") }
 }
 
-/// The path of `/openapi/v3` and its `?hash=` for each document.
-pub fn v3_index(docs: &BTreeMap<String, Value>) -> Value {
-    let paths: Map<String, Value> =
-        docs.iter().map(|(k, doc)| (k.clone(), json!({"serverRelativeURL": format!("/openapi/v3/{k}?hash={}", hash(doc))}))).collect();
+/// The `/openapi/v3` index of documents of the given hashes, by path.
+pub fn v3_index<'a>(hashes: impl IntoIterator<Item = (&'a String, &'a String)>) -> Value {
+    let paths: Map<String, Value> = hashes.into_iter().map(|(k, hash)| (k.clone(), json!({"serverRelativeURL": format!("/openapi/v3/{k}?hash={hash}")}))).collect();
     json!({"paths": paths})
 }
 
@@ -424,11 +416,12 @@ fn v3_parameter(p: &Value) -> Value {
     Value::Object(m)
 }
 
-fn v3_group_version(catalog: &Catalog, group: &str, version: &str) -> Value {
+/// The `/openapi/v3` document of a group version.
+pub fn v3_group_version(catalog: &Catalog, group: &str, version: &str) -> Value {
     let mut v2_paths = BTreeMap::new();
     let mut roots: Vec<String> = vec![DELETE_OPTIONS.into(), STATUS.into(), PATCH.into(), WATCH_EVENT.into(), RESOURCE_LIST.into()];
     let mut custom = Map::new();
-    for r in catalog.resources().filter(|r| r.info.group == group && r.info.version == version) {
+    for r in catalog.resources_of(group, version) {
         resource_paths(r, &mut v2_paths);
         match r.strategy.openapi_definitions() {
             Some(defs) => {
@@ -489,8 +482,7 @@ mod tests {
     #[test]
     fn v3_documents_carry_kinds_patch_strategies_and_operations() {
         let c = catalog(&Settings::default());
-        let docs = v3_documents(&c);
-        let apps = &docs["apis/apps/v1"];
+        let apps = &v3_group_version(&c, "apps", "v1");
         let dep = &apps["components"]["schemas"]["io.k8s.api.apps.v1.Deployment"];
         assert_eq!(dep["x-kubernetes-group-version-kind"][0]["kind"], "Deployment");
         assert_eq!(dep["properties"]["metadata"]["allOf"][0]["$ref"], "#/components/schemas/io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta");
@@ -499,8 +491,9 @@ mod tests {
         let patch = &apps["paths"]["/apis/apps/v1/namespaces/{namespace}/deployments/{name}"]["patch"];
         assert_eq!(patch["operationId"], "patchAppsV1NamespacedDeployment");
         assert!(patch["parameters"].as_array().unwrap().iter().any(|p| p["name"] == "fieldValidation"));
-        let index = v3_index(&docs);
-        assert!(index["paths"]["api/v1"]["serverRelativeURL"].as_str().unwrap().starts_with("/openapi/v3/api/v1?hash="));
+        let hash = hash(&v3_group_version(&c, "", "v1"));
+        let index = v3_index([(&v3_key("", "v1"), &hash)]);
+        assert_eq!(index["paths"]["api/v1"]["serverRelativeURL"], format!("/openapi/v3/api/v1?hash={hash}"));
         let v2doc = v2(&c);
         assert!(v2doc["paths"]["/api/v1/namespaces/{namespace}/pods/{name}/status"]["get"].is_object());
         assert!(v2doc["definitions"]["io.k8s.api.core.v1.Pod"]["properties"]["spec"].get("x-kapi-proto").is_none());

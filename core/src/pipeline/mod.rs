@@ -32,7 +32,7 @@ mod query;
 mod respond;
 
 use std::collections::VecDeque;
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
 use bytes::Bytes;
 use jiff::{SignedDuration, Timestamp};
@@ -109,7 +109,9 @@ pub struct Served {
     pub api_services: ApiServices,
     /// What those servers last said they serve.
     pub discovered: Discovered,
-    docs: OnceLock<Docs>,
+    /// The catalog entries each CRD made, for the next change of the CRDs.
+    made: crate::apiextensions::Made,
+    docs: Docs,
 }
 
 impl Served {
@@ -118,7 +120,7 @@ impl Served {
     }
 
     fn with(catalog: Catalog, api_services: ApiServices, discovered: Discovered) -> Arc<Served> {
-        Arc::new(Served { catalog, api_services, discovered, docs: OnceLock::new() })
+        Arc::new(Served { catalog, api_services, discovered, made: Default::default(), docs: Docs::default() })
     }
 
     /// What the server serves once the APIServices in `objects` (the published state of their
@@ -130,27 +132,38 @@ impl Served {
         }
         let mut discovered = self.discovered.clone();
         discovered.retain_served(&api_services);
-        Some(Served::with(self.catalog.clone(), api_services, discovered))
+        Some(Arc::new(Served { api_services, discovered, ..self.shallow_copy() }))
     }
 
     /// What the server serves once the extension server of `group`/`version` said what it
     /// serves (`discovery`); `None` when that is what it knew.
     pub fn with_discovered(&self, group: &str, version: &str, discovery: Discovery) -> Option<Arc<Served>> {
         let discovered = self.discovered.with(group, version, discovery)?;
-        Some(Served::with(self.catalog.clone(), self.api_services.clone(), discovered))
+        Some(Arc::new(Served { discovered, ..self.shallow_copy() }))
     }
 
     /// What the server serves once the CustomResourceDefinitions in `crds` (the published state
     /// of their watch cache) are taken in, on top of the `builtins`; `None` when that is what
     /// it serves already.
     pub fn with_crds(&self, builtins: &Catalog, crds: &crate::cache::Snapshot) -> Option<Arc<Served>> {
-        let objects: Vec<serde_json::Value> = crds.objects.values().map(|o| o.value()).collect();
-        let catalog = crate::apiextensions::catalog_with(builtins, &self.catalog, &objects);
-        (!catalog.same_entries(&self.catalog)).then(|| Served::with(catalog, self.api_services.clone(), self.discovered.clone()))
+        let (catalog, made) = crate::apiextensions::catalog_of_snapshot(builtins, &self.catalog, &self.made, crds);
+        (!catalog.same_entries(&self.catalog)).then(|| Arc::new(Served { catalog, made, ..self.shallow_copy() }))
     }
 
-    fn docs(&self, server_address: &str) -> &Docs {
-        self.docs.get_or_init(|| Docs::new(server_address, &self.catalog, &self.api_services, &self.discovered))
+    /// The same parts, with documents to be made anew (from these where they fit).
+    fn shallow_copy(&self) -> Served {
+        Served {
+            catalog: self.catalog.clone(),
+            api_services: self.api_services.clone(),
+            discovered: self.discovered.clone(),
+            made: self.made.clone(),
+            docs: Docs::after(&self.docs),
+        }
+    }
+
+    /// What the documents are made of.
+    fn sources<'a>(&'a self, server_address: &'a str) -> nonresource::Sources<'a> {
+        nonresource::Sources { server_address, catalog: &self.catalog, apis: &self.api_services, discovered: &self.discovered }
     }
 }
 
@@ -359,8 +372,8 @@ impl RequestMachine {
                 return;
             }
             let accept = self.req.header("Accept").map(str::to_string);
-            let docs = self.served.docs(&self.server.server_address);
-            match nonresource::answer(&self.served.catalog, &self.served.api_services, docs, &self.req.method, &self.req.path, &query, accept.as_deref()) {
+            let sources = self.served.sources(&self.server.server_address);
+            match nonresource::answer(&sources, &self.served.docs, &self.req.method, &self.req.path, &query, accept.as_deref()) {
                 Some((head, body)) => self.respond(head, body),
                 None => self.fail(&ApiError::path_not_found()),
             }

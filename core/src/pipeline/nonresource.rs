@@ -1,6 +1,7 @@
 //! Non-resource endpoints: `/version`, `/healthz`, `/livez`, `/readyz`, discovery and OpenAPI.
 
 use std::collections::BTreeMap;
+use std::sync::{Arc, OnceLock};
 
 use bytes::Bytes;
 use serde_json::{Value, json};
@@ -9,47 +10,111 @@ use super::Health;
 use super::query::Query;
 use super::respond::{Head, status_body};
 use crate::aggregator::{self, ApiServices, Discovered};
-use crate::catalog::Catalog;
+use crate::catalog::{Catalog, Resource};
 use crate::codec::negotiate::parse_accept;
 use crate::codec::{self, Format};
 use crate::discovery;
 use crate::openapi::{self, KUBE_VERSION};
 use crate::status::ApiError;
 
-/// The documents computed once per catalog.
+/// The discovery and OpenAPI documents of one state of what is served, each made when first
+/// asked for (a request for one does not make the others). The OpenAPI v3 documents of the
+/// state before are reused where their group version's entries are the same, so that with a
+/// thousand CRDs, a change of one makes one document anew.
+#[derive(Default)]
 pub struct Docs {
+    discovery: OnceLock<DiscoveryDocs>,
+    openapi_v2: OnceLock<Value>,
+    openapi_v2_json: OnceLock<Bytes>,
+    openapi_v2_protobuf: OnceLock<Bytes>,
+    v3: OnceLock<Arc<V3Docs>>,
+    /// The v3 documents of the state before, if it made them.
+    earlier_v3: Option<Arc<V3Docs>>,
+}
+
+/// What the documents are made of.
+pub struct Sources<'a> {
+    pub server_address: &'a str,
+    pub catalog: &'a Catalog,
+    pub apis: &'a ApiServices,
+    pub discovered: &'a Discovered,
+}
+
+struct DiscoveryDocs {
     api: Value,
     apis: Value,
     aggregated: BTreeMap<(bool, &'static str), Bytes>,
-    openapi_v2: Bytes,
-    openapi_v2_protobuf: Bytes,
-    v3_index: Bytes,
-    v3: BTreeMap<String, (String, Bytes)>,
+}
+
+/// The `/openapi/v3` documents and their index.
+pub struct V3Docs {
+    index: Bytes,
+    /// By path: the entries a document was made of, its hash and its bytes.
+    docs: BTreeMap<String, V3Doc>,
+}
+
+struct V3Doc {
+    entries: Vec<Arc<Resource>>,
+    hash: String,
+    body: Bytes,
 }
 
 impl Docs {
-    pub fn new(server_address: &str, catalog: &crate::catalog::Catalog, apis: &ApiServices, discovered: &Discovered) -> Docs {
-        let mut aggregated = BTreeMap::new();
-        for v in ["v2", "v2beta1"] {
-            aggregated.insert((true, v), kube_json(&discovery::aggregated(catalog, true, v)));
-            aggregated.insert((false, v), kube_json(&aggregator::merged_aggregated(catalog, apis, discovered, v)));
-        }
-        let v2 = openapi::v2(catalog);
-        let v3_docs = openapi::v3_documents(catalog);
-        let mut index = openapi::v3_index(&v3_docs);
-        discovered.add_openapi_paths(&mut index, apis);
-        let v3_index = json_bytes(&index);
-        let v3 = v3_docs.iter().map(|(k, d)| (k.clone(), (openapi::hash(d), json_bytes(d)))).collect();
-        Docs {
-            api: discovery::api_versions(server_address),
-            apis: aggregator::merged_group_list(catalog, apis),
-            aggregated,
-            openapi_v2: json_bytes(&v2),
-            openapi_v2_protobuf: Bytes::from(openapi::v2_protobuf(&v2)),
-            v3_index,
-            v3,
-        }
+    /// The documents of a new state, reusing those of `earlier` (the state before) that fit.
+    pub fn after(earlier: &Docs) -> Docs {
+        Docs { earlier_v3: earlier.v3.get().cloned().or_else(|| earlier.earlier_v3.clone()), ..Docs::default() }
     }
+
+    fn discovery(&self, src: &Sources) -> &DiscoveryDocs {
+        self.discovery.get_or_init(|| {
+            let mut aggregated = BTreeMap::new();
+            for v in ["v2", "v2beta1"] {
+                aggregated.insert((true, v), kube_json(&discovery::aggregated(src.catalog, true, v)));
+                aggregated.insert((false, v), kube_json(&aggregator::merged_aggregated(src.catalog, src.apis, src.discovered, v)));
+            }
+            DiscoveryDocs { api: discovery::api_versions(src.server_address), apis: aggregator::merged_group_list(src.catalog, src.apis), aggregated }
+        })
+    }
+
+    fn openapi_v2(&self, src: &Sources) -> &Value {
+        self.openapi_v2.get_or_init(|| openapi::v2(src.catalog))
+    }
+
+    fn openapi_v2_json(&self, src: &Sources) -> &Bytes {
+        self.openapi_v2_json.get_or_init(|| json_bytes(self.openapi_v2(src)))
+    }
+
+    fn openapi_v2_protobuf(&self, src: &Sources) -> &Bytes {
+        self.openapi_v2_protobuf.get_or_init(|| Bytes::from(openapi::v2_protobuf(self.openapi_v2(src))))
+    }
+
+    fn v3(&self, src: &Sources) -> &V3Docs {
+        self.v3.get_or_init(|| {
+            let mut docs = BTreeMap::new();
+            for g in src.catalog.groups() {
+                for v in src.catalog.versions(g) {
+                    let key = openapi::v3_key(g, v);
+                    let entries: Vec<Arc<Resource>> = src.catalog.resources_of(g, v).into_iter().cloned().collect();
+                    let earlier = self.earlier_v3.as_ref().and_then(|e| e.docs.get(&key)).filter(|d| same_entries(&d.entries, &entries));
+                    let doc = match earlier {
+                        Some(d) => V3Doc { entries, hash: d.hash.clone(), body: d.body.clone() },
+                        None => {
+                            let doc = openapi::v3_group_version(src.catalog, g, v);
+                            V3Doc { entries, hash: openapi::hash(&doc), body: json_bytes(&doc) }
+                        }
+                    };
+                    docs.insert(key, doc);
+                }
+            }
+            let mut index = openapi::v3_index(docs.iter().map(|(k, d)| (k, &d.hash)));
+            src.discovered.add_openapi_paths(&mut index, src.apis);
+            Arc::new(V3Docs { index: json_bytes(&index), docs })
+        })
+    }
+}
+
+fn same_entries(a: &[Arc<Resource>], b: &[Arc<Resource>]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).all(|(x, y)| Arc::ptr_eq(x, y))
 }
 
 fn json_bytes(v: &Value) -> Bytes {
@@ -244,7 +309,8 @@ fn discovery_answer(mut doc: Value, api_version: &str, kind: &str, accept: Optio
 
 /// Answers a non-resource request other than a [`HealthRequest`], or `None` for paths that are
 /// not one.
-pub fn answer(catalog: &Catalog, apis: &ApiServices, docs: &Docs, method: &str, path: &str, query: &Query, accept: Option<&str>) -> Option<Answer> {
+pub fn answer(src: &Sources, docs: &Docs, method: &str, path: &str, query: &Query, accept: Option<&str>) -> Option<Answer> {
+    let (catalog, apis) = (src.catalog, src.apis);
     let path = path.trim_end_matches('/');
     let parts: Vec<&str> = path.trim_start_matches('/').split('/').collect();
     if method != "GET" && method != "HEAD" {
@@ -258,12 +324,12 @@ pub fn answer(catalog: &Catalog, apis: &ApiServices, docs: &Docs, method: &str, 
     Some(match parts.as_slice() {
         ["version"] => version_answer(),
         ["api"] => match aggregated_version(accept) {
-            Some(v) => aggregated_answer(docs, true, v),
-            None => discovery_answer(docs.api.clone(), "v1", "APIVersions", accept),
+            Some(v) => aggregated_answer(docs.discovery(src), true, v),
+            None => discovery_answer(docs.discovery(src).api.clone(), "v1", "APIVersions", accept),
         },
         ["apis"] => match aggregated_version(accept) {
-            Some(v) => aggregated_answer(docs, false, v),
-            None => discovery_answer(docs.apis.clone(), "v1", "APIGroupList", accept),
+            Some(v) => aggregated_answer(docs.discovery(src), false, v),
+            None => discovery_answer(docs.discovery(src).apis.clone(), "v1", "APIGroupList", accept),
         },
         ["api", "v1"] => discovery_answer(discovery::resource_list(catalog, "", "v1")?, "v1", "APIResourceList", accept),
         ["apis", group] => {
@@ -273,19 +339,19 @@ pub fn answer(catalog: &Catalog, apis: &ApiServices, docs: &Docs, method: &str, 
         ["apis", group, version] => discovery_answer(discovery::resource_list(catalog, group, version)?, "v1", "APIResourceList", accept),
         ["openapi", "v2"] => {
             let chosen = parse_accept(accept.unwrap_or("application/json")).into_iter().find_map(|r| match r.mime.as_str() {
-                "application/json" | "*/*" | "application/*" => Some(("application/json", &docs.openapi_v2)),
+                "application/json" | "*/*" | "application/*" => Some(("application/json", false)),
                 // Either spelling is answered under the current one, as kube-openapi does.
-                m => openapi::V2_PROTOBUF.contains(&m).then_some((openapi::V2_PROTOBUF[0], &docs.openapi_v2_protobuf)),
+                m => openapi::V2_PROTOBUF.contains(&m).then_some((openapi::V2_PROTOBUF[0], true)),
             });
             match chosen {
-                Some((mime, body)) => (Head::new(200, mime), body.clone()),
+                Some((mime, protobuf)) => (Head::new(200, mime), if protobuf { docs.openapi_v2_protobuf(src) } else { docs.openapi_v2_json(src) }.clone()),
                 None => error(&ApiError::not_acceptable(&[&["application/json"][..], &openapi::V2_PROTOBUF[..]].concat())),
             }
         }
-        ["openapi", "v3"] => (Head::new(200, "application/json"), docs.v3_index.clone()),
+        ["openapi", "v3"] => (Head::new(200, "application/json"), docs.v3(src).index.clone()),
         ["openapi", "v3", rest @ ..] => {
             let key = rest.join("/");
-            let (hash, doc) = docs.v3.get(&key)?;
+            let V3Doc { hash, body: doc, .. } = docs.v3(src).docs.get(&key)?;
             match query.get("hash") {
                 Some(h) if h != hash => (Head::new(301, "text/plain").with("Location", format!("/openapi/v3/{key}?hash={hash}")), Bytes::new()),
                 Some(_) => (
@@ -302,7 +368,7 @@ pub fn answer(catalog: &Catalog, apis: &ApiServices, docs: &Docs, method: &str, 
     })
 }
 
-fn aggregated_answer(docs: &Docs, legacy: bool, version: &'static str) -> Answer {
+fn aggregated_answer(docs: &DiscoveryDocs, legacy: bool, version: &'static str) -> Answer {
     let ct = format!("application/json;g=apidiscovery.k8s.io;v={version};as=APIGroupDiscoveryList");
     (Head::new(200, &ct).with("Vary", "Accept"), docs.aggregated[&(legacy, version)].clone())
 }
