@@ -155,9 +155,7 @@ fn main() -> anyhow::Result<()> {
         | Scenario::Delete(_)
         | Scenario::Crds(_)
         | Scenario::List { .. }
-        | Scenario::RawEtcd { .. } => {
-            tokio::runtime::Builder::new_current_thread().enable_all().build()?
-        }
+        | Scenario::RawEtcd { .. } => tokio::runtime::Builder::new_current_thread().enable_all().build()?,
         Scenario::WatchFanout { .. } | Scenario::Mixed { .. } | Scenario::RawSqlite { .. } => tokio::runtime::Runtime::new()?,
     };
     runtime.block_on(async {

@@ -83,6 +83,16 @@ fn every_scenario_runs_against_kapi() {
     }
     let deliver = rows.last().unwrap();
     assert_eq!((deliver["op"].as_str(), deliver["missed"].as_u64()), (Some("deliver/10+2"), Some(0)), "{deliver}");
+
+    let rows = bench(&json, &["--server-pid", &pid, "crds", "--kubeconfig", kc, "--count", "5"]);
+    let ops: Vec<&str> = rows.iter().filter_map(|r| r["op"].as_str()).collect();
+    assert_eq!(ops[..3], ["create-until-served", "discovery-before", "discovery-group-before"]);
+    assert_eq!(rows[0]["count"], 4, "the first CRD is made before the timed ones");
+    for r in &rows {
+        no_errors(r);
+    }
+    assert!(rows[0]["server_rss_growth_mib"].as_f64().is_some(), "{}", rows[0]);
+    assert!(kapi.ok(&["get", "crd", "-o", "name"]).lines().count() >= 5);
 }
 
 #[test]

@@ -1,9 +1,9 @@
 //! Many CustomResourceDefinitions: --count CRDs installed one after another, each in a group of
 //! its own with a schema of a typical operator's size (about 3 KiB: spec and status of a dozen
 //! fields, a CEL rule, a printer column, `/status` and `/scale`), each timed from its POST until
-//! it is `Established` and its resources answer a LIST. Aggregated discovery, the OpenAPI v3
-//! index and one group version's OpenAPI document are read before and after, so that what the
-//! count costs them shows. With `--server-pid`, the first row carries the server's RSS growth.
+//! it is `Established` and its resources answer a LIST. Aggregated discovery, one group
+//! version's discovery, the OpenAPI v3 index and one group version's OpenAPI document are read
+//! before and after, so that what the count costs them shows. With `--server-pid`, the first row carries the server's RSS growth.
 
 use std::time::{Duration, Instant};
 
@@ -63,6 +63,7 @@ async fn served(client: &Client, group: &str) -> bool {
 async fn reads(client: &Client, when: &str, sample_group: &str) -> Vec<Row> {
     let documents = [
         ("discovery", "/apis".to_string(), DISCOVERY),
+        ("discovery-group", format!("/apis/{sample_group}/v1"), "application/json"),
         ("openapi-index", "/openapi/v3".to_string(), "application/json"),
         ("openapi-group", format!("/openapi/v3/apis/{sample_group}/v1"), "application/json"),
     ];

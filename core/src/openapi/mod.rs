@@ -6,7 +6,10 @@
 mod gnostic;
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::LazyLock;
 
+use serde::Serialize;
+use serde_json::value::RawValue;
 use serde_json::{Map, Value, json};
 use sha2::Digest;
 
@@ -290,14 +293,14 @@ pub fn v3_key(group: &str, version: &str) -> String {
 
 /// The `/openapi/v3` index of documents of the given hashes, by path.
 pub fn v3_index<'a>(hashes: impl IntoIterator<Item = (&'a String, &'a String)>) -> Value {
-    let paths: Map<String, Value> = hashes.into_iter().map(|(k, hash)| (k.clone(), json!({"serverRelativeURL": format!("/openapi/v3/{k}?hash={hash}")}))).collect();
+    let paths: Map<String, Value> =
+        hashes.into_iter().map(|(k, hash)| (k.clone(), json!({"serverRelativeURL": format!("/openapi/v3/{k}?hash={hash}")}))).collect();
     json!({"paths": paths})
 }
 
 /// The `?hash=` of a document (upper-case hex SHA-512, as kube-apiserver computes it).
-pub fn hash(doc: &Value) -> String {
-    let bytes = serde_json::to_vec(doc).expect("JSON trees serialize");
-    sha2::Sha512::digest(&bytes).iter().map(|b| format!("{b:02X}")).collect()
+pub fn hash(doc: &[u8]) -> String {
+    sha2::Sha512::digest(doc).iter().map(|b| format!("{b:02X}")).collect()
 }
 
 /// Definitions reachable from `roots`.
@@ -416,8 +419,8 @@ fn v3_parameter(p: &Value) -> Value {
     Value::Object(m)
 }
 
-/// The `/openapi/v3` document of a group version.
-pub fn v3_group_version(catalog: &Catalog, group: &str, version: &str) -> Value {
+/// The `/openapi/v3` document of a group version, as JSON.
+pub fn v3_group_version(catalog: &Catalog, group: &str, version: &str) -> Vec<u8> {
     let mut v2_paths = BTreeMap::new();
     let mut roots: Vec<String> = vec![DELETE_OPTIONS.into(), STATUS.into(), PATCH.into(), WATCH_EVENT.into(), RESOURCE_LIST.into()];
     let mut custom = Map::new();
@@ -460,18 +463,43 @@ pub fn v3_group_version(catalog: &Catalog, group: &str, version: &str) -> Value 
             (p, Value::Object(ops))
         })
         .collect();
-    let raw = schema().raw_definitions();
-    let mut schemas: Map<String, Value> = reachable(roots).into_iter().filter_map(|n| raw.get(&n).map(|d| (n.clone(), to_v3_schema(d)))).collect();
-    schemas.extend(custom);
-    json!({
-        "openapi": "3.0.0",
-        "info": {"title": "Kubernetes", "version": KUBE_VERSION},
-        "paths": paths,
-        "components": {
-            "schemas": schemas,
-            "securitySchemes": {"BearerToken": {"type": "apiKey", "description": "Bearer Token authentication", "name": "authorization", "in": "header"}},
+    let mut schemas: BTreeMap<&str, &RawValue> =
+        reachable(roots).iter().filter_map(|n| V3_DEFINITIONS.get_key_value(n)).map(|(k, d)| (k.as_str(), &**d)).collect();
+    let custom: Vec<(String, Box<RawValue>)> =
+        custom.into_iter().map(|(k, d)| (k, serde_json::value::to_raw_value(&d).expect("JSON trees serialize"))).collect();
+    schemas.extend(custom.iter().map(|(k, d)| (k.as_str(), &**d)));
+    let doc = V3Document {
+        components: Components {
+            schemas,
+            security_schemes: json!({"BearerToken": {"type": "apiKey", "description": "Bearer Token authentication", "name": "authorization", "in": "header"}}),
         },
-    })
+        info: json!({"title": "Kubernetes", "version": KUBE_VERSION}),
+        openapi: "3.0.0",
+        paths,
+    };
+    serde_json::to_vec(&doc).expect("JSON trees serialize")
+}
+
+/// Every built-in definition in its OpenAPI v3 form, converted once.
+static V3_DEFINITIONS: LazyLock<BTreeMap<String, Box<RawValue>>> = LazyLock::new(|| {
+    let raw = schema().raw_definitions();
+    raw.iter().map(|(n, d)| (n.clone(), serde_json::value::to_raw_value(&to_v3_schema(d)).expect("JSON trees serialize"))).collect()
+});
+
+/// A group version's document, its members in the order of their names (as a JSON tree's).
+#[derive(Serialize)]
+struct V3Document<'a> {
+    components: Components<'a>,
+    info: Value,
+    openapi: &'static str,
+    paths: Map<String, Value>,
+}
+
+#[derive(Serialize)]
+struct Components<'a> {
+    schemas: BTreeMap<&'a str, &'a RawValue>,
+    #[serde(rename = "securitySchemes")]
+    security_schemes: Value,
 }
 
 #[cfg(test)]
@@ -482,7 +510,9 @@ mod tests {
     #[test]
     fn v3_documents_carry_kinds_patch_strategies_and_operations() {
         let c = catalog(&Settings::default());
-        let apps = &v3_group_version(&c, "apps", "v1");
+        let bytes = v3_group_version(&c, "apps", "v1");
+        let apps: Value = serde_json::from_slice(&bytes).unwrap();
+        assert_eq!(serde_json::to_vec(&apps).unwrap(), bytes, "the bytes of the JSON tree: members sorted by name");
         let dep = &apps["components"]["schemas"]["io.k8s.api.apps.v1.Deployment"];
         assert_eq!(dep["x-kubernetes-group-version-kind"][0]["kind"], "Deployment");
         assert_eq!(dep["properties"]["metadata"]["allOf"][0]["$ref"], "#/components/schemas/io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta");

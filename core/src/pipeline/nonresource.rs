@@ -100,7 +100,7 @@ impl Docs {
                         Some(d) => V3Doc { entries, hash: d.hash.clone(), body: d.body.clone() },
                         None => {
                             let doc = openapi::v3_group_version(src.catalog, g, v);
-                            V3Doc { entries, hash: openapi::hash(&doc), body: json_bytes(&doc) }
+                            V3Doc { entries, hash: openapi::hash(&doc), body: Bytes::from(doc) }
                         }
                     };
                     docs.insert(key, doc);
