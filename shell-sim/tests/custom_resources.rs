@@ -537,3 +537,24 @@ fn cel_validation_rules_refuse_what_they_do_not_allow() {
         "{message}"
     );
 }
+
+#[test]
+fn objects_are_read_through_the_schema_of_now() {
+    let mut w = world();
+    let mut def = crd("Widget", "widgets");
+    def["spec"]["versions"][0]["schema"]["openAPIV3Schema"] = json!({"type": "object", "properties": {
+        "spec": {"type": "object", "properties": {"size": {"type": "integer"}, "old": {"type": "string"}}}}});
+    assert_eq!(call(&mut w, "POST", CRDS, Some(def.clone())).head.status, 201);
+    let item = json!({"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "w1"}, "spec": {"size": 1, "old": "x"}});
+    assert_eq!(call(&mut w, "POST", WIDGETS, Some(item)).head.status, 201);
+    // A default added and a property taken out: the stored object shows both when read.
+    let mut crd = call(&mut w, "GET", &format!("{CRDS}/widgets.example.com"), None).json();
+    crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"] =
+        json!({"size": {"type": "integer"}, "color": {"type": "string", "default": "blue"}});
+    assert_eq!(call(&mut w, "PUT", &format!("{CRDS}/widgets.example.com"), Some(crd)).head.status, 200);
+    w.advance(SignedDuration::from_secs(1));
+    let read = call(&mut w, "GET", &format!("{WIDGETS}/w1"), None).json();
+    assert_eq!(read["spec"], json!({"size": 1, "color": "blue"}));
+    let listed = call(&mut w, "GET", WIDGETS, None).json();
+    assert_eq!(listed["items"][0]["spec"], json!({"size": 1, "color": "blue"}));
+}

@@ -120,16 +120,26 @@ impl Strategy for CustomResources {
         }
     }
 
+    /// Not where the schema prunes or defaults what is read (it may have changed since the
+    /// object was written).
     fn stored_as_served(&self) -> bool {
-        self.served == self.storage
+        self.served == self.storage && !self.schema.as_ref().is_some_and(Structural::applies_on_read)
     }
 
+    /// The stored object at the served version, pruned and defaulted by the version's schema
+    /// as kube's storage decoder does: a default added to the CRD shows on objects written
+    /// before, a property taken out of it no longer does.
     fn served_from_stored(&self, stored: Value) -> Value {
-        if self.stored_as_served() { stored } else { self.with_version(stored, &self.served) }
+        let mut obj = if self.served == self.storage { stored } else { self.with_version(stored, &self.served) };
+        if let Some(s) = self.schema.as_ref().filter(|s| s.applies_on_read()) {
+            s.prune_object(&mut obj);
+            s.default_object(&mut obj);
+        }
+        obj
     }
 
     fn stored_from_served(&self, served: &Value) -> Option<Value> {
-        (!self.stored_as_served()).then(|| self.with_version(served.clone(), &self.storage))
+        (self.served != self.storage).then(|| self.with_version(served.clone(), &self.storage))
     }
 
     /// With a `status` subresource, a create sets no status; every object starts at

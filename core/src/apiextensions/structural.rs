@@ -108,6 +108,29 @@ impl Structural {
         }
     }
 
+    /// Whether reading an object by this schema may change it: the schema drops fields it
+    /// does not describe, or sets defaults.
+    pub fn applies_on_read(&self) -> bool {
+        self.prunes() || self.has_defaults()
+    }
+
+    /// Whether the schema drops fields somewhere: an object that neither keeps unknown fields
+    /// nor takes any key (`additionalProperties`).
+    fn prunes(&self) -> bool {
+        let object = self.ty == "object" || !self.properties.is_empty();
+        (object && !self.preserve_unknown && self.additional.is_none())
+            || self.properties.values().any(Structural::prunes)
+            || self.additional.as_deref().is_some_and(Structural::prunes)
+            || self.items.as_deref().is_some_and(Structural::prunes)
+    }
+
+    fn has_defaults(&self) -> bool {
+        self.default.is_some()
+            || self.properties.values().any(Structural::has_defaults)
+            || self.additional.as_deref().is_some_and(Structural::has_defaults)
+            || self.items.as_deref().is_some_and(Structural::has_defaults)
+    }
+
     pub fn is_array(&self) -> bool {
         self.ty == "array" || self.items.is_some()
     }
