@@ -111,6 +111,40 @@ impl Quantity {
         }
     }
 
+    /// The value as an `i64`, if it is an integer that fits (kube's `AsInt64`).
+    pub fn as_i64(&self) -> Option<i64> {
+        self.as_integer().and_then(|v| i64::try_from(v).ok())
+    }
+
+    /// The value as the nearest `f64` (kube's `AsApproximateFloat64`).
+    pub fn as_f64(&self) -> f64 {
+        self.mantissa as f64 * 10f64.powi(self.scale)
+    }
+
+    /// -1, 0 or 1.
+    pub fn sign(&self) -> i64 {
+        self.mantissa.signum() as i64
+    }
+
+    /// The sum, in this quantity's format; `None` past the largest magnitude kept exactly.
+    pub fn checked_add(&self, other: &Quantity) -> Option<Quantity> {
+        let s = self.scale.min(other.scale);
+        let a = self.mantissa.checked_mul(10i128.checked_pow((self.scale - s) as u32)?)?;
+        let b = other.mantissa.checked_mul(10i128.checked_pow((other.scale - s) as u32)?)?;
+        let mantissa = a.checked_add(b).filter(|m| m.abs() < LIMIT)?;
+        Some(Quantity { mantissa, scale: s, format: self.format })
+    }
+
+    /// The quantity of the opposite sign.
+    pub fn negated(&self) -> Quantity {
+        Quantity { mantissa: -self.mantissa, ..*self }
+    }
+
+    /// An integer as a quantity, in `format`.
+    pub fn from_i64(v: i64, format: Format) -> Quantity {
+        Quantity { mantissa: i128::from(v), scale: 0, format }
+    }
+
     /// The value in milli-units, rounded up (kube's `MilliValue`).
     pub fn milli_value(&self) -> i128 {
         let shifted = Quantity { scale: self.scale + 3, ..*self };

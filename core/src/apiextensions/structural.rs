@@ -3,6 +3,7 @@
 //! defaults set (`pkg/apiserver/schema/defaulting`).
 
 use std::collections::BTreeMap;
+use std::sync::LazyLock;
 
 use serde_json::{Map, Value};
 
@@ -175,6 +176,12 @@ impl Structural {
         for k in keys {
             let at = if path.is_empty() { k.clone() } else { format!("{path}.{k}") };
             if resource && matches!(k.as_str(), "apiVersion" | "kind" | "metadata") && !self.properties.contains_key(&k) {
+                if k == "metadata"
+                    && !path.is_empty()
+                    && let Some(Value::Object(meta)) = m.get_mut(&k)
+                {
+                    prune_object_meta(meta, &at, dropped);
+                }
                 continue;
             }
             let schema = self.properties.get(&k).or(self.additional.as_deref());
@@ -218,4 +225,22 @@ impl Structural {
             _ => {}
         }
     }
+}
+
+/// The fields of `ObjectMeta`: what an embedded resource's metadata keeps.
+static OBJECT_META_FIELDS: LazyLock<Vec<String>> = LazyLock::new(|| {
+    let def = crate::schema::schema().raw_definitions().get("io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta");
+    def.and_then(|d| d.get("properties")).and_then(Value::as_object).map(|p| p.keys().cloned().collect()).unwrap_or_default()
+});
+
+/// Drops from an embedded resource's metadata (at `at`) what `ObjectMeta` does not have, as
+/// kube's coercion of embedded metadata does.
+fn prune_object_meta(meta: &mut Map<String, Value>, at: &str, dropped: &mut Vec<String>) {
+    meta.retain(|k, _| {
+        let known = OBJECT_META_FIELDS.iter().any(|f| f == k);
+        if !known {
+            dropped.push(format!("{at}.{k}"));
+        }
+        known
+    });
 }

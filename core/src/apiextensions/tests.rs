@@ -134,3 +134,15 @@ fn versions_are_preferred_in_kubes_order() {
     list.sort_by(|a, b| kube_version_order(a, b));
     assert_eq!(list, vec!["v10", "v2", "v1", "v1beta2", "v1beta1", "v11alpha2", "v1alpha1", "bar", "foo"]);
 }
+
+#[test]
+fn an_embedded_resources_metadata_keeps_only_what_object_meta_has() {
+    let s = Structural::read(&json!({"type": "object", "properties": {"spec": {"type": "object", "properties": {
+        "template": {"type": "object", "x-kubernetes-embedded-resource": true, "x-kubernetes-preserve-unknown-fields": true}}}}}));
+    let mut obj = json!({"apiVersion": "v1", "kind": "W", "metadata": {"name": "w", "foo": 1},
+        "spec": {"template": {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "labels": {"a": "b"}, "bogus": true}, "spec": {"x": 1}}}});
+    assert_eq!(s.prune_object(&mut obj), vec!["spec.template.metadata.bogus"]);
+    assert_eq!(obj["spec"]["template"]["metadata"], json!({"name": "p", "labels": {"a": "b"}}));
+    assert_eq!(obj["spec"]["template"]["spec"], json!({"x": 1}), "unknown fields elsewhere are kept");
+    assert_eq!(obj["metadata"]["foo"], 1, "the root's metadata is the object's own");
+}

@@ -247,6 +247,9 @@ fn call_cost(function: &str, target: Option<&Shape>, args: &[Shape]) -> (u64, Sh
             (traversal(total), Shape::String { max: total })
         }
         "sets.contains" | "sets.equivalent" | "sets.intersects" => (size.saturating_mul(args.get(1).map_or(0, Shape::size)), Shape::Scalar),
+        "quantity" | "isQuantity" | "ip" | "isIP" | "ip.isCanonical" | "cidr" | "isCIDR" | "url" | "isURL" => {
+            (traversal(args.first().map_or(0, Shape::size)), if function.starts_with("is") { Shape::Scalar } else { Shape::Unknown })
+        }
         "string" | "bytes" => (1 + traversal(size), Shape::String { max: size.max(20) }),
         "int" | "uint" | "double" | "bool" | "timestamp" | "duration" => (1 + traversal(size), Shape::Scalar),
         _ => (1, Shape::Unknown),

@@ -27,12 +27,13 @@ pub fn extension(env: &mut Env) -> Result<(), DeclarationError> {
 }
 
 /// The arguments as values, the receiver first.
-fn values<const N: usize>(args: Vec<CowVal<'_, '_>>) -> Result<[Value; N], ExecutionError> {
+pub(super) fn values<const N: usize>(args: Vec<CowVal<'_, '_>>) -> Result<[Value; N], ExecutionError> {
     let values = args.iter().map(|a| Value::try_from(a.as_ref())).collect::<Result<Vec<_>, _>>()?;
     values.try_into().map_err(|v: Vec<Value>| ExecutionError::invalid_argument_count(N, v.len()))
 }
 
-fn answer<'b, 'v>(v: Value) -> Result<CowVal<'b, 'v>, ExecutionError> {
+/// A value as a function's result.
+pub(super) fn answer<'b, 'v>(v: Value) -> Result<CowVal<'b, 'v>, ExecutionError> {
     let val: Box<dyn Val> = v.try_into()?;
     Ok(CowVal::from(val))
 }
@@ -125,7 +126,8 @@ fn pattern(function: &str, v: &Value) -> Result<regex::Regex, ExecutionError> {
     regex::Regex::new(p).map_err(|e| ExecutionError::function_error(function, e))
 }
 
-fn subject(function: &str, v: &Value) -> Result<Arc<String>, ExecutionError> {
+/// The string a function was given.
+pub(super) fn subject(function: &str, v: &Value) -> Result<Arc<String>, ExecutionError> {
     match v {
         Value::String(s) => Ok(s.clone()),
         _ => Err(ExecutionError::function_error(function, "not a string")),

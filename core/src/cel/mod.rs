@@ -1,6 +1,6 @@
 //! CEL as kube-apiserver offers it to its expressions (k8s.io/apiserver/pkg/cel): one
 //! environment (cel-rust's standard library with optional values, its strings extension, and
-//! kube's list, regex and set libraries), built once and shared by every
+//! kube's list, regex, set, quantity, IP, CIDR and URL libraries), built once and shared by every
 //! expression: CRD validation rules now, admission policies later.
 //!
 //! An [`Expression`] is compiled once (when its CRD is read) and evaluated against variables
@@ -11,6 +11,8 @@
 pub mod cost;
 mod library;
 mod names;
+mod network;
+mod quantity;
 
 use std::sync::{Arc, LazyLock};
 
@@ -22,7 +24,9 @@ pub use names::escape;
 static ENVIRONMENT: LazyLock<Arc<cel::Env>> = LazyLock::new(|| {
     let mut env = cel::Env::stdlib();
     cel::extensions::strings(&mut env).expect("the strings extension declares new overloads");
-    library::extension(&mut env).expect("kube's libraries declare new overloads");
+    library::extension(&mut env).expect("kube's list, regex and set libraries declare new overloads");
+    quantity::extension(&mut env).expect("kube's quantity library declares new overloads");
+    network::extension(&mut env).expect("kube's IP, CIDR and URL libraries declare new overloads");
     Arc::new(env)
 });
 

@@ -27,6 +27,28 @@ fn the_standard_library_and_kubes_libraries_are_offered() {
 }
 
 #[test]
+fn kubes_quantity_ip_cidr_and_url_libraries_are_offered() {
+    is_true("quantity('1Gi').isGreaterThan(quantity('1000Mi')) && quantity('500m').compareTo(quantity('0.5')) == 0");
+    is_true("quantity('1k') == quantity('1000') && quantity('1.5').add(1).asApproximateFloat() == 2.5 && quantity('2').sub(quantity('3')).sign() == -1");
+    is_true("quantity('10').asInteger() == 10 && !quantity('0.1').isInteger() && isQuantity('5M') && !isQuantity('5 apples')");
+    assert!(eval("quantity('0.1').asInteger()").is_err());
+    assert!(eval("quantity('x')").unwrap_err().contains("quantities must match the regular expression"));
+    is_true("isIP('10.0.0.1') && !isIP('10.0.0.300') && !isIP('::ffff:1.2.3.4') && ip('::1').family() == 6 && ip('127.0.0.1').isLoopback()");
+    is_true(
+        "ip('10.1.2.3').isGlobalUnicast() && !ip('169.254.0.1').isGlobalUnicast() && ip('fe80::1').isLinkLocalUnicast() && ip('ff02::1').isLinkLocalMulticast()",
+    );
+    is_true("ip.isCanonical('2001:db8::1') && !ip.isCanonical('2001:db8:0::1') && string(ip('2001:db8:0::1')) == '2001:db8::1' && ip('::1') == ip('0::1')");
+    is_true("cidr('10.0.0.0/8').containsIP('10.1.2.3') && !cidr('10.0.0.0/8').containsIP(ip('11.0.0.1')) && cidr('10.0.0.0/8').containsCIDR('10.1.0.0/16')");
+    is_true(
+        "!cidr('10.1.0.0/16').containsCIDR(cidr('10.0.0.0/8')) && cidr('10.1.2.3/8').masked() == cidr('10.0.0.0/8') && cidr('10.1.2.3/8').ip() == ip('10.1.2.3')",
+    );
+    is_true("cidr('fd00::/64').prefixLength() == 64 && string(cidr('10.0.0.0/8')) == '10.0.0.0/8' && isCIDR('10.0.0.0/8') && !isCIDR('10.0.0.0/33')");
+    is_true("url('https://user@example.com:8443/a%20b?x=1&x=2&y=%41').getHost() == 'example.com:8443' && url('https://example.com:8443/').getPort() == '8443'");
+    is_true("url('https://[::1]:80/p').getHostname() == '::1' && url('https://example.com/a%20b').getEscapedPath() == '/a%20b' && url('/p').getScheme() == ''");
+    is_true("url('https://e.com/?x=1&x=2&y=%41+b').getQuery() == {'x': ['1', '2'], 'y': ['A b']} && isURL('https://e.com') && !isURL('e.com/x')");
+}
+
+#[test]
 fn variables_are_bound_and_references_known() {
     let e = Expression::compile("self.replicas <= oldSelf.replicas + 1").unwrap();
     assert!(e.uses("oldSelf") && e.uses("self") && !e.uses("other"));

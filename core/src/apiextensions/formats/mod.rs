@@ -7,6 +7,8 @@ mod email;
 mod network;
 mod uri;
 
+pub use uri::is_request_uri;
+
 use std::sync::LazyLock;
 
 use regex::Regex;
