@@ -1,6 +1,7 @@
 //! kube's checks of a schema's CEL rules when a CRD is written (apiextensions'
 //! `ValidateCustomResourceDefinitionOpenAPISchema`, its `x-kubernetes-validations` part):
-//! each entry's fields, its rule and message expression compiled, `oldSelf` only where the
+//! each entry's fields, its rule and message expression compiled (every field they select
+//! from an object the schema describes one it has), `oldSelf` only where the
 //! old object can be correlated, and the estimated costs within kube's limits (each rule
 //! times the most times it can run, and all rules together).
 
@@ -128,6 +129,11 @@ impl Walk {
             }
         };
         let rule_at = format!("{at}.rule");
+        let undefined = cel::undefined_fields(&compiled, &variables);
+        if !undefined.is_empty() {
+            self.cel.push(FieldError::invalid_go(rule_at, go_rule(entry), format!("compilation failed: {}", undefined.join("\n"))));
+            return;
+        }
         let cost = cost::estimate(&compiled, &variables).saturating_mul(times);
         if cost > RULE_LIMIT {
             self.cel.push(FieldError::forbidden(rule_at.as_str(), over_budget("estimated rule cost", cost, RULE_LIMIT)));
@@ -146,6 +152,10 @@ impl Walk {
         }
         let message_at = format!("{at}.messageExpression");
         match Expression::compile(message_expression) {
+            Ok(compiled) if !cel::undefined_fields(&compiled, &variables).is_empty() => {
+                let undefined = cel::undefined_fields(&compiled, &variables);
+                self.cel.push(FieldError::invalid_go(message_at, go_rule(entry), format!("messageExpression compilation failed: {}", undefined.join("\n"))));
+            }
             Ok(compiled) => {
                 let cost = cost::estimate(&compiled, &variables);
                 if cost > RULE_LIMIT {

@@ -160,3 +160,35 @@ fn unchanged_values_ratchet_and_optional_old_self_runs_on_create() {
         vec!["spec.a: Duplicate value: \"integer\"", "spec.b: Invalid value: \"integer\": failed rule: !oldSelf.hasValue() || self >= oldSelf.value()"]
     );
 }
+
+#[test]
+fn a_rule_may_select_only_the_fields_the_schema_has() {
+    let at = "spec.validation.openAPIV3Schema";
+    let schema_with = |rule: &str, message: &str| {
+        json!({"type": "object", "properties": {"spec": {"type": "object",
+            "properties": {"size": {"type": "integer"}, "namespace": {"type": "string"}, "labels": {"type": "object", "additionalProperties": {"type": "string"}},
+                "items": {"type": "array", "maxItems": 4, "items": {"type": "object", "properties": {"name": {"type": "string", "maxLength": 8}}}},
+                "free": {"type": "object", "x-kubernetes-preserve-unknown-fields": true, "properties": {"known": {"type": "string", "maxLength": 8}}}},
+            "x-kubernetes-validations": [{"rule": rule, "message": message}]}}})
+    };
+    let schema = |rule: &str| schema_with(rule, "");
+    for ok in [
+        "self.size > 0",
+        "self.namespace == self.__namespace__",
+        "self.labels.anything == 'x'",
+        "self.items.all(i, i.name != '')",
+        "self.free.known == 'a'",
+        "has(self.size)",
+    ] {
+        assert_eq!(schema_errors(schema(ok)), Vec::<String>::new(), "{ok}");
+    }
+    assert_eq!(
+        schema_errors(schema_with("self.size > 0 &&\n  self.items.all(i, i.nme != '')", "m")),
+        vec![format!(
+            "{at}.properties[spec].x-kubernetes-validations[0].rule: Invalid value: apiextensions.ValidationRule{{Rule:\"self.size > 0 &&\\n  self.items.all(i, i.nme != '')\", Message:\"m\", MessageExpression:\"\", Reason:(*apiextensions.FieldValueErrorReason)(nil), FieldPath:\"\", OptionalOldSelf:(*bool)(nil)}}: compilation failed: ERROR: <input>:2:22: undefined field 'nme'\n |   self.items.all(i, i.nme != '')\n | .....................^"
+        )]
+    );
+    let errs = schema_errors(schema("has(self.sise) && self.free.other == 'a'"));
+    assert_eq!(errs.len(), 1, "{errs:?}");
+    assert!(errs[0].ends_with("compilation failed: ERROR: <input>:1:4: undefined field 'sise'\n | has(self.sise) && self.free.other == 'a'\n | ...^\nERROR: <input>:1:28: undefined field 'other'\n | has(self.sise) && self.free.other == 'a'\n | ...........................^"), "{errs:?}");
+}

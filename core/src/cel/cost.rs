@@ -56,7 +56,7 @@ impl Shape {
     }
 
     /// The value of the member `name` (a field, or a map's value).
-    fn member(&self, name: &str) -> Shape {
+    pub(super) fn member(&self, name: &str) -> Shape {
         match self {
             Shape::Object { fields } => fields.get(name).cloned().unwrap_or(Shape::Unknown),
             Shape::Map { values, .. } => (**values).clone(),
@@ -65,7 +65,7 @@ impl Shape {
     }
 
     /// What a comprehension over the value binds: a list's items, a map's or object's keys.
-    fn element(&self) -> Shape {
+    pub(super) fn element(&self) -> Shape {
         match self {
             Shape::List { items, .. } => (**items).clone(),
             Shape::Map { key, .. } => Shape::String { max: *key },
@@ -75,7 +75,7 @@ impl Shape {
     }
 
     /// What indexing the value gives: a list's item or a map's value.
-    fn indexed(&self) -> Shape {
+    pub(super) fn indexed(&self) -> Shape {
         match self {
             Shape::List { items, .. } => (**items).clone(),
             Shape::Map { values, .. } => (**values).clone(),

@@ -8,6 +8,7 @@
 //! what kube's static cost check refuses is refused, so every accepted expression runs in
 //! bounded time on an object no bigger than a request body.
 
+mod check;
 pub mod cost;
 mod library;
 mod names;
@@ -18,6 +19,7 @@ use std::sync::{Arc, LazyLock};
 
 pub use cel::Value;
 pub use cel::objects::{Key, OptionalValue};
+pub use check::undefined_fields;
 pub use names::escape;
 
 /// The environment every expression is compiled and run in.
@@ -70,6 +72,12 @@ impl Expression {
 
     pub(crate) fn root(&self) -> &cel::IdedExpr {
         self.program.expression()
+    }
+
+    /// Where the node `id` starts in the source, in bytes (at a character's start).
+    fn offset_of(&self, id: u64) -> Option<usize> {
+        let start = (self.program.source_info().offset_for(id)?.0 as usize).min(self.source.len());
+        (0..=start).rev().find(|i| self.source.is_char_boundary(*i))
     }
 }
 
