@@ -247,6 +247,7 @@ fn call_cost(function: &str, target: Option<&Shape>, args: &[Shape]) -> (u64, Sh
             (traversal(total), Shape::String { max: total })
         }
         "sets.contains" | "sets.equivalent" | "sets.intersects" => (size.saturating_mul(args.get(1).map_or(0, Shape::size)), Shape::Scalar),
+        "validate" => (traversal(args.first().map_or(0, Shape::size)).saturating_mul(32), Shape::Unknown),
         "quantity" | "isQuantity" | "ip" | "isIP" | "ip.isCanonical" | "cidr" | "isCIDR" | "url" | "isURL" => {
             (traversal(args.first().map_or(0, Shape::size)), if function.starts_with("is") { Shape::Scalar } else { Shape::Unknown })
         }

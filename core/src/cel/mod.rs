@@ -1,6 +1,6 @@
 //! CEL as kube-apiserver offers it to its expressions (k8s.io/apiserver/pkg/cel): one
 //! environment (cel-rust's standard library with optional values, its strings extension, and
-//! kube's list, regex, set, quantity, IP, CIDR and URL libraries), built once and shared by every
+//! kube's list, regex, set, quantity, IP, CIDR, URL and format libraries), built once and shared by every
 //! expression: CRD validation rules now, admission policies later.
 //!
 //! An [`Expression`] is compiled once (when its CRD is read) and evaluated against variables
@@ -10,6 +10,7 @@
 
 mod check;
 pub mod cost;
+mod formats;
 mod library;
 mod names;
 mod network;
@@ -29,6 +30,7 @@ static ENVIRONMENT: LazyLock<Arc<cel::Env>> = LazyLock::new(|| {
     library::extension(&mut env).expect("kube's list, regex and set libraries declare new overloads");
     quantity::extension(&mut env).expect("kube's quantity library declares new overloads");
     network::extension(&mut env).expect("kube's IP, CIDR and URL libraries declare new overloads");
+    formats::extension(&mut env).expect("kube's format library declares new overloads");
     Arc::new(env)
 });
 

@@ -1,4 +1,5 @@
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use super::cost::{MAX_REQUEST_BYTES, RULE_LIMIT, Shape, estimate};
 use super::{Expression, Value};
@@ -46,6 +47,18 @@ fn kubes_quantity_ip_cidr_and_url_libraries_are_offered() {
     is_true("url('https://user@example.com:8443/a%20b?x=1&x=2&y=%41').getHost() == 'example.com:8443' && url('https://example.com:8443/').getPort() == '8443'");
     is_true("url('https://[::1]:80/p').getHostname() == '::1' && url('https://example.com/a%20b').getEscapedPath() == '/a%20b' && url('/p').getScheme() == ''");
     is_true("url('https://e.com/?x=1&x=2&y=%41+b').getQuery() == {'x': ['1', '2'], 'y': ['A b']} && isURL('https://e.com') && !isURL('e.com/x')");
+}
+
+#[test]
+fn kubes_format_library_is_offered() {
+    is_true("!format.dns1123Label().validate('my-name').hasValue() && format.dns1123Label().validate('My_Name').hasValue()");
+    is_true("!format.dns1123LabelPrefix().validate('my-').hasValue() && format.dns1123Label().validate('my-').hasValue()");
+    is_true("format.named('uuid').hasValue() && !format.named('nope').hasValue() && !format.named('uri').value().validate('https://a/b').hasValue()");
+    is_true("format.labelValue().validate('a b').value().size() == 1 && !format.datetime().validate('2024-01-01T00:00:00Z').hasValue()");
+    assert_eq!(
+        eval("format.dns1123Label().validate('A').value()[0]"),
+        Ok(Value::String(Arc::new("a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')".into())))
+    );
 }
 
 #[test]
