@@ -35,7 +35,7 @@ pub use columns::PrinterColumn;
 pub use crd_validation::validate_version_parts;
 pub use definition::{Definition, Names, Version};
 pub use formats::CHECKED as CHECKED_FORMATS;
-pub use formats::{accepts as format_accepts, is_request_uri};
+pub use formats::{accepts as format_accepts, go_duration, is_request_uri};
 pub use openapi::KindDefinitions;
 pub use rule_checks::{check_rules, shape_of};
 pub use rules::to_cel;

@@ -233,7 +233,7 @@ fn optional(v: Option<cel::Value>) -> cel::Value {
 }
 
 /// A value as the rules see it (kube's `UnstructuredToVal`): integers as `int` (as `double`
-/// where the schema says `number`), `date-time` and `date` strings as timestamps, `byte`
+/// where the schema says `number`), `date-time` and `date` strings as timestamps, Go `duration`s as durations, `byte`
 /// strings as bytes; an object's described properties by their escaped names (a reserved
 /// word's also by itself, as kube reads it since v1.31), without those that are null or
 /// typeless; a map (`additionalProperties`) by its own keys; an object of unknown fields as
@@ -290,6 +290,7 @@ fn string_value(text: &str, format: Option<&str>) -> cel::Value {
             .ok()
             .and_then(|d| d.and_hms_opt(0, 0, 0))
             .map(|t| cel::Value::Timestamp(t.and_utc().fixed_offset())),
+        Some("duration") => super::formats::go_duration(text).map(|n| cel::Value::Duration(chrono::Duration::nanoseconds(n))),
         Some("byte") => base64::Engine::decode(&base64::engine::general_purpose::STANDARD, text).ok().map(|b| cel::Value::Bytes(Arc::new(b))),
         _ => None,
     };

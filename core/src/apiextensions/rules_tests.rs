@@ -127,15 +127,15 @@ fn values_are_typed_by_the_schema() {
     let schema = json!({"type": "object", "properties": {"spec": {"type": "object",
         "properties": {
             "at": {"type": "string", "format": "date-time"}, "day": {"type": "string", "format": "date"},
-            "blob": {"type": "string", "format": "byte"}, "ratio": {"type": "number"},
+            "blob": {"type": "string", "format": "byte"}, "ratio": {"type": "number"}, "wait": {"type": "string", "format": "duration"},
             "namespace": {"type": "string"}, "gone": {"type": "string", "nullable": true},
             "labels": {"type": "object", "additionalProperties": {"type": "string"}},
             "free": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}},
         "x-kubernetes-validations": [
             {"rule": "self.at > timestamp('2020-01-01T00:00:00Z') && self.day == timestamp('2024-02-03T00:00:00Z')"},
-            {"rule": "self.blob == b'hi' && self.ratio == 2.0 && self.namespace == self.__namespace__"},
+            {"rule": "self.blob == b'hi' && self.ratio == 2.0 && self.namespace == self.__namespace__ && self.wait == duration('90m')"},
             {"rule": "!has(self.gone) && self.labels['a.b/c'] == 'x' && !has(self.free.anything)"}]}}});
-    let obj = widget(json!({"at": "2024-05-06T07:08:09Z", "day": "2024-02-03", "blob": "aGk=", "ratio": 2, "namespace": "n",
+    let obj = widget(json!({"at": "2024-05-06T07:08:09Z", "day": "2024-02-03", "blob": "aGk=", "ratio": 2, "namespace": "n", "wait": "1h30m",
         "gone": null, "labels": {"a.b/c": "x"}, "free": {"anything": 1}}));
     assert_eq!(Structural::read(&schema).validate_rules(&obj, None), Vec::new());
 }

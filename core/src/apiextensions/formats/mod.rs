@@ -231,7 +231,7 @@ fn is_date_time(s: &str) -> bool {
 /// strfmt's `ParseDuration` succeeds: Go's `time.ParseDuration`, or else some number followed by
 /// a unit strfmt knows (`3 days`, `2wk`), whatever surrounds it.
 fn is_duration(s: &str) -> bool {
-    if go_duration(s) {
+    if go_duration(s).is_some() {
         return true;
     }
     const UNITS: [&[&str]; 8] =
@@ -249,9 +249,9 @@ fn is_duration(s: &str) -> bool {
     known
 }
 
-/// Go's `time.ParseDuration` accepts `s`: `[-+]?([0-9]*(\.[0-9]*)?[a-z]+)+` with Go's units,
-/// or `0`, within the range of an `int64` of nanoseconds.
-fn go_duration(s: &str) -> bool {
+/// The nanoseconds of `s` where Go's `time.ParseDuration` accepts it:
+/// `[-+]?([0-9]*(\.[0-9]*)?[a-z]+)+` with Go's units, or `0`, within the range of an `int64`.
+pub fn go_duration(s: &str) -> Option<i64> {
     const UNITS: [(&str, u64); 8] =
         [("ns", 1), ("us", 1_000), ("µs", 1_000), ("μs", 1_000), ("ms", 1_000_000), ("s", 1_000_000_000), ("m", 60_000_000_000), ("h", 3_600_000_000_000)];
     const LIMIT: u64 = 1 << 63;
@@ -261,10 +261,10 @@ fn go_duration(s: &str) -> bool {
         _ => (false, s),
     };
     if rest == "0" {
-        return true;
+        return Some(0);
     }
     if rest.is_empty() {
-        return false;
+        return None;
     }
     let mut total: u64 = 0;
     while !rest.is_empty() {
@@ -272,11 +272,11 @@ fn go_duration(s: &str) -> bool {
         let mut whole: u64 = 0;
         for c in rest[..int_len].bytes() {
             if whole > LIMIT / 10 {
-                return false;
+                return None;
             }
             whole = whole * 10 + u64::from(c - b'0');
             if whole > LIMIT {
-                return false;
+                return None;
             }
         }
         rest = &rest[int_len..];
@@ -293,32 +293,32 @@ fn go_duration(s: &str) -> bool {
                 scale *= 10.0;
             }
             if int_len == 0 && frac_len == 0 {
-                return false;
+                return None;
             }
             rest = &after[frac_len..];
         } else if int_len == 0 {
-            return false;
+            return None;
         }
         let unit_len = rest.bytes().take_while(|c| *c != b'.' && !c.is_ascii_digit()).count();
-        let Some((_, per)) = UNITS.iter().find(|(name, _)| *name == &rest[..unit_len]) else { return false };
+        let Some((_, per)) = UNITS.iter().find(|(name, _)| *name == &rest[..unit_len]) else { return None };
         rest = &rest[unit_len..];
         if whole > LIMIT / per {
-            return false;
+            return None;
         }
         whole *= per;
         if fraction > 0 {
             whole += (fraction as f64 * (*per as f64 / scale)) as u64;
             if whole > LIMIT {
-                return false;
+                return None;
             }
         }
         // Go adds in a uint64: two halves of the range wrap to zero, and Go takes that.
         total = total.wrapping_add(whole);
         if total > LIMIT {
-            return false;
+            return None;
         }
     }
-    negative || total < LIMIT
+    if negative { Some((-(i128::from(total))) as i64) } else { (total < LIMIT).then_some(total as i64) }
 }
 
 #[cfg(test)]
