@@ -300,7 +300,7 @@ pub fn go_duration(s: &str) -> Option<i64> {
             return None;
         }
         let unit_len = rest.bytes().take_while(|c| *c != b'.' && !c.is_ascii_digit()).count();
-        let Some((_, per)) = UNITS.iter().find(|(name, _)| *name == &rest[..unit_len]) else { return None };
+        let (_, per) = UNITS.iter().find(|(name, _)| *name == &rest[..unit_len])?;
         rest = &rest[unit_len..];
         if whole > LIMIT / per {
             return None;
