@@ -89,16 +89,25 @@ impl Structural {
     /// not) is not an error: kube's validation ratcheting (which warns instead).
     pub fn validate_rules(&self, new: &Value, old: Option<&Value>) -> Vec<FieldError> {
         let mut errs = Vec::new();
-        self.rules_at(new, old, old == Some(new), "", true, &mut errs);
+        self.rules_at(new, old, Ratchet::new(old == Some(new)), "", true, &mut errs);
         errs
     }
 
-    fn rules_at(&self, v: &Value, old: Option<&Value>, unchanged: bool, path: &str, root: bool, errs: &mut Vec<FieldError>) {
+    /// The errors of the rules of this node and those below on `v`, a default in a CRD's
+    /// schema, reported under `at` (`...properties[size].default`); a transition rule sees the
+    /// default as its old value too.
+    pub fn validate_rules_under(&self, v: &Value, at: &str) -> Vec<FieldError> {
+        let mut errs = Vec::new();
+        self.rules_at(v, Some(v), Ratchet::Never, at, self.embedded, &mut errs);
+        errs
+    }
+
+    fn rules_at(&self, v: &Value, old: Option<&Value>, ratchet: Ratchet, path: &str, root: bool, errs: &mut Vec<FieldError>) {
         if v.is_null() {
             return;
         }
         if !self.rules.is_empty() {
-            self.run_rules(v, old.filter(|o| !o.is_null()), unchanged, path, root, errs);
+            self.run_rules(v, old.filter(|o| !o.is_null()), ratchet == Ratchet::Unchanged, path, root, errs);
         }
         match v {
             Value::Object(m) => {
@@ -108,15 +117,18 @@ impl Structural {
                         continue;
                     }
                     let old_member = old.and_then(|o| o.get(k));
-                    s.rules_at(x, old_member, old_member == Some(x), &child(path, k), false, errs);
+                    s.rules_at(x, old_member, ratchet.at(old_member == Some(x)), &child(path, k), false, errs);
                 }
             }
             Value::Array(items) => {
                 let Some(s) = &self.items else { return };
                 for (i, x) in items.iter().enumerate() {
                     let correlated = old.and_then(|o| self.correlated_item(x, o));
-                    let same = correlated.map_or(unchanged, |o| o == x);
-                    s.rules_at(x, correlated, same, &format!("{path}[{i}]"), false, errs);
+                    let at = match correlated {
+                        Some(o) => ratchet.at(o == x),
+                        None => ratchet,
+                    };
+                    s.rules_at(x, correlated, at, &format!("{path}[{i}]"), false, errs);
                 }
             }
             _ => {}
@@ -173,6 +185,28 @@ impl Structural {
                 Err(e) => errs.push(FieldError::invalid(at, Value::from(self.ty.as_str()), format!("{e} evaluating rule: {}", rule.error_string()))),
             }
         }
+    }
+}
+
+/// Whether a failing rule (not a transition rule) is let through at a value.
+#[derive(Clone, Copy, PartialEq)]
+enum Ratchet {
+    /// Never (a CRD's defaults).
+    Never,
+    /// The value is what it was.
+    Unchanged,
+    /// The value changed, or is new.
+    Changed,
+}
+
+impl Ratchet {
+    fn new(unchanged: bool) -> Ratchet {
+        if unchanged { Ratchet::Unchanged } else { Ratchet::Changed }
+    }
+
+    /// At a value below, found in the old object (`unchanged`: equal to it there).
+    fn at(self, unchanged: bool) -> Ratchet {
+        if self == Ratchet::Never { self } else { Ratchet::new(unchanged) }
     }
 }
 

@@ -192,3 +192,18 @@ fn a_rule_may_select_only_the_fields_the_schema_has() {
     assert_eq!(errs.len(), 1, "{errs:?}");
     assert!(errs[0].ends_with("compilation failed: ERROR: <input>:1:4: undefined field 'sise'\n | has(self.sise) && self.free.other == 'a'\n | ...^\nERROR: <input>:1:28: undefined field 'other'\n | has(self.sise) && self.free.other == 'a'\n | ...........................^"), "{errs:?}");
 }
+
+#[test]
+fn defaults_must_pass_the_rules_of_their_node() {
+    let at = "spec.validation.openAPIV3Schema";
+    let schema = json!({"type": "object", "properties": {"spec": {"type": "object", "properties": {
+        "size": {"type": "integer", "default": 0, "x-kubernetes-validations": [{"rule": "self > 0"}, {"rule": "self == oldSelf"}]},
+        "mode": {"type": "object", "default": {"a": "x"}, "properties": {"a": {"type": "string", "maxLength": 4, "x-kubernetes-validations": [{"rule": "self != 'x'", "message": "not x"}]}}}}}}});
+    assert_eq!(
+        schema_errors(schema),
+        vec![
+            format!("{at}.properties[spec].properties[mode].default.a: Invalid value: \"string\": not x"),
+            format!("{at}.properties[spec].properties[size].default: Invalid value: \"integer\": failed rule: self > 0"),
+        ]
+    );
+}

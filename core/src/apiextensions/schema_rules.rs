@@ -233,7 +233,8 @@ fn nested(v: &Value, skip_any_of: bool, level: Level, at: &str, errs: &mut Vec<F
 }
 
 /// kube's checks of the defaults (`defaulting/validation.go`), where the schema is structural:
-/// a default is what pruning by its node leaves of it, and valid by that node. `root`: the
+/// a default is what pruning by its node leaves of it, valid by that node, and then by its
+/// CEL rules (the default its own old value). `root`: the
 /// node is the schema's root, whose `apiVersion`, `kind` and `metadata` take no default.
 fn defaults(s: &Structural, at: &str, root: bool, errs: &mut Vec<FieldError>) {
     if let Some(default) = s.default.as_ref().filter(|d| !d.is_null()) {
@@ -245,7 +246,11 @@ fn defaults(s: &Structural, at: &str, root: bool, errs: &mut Vec<FieldError>) {
                 scalar => FieldError::invalid(field, scalar.clone(), detail),
             });
         }
-        errs.extend(s.validate_under(default, &format!("{at}.default")));
+        let invalid = s.validate_under(default, &format!("{at}.default"));
+        if invalid.is_empty() {
+            errs.extend(s.validate_rules_under(default, &format!("{at}.default")));
+        }
+        errs.extend(invalid);
     }
     if let Some(items) = &s.items {
         defaults(items, &format!("{at}.items"), false, errs);
