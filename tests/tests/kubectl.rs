@@ -369,6 +369,8 @@ spec:
         properties:
           spec:
             type: object
+            x-kubernetes-validations:
+            - {rule: "self.size <= 10", messageExpression: "'size ' + string(self.size) + ' is over 10'"}
             properties:
               size: {type: integer}
               mode: {type: string, default: fast}
@@ -408,6 +410,9 @@ fn custom_resources() {
         (Some(4), Some("True"), Some(2))
     );
     assert!(k.ok(&["get", "wd"]).contains("w1     4      True"));
+    // The CRD's CEL rule, in kube's words as kubectl shows them.
+    let over = k.fails(&["patch", "widget", "w1", "--type=merge", "-p", r#"{"spec":{"size":11}}"#]);
+    assert!(over.contains(r#"The Widget "w1" is invalid: spec: Invalid value: "object": size 11 is over 10"#), "{over}");
     let smp = k.fails(&["patch", "widget", "w1", "-p", r#"{"spec":{"size":5}}"#]);
     assert!(smp.contains("the body of the request was in an unknown format"), "{smp}");
     // Server-side apply: a field another manager set is a conflict, until forced.
