@@ -89,9 +89,9 @@ impl Walk {
             self.fields.push(FieldError::required(format!("{at}.rule"), "rule is not specified"));
         } else if !message.is_empty() && message.trim().is_empty() {
             self.fields.push(FieldError::invalid(format!("{at}.message"), json!(message), "message must be non-empty if specified"));
-        } else if message.trim().contains(['\n', '\r']) {
+        } else if message.trim().contains('\n') {
             self.fields.push(FieldError::invalid(format!("{at}.message"), json!(message), "message must not contain line breaks"));
-        } else if rule.trim().contains(['\n', '\r']) && message.trim().is_empty() {
+        } else if rule.trim().contains('\n') && message.trim().is_empty() {
             self.fields.push(FieldError::required(format!("{at}.message"), "message must be specified if rule contains line breaks"));
         }
         let message_expression = text("messageExpression");
@@ -104,7 +104,7 @@ impl Walk {
         if !field_path.is_empty() && field_path.trim().is_empty() {
             self.fields.push(FieldError::invalid(format!("{at}.fieldPath"), json!(field_path), "fieldPath must be non-empty if specified"));
         }
-        if field_path.contains(['\n', '\r']) {
+        if field_path.contains('\n') {
             self.fields.push(FieldError::invalid(format!("{at}.fieldPath"), json!(field_path), "fieldPath must not contain line breaks"));
         }
         if !field_path.trim().is_empty() && !path_valid(s, field_path) {
@@ -288,10 +288,10 @@ fn map_size(s: &Structural, values: &Structural) -> u64 {
 pub fn shape_of(s: &Structural, resource: bool) -> Shape {
     let string = |s: &Structural| Shape::String { max: string_size(s) };
     if let Some(items) = s.items.as_deref() {
-        return Shape::List { max: list_size(s, items), items: Box::new(shape_of(items, false)) };
+        return Shape::List { max: list_size(s, items), items: std::sync::Arc::new(shape_of(items, false)) };
     }
     if let Some(values) = s.additional.as_deref() {
-        return Shape::Map { max: map_size(s, values), key: MAX_REQUEST_BYTES, values: Box::new(shape_of(values, false)) };
+        return Shape::Map { max: map_size(s, values), key: MAX_REQUEST_BYTES, values: std::sync::Arc::new(shape_of(values, false)) };
     }
     match s.ty.as_str() {
         "string" => string(s),
@@ -300,16 +300,16 @@ pub fn shape_of(s: &Structural, resource: bool) -> Shape {
         "object" if !s.properties.is_empty() || resource || s.embedded => {
             let mut fields: BTreeMap<String, Shape> = s.properties.iter().filter_map(|(k, p)| Some((cel::escape(k)?, shape_of(p, false)))).collect();
             if resource || s.embedded {
+                // kube's `WithTypeAndObjectMeta`: whatever the schema says of them.
                 let name = Shape::String { max: 253 };
-                fields.entry("apiVersion".into()).or_insert(Shape::String { max: 316 });
-                fields.entry("kind".into()).or_insert(Shape::String { max: 63 });
-                fields
-                    .entry("metadata".into())
-                    .or_insert(Shape::Object { fields: BTreeMap::from([("name".into(), name.clone()), ("generateName".into(), name)]) });
+                fields.insert("apiVersion".into(), Shape::String { max: 316 });
+                fields.insert("kind".into(), Shape::String { max: 63 });
+                let meta = BTreeMap::from([("name".into(), name.clone()), ("generateName".into(), name)]);
+                fields.insert("metadata".into(), Shape::Object { fields: std::sync::Arc::new(meta) });
             }
-            Shape::Object { fields }
+            Shape::Object { fields: std::sync::Arc::new(fields) }
         }
-        "object" => Shape::Object { fields: BTreeMap::new() },
+        "object" => Shape::Object { fields: Default::default() },
         _ => Shape::Unknown,
     }
 }

@@ -74,10 +74,7 @@ impl Rule {
 impl Structural {
     /// Whether this node or one below it has rules.
     pub fn has_rules(&self) -> bool {
-        !self.rules.is_empty()
-            || self.properties.values().any(Structural::has_rules)
-            || self.additional.as_deref().is_some_and(Structural::has_rules)
-            || self.items.as_deref().is_some_and(Structural::has_rules)
+        self.rules_below
     }
 
     /// The errors of the rules of this schema and every node below it, on `new` (the custom
@@ -112,18 +109,26 @@ impl Structural {
         match v {
             Value::Object(m) => {
                 for (k, x) in m {
-                    let Some(s) = self.properties.get(k).or(self.additional.as_deref()) else { continue };
-                    if root && matches!(k.as_str(), "apiVersion" | "kind" | "metadata") && !self.properties.contains_key(k) {
+                    let Some(s) = self.properties.get(k).or(self.additional.as_deref()).filter(|s| s.rules_below) else { continue };
+                    if root && matches!(k.as_str(), "apiVersion" | "kind" | "metadata") {
                         continue;
                     }
-                    let old_member = old.and_then(|o| o.get(k));
-                    s.rules_at(x, old_member, ratchet.at(old_member == Some(x)), &child(path, k), false, errs);
+                    // A member not found in the old object is as changed as its parent is.
+                    let (old_member, at) = match old {
+                        Some(o) => {
+                            let member = o.get(k);
+                            (member, ratchet.at(member == Some(x)))
+                        }
+                        None => (None, ratchet),
+                    };
+                    s.rules_at(x, old_member, at, &child(path, k), false, errs);
                 }
             }
             Value::Array(items) => {
-                let Some(s) = &self.items else { return };
+                let Some(s) = self.items.as_deref().filter(|s| s.rules_below) else { return };
+                let old_items = old.and_then(|o| self.old_items_by_key(o));
                 for (i, x) in items.iter().enumerate() {
-                    let correlated = old.and_then(|o| self.correlated_item(x, o));
+                    let correlated = old_items.as_ref().and_then(|by_key| by_key.get(&self.map_key(x)?).copied());
                     let at = match correlated {
                         Some(o) => ratchet.at(o == x),
                         None => ratchet,
@@ -135,13 +140,19 @@ impl Structural {
         }
     }
 
-    /// The old list's item with the same map keys as `item` (`x-kubernetes-list-type: map`);
-    /// items of other lists are not correlated.
-    fn correlated_item<'o>(&self, item: &Value, old: &'o Value) -> Option<&'o Value> {
+    /// The items of an old `x-kubernetes-list-type: map` list by their keys (kube's
+    /// `makeMapList`): items of other lists are not correlated.
+    fn old_items_by_key<'o>(&self, old: &'o Value) -> Option<HashMap<String, &'o Value>> {
         if self.list_type != ListType::Map || self.map_keys.is_empty() {
             return None;
         }
-        old.as_array()?.iter().find(|o| self.map_keys.iter().all(|k| o.get(k) == item.get(k)))
+        Some(old.as_array()?.iter().filter_map(|o| Some((self.map_key(o)?, o))).collect())
+    }
+
+    /// An item's map keys as one string; `None` where one is missing or not a scalar.
+    fn map_key(&self, item: &Value) -> Option<String> {
+        let values: Option<Vec<&Value>> = self.map_keys.iter().map(|k| item.get(k).filter(|v| !v.is_object() && !v.is_array())).collect();
+        serde_json::to_string(&values?).ok()
     }
 
     fn run_rules(&self, v: &Value, old: Option<&Value>, unchanged: bool, path: &str, root: bool, errs: &mut Vec<FieldError>) {
@@ -291,6 +302,16 @@ pub fn to_cel(v: &Value, s: &Structural, resource: bool) -> cel::Value {
             let resource = resource || s.embedded;
             let mut out: HashMap<cel::Key, cel::Value> = HashMap::with_capacity(m.len());
             for (k, x) in m.iter().filter(|(_, x)| !x.is_null()) {
+                // kube's `WithTypeAndObjectMeta`: a resource's own fields, whatever the schema says.
+                if resource && matches!(k.as_str(), "apiVersion" | "kind") {
+                    out.insert(cel::Key::from(k.as_str()), to_cel(x, &UNDESCRIBED, false));
+                    continue;
+                }
+                if resource && k == "metadata" {
+                    let shown = ["name", "generateName"].into_iter().filter_map(|f| Some((cel::Key::from(f), to_cel(x.get(f)?, &UNDESCRIBED, false))));
+                    out.insert(cel::Key::from("metadata"), cel::Value::Map(HashMap::from_iter(shown).into()));
+                    continue;
+                }
                 match s.properties.get(k) {
                     Some(p) if !p.ty.is_empty() || p.int_or_string() => {
                         let Some(name) = cel::escape(k) else { continue };
@@ -299,15 +320,7 @@ pub fn to_cel(v: &Value, s: &Structural, resource: bool) -> cel::Value {
                         }
                         out.insert(cel::Key::from(name), to_cel(x, p, false));
                     }
-                    Some(_) => {}
-                    None if resource && (k == "apiVersion" || k == "kind") => {
-                        out.insert(cel::Key::from(k.as_str()), to_cel(x, &UNDESCRIBED, false));
-                    }
-                    None if resource && k == "metadata" => {
-                        let shown = ["name", "generateName"].into_iter().filter_map(|f| Some((cel::Key::from(f), to_cel(x.get(f)?, &UNDESCRIBED, false))));
-                        out.insert(cel::Key::from("metadata"), cel::Value::Map(HashMap::from_iter(shown).into()));
-                    }
-                    None => {}
+                    _ => {}
                 }
             }
             cel::Value::Map(out.into())

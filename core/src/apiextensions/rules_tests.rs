@@ -207,3 +207,32 @@ fn defaults_must_pass_the_rules_of_their_node() {
         ]
     );
 }
+
+#[test]
+fn a_declared_root_metadata_stays_the_objects_own() {
+    // controller-gen writes `metadata: {type: object}` at the root of every CRD.
+    let schema = json!({"type": "object", "properties": {"metadata": {"type": "object"}, "spec": {"type": "object", "properties": {"size": {"type": "integer"}}}},
+        "x-kubernetes-validations": [{"rule": "self.metadata.name.size() < 5", "message": "short names only"}]});
+    assert_eq!(schema_errors(schema.clone()), Vec::<String>::new());
+    let s = Structural::read(&schema);
+    let mut obj = widget(json!({"size": 1}));
+    obj["metadata"]["labels"] = json!({"a": "b"});
+    let before = obj.clone();
+    assert!(s.prune_object(&mut obj).is_empty());
+    assert_eq!(obj, before, "metadata is not pruned by the declared empty object");
+    assert!(s.validate_rules(&obj, None).is_empty());
+    obj["metadata"]["name"] = json!("a-long-name");
+    assert_eq!(s.validate_rules(&obj, None).iter().map(ToString::to_string).collect::<Vec<_>>(), vec!["<nil>: Invalid value: \"object\": short names only"]);
+}
+
+#[test]
+fn values_under_an_unchanged_atomic_list_ratchet_with_it() {
+    let schema = json!({"type": "object", "properties": {"spec": {"type": "object", "properties": {
+        "other": {"type": "integer"},
+        "items": {"type": "array", "items": {"type": "object", "properties": {"name": {"type": "string", "x-kubernetes-validations": [{"rule": "self != 'bad'"}]}}}}}}}});
+    let s = Structural::read(&schema);
+    let old = widget(json!({"other": 1, "items": [{"name": "bad"}]}));
+    assert!(s.validate_rules(&widget(json!({"other": 2, "items": [{"name": "bad"}]})), Some(&old)).is_empty(), "the list did not change");
+    let changed = s.validate_rules(&widget(json!({"other": 2, "items": [{"name": "bad"}, {"name": "ok"}]})), Some(&old));
+    assert_eq!(changed.iter().map(ToString::to_string).collect::<Vec<_>>(), vec!["spec.items[0].name: Invalid value: \"string\": failed rule: self != 'bad'"]);
+}

@@ -42,6 +42,8 @@ pub struct Structural {
     pub not: Option<Box<Structural>>,
     /// `x-kubernetes-validations`: the CEL rules of the node.
     pub rules: Vec<Rule>,
+    /// This node or one below it (not under junctors) has rules.
+    pub rules_below: bool,
     /// The schema as written, for the validation of its other keywords.
     pub raw: Value,
 }
@@ -66,6 +68,7 @@ pub static UNDESCRIBED: Structural = Structural {
     one_of: Vec::new(),
     not: None,
     rules: Vec::new(),
+    rules_below: false,
     raw: Value::Null,
 };
 
@@ -75,7 +78,7 @@ impl Structural {
         let flag = |k: &str| v.get(k).and_then(Value::as_bool).unwrap_or(false);
         let schema = |k: &str| v.get(k).filter(|s| s.is_object()).map(|s| Box::new(Structural::read(s)));
         let schemas = |k: &str| v.get(k).and_then(Value::as_array).into_iter().flatten().filter(|s| s.is_object()).map(Structural::read).collect();
-        Structural {
+        let mut node = Structural {
             ty: v.get("type").and_then(Value::as_str).unwrap_or_default().to_string(),
             properties: v.get("properties").and_then(Value::as_object).into_iter().flatten().map(|(k, s)| (k.clone(), Structural::read(s))).collect(),
             additional: schema("additionalProperties"),
@@ -105,8 +108,14 @@ impl Structural {
             one_of: schemas("oneOf"),
             not: schema("not"),
             rules: Rule::read_all(v),
+            rules_below: false,
             raw: v.clone(),
-        }
+        };
+        node.rules_below = !node.rules.is_empty()
+            || node.properties.values().any(|p| p.rules_below)
+            || node.additional.as_deref().is_some_and(|a| a.rules_below)
+            || node.items.as_deref().is_some_and(|i| i.rules_below);
+        node
     }
 
     /// Whether reading an object by this schema may change it: the schema drops fields it
@@ -175,7 +184,13 @@ impl Structural {
         let keys: Vec<String> = m.keys().cloned().collect();
         for k in keys {
             let at = if path.is_empty() { k.clone() } else { format!("{path}.{k}") };
-            if resource && matches!(k.as_str(), "apiVersion" | "kind" | "metadata") && !self.properties.contains_key(&k) {
+            // A resource's own type meta and metadata, whatever the schema says of them (kube's
+            // pruning skips them at a resource root; embedded metadata is coerced instead).
+            let own = match (k.as_str(), m.get(&k)) {
+                ("apiVersion" | "kind", Some(Value::String(_))) | ("metadata", Some(Value::Object(_))) => resource,
+                _ => false,
+            };
+            if own {
                 if k == "metadata"
                     && !path.is_empty()
                     && let Some(Value::Object(meta)) = m.get_mut(&k)

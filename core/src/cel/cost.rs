@@ -11,6 +11,7 @@
 //! kube accepts is accepted, and what is accepted runs in time bounded by the estimate.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use cel::common::ast::{ComprehensionExpr, EntryExpr, Expr, IdedExpr, LiteralValue, operators};
 
@@ -28,7 +29,8 @@ pub const RULE_LIMIT: u64 = 10_000_000;
 pub const TOTAL_LIMIT: u64 = 100_000_000;
 
 /// What the estimate knows of a value.
-#[derive(Clone, Debug, PartialEq)]
+/// Its parts are shared (`Arc`): a shape is cloned at every variable an expression names.
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Shape {
     /// Of any type, and any size a request allows.
     Unknown,
@@ -37,11 +39,11 @@ pub enum Shape {
     /// A string (or bytes) of at most `max` characters.
     String { max: u64 },
     /// A list of at most `max` items.
-    List { max: u64, items: Box<Shape> },
+    List { max: u64, items: Arc<Shape> },
     /// A map of at most `max` entries whose keys are strings of at most `key` characters.
-    Map { max: u64, key: u64, values: Box<Shape> },
+    Map { max: u64, key: u64, values: Arc<Shape> },
     /// An object of known fields, by their CEL names.
-    Object { fields: BTreeMap<String, Shape> },
+    Object { fields: Arc<BTreeMap<String, Shape>> },
 }
 
 impl Shape {
@@ -120,7 +122,7 @@ fn walk(e: &IdedExpr, scopes: &mut Vec<(String, Shape)>) -> (u64, Shape) {
                 cost = cost.saturating_add(c);
                 items = wider(items, s);
             }
-            (cost, Shape::List { max: list.elements.len() as u64, items: Box::new(items) })
+            (cost, Shape::List { max: list.elements.len() as u64, items: Arc::new(items) })
         }
         Expr::Map(map) => (entries_cost(&map.entries, scopes).saturating_add(30), Shape::Unknown),
         Expr::Struct(s) => (entries_cost(&s.entries, scopes).saturating_add(40), Shape::Unknown),
@@ -165,7 +167,7 @@ fn comprehension(c: &ComprehensionExpr, scopes: &mut Vec<(String, Shape)>) -> (u
     let n = range.size();
     let (init_cost, init) = walk(&c.accu_init, scopes);
     let accumulated = match init {
-        Shape::List { .. } => Shape::List { max: n, items: Box::new(Shape::Unknown) },
+        Shape::List { .. } => Shape::List { max: n, items: Arc::new(Shape::Unknown) },
         other => other,
     };
     let depth = scopes.len();
@@ -204,23 +206,26 @@ fn call_cost(function: &str, target: Option<&Shape>, args: &[Shape]) -> (u64, Sh
         operators::ADD => match (args.first(), args.get(1)) {
             (Some(Shape::String { max: a }), Some(Shape::String { max: b })) => (traversal(a.saturating_add(*b)), Shape::String { max: a.saturating_add(*b) }),
             (Some(Shape::List { max: a, items: x }), Some(Shape::List { max: b, items: y })) => {
-                (1, Shape::List { max: a.saturating_add(*b), items: Box::new(wider((**x).clone(), (**y).clone())) })
+                (1, Shape::List { max: a.saturating_add(*b), items: Arc::new(wider((**x).clone(), (**y).clone())) })
             }
-            _ => (1, Shape::Scalar),
+            (Some(Shape::Scalar), Some(Shape::Scalar)) => (1, Shape::Scalar),
+            // A string or list of any size: what a request holds.
+            (a, b) => (traversal(a.map_or(0, Shape::size).saturating_add(b.map_or(0, Shape::size))), Shape::Unknown),
         },
         operators::EQUALS | operators::NOT_EQUALS | operators::LESS | operators::LESS_EQUALS | operators::GREATER | operators::GREATER_EQUALS => {
             let least = args.iter().map(|a| if a.is_sized() { a.size() } else { 0 }).min().unwrap_or(0);
             (traversal(least), Shape::Scalar)
         }
         operators::IN => match args.get(1) {
-            Some(Shape::List { max, .. }) => (1 + max, Shape::Scalar),
-            _ => (1, Shape::Scalar),
+            Some(Shape::Map { .. } | Shape::Object { .. }) => (1, Shape::Scalar),
+            other => (1u64.saturating_add(other.map_or(0, Shape::size)), Shape::Scalar),
         },
         operators::INDEX | operators::OPT_INDEX => (1, args.first().map_or(Shape::Unknown, Shape::indexed)),
         operators::OPT_SELECT => (1, Shape::Unknown),
         "contains" => (traversal(size).saturating_mul(traversal(args.first().map_or(0, Shape::size))), Shape::Scalar),
         "startsWith" | "endsWith" => (traversal(args.first().map_or(0, Shape::size)), Shape::Scalar),
-        "lowerAscii" | "upperAscii" | "trim" | "charAt" | "substring" | "quote" => (traversal(size), Shape::String { max: size }),
+        "lowerAscii" | "upperAscii" | "trim" | "substring" | "quote" => (traversal(size), Shape::String { max: size }),
+        "charAt" => (1, Shape::String { max: 1 }),
         "indexOf" | "lastIndexOf" | "isSorted" | "sum" | "min" | "max" => match first {
             Some(list @ Shape::List { max, .. }) => {
                 let per_item = match list.element() {
@@ -233,10 +238,10 @@ fn call_cost(function: &str, target: Option<&Shape>, args: &[Shape]) -> (u64, Sh
         },
         "matches" | "find" | "findAll" => {
             let pattern = args.first().map_or(0, Shape::size);
-            let cost = traversal(size.saturating_add(1)).saturating_mul(pattern.div_ceil(4));
-            (cost, if function == "findAll" { Shape::List { max: size, items: Box::new(Shape::String { max: size }) } } else { Shape::String { max: size } })
+            let cost = traversal(size.saturating_add(1)).saturating_mul(pattern.div_ceil(4).max(1));
+            (cost, if function == "findAll" { Shape::List { max: size, items: Arc::new(Shape::String { max: size }) } } else { Shape::String { max: size } })
         }
-        "split" => (traversal(size.saturating_mul(2)), Shape::List { max: size, items: Box::new(Shape::String { max: size }) }),
+        "split" => (traversal(size.saturating_mul(2)), Shape::List { max: size, items: Arc::new(Shape::String { max: size }) }),
         "replace" => {
             let grown = args.get(1).map_or(1, |r| r.size().max(1));
             (traversal(size.saturating_mul(2)), Shape::String { max: size.saturating_mul(grown) })
@@ -251,8 +256,8 @@ fn call_cost(function: &str, target: Option<&Shape>, args: &[Shape]) -> (u64, Sh
         "quantity" | "isQuantity" | "ip" | "isIP" | "ip.isCanonical" | "cidr" | "isCIDR" | "url" | "isURL" => {
             (traversal(args.first().map_or(0, Shape::size)), if function.starts_with("is") { Shape::Scalar } else { Shape::Unknown })
         }
-        "string" | "bytes" => (1 + traversal(size), Shape::String { max: size.max(20) }),
-        "int" | "uint" | "double" | "bool" | "timestamp" | "duration" => (1 + traversal(size), Shape::Scalar),
+        "string" | "bytes" => (1, Shape::String { max: size.max(20) }),
+        "int" | "uint" | "double" | "bool" | "timestamp" | "duration" => (1, Shape::Scalar),
         _ => (1, Shape::Unknown),
     }
 }

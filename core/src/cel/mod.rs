@@ -12,6 +12,7 @@ mod check;
 pub mod cost;
 mod formats;
 mod library;
+mod limits;
 mod names;
 mod network;
 mod quantity;
@@ -22,6 +23,13 @@ pub use cel::Value;
 pub use cel::objects::{Key, OptionalValue};
 pub use check::undefined_fields;
 pub use names::escape;
+
+/// cel-go's limit of an expression's length, in code points.
+const MAX_CODE_POINTS: usize = 100_000;
+
+/// How deep an expression's operators may nest (cel-go allows 250; kapi's parser recurses
+/// with more stack per level).
+pub const MAX_NESTING: usize = 100;
 
 /// The environment every expression is compiled and run in.
 static ENVIRONMENT: LazyLock<Arc<cel::Env>> = LazyLock::new(|| {
@@ -48,8 +56,19 @@ impl PartialEq for Expression {
 }
 
 impl Expression {
-    /// Compiles `source`; the error is the parser's report.
+    /// Compiles `source`; the error is the parser's report. An expression longer than cel-go's
+    /// limit (100,000 code points), or whose operators nest deeper than [`MAX_NESTING`], is
+    /// refused before it is parsed: the parser, and whatever walks the tree it makes, recurse
+    /// once per level.
     pub fn compile(source: &str) -> Result<Expression, String> {
+        let size = source.chars().count();
+        if size > MAX_CODE_POINTS {
+            return Err(format!("ERROR: <input>:-1:0: expression code point size exceeds limit: size: {size}, limit {MAX_CODE_POINTS}"));
+        }
+        let nesting = limits::nesting(source);
+        if nesting > MAX_NESTING {
+            return Err(format!("ERROR: <input>:-1:0: expression recursion limit exceeded: {MAX_NESTING}"));
+        }
         let program = ENVIRONMENT.compile(source).map_err(|e| e.to_string())?;
         Ok(Expression { source: source.to_string(), program })
     }

@@ -73,7 +73,7 @@ fn variables_are_bound_and_references_known() {
 }
 
 fn list(max: u64, items: Shape) -> Shape {
-    Shape::List { max, items: Box::new(items) }
+    Shape::List { max, items: std::sync::Arc::new(items) }
 }
 
 fn cost(source: &str, shape: Shape) -> u64 {
@@ -90,7 +90,23 @@ fn costs_grow_with_the_sizes_that_bound_them() {
     assert!(cost("self.all(x, x.contains('a'))", unbounded.clone()) > RULE_LIMIT);
     assert!(cost("self.all(x, self.all(y, x == y))", list(MAX_REQUEST_BYTES / 2, Shape::Scalar)) > RULE_LIMIT);
     assert!(cost("size(self) < 5", unbounded) < 10);
-    let object = Shape::Object { fields: BTreeMap::from([("name".to_string(), Shape::String { max: 63 })]) };
+    let object = Shape::Object { fields: std::sync::Arc::new(BTreeMap::from([("name".to_string(), Shape::String { max: 63 })])) };
     assert!(cost("self.name.matches('^[a-z]+$')", object) < 100);
     assert!(cost("self.map(x, x * 2).filter(y, y > 3).size() > 0", list(100, Shape::Scalar)) < 5_000);
+    let small = list(100, Shape::Scalar);
+    let hidden = "(dyn(self) + []).all(a, (dyn(self) + []).all(b, (dyn(self) + []).all(c, true)))";
+    assert!(cost(hidden, small.clone()) > RULE_LIMIT, "a list of unknown size is as long as a request allows");
+    assert!(cost("self.all(x, x in dyn(self))", small.clone()) > RULE_LIMIT);
+    assert!(cost("string(self).findAll('')", Shape::String { max: MAX_REQUEST_BYTES }) > 100_000);
+    assert!(cost("self.all(x, duration(string(x)) > duration('1s'))", small) < 10_000, "conversions cost one, as cel-go's");
+}
+
+#[test]
+fn expressions_too_long_or_too_deep_are_refused_before_they_are_parsed() {
+    let deep = vec!["1"; 5000].join("+");
+    assert!(Expression::compile(&deep).unwrap_err().contains("expression recursion limit exceeded: 100"));
+    let long = format!("'{}' == ''", "a".repeat(100_000));
+    assert!(Expression::compile(&long).unwrap_err().contains("expression code point size exceeds limit"));
+    let wide = vec!["self.a == 1"; 500].join(" && ");
+    assert!(Expression::compile(&wide).is_ok(), "many clauses are not deep");
 }
