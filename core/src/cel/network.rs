@@ -7,8 +7,8 @@
 //! `getPort()`, `getEscapedPath()`, `getQuery()`. Addresses are Go's `netip` ones: no zone,
 //! no IPv4-mapped IPv6 address.
 
+use core::net::IpAddr;
 use std::collections::HashMap;
-use std::net::IpAddr;
 use std::sync::Arc;
 
 use cel::common::types::{STRING_TYPE, Type};
