@@ -50,6 +50,9 @@ pub(super) enum ApiStep {
 type Verdict = (&'static str, &'static str, String);
 
 impl Controllers {
+    /// An APIService is checked when it comes and when its spec changes; a change of its
+    /// status alone (the controller's own writes) waits for the periodic check, so that a
+    /// server whose answers flap is not probed again and again at once.
     pub(super) fn api_service_changed(&mut self, now: Timestamp, change: Change) {
         let name = meta::name(&change.object).to_string();
         if change.deleted {
@@ -57,8 +60,11 @@ impl Controllers {
             self.api_checks.remove(&name);
             return;
         }
+        let status_only = self.api_services.get(&name).is_some_and(|known| known.get("spec") == change.object.get("spec"));
         self.api_services.insert(name.clone(), change.object);
-        self.check_api_service(now, &name);
+        if !status_only {
+            self.check_api_service(now, &name);
+        }
     }
 
     /// A Service or its Endpoints changed: the APIServices backed by it are checked again.
