@@ -186,6 +186,8 @@ impl Bootstrap {
                 },
                 Step::Write(op) => match op.poll(now)? {
                     WriteEffect::Kv(req) => return Some(BootstrapEffect::Kv(req)),
+                    // What starts with the server is built in: no webhook converts it.
+                    WriteEffect::Convert(_) => op.converted(Err("no conversion webhook is called at start".into())),
                     WriteEffect::Done(Ok(_)) => self.current = None,
                     WriteEffect::Done(Err(e)) => {
                         self.done = true;

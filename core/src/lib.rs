@@ -29,3 +29,4 @@ pub mod status;
 pub mod storage;
 pub mod table;
 pub mod validation;
+pub mod webhook;

@@ -24,6 +24,7 @@ use kapi_core::kv::{KvRequest, KvResult, Model, WatchRequest, WatchResponse};
 use kapi_core::pipeline::{Effect, Event, Head, Health, ProbeOutcome, Request, RequestMachine, Served, Server};
 use kapi_core::resources::{Settings, catalog};
 use kapi_core::status::ApiError;
+use kapi_core::webhook::{WebhookAnswer, WebhookCall};
 
 /// The bearer token of the simulated cluster's administrator (`system:masters`).
 pub const ADMIN_TOKEN: &str = "admin-token";
@@ -87,7 +88,13 @@ pub struct World {
     /// The extension API servers: what each request proxied to one gets (its answer, or the
     /// transport's error). Without it, none can be reached.
     pub extension: Option<ExtensionServer>,
+    /// The webhooks (CRDs' conversion webhooks): what each call gets. Without it, none can
+    /// be reached.
+    pub webhook: Option<WebhookServer>,
 }
+
+/// A stand-in for webhooks: the answer each call gets, or the transport's error.
+pub type WebhookServer = Box<dyn FnMut(&WebhookCall) -> Result<WebhookAnswer, String>>;
 
 /// A stand-in for the extension API servers: the answer (head and body) each proxied request
 /// gets, or the transport's error.
@@ -160,6 +167,7 @@ impl World {
             controller_watches: BTreeMap::new(),
             api_services_seen: 0,
             extension: None,
+            webhook: None,
         };
         for (key, cache) in watch_caches(&w.server, &w.served.catalog, DEFAULT_HISTORY) {
             w.slots.insert(key, Slot { cache, watch: None });
@@ -300,6 +308,21 @@ impl World {
             CacheEffect::ReadDone { id, result } => {
                 self.reads.insert(id, result);
             }
+            CacheEffect::Convert(conversion) => {
+                let service = conversion.webhook.client.service().and_then(|svc| {
+                    let services = self.slots.get(&("".to_string(), "v1".to_string(), "services".to_string()))?.cache.published()?;
+                    services.named(&svc.namespace, &svc.name).map(|o| o.value())
+                });
+                let answer = conversion.call(service.as_ref()).and_then(|call| self.call_webhook(&call));
+                self.slots.get_mut(k).expect("slot").cache.handle(now, CacheEvent::Called(answer));
+            }
+        }
+    }
+
+    fn call_webhook(&mut self, call: &WebhookCall) -> Result<WebhookAnswer, String> {
+        match &mut self.webhook {
+            Some(serve) => serve(call),
+            None => Err(format!("Post \"{}{}\": dial tcp: connect: connection refused", call.target.url, call.path)),
         }
     }
 
@@ -457,6 +480,10 @@ impl World {
                         }
                         Err(e) => m.handle(self.now, Event::Proxied(Err(e))),
                     }
+                }
+                Some(Effect::Call(call)) => {
+                    let answer = self.call_webhook(&call);
+                    m.handle(self.now, Event::Called(answer));
                 }
                 Some(Effect::Relay) => {
                     body.extend_from_slice(&relayed);

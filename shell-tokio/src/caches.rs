@@ -16,15 +16,18 @@ use std::task::{Context, Poll};
 
 use arc_swap::{ArcSwap, ArcSwapOption};
 use bytes::Bytes;
+use kapi_core::apiextensions::Conversion;
 use kapi_core::apiextensions::same_objects;
 use kapi_core::cache::{Backlog, CacheEffect, CacheEvent, DEFAULT_HISTORY, ReadId, ReadRequest, ReadResult, Snapshot, WatchCache, WatchParams, WatcherId};
 use kapi_core::catalog::Resource;
 use kapi_core::kv::{KvResult, WatchResponse};
 use kapi_core::status::ApiError;
+use kapi_core::webhook::WebhookAnswer;
 use tokio::sync::{Notify, mpsc, oneshot};
 
 use crate::clock::{instant_of, now};
 use crate::store::Store;
+use crate::webhook::WebhookClient;
 use kapi_handoff as handoff;
 
 /// Chunks a watcher may have in flight before it counts as slow.
@@ -92,6 +95,8 @@ enum Command {
     Read(ReadRequest, oneshot::Sender<Result<ReadResult, ApiError>>),
     Watch(WatchParams, Watcher),
     Gone(WatcherId),
+    /// The conversion webhook answered.
+    Called(Result<WebhookAnswer, String>),
     /// Its resource is no longer served (or is served anew): the task ends, and its watches.
     Stop,
 }
@@ -116,6 +121,8 @@ pub struct Caches {
     by_resource: Arc<ArcSwap<HashMap<Key, Handle>>>,
     store: Store,
     stall_limit: std::time::Duration,
+    /// Calls CRDs' conversion webhooks for the caches of their resources.
+    webhooks: WebhookClient,
 }
 
 fn key(res: &Resource) -> Key {
@@ -126,8 +133,8 @@ impl Caches {
     /// Starts a cache task for each resource.
     /// A watcher whose connection takes none of the frames it has to send for `stall_limit`
     /// is closed as slow.
-    pub fn start(resources: impl Iterator<Item = (Arc<Resource>, String)>, store: Store, stall_limit: std::time::Duration) -> Caches {
-        let caches = Caches { by_resource: Arc::default(), store, stall_limit };
+    pub fn start(resources: impl Iterator<Item = (Arc<Resource>, String)>, store: Store, stall_limit: std::time::Duration, webhooks: WebhookClient) -> Caches {
+        let caches = Caches { by_resource: Arc::default(), store, stall_limit, webhooks };
         let by_resource = resources.map(|(res, prefix)| (key(&res), caches.spawn(res, prefix))).collect();
         caches.by_resource.store(Arc::new(by_resource));
         caches
@@ -136,8 +143,14 @@ impl Caches {
     fn spawn(&self, res: Arc<Resource>, prefix: String) -> Handle {
         let (tx, rx) = mpsc::unbounded_channel();
         let handle = Handle { res: res.clone(), commands: tx.clone(), ready: Arc::default(), published: Arc::default(), changed: Arc::default() };
-        let task =
-            Task { store: self.store.clone(), me: tx, ready: handle.ready.clone(), published: handle.published.clone(), changed: handle.changed.clone() };
+        let task = Task {
+            store: self.store.clone(),
+            caches: self.clone(),
+            me: tx,
+            ready: handle.ready.clone(),
+            published: handle.published.clone(),
+            changed: handle.changed.clone(),
+        };
         let cache = WatchCache::new(res, Bytes::from(prefix), DEFAULT_HISTORY);
         tokio::spawn(run(cache, task, rx, self.stall_limit));
         handle
@@ -187,6 +200,17 @@ impl Caches {
         let (tx, rx) = oneshot::channel();
         handle.commands.send(Command::Read(request, tx)).map_err(|_| ApiError::internal("cache stopped"))?;
         rx.await.map_err(|_| ApiError::internal("cache stopped"))?
+    }
+
+    /// Makes a cache's conversion: the webhook's Service (if it names one) read from the
+    /// Services' cache, then the call.
+    async fn convert(&self, conversion: &Conversion) -> Result<WebhookAnswer, String> {
+        let service = conversion.webhook.client.service().and_then(|svc| {
+            let (snapshot, _) = self.published("", "v1", "services")?;
+            snapshot?.named(&svc.namespace, &svc.name).map(|o| o.value())
+        });
+        let call = conversion.call(service.as_ref())?;
+        self.webhooks.call(call).await
     }
 
     /// Registers a watch; its frames come from the returned stream until it ends.
@@ -240,6 +264,8 @@ impl Watcher {
 /// What a cache task holds besides its machine and its commands.
 struct Task {
     store: Store,
+    /// The caches (the Services' for conversion webhooks).
+    caches: Caches,
     /// Its own command channel (watchers that go away say so on it).
     me: mpsc::UnboundedSender<Command>,
     ready: Arc<AtomicBool>,
@@ -248,7 +274,7 @@ struct Task {
 }
 
 async fn run(mut cache: WatchCache, task: Task, mut commands: mpsc::UnboundedReceiver<Command>, stall_limit: std::time::Duration) {
-    let Task { store, me, ready, published, changed } = task;
+    let Task { store, caches, me, ready, published, changed } = task;
     // The (readiness, revision) last published: the state is swapped only when it changed.
     let mut shown = (false, 0);
     let (kv_tx, mut kv_rx) = mpsc::unbounded_channel::<KvResult>();
@@ -291,6 +317,13 @@ async fn run(mut cache: WatchCache, task: Task, mut commands: mpsc::UnboundedRec
                         let _ = tx.send(result);
                     }
                 }
+                CacheEffect::Convert(conversion) => {
+                    let (caches, me) = (caches.clone(), me.clone());
+                    tokio::spawn(async move {
+                        let answer = caches.convert(&conversion).await;
+                        let _ = me.send(Command::Called(answer));
+                    });
+                }
             }
         }
         ready.store(cache.is_ready(), Ordering::Relaxed);
@@ -322,6 +355,7 @@ async fn run(mut cache: WatchCache, task: Task, mut commands: mpsc::UnboundedRec
                     watchers.insert(id, frames);
                     cache.handle(now(), CacheEvent::Register { id, params });
                 }
+                Some(Command::Called(answer)) => cache.handle(now(), CacheEvent::Called(answer)),
                 Some(Command::Gone(id)) => {
                     if watchers.remove(&id).is_some() {
                         cache.handle(now(), CacheEvent::Unregister { id });
@@ -394,7 +428,12 @@ mod tests {
         std::fs::create_dir_all(&dir).unwrap();
         let store = Store::Sqlite(crate::store::Sqlite::open(&dir.join("kapi.db")).unwrap());
         let configmaps = catalog(&Settings::default()).get("", "v1", "configmaps").cloned().unwrap();
-        let caches = Caches::start([(configmaps.clone(), "/registry/configmaps/".to_string())].into_iter(), store, std::time::Duration::from_secs(60));
+        let caches = Caches::start(
+            [(configmaps.clone(), "/registry/configmaps/".to_string())].into_iter(),
+            store,
+            std::time::Duration::from_secs(60),
+            WebhookClient::default(),
+        );
         assert!(caches.read(&configmaps, ReadRequest::Latest { min: None }).await.is_ok());
         let retired = caches.sync(std::iter::empty());
         let err = caches.read(&configmaps, ReadRequest::Latest { min: None }).await.expect_err("not served");

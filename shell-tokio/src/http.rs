@@ -72,6 +72,8 @@ pub struct State {
     pub shutting_down: AtomicBool,
     /// Sends requests on to extension API servers.
     pub proxy: crate::proxy::ProxyClient,
+    /// Calls webhooks (CRDs' conversion webhooks) for requests.
+    pub webhooks: crate::webhook::WebhookClient,
 }
 
 impl State {
@@ -202,6 +204,7 @@ pub async fn call(state: Arc<State>, request: Request) -> hyper::Response<Body> 
                     None => None,
                 }
             }
+            Some(Effect::Call(call)) => event = within(m.poll_timeout(), state.webhooks.call(*call)).await.map(Event::Called),
             Some(Effect::Respond(head)) => {
                 return match upstream.take() {
                     Some(body) => relay(m, head, body),

@@ -13,6 +13,7 @@ mod probe;
 mod proxy;
 mod store;
 mod tls;
+mod webhook;
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
@@ -336,7 +337,8 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let server = Arc::new(server);
     let resources: Vec<_> = served.catalog.resources().filter(|r| r.info.stored()).map(|r| (r.clone(), format!("{}/", server.storage_root(r)))).collect();
     let stall = std::time::Duration::from_secs(parse_duration(&args.watch_stall_timeout)?.max(1) as u64);
-    let caches = caches::Caches::start(resources.into_iter(), store.clone(), stall);
+    let webhooks = webhook::WebhookClient::default();
+    let caches = caches::Caches::start(resources.into_iter(), store.clone(), stall, webhooks.clone());
     let state = Arc::new(http::State {
         server: server.clone(),
         served: ArcSwap::new(served.clone()),
@@ -345,6 +347,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         bootstrapped: AtomicBool::new(false),
         shutting_down: AtomicBool::new(false),
         proxy: proxy_client,
+        webhooks,
     });
 
     let addr = SocketAddr::new(args.bind_address, args.secure_port);

@@ -18,7 +18,7 @@ use serde_json::Value;
 use crate::meta;
 
 pub use discovery::{Discovered, Discovery, group_document, merged_aggregated, merged_group_list, resources_of};
-pub use proxy::{ProxyHead, ProxyRequest, ProxyTarget, answer_head, outbound_headers, resolve, unavailable};
+pub use proxy::{ProxyHead, ProxyRequest, ProxyTarget, answer_head, outbound_headers, resolve, resolve_service, unavailable};
 
 /// Where an APIService's Service is: `spec.service`.
 #[derive(Clone, Debug, PartialEq, Eq)]

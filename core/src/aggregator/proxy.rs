@@ -7,7 +7,7 @@
 use bytes::Bytes;
 use serde_json::Value;
 
-use super::ApiService;
+use super::{ApiService, ServiceRef};
 use crate::auth::{
     STANDARD_EXTRA_PREFIX, STANDARD_GROUP, STANDARD_UID, STANDARD_USERNAME, UserInfo, escape_extra_key, is_remote_header, starts_with_ignore_case,
 };
@@ -68,7 +68,13 @@ fn is_impersonation(name: &str) -> bool {
 /// The address of `api`'s Service (`service`: the Service object, if it exists), as kube's
 /// cluster-IP resolver finds it; the error is the resolver's.
 pub fn resolve(api: &ApiService, service: Option<&Value>) -> Result<ProxyTarget, String> {
-    let s = &api.service;
+    resolve_service(&api.service, service, api.ca_bundle.clone(), api.insecure_skip_tls_verify)
+}
+
+/// The address of the Service `s` names (`service`: the Service object, if it exists), as
+/// kube's cluster-IP resolver finds it, checked under `<service>.<namespace>.svc` with
+/// `ca_bundle`; the error is the resolver's.
+pub fn resolve_service(s: &ServiceRef, service: Option<&Value>, ca_bundle: Option<String>, insecure_skip_tls_verify: bool) -> Result<ProxyTarget, String> {
     let svc = service.ok_or_else(|| format!("service {:?} not found", s.name))?;
     let host_port = |host: &str, port: i64| if host.contains(':') { format!("[{host}]:{port}") } else { format!("{host}:{port}") };
     let address = match meta::str_at(svc, &["spec", "type"]).unwrap_or("ClusterIP") {
@@ -86,12 +92,7 @@ pub fn resolve(api: &ApiService, service: Option<&Value>) -> Result<ProxyTarget,
         }
         other => return Err(format!("unsupported service type {other:?}")),
     };
-    Ok(ProxyTarget {
-        url: format!("https://{address}"),
-        server_name: format!("{}.{}.svc", s.name, s.namespace),
-        ca_bundle: api.ca_bundle.clone(),
-        insecure_skip_tls_verify: api.insecure_skip_tls_verify,
-    })
+    Ok(ProxyTarget { url: format!("https://{address}"), server_name: format!("{}.{}.svc", s.name, s.namespace), ca_bundle, insecure_skip_tls_verify })
 }
 
 /// The headers sent on: the client's, less the connection's, any `X-Remote-*` and

@@ -53,6 +53,8 @@ pub struct Definition {
     pub names_accepted: bool,
     pub established: bool,
     pub terminating: bool,
+    /// The webhook of a `Webhook` conversion (`None`: the `None` strategy).
+    pub conversion: Option<std::sync::Arc<super::ConversionWebhook>>,
 }
 
 impl Definition {
@@ -81,6 +83,7 @@ impl Definition {
             names_accepted: condition("NamesAccepted"),
             established: condition("Established"),
             terminating: meta::at(crd, &["metadata", "deletionTimestamp"]).is_some(),
+            conversion: super::ConversionWebhook::read(spec).map(std::sync::Arc::new),
         })
     }
 

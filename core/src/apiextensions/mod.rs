@@ -5,6 +5,7 @@
 //! change.
 
 mod columns;
+pub mod conversion;
 mod crd_validation;
 mod definition;
 mod embedded;
@@ -32,6 +33,7 @@ use bytes::Bytes;
 use serde_json::{Value, json};
 
 pub use columns::PrinterColumn;
+pub use conversion::{Conversion, ConversionWebhook, Converted};
 pub use crd_validation::validate_version_parts;
 pub use definition::{Definition, Names, Version};
 pub use formats::CHECKED as CHECKED_FORMATS;
@@ -168,6 +170,7 @@ fn resource(def: &Definition, v: &Version, info: ResourceInfo) -> Resource {
         columns: v.columns.iter().filter_map(PrinterColumn::read).collect(),
         selectable: v.selectable_fields.iter().map(|f| FieldName::Owned(f.clone())).collect(),
         openapi: openapi::kind_definitions(&def.group, &v.name, names, v.schema.as_ref(), &v.selectable_fields),
+        webhook: def.conversion.clone(),
     };
     Resource { info, strategy: Arc::new(strategy), ttl_seconds: None }
 }

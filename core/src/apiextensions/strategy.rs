@@ -1,12 +1,15 @@
 //! The rules of custom resources (apiextensions-apiserver's `pkg/registry/customresource`
 //! strategy), and their conversion between the served and the stored version (`None`: only
-//! `apiVersion` changes).
+//! `apiVersion` changes; `Webhook`: the webhook's answer, see [`super::conversion`]).
+
+use std::sync::Arc;
 
 use serde_json::{Value, json};
 
 use jiff::Timestamp;
 
 use super::columns::PrinterColumn;
+use super::conversion::ConversionWebhook;
 use super::openapi::KindDefinitions;
 use super::scale::ScalePaths;
 use super::structural::Structural;
@@ -33,6 +36,8 @@ pub struct CustomResources {
     pub selectable: Vec<FieldName>,
     /// Its kind's and list kind's OpenAPI definitions.
     pub openapi: KindDefinitions,
+    /// The CRD's conversion webhook (`None`: the `None` strategy, only `apiVersion` changes).
+    pub webhook: Option<Arc<ConversionWebhook>>,
 }
 
 impl CustomResources {
@@ -126,11 +131,12 @@ impl Strategy for CustomResources {
         self.served == self.storage && !self.schema.as_ref().is_some_and(Structural::applies_on_read)
     }
 
-    /// The stored object at the served version, pruned and defaulted by the version's schema
-    /// as kube's storage decoder does: a default added to the CRD shows on objects written
-    /// before, a property taken out of it no longer does.
+    /// The stored object at the served version (an object stored at an older storage version
+    /// too), pruned and defaulted by the version's schema as kube's storage decoder does: a
+    /// default added to the CRD shows on objects written before, a property taken out of it no
+    /// longer does. With a webhook, the object is the webhook's already.
     fn served_from_stored(&self, stored: Value) -> Value {
-        let mut obj = if self.served == self.storage { stored } else { self.with_version(stored, &self.served) };
+        let mut obj = self.with_version(stored, &self.served);
         if let Some(s) = self.schema.as_ref().filter(|s| s.applies_on_read()) {
             s.prune_object(&mut obj);
             s.default_object(&mut obj);
@@ -140,6 +146,10 @@ impl Strategy for CustomResources {
 
     fn stored_from_served(&self, served: &Value) -> Option<Value> {
         (self.served != self.storage).then(|| self.with_version(served.clone(), &self.storage))
+    }
+
+    fn conversion_webhook(&self) -> Option<(&Arc<ConversionWebhook>, String)> {
+        self.webhook.as_ref().map(|w| (w, format!("{}/{}", self.group, self.storage)))
     }
 
     /// With a `status` subresource, a create sets no status; every object starts at

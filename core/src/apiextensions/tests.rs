@@ -92,6 +92,7 @@ fn versions_convert_by_their_api_version_only() {
         columns: Vec::new(),
         selectable: Vec::new(),
         openapi: super::openapi::kind_definitions("example.com", "v1", &Names::default(), None, &[]),
+        webhook: None,
     };
     use crate::catalog::Strategy;
     let obj = json!({"apiVersion": "example.com/v1beta1", "kind": "Widget", "spec": {"a": 1}});
@@ -113,6 +114,7 @@ fn generation_grows_with_changes_beyond_metadata_and_status_when_status_is_a_sub
         columns: Vec::new(),
         selectable: Vec::new(),
         openapi: super::openapi::kind_definitions("example.com", "v1", &Names::default(), None, &[]),
+        webhook: None,
     };
     let old = json!({"metadata": {"name": "a", "generation": 1}, "spec": {"a": 1}, "status": {"ok": true}});
     let mut new = json!({"metadata": {"name": "a", "labels": {"x": "y"}}, "spec": {"a": 1}, "status": {"ok": false}});

@@ -13,6 +13,7 @@
 //! frames encoded once per event and view and shared.
 //! A slow consumer is reported with [`CacheEvent::Slow`] and is closed.
 
+mod convert;
 mod frames;
 mod object;
 
@@ -23,11 +24,13 @@ use bytes::Bytes;
 use imbl::OrdMap;
 use jiff::{SignedDuration, Timestamp};
 
+use crate::apiextensions::Conversion;
 use crate::catalog::Resource;
 use crate::codec::{Output, View};
 use crate::kv::{self, EventKind, KvRequest, KvResponse, KvResult, RangeRequest, Revision, WatchRequest, WatchResponse};
 use crate::selector::{FieldSelector, LabelSelector};
 use crate::status::ApiError;
+use crate::webhook::WebhookAnswer;
 
 pub use frames::{Backlog, EventType, bookmark_frame, error_frame, event_frame, table_of};
 pub use object::{CachedObject, Shared};
@@ -58,6 +61,14 @@ pub struct ReadId(pub u64);
 pub struct Snapshot {
     pub revision: Revision,
     pub objects: OrdMap<Bytes, Shared>,
+}
+
+impl Snapshot {
+    /// The object of this namespace and name, found by looking at each (for a shell that does
+    /// not know the collection's keys).
+    pub fn named(&self, namespace: &str, name: &str) -> Option<&Shared> {
+        self.objects.values().find(|o| o.namespace == namespace && o.name == name)
+    }
 }
 
 /// Where a watch starts.
@@ -137,6 +148,8 @@ pub enum CacheEvent {
         id: ReadId,
         request: ReadRequest,
     },
+    /// The conversion webhook's answer to [`CacheEffect::Convert`], or why there is none.
+    Called(Result<WebhookAnswer, String>),
 }
 
 #[derive(Debug)]
@@ -167,6 +180,9 @@ pub enum CacheEffect {
         id: ReadId,
         result: Result<ReadResult, ApiError>,
     },
+    /// Ask the CRD's conversion webhook for this conversion (at the Service its client config
+    /// names, if it does) and report the answer with [`CacheEvent::Called`].
+    Convert(Conversion),
 }
 
 /// What makes two watchers' frames of one event differ: the output, the event type, whether
@@ -262,12 +278,15 @@ pub struct WatchCache {
     retry: Option<(Timestamp, Retry)>,
     /// When progress was last asked for.
     progress_last: Option<Timestamp>,
+    /// Conversions by webhook under way (custom resources a webhook converts).
+    conversions: convert::Conversions,
     effects: VecDeque<CacheEffect>,
 }
 
 impl WatchCache {
     /// A cache of `res`, whose objects live under `prefix` (e.g. `/registry/pods/`).
     pub fn new(res: Arc<Resource>, prefix: Bytes, capacity: usize) -> WatchCache {
+        let conversions = convert::Conversions::new(&prefix);
         let mut c = WatchCache {
             res,
             prefix,
@@ -284,6 +303,7 @@ impl WatchCache {
             progress_asked: false,
             retry: None,
             progress_last: None,
+            conversions,
             effects: VecDeque::new(),
         };
         c.relist();
@@ -312,6 +332,7 @@ impl WatchCache {
     }
 
     fn relist(&mut self) {
+        self.conversions.reset();
         self.phase = Phase::Listing;
         self.retry = None;
         self.listing = Some(Listing { objects: OrdMap::new(), revision: None, page: None });
@@ -347,11 +368,13 @@ impl WatchCache {
                 }
             }
             CacheEvent::Read { id, request } => self.read(now, id, request, now + FRESHNESS_TIMEOUT),
+            CacheEvent::Called(answer) => self.converted(now, answer),
         }
     }
 
     pub fn poll(&mut self, now: Timestamp) -> Option<CacheEffect> {
         self.expire(now);
+        self.retry_conversion(now);
         if self.effects.is_empty() {
             self.decode_page(now);
         }
@@ -364,7 +387,7 @@ impl WatchCache {
         let waits = self.waiting.iter().map(|(t, _)| *t);
         let progress = self.next_progress().filter(|_| self.needs_progress());
         let retry = self.retry.map(|(t, _)| t);
-        timer.into_iter().chain(waits).chain(progress).chain(retry).min()
+        timer.into_iter().chain(waits).chain(progress).chain(retry).chain(self.conversions.retry_at()).min()
     }
 
     /// A page of the LIST: asks for the next one (decoding waits for the next `poll`).
@@ -387,13 +410,38 @@ impl WatchCache {
 
     /// Decodes the page received, and once the last is in, makes the listed state current.
     fn decode_page(&mut self, now: Timestamp) {
+        if self.conversions.waiting() {
+            return;
+        }
         let Some(listing) = self.listing.as_mut() else { return };
         let Some((kvs, last)) = listing.page.take() else { return };
-        // Each stored value is dropped once its object is built, so the allocator reuses its
-        // memory for the next object instead of holding the whole page alongside.
-        for kv in kvs {
-            if let Ok(o) = CachedObject::from_kv(&self.res, &kv) {
-                listing.objects.insert(kv.key, Arc::new(o));
+        if self.res.strategy.conversion_webhook().is_some() {
+            // The page is decoded whole again once the webhook answered for what needs it.
+            let mut needs = Vec::new();
+            let mut objects = Vec::new();
+            for kv in &kvs {
+                match self.decode(kv) {
+                    convert::Decoded::Object(o) => objects.push(o),
+                    convert::Decoded::Needs(u) => needs.push(u),
+                    convert::Decoded::Skipped => {}
+                }
+            }
+            let listing = self.listing.as_mut().expect("checked above");
+            if !needs.is_empty() {
+                listing.page = Some((kvs, last));
+                return self.ask(needs);
+            }
+            for o in objects {
+                listing.objects.insert(o.key.clone(), Arc::new(o));
+            }
+            self.forget_conversions();
+        } else {
+            // Each stored value is dropped once its object is built, so the allocator reuses
+            // its memory for the next object instead of holding the whole page alongside.
+            for kv in kvs {
+                if let Ok(o) = CachedObject::from_kv(&self.res, &kv) {
+                    listing.objects.insert(kv.key, Arc::new(o));
+                }
             }
         }
         if !last {
@@ -423,13 +471,27 @@ impl WatchCache {
         if self.phase != Phase::Ready {
             return;
         }
+        let Err(resp) = self.hold(resp) else { return };
         match resp {
             // Only events and progress notifications prove what the cache has seen; a
             // response's header revision may run ahead of its events.
-            WatchResponse::Events { events, .. } => {
-                for ev in events {
-                    if ev.kv.mod_revision > self.revision {
-                        self.apply(now, ev);
+            WatchResponse::Events { events, header_revision } => {
+                let mut events = events.into_iter();
+                while let Some(ev) = events.next() {
+                    if ev.kv.mod_revision <= self.revision {
+                        continue;
+                    }
+                    let decoded = match ev.kind {
+                        EventKind::Put => self.decode(&ev.kv),
+                        EventKind::Delete => convert::Decoded::Skipped,
+                    };
+                    match decoded {
+                        convert::Decoded::Needs(_) => {
+                            self.hold_from(header_revision, std::iter::once(ev).chain(events).collect());
+                            break;
+                        }
+                        convert::Decoded::Object(o) => self.apply(now, ev, Some(o)),
+                        convert::Decoded::Skipped => self.apply(now, ev, None),
                     }
                 }
                 self.wake(now);
@@ -450,12 +512,13 @@ impl WatchCache {
         self.wake(now);
     }
 
-    fn apply(&mut self, now: Timestamp, ev: kv::Event) {
+    /// Records one event: a put with its object as served (`None`: it does not decode).
+    fn apply(&mut self, now: Timestamp, ev: kv::Event, decoded: Option<CachedObject>) {
         let rev = ev.kv.mod_revision;
         let key = ev.kv.key.clone();
         let (kind, object, prev) = match ev.kind {
             EventKind::Put => {
-                let Ok(o) = CachedObject::from_kv(&self.res, &ev.kv) else {
+                let Some(o) = decoded else {
                     self.revision = rev;
                     return;
                 };

@@ -5,12 +5,14 @@ use std::sync::{Arc, OnceLock};
 use bytes::Bytes;
 use serde_json::Value;
 
+use crate::apiextensions::Converted;
 use crate::catalog::{FieldName, Resource, field};
 use crate::kv::{KeyValue, Revision};
 use crate::meta;
-use crate::registry::objects::{serve_stored, set_resource_version};
+use crate::registry::objects::{Unconverted, decode_converted, serve_stored, set_resource_version};
 use crate::schema::schema;
 use crate::selector::{FieldSelector, LabelSelector};
+use crate::status::ApiError;
 
 #[derive(Debug)]
 pub struct CachedObject {
@@ -30,20 +32,27 @@ pub struct CachedObject {
 impl CachedObject {
     /// The object stored in `kv`, as the resource serves it. Where storage holds objects as
     /// served, the stored bytes are served with the resourceVersion spliced in, and only what
-    /// selectors read is decoded.
+    /// selectors read is decoded. An object a webhook has to convert first is an error: see
+    /// [`Self::from_kv_converted`].
     pub fn from_kv(res: &Resource, kv: &KeyValue) -> Result<CachedObject, String> {
+        Self::from_kv_converted(res, kv, &Converted::default()).map_err(|e| e.message)?.map_err(|_| "the object needs its conversion webhook".to_string())
+    }
+
+    /// [`Self::from_kv`] where a webhook converts the resource's objects: with its answers in
+    /// `converted`, or the object to ask it for.
+    pub fn from_kv_converted(res: &Resource, kv: &KeyValue, converted: &Converted) -> Result<Result<CachedObject, Unconverted>, ApiError> {
         if res.strategy.stored_as_served() {
-            let mut paths = vec!["metadata.name", "metadata.namespace", "metadata.labels"];
+            let mut paths = vec!["apiVersion", "metadata.name", "metadata.namespace", "metadata.labels"];
             paths.extend(res.strategy.selectable_fields().iter().map(|f| res.strategy.field_path(f)));
-            if let Some(s) = serve_stored(&kv.value, kv.mod_revision, &paths) {
-                return Ok(Self::with_json(res, kv.key.clone(), kv.mod_revision, &s.parts, s.json));
+            // An object stored at another version (a CRD's storage version changed) is
+            // converted.
+            if let Some(s) =
+                serve_stored(&kv.value, kv.mod_revision, &paths).filter(|s| s.parts.get("apiVersion").and_then(Value::as_str) == Some(&res.info.api_version()))
+            {
+                return Ok(Ok(Self::with_json(res, kv.key.clone(), kv.mod_revision, &s.parts, s.json)));
             }
         }
-        let mut stored: Value = serde_json::from_slice(&kv.value).map_err(|e| format!("stored object is not JSON: {e}"))?;
-        crate::schema::normalize::drop_nulls(&mut stored);
-        let mut obj = res.strategy.served_from_stored(stored);
-        set_resource_version(&mut obj, kv.mod_revision);
-        Ok(Self::new(res, kv.key.clone(), kv.mod_revision, &obj))
+        Ok(decode_converted(res, kv, converted)?.map(|obj| Self::new(res, kv.key.clone(), kv.mod_revision, &obj)))
     }
 
     pub fn new(res: &Resource, key: Bytes, rv: Revision, obj: &Value) -> CachedObject {

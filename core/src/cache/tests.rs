@@ -87,6 +87,7 @@ impl Harness {
                 CacheEffect::ReadDone { id, result } => {
                     self.reads.insert(id, result);
                 }
+                CacheEffect::Convert(_) => unreachable!("no webhook converts configmaps"),
             }
         }
     }

@@ -153,6 +153,15 @@ pub trait Strategy: Send + Sync {
         None
     }
 
+    /// Where a webhook converts objects between the served and the stored version (a CRD's
+    /// `Webhook` conversion): the webhook and the stored apiVersion. Objects of another
+    /// apiVersion than the one asked for go through it (see
+    /// [`apiextensions::conversion`](crate::apiextensions::conversion)) before the two
+    /// conversions above, which then only prune and default.
+    fn conversion_webhook(&self) -> Option<(&std::sync::Arc<crate::apiextensions::ConversionWebhook>, String)> {
+        None
+    }
+
     /// For kinds that carry their own schema (custom resources): drops from an incoming object
     /// the fields the schema does not know and says which; `None` where the kind's built-in
     /// definition decides.

@@ -16,7 +16,9 @@
 //!   under the given head; the request machine is done;
 //! - [`Effect::Proxy`]: send the request to an extension server, feed its answer's head (or
 //!   the failure) with [`Event::Proxied`]; then [`Effect::Respond`] and [`Effect::Relay`]:
-//!   answer under that head with the extension server's body, streamed; the machine is done.
+//!   answer under that head with the extension server's body, streamed; the machine is done;
+//! - [`Effect::Call`]: make the webhook call (a CRD's conversion webhook), feed its answer
+//!   with [`Event::Called`].
 //!
 //! `poll` returns `None` while it waits for an event; [`RequestMachine::poll_timeout`] is the
 //! request's deadline, after which `poll` answers 504 if nothing was sent yet.
@@ -44,6 +46,7 @@ use crate::catalog::{Catalog, Resource};
 use crate::kv::{KvRequest, KvResult};
 use crate::rand::Rng;
 use crate::status::ApiError;
+use crate::webhook::{WebhookAnswer, WebhookCall};
 
 pub use compress::GZIP_THRESHOLD_BYTES;
 pub use info::{RequestInfo, resolve};
@@ -228,6 +231,9 @@ pub enum Effect {
     /// After [`Effect::Respond`]: the body is the extension server's answer's, sent on as it
     /// comes; this request's machine is finished.
     Relay,
+    /// Make this webhook call (a CRD's conversion webhook) and report its answer with
+    /// [`Event::Called`].
+    Call(Box<WebhookCall>),
     Respond(Head),
     Body(Bytes),
     End,
@@ -241,6 +247,8 @@ pub enum Event {
     Probed(Vec<ProbeOutcome>),
     /// The head of an extension server's answer, or the transport's error.
     Proxied(Result<ProxyHead, String>),
+    /// A webhook's answer, or the transport's error in Go's words.
+    Called(Result<WebhookAnswer, String>),
 }
 
 /// An HTTP(S) GET the shell makes for a request.

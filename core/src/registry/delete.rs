@@ -75,12 +75,12 @@ impl WriteOp {
             }
             None if self.res.strategy.marks_own_delete() => {
                 meta::set_meta(&mut obj, "deletionTimestamp", Value::String(format_time(now, false)));
-                return Ok(Transform::Put(self.store(obj)));
+                return Ok(Transform::Put(self.store(obj)?));
             }
             None => mark_as_deleting(&mut obj, now),
         }
         bump_generation(&mut obj);
-        Ok(Transform::Put(self.store(obj)))
+        Ok(Transform::Put(self.store(obj)?))
     }
 
     /// A delete of an object already being deleted: only a shorter grace period or a change
@@ -110,7 +110,7 @@ impl WriteOp {
             }
             _ => {}
         }
-        Ok(Transform::Put(self.store(obj)))
+        Ok(Transform::Put(self.store(obj)?))
     }
 }
 

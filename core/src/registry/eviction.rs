@@ -242,9 +242,17 @@ impl EvictionOp {
                 },
                 Step::SpendBudget { op, .. } | Step::MarkPod(op) | Step::DeletePod(op) => match op.poll(now)? {
                     WriteEffect::Kv(req) => return Some(WriteEffect::Kv(req)),
+                    WriteEffect::Convert(c) => return Some(WriteEffect::Convert(c)),
                     WriteEffect::Done(result) => self.write_answered(result),
                 },
             }
+        }
+    }
+
+    /// The conversion webhook's answer for the write under way.
+    pub fn converted(&mut self, result: Result<Vec<serde_json::Value>, String>) {
+        if let Some(Step::SpendBudget { op, .. } | Step::MarkPod(op) | Step::DeletePod(op)) = self.step.as_mut() {
+            op.converted(result);
         }
     }
 

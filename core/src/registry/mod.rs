@@ -26,6 +26,7 @@ use jiff::Timestamp;
 use serde_json::Value;
 
 use crate::admission::Admission;
+use crate::apiextensions::{Conversion, Converted};
 use crate::catalog::{Claim, Resource};
 use crate::kv::{KeyValue, KvRequest, KvResult, Revision};
 use crate::meta;
@@ -36,7 +37,7 @@ use crate::storage::{Outcome, StorageEffect, StorageError, StorageEvent, Storage
 
 pub use delete::DeleteOptions;
 pub use eviction::EvictionOp;
-pub use objects::{Splice, decode_stored, encode_stored, serve_stored};
+pub use objects::{Splice, Unconverted, decode_converted, decode_stored, encode_stored, serve_stored};
 pub use strict::{BodyFindings, Finding, go_format};
 
 /// How unknown and duplicate fields in a request are treated (`fieldValidation`).
@@ -105,7 +106,20 @@ pub struct WriteOutcome {
 #[derive(Debug)]
 pub enum WriteEffect {
     Kv(KvRequest),
+    /// Ask the resource's conversion webhook (a custom resource stored at another version);
+    /// the answer goes to [`WriteOp::converted`].
+    Convert(Conversion),
     Done(Result<WriteOutcome, ApiError>),
+}
+
+/// Where a write stopped to ask the conversion webhook, to go on from once it answered.
+enum Paused {
+    /// The create of this prepared object.
+    Create(Value),
+    /// The transform of what storage holds.
+    Transform(Option<KeyValue>),
+    /// The answer to the write storage finished.
+    Finish(Result<Outcome, StorageError<ApiError>>),
 }
 
 enum Phase {
@@ -147,6 +161,14 @@ pub struct WriteOp {
     created: bool,
     warnings: Vec<String>,
     done: Option<Result<WriteOutcome, ApiError>>,
+    /// The conversion webhook's answers so far.
+    converted: Converted,
+    /// An object met that needs the webhook, and the apiVersion it is needed at.
+    blocked: Option<(Unconverted, String)>,
+    /// The conversion asked for (and whether it was sent), and where the write goes on.
+    asked: Option<(Conversion, bool, Paused)>,
+    /// Where the write goes on now that the webhook answered.
+    resumed: Option<Paused>,
 }
 
 impl WriteOp {
@@ -165,6 +187,10 @@ impl WriteOp {
             created: false,
             warnings: Vec::new(),
             done: None,
+            converted: Converted::default(),
+            blocked: None,
+            asked: None,
+            resumed: None,
         };
         op.start();
         op
@@ -214,18 +240,74 @@ impl WriteOp {
             self.result = Some(obj);
             StorageRequest::CreateDryRun { key }
         } else {
-            StorageRequest::Create { key, value: self.store(obj), ttl_seconds: self.res.ttl_seconds }
+            match self.store(obj) {
+                Ok(value) => StorageRequest::Create { key, value, ttl_seconds: self.res.ttl_seconds },
+                Err(e) => {
+                    let obj = self.result.take().expect("store keeps the object");
+                    if !self.paused_at(Paused::Create(obj)) {
+                        self.done = Some(Err(e));
+                    }
+                    return;
+                }
+            }
         };
         self.phase = Phase::Writing;
         self.storage = Some(StorageOp::new(req));
     }
 
-    /// The bytes to store for `obj`, which becomes the write's result.
-    fn store(&mut self, obj: Value) -> Bytes {
+    /// The bytes to store for `obj`, which becomes the write's result. Where a webhook
+    /// converts the resource's objects, the webhook's object at the stored version (the error
+    /// when it is yet to be asked: see [`Self::paused_at`]).
+    fn store(&mut self, obj: Value) -> Result<Bytes, ApiError> {
+        if let Some((_, stored_version)) = self.res.strategy.conversion_webhook() {
+            let input = Bytes::from(serde_json::to_vec(&obj).expect("JSON trees serialize"));
+            let converted = objects::by_webhook(&self.res, obj.clone(), &input, &stored_version, &self.converted);
+            self.result = Some(obj);
+            self.splice = None;
+            return match converted? {
+                Ok(stored) => Ok(encode_stored(&self.res, &stored).0),
+                Err(u) => Err(self.block(u, stored_version)),
+            };
+        }
         let (bytes, splice) = encode_stored(&self.res, &obj);
         self.result = Some(obj);
         self.splice = splice;
-        bytes
+        Ok(bytes)
+    }
+
+    /// The object stored in `kv`, as served (the error when the conversion webhook is yet
+    /// to be asked: see [`Self::paused_at`]).
+    fn decode(&mut self, kv: &KeyValue) -> Result<Value, ApiError> {
+        match objects::decode_converted(&self.res, kv, &self.converted)? {
+            Ok(obj) => Ok(obj),
+            Err(u) => Err(self.block(u, self.res.info.api_version())),
+        }
+    }
+
+    /// Notes that `u` needs the webhook at `desired`; the error stands for the answer until
+    /// it comes, and is never seen.
+    fn block(&mut self, u: Unconverted, desired: String) -> ApiError {
+        self.blocked = Some((u, desired));
+        ApiError::internal("waiting for the conversion webhook")
+    }
+
+    /// Whether the write stopped to ask the webhook (something it met was blocked); it goes
+    /// on at `at` once [`Self::converted`] has the answer.
+    fn paused_at(&mut self, at: Paused) -> bool {
+        let Some((u, desired)) = self.blocked.take() else { return false };
+        let Some((webhook, _)) = self.res.strategy.conversion_webhook() else { return false };
+        let conversion = Conversion { webhook: webhook.clone(), desired, objects: vec![(u.input, u.object)], uid: self.rng.uuid() };
+        self.asked = Some((conversion, false, at));
+        true
+    }
+
+    /// The conversion webhook's answer to the [`WriteEffect::Convert`] asked for: the
+    /// converted objects, or the error every one of them met.
+    pub fn converted(&mut self, result: Result<Vec<Value>, String>) {
+        if let Some((conversion, _, at)) = self.asked.take() {
+            self.converted.record(&conversion, result);
+            self.resumed = Some(at);
+        }
     }
 
     /// Tries the current candidate of the current claim, or moves on.
@@ -307,29 +389,56 @@ impl WriteOp {
                 self.phase = Phase::Done;
                 return Some(WriteEffect::Done(done));
             }
-            let storage = self.storage.as_mut()?;
+            if let Some((conversion, sent, _)) = &mut self.asked {
+                return (!std::mem::replace(sent, true)).then(|| WriteEffect::Convert(conversion.clone()));
+            }
+            if let Some(at) = self.resumed.take() {
+                match at {
+                    Paused::Create(obj) => self.write_new(obj),
+                    Paused::Transform(current) => self.transformed(now, current),
+                    Paused::Finish(result) => self.landed(result),
+                }
+                continue;
+            }
+            let Some(storage) = self.storage.as_mut() else {
+                if self.done.is_some() || self.asked.is_some() {
+                    continue;
+                }
+                return None;
+            };
             match storage.poll(now)? {
                 StorageEffect::Kv(req) => return Some(WriteEffect::Kv(req)),
-                StorageEffect::Transform(current) => {
-                    let t = match self.phase {
-                        Phase::Releasing { .. } => Ok(Transform::Delete),
-                        _ => self.transform(current.as_ref()),
-                    };
-                    self.storage.as_mut().expect("storage op is running").handle(now, StorageEvent::Transformed(t));
-                }
+                StorageEffect::Transform(current) => self.transformed(now, current),
                 StorageEffect::Done(result) => {
                     self.storage = None;
                     match self.phase {
                         Phase::Claiming { .. } => self.claim_answered(result),
                         Phase::Releasing { .. } => self.release_next(),
-                        Phase::Writing => {
-                            let answer = self.finish(result);
-                            self.after_write(answer);
-                        }
+                        Phase::Writing => self.landed(result),
                         Phase::Done => {}
                     }
                 }
             }
+        }
+    }
+
+    /// Decides what the key becomes and tells the storage op, unless the decision waits for
+    /// the conversion webhook.
+    fn transformed(&mut self, now: Timestamp, current: Option<KeyValue>) {
+        let t = match self.phase {
+            Phase::Releasing { .. } => Ok(Transform::Delete),
+            _ => self.transform(current.as_ref()),
+        };
+        if !self.paused_at(Paused::Transform(current)) {
+            self.storage.as_mut().expect("storage op is running").handle(now, StorageEvent::Transformed(t));
+        }
+    }
+
+    /// The object's write ended: the answer, unless it waits for the conversion webhook.
+    fn landed(&mut self, result: Result<Outcome, StorageError<ApiError>>) {
+        let answer = self.finish(result.clone());
+        if !self.paused_at(Paused::Finish(result)) {
+            self.after_write(answer);
         }
     }
 
@@ -358,7 +467,7 @@ impl WriteOp {
 
     /// Decides what the key becomes, given what is stored now.
     fn transform(&mut self, current: Option<&KeyValue>) -> Result<Transform, ApiError> {
-        let existing = current.map(|kv| decode_stored(&self.res, kv)).transpose()?;
+        let existing = current.map(|kv| self.decode(kv)).transpose()?;
         match self.kind.clone() {
             WriteKind::Update(obj) if self.ctx.subresource.as_deref() == Some("scale") => self.update_scale(existing, obj),
             WriteKind::Update(obj) => self.update(existing, obj),
@@ -373,13 +482,20 @@ impl WriteOp {
         let gr = self.res.info.group_resource();
         let name = self.ctx.name.clone().or_else(|| self.result.as_ref().map(|o| crate::meta::name(o).to_string())).unwrap_or_default();
         let outcome = result.map_err(|e| storage_error(e, &gr, &name))?;
-        let warnings = std::mem::take(&mut self.warnings);
+        let warnings = self.warnings.clone();
         let scale = self.ctx.subresource.as_deref() == Some("scale");
-        let view = |obj: Value| if scale { self.res.strategy.scale_of(&obj).map(|s| s.scale) } else { Ok(obj) };
+        let res = self.res.clone();
+        let view = |obj: Value| if scale { res.strategy.scale_of(&obj).map(|s| s.scale) } else { Ok(obj) };
         let done = |object: Value, code: u16, deleted: bool| Ok(WriteOutcome { code, object, stored: None, deleted, warnings: warnings.clone() });
         match outcome {
             Outcome::Created(kv) | Outcome::Written { kv, .. } => {
-                let mut obj = self.result.take().expect("a transform or create produced the object");
+                // What a webhook converted is answered as it reads back, converted again (as
+                // kube decodes what it stored).
+                let read_back = if self.res.strategy.conversion_webhook().is_some() { Some(self.decode(&kv)?) } else { None };
+                let mut obj = match read_back {
+                    Some(obj) => obj,
+                    None => self.result.take().expect("a transform or create produced the object"),
+                };
                 objects::set_resource_version(&mut obj, kv.mod_revision);
                 // The stored form leaves out only the resourceVersion (and a selfLink).
                 let splice = self.splice.filter(|_| !scale && meta::at(&obj, &["metadata", "selfLink"]).is_none());
@@ -395,7 +511,7 @@ impl WriteOp {
                 // with the object storage deleted, as kube's `deleteWithoutFinalizers` does.
                 let obj = match self.result.take() {
                     Some(obj) if matches!(self.kind, WriteKind::Delete(_)) => obj,
-                    _ => decode_stored(&self.res, &prev)?,
+                    _ => self.decode(&prev)?,
                 };
                 done(obj, 200, true)
             }
@@ -403,7 +519,7 @@ impl WriteOp {
                 let obj = match self.result.take() {
                     // A delete that only marked the object (or found it marked) answers with it.
                     Some(obj) if matches!(self.kind, WriteKind::Delete(_)) => obj,
-                    _ => decode_stored(&self.res, &kv)?,
+                    _ => self.decode(&kv)?,
                 };
                 done(view(obj)?, 200, false)
             }

@@ -7,6 +7,7 @@ use serde::{Deserialize, Deserializer};
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
+use crate::apiextensions::Converted;
 use crate::catalog::Resource;
 use crate::codec::json;
 use crate::kv::KeyValue;
@@ -53,14 +54,49 @@ impl Splice {
     }
 }
 
-/// The object stored in `kv`, as served, with its resourceVersion.
+/// The object stored in `kv`, as served, with its resourceVersion. For a resource whose
+/// objects a webhook converts, only an object stored at the served version: the others need
+/// [`decode_converted`].
 pub fn decode_stored(res: &Resource, kv: &KeyValue) -> Result<Value, ApiError> {
+    decode_converted(res, kv, &Converted::default())?.map_err(|_| ApiError::internal("the object needs its conversion webhook"))
+}
+
+/// An object that needs the conversion webhook before it can be read or stored: the bytes
+/// [`Converted`] knows it by, and the object.
+#[derive(Debug)]
+pub struct Unconverted {
+    pub input: Bytes,
+    pub object: Value,
+}
+
+/// The object stored in `kv`, as served, with its resourceVersion; where a webhook converts
+/// it, with the answer `converted` holds, or the object to ask the webhook for.
+pub fn decode_converted(res: &Resource, kv: &KeyValue, converted: &Converted) -> Result<Result<Value, Unconverted>, ApiError> {
     let mut stored: Value = serde_json::from_slice(&kv.value)
         .map_err(|e| ApiError::internal(format!("stored object at {} is not valid JSON: {e}", String::from_utf8_lossy(&kv.key))))?;
     crate::schema::normalize::drop_nulls(&mut stored);
+    let stored = match by_webhook(res, stored, &kv.value, &res.info.api_version(), converted)? {
+        Ok(v) => v,
+        Err(u) => return Ok(Err(u)),
+    };
     let mut obj = res.strategy.served_from_stored(stored);
     set_resource_version(&mut obj, kv.mod_revision);
-    Ok(obj)
+    Ok(Ok(obj))
+}
+
+/// `obj` (known by `input`) at apiVersion `desired`: itself where no webhook converts the
+/// resource's objects or it is at that version already, else the webhook's answer in
+/// `converted`, or the object to ask it for.
+pub fn by_webhook(res: &Resource, obj: Value, input: &Bytes, desired: &str, converted: &Converted) -> Result<Result<Value, Unconverted>, ApiError> {
+    if res.strategy.conversion_webhook().is_none() || meta::str_at(&obj, &["apiVersion"]) == Some(desired) {
+        return Ok(Ok(obj));
+    }
+    match converted.get(input, desired) {
+        Some(Ok(v)) => Ok(Ok(v.clone())),
+        // kube passes the converter's error on as it is: a 500 without a reason.
+        Some(Err(e)) => Err(ApiError::new(500, "", e.clone())),
+        None => Ok(Err(Unconverted { input: input.clone(), object: obj })),
+    }
 }
 
 /// A stored object as served, read without building its whole tree (the watch cache reads

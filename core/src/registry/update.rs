@@ -134,7 +134,7 @@ impl WriteOp {
         let mut new = old.clone();
         self.res.strategy.subresource_create(&sub, &mut new, &body, self.ctx.now)?;
         self.created = true;
-        Ok(Transform::Put(self.store(new)))
+        Ok(Transform::Put(self.store(new)?))
     }
 
     /// `checkName`: the body may not name another object than the URL.
@@ -235,12 +235,12 @@ impl WriteOp {
             self.result = Some(obj);
             return Ok(Transform::Delete);
         }
-        Ok(Transform::Put(self.store(obj)))
+        Ok(Transform::Put(self.store(obj)?))
     }
 
     /// An update or apply that creates the object.
     fn put_new(&mut self, obj: Value) -> Result<Transform, ApiError> {
         self.created = true;
-        Ok(Transform::Put(self.store(obj)))
+        Ok(Transform::Put(self.store(obj)?))
     }
 }

@@ -300,6 +300,11 @@ impl SimServer {
                     }
                 }
             }
+            // No webhook can be reached: the cache asks again later.
+            CacheEffect::Convert(_) => {
+                self.caches[slot].handle(now, CacheEvent::Called(Err("dial tcp: connect: connection refused".into())));
+                self.dirty_caches.insert(slot);
+            }
             CacheEffect::ReadDone { id, result } => {
                 let rid = ReqId(id.0);
                 if let Some(r) = self.requests.get_mut(&rid) {
@@ -350,6 +355,8 @@ impl SimServer {
                 Effect::Probe(probes) => r.machine.handle(now, Event::Probed(probes.iter().map(|_| ProbeOutcome::Refused).collect())),
                 // Nor does it run extension servers: none can be reached.
                 Effect::Proxy(_) => r.machine.handle(now, Event::Proxied(Err("dial tcp: connect: connection refused".into()))),
+                // Nor webhooks.
+                Effect::Call(_) => r.machine.handle(now, Event::Called(Err("dial tcp: connect: connection refused".into()))),
                 Effect::Respond(h) => r.head = Some(h),
                 Effect::Body(b) => r.body.extend_from_slice(&b),
                 // (No extension server answers, so nothing is relayed.)

@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 
 use super::{DeleteCollection, PendingWrite, Stage};
 use crate::admission::Admission;
-use crate::cache::CachedObject;
+use crate::apiextensions::Converted;
 use crate::catalog::Resource;
 use crate::codec::negotiate::{self, Target};
 use crate::codec::{self, Output};
@@ -74,7 +74,7 @@ impl RequestMachine {
     }
 
     /// The collection is listed: the objects that match are deleted next.
-    pub(super) fn step_listing(&mut self, mut op: StorageOp<ApiError>, mut dc: Box<DeleteCollection>, now: Timestamp) -> bool {
+    pub(super) fn step_listing(&mut self, mut op: StorageOp<ApiError>, dc: Box<DeleteCollection>, now: Timestamp) -> bool {
         match op.poll(now) {
             Some(StorageEffect::Kv(r)) => {
                 self.out.push_back(Effect::Kv(r));
@@ -82,15 +82,7 @@ impl RequestMachine {
                 true
             }
             Some(StorageEffect::Done(Ok(Outcome::Listed(range)))) => {
-                dc.revision = range.header_revision;
-                for kv in &range.kvs {
-                    let Ok(o) = CachedObject::from_kv(&dc.res, kv) else { continue };
-                    let f = &dc.filter;
-                    if o.matches(&f.labels, &f.fields) {
-                        dc.names.push_back(o.name.clone());
-                    }
-                }
-                self.stage = Stage::DeleteCollection(dc);
+                self.listed_for_deletion(range, dc, Converted::default(), now);
                 true
             }
             Some(StorageEffect::Done(r)) => {
@@ -131,6 +123,10 @@ impl RequestMachine {
             Some(WriteEffect::Kv(r)) => {
                 self.out.push_back(Effect::Kv(r));
                 self.stage = Stage::DeleteCollection(dc);
+                true
+            }
+            Some(WriteEffect::Convert(c)) => {
+                self.convert(c, super::convert::Resume::DeleteCollection(dc), now);
                 true
             }
             Some(WriteEffect::Done(result)) => {

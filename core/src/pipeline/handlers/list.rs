@@ -12,7 +12,7 @@ use crate::cache::{CachedObject, ReadRequest, Shared, WatchParams, WatchStart};
 use crate::catalog::Resource;
 use crate::codec;
 use crate::codec::negotiate::Target;
-use crate::kv::Revision;
+use crate::kv::{RangeResponse, Revision};
 use crate::pipeline::params::{self, RvMatch};
 use crate::pipeline::query::Query;
 use crate::pipeline::respond::{Head, ListBody, Page, content_type};
@@ -101,6 +101,16 @@ impl RequestMachine {
 
     /// Reads the list from storage: at the continue token's or the exact revision asked for,
     /// or the current one.
+    /// A page storage listed, every object as served: its part of the list.
+    pub(super) fn serve_stored_page(&mut self, plan: ListPlan, range: &RangeResponse, objects: Vec<Shared>, now: Timestamp) {
+        let revision = plan.opts.continue_token.as_ref().map(|t| t.rv).unwrap_or(match plan.opts.rv {
+            RvMatch::Exact(n) => n,
+            _ => range.header_revision,
+        });
+        let page = paginate(objects.iter(), &plan, revision, plan.opts.limit);
+        self.stream(plan, page, now);
+    }
+
     pub(super) fn storage_list(&mut self, plan: ListPlan) {
         let revision = plan.opts.continue_token.as_ref().map(|t| t.rv).unwrap_or(match plan.opts.rv {
             RvMatch::Exact(n) => n,

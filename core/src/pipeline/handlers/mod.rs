@@ -3,6 +3,7 @@
 //! reads, admission lookups, registry writes, streamed lists), driven by `step` and `on_event`.
 
 mod componentstatus;
+mod convert;
 mod create;
 mod delete;
 mod get;
@@ -18,14 +19,14 @@ use bytes::Bytes;
 use jiff::Timestamp;
 use serde_json::Value;
 
-use super::params::{self, ListOptions, RvMatch};
+use super::params::{self, ListOptions};
 use super::query::Query;
 use super::respond::{ListBody, status_body};
 use super::{Effect, Event, RequestInfo, RequestMachine};
 use crate::admission::{Admission, Lookup};
-use crate::apiextensions;
+use crate::apiextensions::{self, Converted};
 use crate::auth::Attributes;
-use crate::cache::{CachedObject, ReadRequest, ReadResult, Shared};
+use crate::cache::{ReadRequest, ReadResult};
 use crate::catalog::Resource;
 use crate::codec::negotiate::{self, Target};
 use crate::codec::{Format, Output};
@@ -87,6 +88,10 @@ pub(super) struct DeleteCollection {
 
 pub(super) enum Stage {
     Done,
+    /// A conversion webhook's Service is read from the watch cache, to resolve it ...
+    ConvertResolve(Box<convert::Converting>),
+    /// ... then the webhook's answer awaited.
+    Converting(Box<convert::Converting>),
     /// A request for an extension server waits for the Services, to resolve its APIService's.
     ProxyResolve {
         api: crate::aggregator::ApiService,
@@ -292,16 +297,18 @@ impl RequestMachine {
                             // JSON of a kind stored as served: the stored bytes with the
                             // resourceVersion spliced in, as the watch cache serves them.
                             let plain = output == Output { format: Format::Json, view: crate::codec::View::Object } && subresource != "scale";
-                            let stored = if plain && res.strategy.stored_as_served() { registry::serve_stored(&kv.value, kv.mod_revision, &[]) } else { None };
+                            let stored = if plain && res.strategy.stored_as_served() {
+                                registry::serve_stored(&kv.value, kv.mod_revision, &["apiVersion"])
+                                    .filter(|s| s.parts.get("apiVersion").and_then(Value::as_str) == Some(&res.info.api_version()))
+                            } else {
+                                None
+                            };
                             if let Some(mut served) = stored {
                                 served.json.push(b'\n');
                                 let head = crate::pipeline::Head::new(200, &crate::pipeline::respond::content_type(output, false));
                                 self.respond(head, Bytes::from(served.json));
                             } else {
-                                match registry::decode_stored(&res, &kv) {
-                                    Ok(obj) => self.respond_object(&res, &obj, output, 200, &subresource, now),
-                                    Err(e) => self.fail_as(&e, output.format),
-                                }
+                                self.respond_stored(&kv, res, output, &subresource, &Converted::default(), now);
                             }
                         }
                         Ok(_) => self.fail_as(&ApiError::not_found(&res.info.group_resource(), &name), output.format),
@@ -345,15 +352,7 @@ impl RequestMachine {
                 }
                 Some(StorageEffect::Done(r)) => {
                     match r {
-                        Ok(Outcome::Listed(range)) => {
-                            let revision = plan.opts.continue_token.as_ref().map(|t| t.rv).unwrap_or(match plan.opts.rv {
-                                RvMatch::Exact(n) => n,
-                                _ => range.header_revision,
-                            });
-                            let objects: Vec<Shared> = range.kvs.iter().filter_map(|kv| CachedObject::from_kv(&plan.res, kv).ok()).map(Arc::new).collect();
-                            let page = list::paginate(objects.iter(), &plan, revision, plan.opts.limit);
-                            self.stream(plan, page, now);
-                        }
+                        Ok(Outcome::Listed(range)) => self.list_stored(range, plan, Converted::default(), now),
                         Err(crate::storage::StorageError::Compacted { .. }) => {
                             let e = if plan.opts.continue_token.is_some() {
                                 ApiError::expired(
@@ -381,6 +380,10 @@ impl RequestMachine {
                     self.stage = Stage::Write { op, res, output, action };
                     true
                 }
+                Some(WriteEffect::Convert(c)) => {
+                    self.convert(c, convert::Resume::Write { op, res, output, action }, now);
+                    true
+                }
                 Some(WriteEffect::Done(result)) => {
                     self.finish_write(res, output, action, result, now);
                     true
@@ -396,6 +399,10 @@ impl RequestMachine {
                     self.stage = Stage::Evict { op, res, output };
                     true
                 }
+                Some(WriteEffect::Convert(c)) => {
+                    self.convert(c, convert::Resume::Evict { op, res, output }, now);
+                    true
+                }
                 Some(WriteEffect::Done(result)) => {
                     self.finish_write(res, output, true, result, now);
                     true
@@ -407,7 +414,7 @@ impl RequestMachine {
             },
             Stage::Listing { op, dc } => self.step_listing(op, dc, now),
             Stage::DeleteCollection(dc) => self.step_delete_collection(dc, now),
-            stage @ (Stage::CacheList { .. } | Stage::CacheGet { .. }) => {
+            stage @ (Stage::CacheList { .. } | Stage::CacheGet { .. } | Stage::ConvertResolve(_) | Stage::Converting(_)) => {
                 self.stage = stage;
                 false
             }
@@ -436,6 +443,14 @@ impl RequestMachine {
                 self.proxy_resolved(api, result);
             }
             (Stage::Proxying, Event::Proxied(answer)) => self.proxied(answer),
+            (Stage::ConvertResolve(_), Event::Cache(result)) => {
+                let Stage::ConvertResolve(converting) = std::mem::replace(&mut self.stage, Stage::Done) else { unreachable!() };
+                self.conversion_resolved(converting, result, now);
+            }
+            (Stage::Converting(_), Event::Called(answer)) => {
+                let Stage::Converting(converting) = std::mem::replace(&mut self.stage, Stage::Done) else { unreachable!() };
+                self.called(converting, answer, now);
+            }
             (Stage::Get { op, .. } | Stage::Probe { op, .. } | Stage::StorageList { op, .. } | Stage::Listing { op, .. }, Event::Kv(r)) => {
                 op.handle(now, StorageEvent::Kv(r));
             }

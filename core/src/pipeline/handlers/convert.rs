@@ -1,0 +1,216 @@
+//! Requests for custom resources a webhook converts: where a read or a write meets an object
+//! at another version than the one it needs, the request asks the CRD's conversion webhook
+//! ([`Effect::Call`], after reading the Services when the webhook is one) and goes on where
+//! it stopped with the answer.
+
+use std::sync::Arc;
+
+use jiff::Timestamp;
+
+use super::{DeleteCollection, ListPlan, Stage};
+use crate::apiextensions::{Conversion, Converted};
+use crate::cache::{CachedObject, ReadRequest, ReadResult, Shared};
+use crate::catalog::Resource;
+use crate::codec::Output;
+use crate::kv::{KeyValue, RangeResponse};
+use crate::pipeline::{Effect, RequestMachine};
+use crate::registry::{self, EvictionOp, Unconverted, WriteOp};
+use crate::status::ApiError;
+use crate::storage::keys::object_key;
+use crate::webhook::WebhookAnswer;
+
+/// What waits for a conversion webhook's answer.
+pub(in crate::pipeline) enum Resume {
+    Write {
+        op: Box<WriteOp>,
+        res: Arc<Resource>,
+        output: Output,
+        action: bool,
+    },
+    Evict {
+        op: Box<EvictionOp>,
+        res: Arc<Resource>,
+        output: Output,
+    },
+    /// A GET from storage, of this object.
+    Get {
+        kv: KeyValue,
+        res: Arc<Resource>,
+        output: Output,
+        subresource: String,
+    },
+    /// A LIST from storage, of this page.
+    List {
+        range: RangeResponse,
+        plan: ListPlan,
+        converted: Converted,
+    },
+    /// A collection listed for its deletion.
+    Listing {
+        range: RangeResponse,
+        dc: Box<DeleteCollection>,
+        converted: Converted,
+    },
+    /// One delete of a collection's.
+    DeleteCollection(Box<DeleteCollection>),
+}
+
+/// A conversion under way and what goes on after it.
+pub(in crate::pipeline) struct Converting {
+    conversion: Conversion,
+    resume: Resume,
+}
+
+impl RequestMachine {
+    /// Asks the webhook for `conversion`; `resume` goes on with the answer.
+    pub(super) fn convert(&mut self, conversion: Conversion, resume: Resume, now: Timestamp) {
+        let converting = Box::new(Converting { conversion, resume });
+        let services = self.served.catalog.get("", "v1", "services").cloned().filter(|_| converting.conversion.webhook.client.service().is_some());
+        match services {
+            Some(resource) => {
+                self.out.push_back(Effect::Cache { resource, request: ReadRequest::Latest { min: None } });
+                self.stage = Stage::ConvertResolve(converting);
+            }
+            None => self.call_webhook(converting, None, now),
+        }
+    }
+
+    /// The objects of a webhook conversion of `res`'s objects to `desired`.
+    pub(super) fn conversion(&mut self, res: &Resource, desired: String, objects: Vec<Unconverted>) -> Option<Conversion> {
+        let (webhook, _) = res.strategy.conversion_webhook()?;
+        Some(Conversion { webhook: webhook.clone(), desired, objects: objects.into_iter().map(|u| (u.input, u.object)).collect(), uid: self.rng.uuid() })
+    }
+
+    /// The Services as the cache has them: the webhook's is resolved.
+    pub(super) fn conversion_resolved(&mut self, converting: Box<Converting>, services: Result<ReadResult, ApiError>, now: Timestamp) {
+        let service = converting.conversion.webhook.client.service().and_then(|svc| {
+            let res = self.served.catalog.get("", "v1", "services")?;
+            let key = object_key(&self.server.storage_root(res), Some(&svc.namespace), &svc.name);
+            match &services {
+                Ok(ReadResult::Snapshot(s)) => s.objects.get(&key).map(|o| o.value()),
+                _ => None,
+            }
+        });
+        self.call_webhook(converting, service, now)
+    }
+
+    fn call_webhook(&mut self, converting: Box<Converting>, service: Option<serde_json::Value>, now: Timestamp) {
+        match converting.conversion.call(service.as_ref()) {
+            Ok(call) => {
+                self.out.push_back(Effect::Call(Box::new(call)));
+                self.stage = Stage::Converting(converting);
+            }
+            Err(e) => self.called(converting, Err(e), now),
+        }
+    }
+
+    /// The webhook answered (or could not be reached): the request goes on.
+    pub(super) fn called(&mut self, converting: Box<Converting>, answer: Result<WebhookAnswer, String>, now: Timestamp) {
+        let Converting { conversion, resume } = *converting;
+        let result = conversion.answered(answer);
+        match resume {
+            Resume::Write { mut op, res, output, action } => {
+                op.converted(result);
+                self.stage = Stage::Write { op, res, output, action };
+            }
+            Resume::Evict { mut op, res, output } => {
+                op.converted(result);
+                self.stage = Stage::Evict { op, res, output };
+            }
+            Resume::DeleteCollection(mut dc) => {
+                if let Some(op) = dc.current.as_mut() {
+                    op.converted(result);
+                }
+                self.stage = Stage::DeleteCollection(dc);
+            }
+            Resume::Get { kv, res, output, subresource } => {
+                let mut converted = Converted::default();
+                converted.record(&conversion, result);
+                self.respond_stored(&kv, res, output, &subresource, &converted, now);
+            }
+            Resume::List { range, plan, mut converted } => {
+                converted.record(&conversion, result);
+                self.list_stored(range, plan, converted, now);
+            }
+            Resume::Listing { range, dc, mut converted } => {
+                converted.record(&conversion, result);
+                self.listed_for_deletion(range, dc, converted, now);
+            }
+        }
+    }
+
+    /// A GET's answer: the object storage holds, converted by the webhook where it has to be.
+    pub(super) fn respond_stored(&mut self, kv: &KeyValue, res: Arc<Resource>, output: Output, subresource: &str, converted: &Converted, now: Timestamp) {
+        match registry::decode_converted(&res, kv, converted) {
+            Ok(Ok(obj)) => self.respond_object(&res, &obj, output, 200, subresource, now),
+            Ok(Err(u)) => match self.conversion(&res, res.info.api_version(), vec![u]) {
+                Some(c) => self.convert(c, Resume::Get { kv: kv.clone(), res, output, subresource: subresource.to_string() }, now),
+                None => self.fail_as(&ApiError::internal("no conversion webhook"), output.format),
+            },
+            Err(e) => self.fail_as(&e, output.format),
+        }
+    }
+
+    /// The objects of a page storage listed, each as served (an object that does not decode is
+    /// left out, as kube's watch cache leaves it out); or those that need the webhook first,
+    /// or the error its answer was.
+    pub(super) fn page_objects(res: &Resource, range: &RangeResponse, converted: &Converted) -> StoredPage {
+        let mut objects = Vec::with_capacity(range.kvs.len());
+        let mut unconverted = Vec::new();
+        for kv in &range.kvs {
+            match CachedObject::from_kv_converted(res, kv, converted) {
+                Ok(Ok(o)) => objects.push(Arc::new(o)),
+                Ok(Err(u)) => unconverted.push(u),
+                // The webhook's error (kube's: a 500 without a reason) fails the request.
+                Err(e) if e.reason.is_empty() => return StoredPage::Failed(e),
+                Err(_) => {}
+            }
+        }
+        if unconverted.is_empty() { StoredPage::Ready(objects) } else { StoredPage::Needs(unconverted) }
+    }
+
+    /// A LIST page from storage, served once every object is at the version asked for.
+    pub(super) fn list_stored(&mut self, range: RangeResponse, plan: ListPlan, converted: Converted, now: Timestamp) {
+        match Self::page_objects(&plan.res, &range, &converted) {
+            StoredPage::Ready(objects) => self.serve_stored_page(plan, &range, objects, now),
+            StoredPage::Failed(e) => self.fail_as(&e, plan.output.format),
+            StoredPage::Needs(unconverted) => {
+                let res = plan.res.clone();
+                match self.conversion(&res, res.info.api_version(), unconverted) {
+                    Some(c) => self.convert(c, Resume::List { range, plan, converted }, now),
+                    None => self.fail_as(&ApiError::internal("no conversion webhook"), plan.output.format),
+                }
+            }
+        }
+    }
+
+    /// The collection to delete, once every object is at the version asked for: the objects
+    /// that match go.
+    pub(super) fn listed_for_deletion(&mut self, range: RangeResponse, mut dc: Box<DeleteCollection>, converted: Converted, now: Timestamp) {
+        match Self::page_objects(&dc.res, &range, &converted) {
+            StoredPage::Ready(objects) => {
+                dc.revision = range.header_revision;
+                let f = &dc.filter;
+                dc.names.extend(objects.iter().filter(|o| o.matches(&f.labels, &f.fields)).map(|o| o.name.clone()));
+                self.stage = Stage::DeleteCollection(dc);
+            }
+            StoredPage::Failed(e) => self.fail_as(&e, dc.output.format),
+            StoredPage::Needs(unconverted) => {
+                let res = dc.res.clone();
+                match self.conversion(&res, res.info.api_version(), unconverted) {
+                    Some(c) => self.convert(c, Resume::Listing { range, dc, converted }, now),
+                    None => self.fail_as(&ApiError::internal("no conversion webhook"), dc.output.format),
+                }
+            }
+        }
+    }
+}
+
+/// A page of stored objects as served.
+pub(super) enum StoredPage {
+    Ready(Vec<Shared>),
+    /// These need the conversion webhook first.
+    Needs(Vec<Unconverted>),
+    /// The conversion webhook's error.
+    Failed(ApiError),
+}

@@ -1,0 +1,52 @@
+//! The core's [`WebhookCall`]s: an HTTPS POST of JSON to a webhook, with no client
+//! certificate, its server checked against the webhook's CA bundle (the system's roots without
+//! one), within the call's timeout, the answer's body read up to [`MAX_ANSWER_BYTES`]. Only
+//! transport lives here: what the call carries and what its answer means are the core's.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full, Limited};
+use kapi_core::webhook::{MAX_ANSWER_BYTES, WebhookAnswer, WebhookCall};
+use rustls::RootCertStore;
+
+/// Makes webhook calls.
+#[derive(Clone)]
+pub struct WebhookClient {
+    system_roots: Arc<RootCertStore>,
+}
+
+impl Default for WebhookClient {
+    fn default() -> Self {
+        WebhookClient { system_roots: crate::proxy::system_roots() }
+    }
+}
+
+impl WebhookClient {
+    /// Makes `call`; the answer, or why there is none as Go's HTTP client says it
+    /// (`Post "<url>": <error>`).
+    pub async fn call(&self, call: WebhookCall) -> Result<WebhookAnswer, String> {
+        let url = format!("{}{}", call.target.url, call.path);
+        let timeout = std::time::Duration::try_from(call.timeout).unwrap_or_default();
+        match tokio::time::timeout(timeout, self.post(call)).await {
+            Ok(Ok(answer)) => Ok(answer),
+            Ok(Err(e)) => Err(format!("Post {url:?}: {e}")),
+            Err(_) => Err(format!("Post {url:?}: context deadline exceeded (Client.Timeout exceeded while awaiting headers)")),
+        }
+    }
+
+    async fn post(&self, call: WebhookCall) -> Result<WebhookAnswer, String> {
+        let config = crate::proxy::tls(&call.target, &self.system_roots, None)?;
+        let request = http::Request::builder()
+            .method("POST")
+            .uri(&call.path)
+            .header("Content-Type", "application/json")
+            .header("Accept", "application/json, */*")
+            .body(Full::new(call.body))
+            .map_err(|e| e.to_string())?;
+        let response = crate::proxy::send(&call.target, config, request).await?;
+        let status = response.status().as_u16();
+        let body: Bytes = Limited::new(response.into_body(), MAX_ANSWER_BYTES).collect().await.map_err(|e| e.to_string())?.to_bytes();
+        Ok(WebhookAnswer { status, body })
+    }
+}
