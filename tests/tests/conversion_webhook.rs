@@ -1,0 +1,157 @@
+//! A CRD with two versions converted by a real HTTPS conversion webhook the test starts (Python's
+//! HTTP server behind TLS, its certificate signed by a CA the CRD's `caBundle` holds), driven
+//! with kubectl: objects written at either version are read at both, through the webhook, and
+//! a webhook that cannot be reached fails reads of the other version with kube's message.
+
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use base64::Engine;
+use kapi_tests::{Kapi, eventually, free_port};
+use serde_json::{Value, json};
+
+/// The webhook: v1 calls the schedule `cron`, v2 `schedule`; every review is logged.
+const WEBHOOK: &str = r#"
+import http.server, json, ssl, sys
+port, cert, key, log = int(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4]
+class Hook(http.server.BaseHTTPRequestHandler):
+    def do_POST(self):
+        review = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        req = review["request"]
+        desired = req["desiredAPIVersion"]
+        out = []
+        for o in req["objects"]:
+            o["apiVersion"] = desired
+            spec = o.setdefault("spec", {})
+            src, dst = ("cron", "schedule") if desired.endswith("/v2") else ("schedule", "cron")
+            if src in spec:
+                spec[dst] = spec.pop(src)
+            out.append(o)
+        with open(log, "a") as f:
+            f.write("%s %s %d %s\n" % (self.path, desired, len(out), self.headers["Content-Type"]))
+        body = json.dumps({"apiVersion": "apiextensions.k8s.io/v1", "kind": "ConversionReview",
+            "response": {"uid": req["uid"], "result": {"status": "Success"}, "convertedObjects": out}}).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+    def log_message(self, *args):
+        pass
+ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+ctx.load_cert_chain(cert, key)
+server = http.server.ThreadingHTTPServer(("127.0.0.1", port), Hook)
+server.socket = ctx.wrap_socket(server.socket, server_side=True)
+server.serve_forever()
+"#;
+
+fn openssl(dir: &Path, args: &[&str]) {
+    let out = Command::new("openssl").args(args).current_dir(dir).output().expect("openssl runs");
+    assert!(out.status.success(), "openssl {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+}
+
+/// A CA and a serving certificate for 127.0.0.1 signed by it, in `dir`.
+fn certificates(dir: &Path) {
+    openssl(
+        dir,
+        &[
+            "req",
+            "-x509",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:P-256",
+            "-nodes",
+            "-keyout",
+            "ca.key",
+            "-out",
+            "ca.crt",
+            "-subj",
+            "/CN=hook-ca",
+            "-days",
+            "2",
+        ],
+    );
+    openssl(
+        dir,
+        &["req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-keyout", "hook.key", "-out", "hook.csr", "-subj", "/CN=127.0.0.1"],
+    );
+    std::fs::write(dir.join("ext.cnf"), "subjectAltName=IP:127.0.0.1\nbasicConstraints=CA:FALSE\n").unwrap();
+    openssl(
+        dir,
+        &["x509", "-req", "-in", "hook.csr", "-CA", "ca.crt", "-CAkey", "ca.key", "-CAcreateserial", "-out", "hook.crt", "-days", "2", "-extfile", "ext.cnf"],
+    );
+}
+
+/// The webhook server, running until dropped.
+struct Webhook(Child);
+
+impl Webhook {
+    fn start(dir: &Path, port: u16) -> Webhook {
+        std::fs::write(dir.join("hook.py"), WEBHOOK).unwrap();
+        let child = Command::new("python3")
+            .args(["hook.py", &port.to_string(), "hook.crt", "hook.key", "calls.log"])
+            .current_dir(dir)
+            .stdout(Stdio::null())
+            .spawn()
+            .expect("python3 runs");
+        assert!(eventually(Duration::from_secs(10), || std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()), "the webhook listens");
+        Webhook(child)
+    }
+}
+
+impl Drop for Webhook {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn crd(port: u16, ca: &str) -> Value {
+    let schema = json!({"openAPIV3Schema": {"type": "object", "properties": {"spec": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}});
+    json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition", "metadata": {"name": "crontabs.stable.example.com"},
+        "spec": {"group": "stable.example.com", "scope": "Namespaced", "names": {"plural": "crontabs", "kind": "CronTab"},
+            "conversion": {"strategy": "Webhook", "webhook": {"conversionReviewVersions": ["v1"],
+                "clientConfig": {"url": format!("https://127.0.0.1:{port}/convert"), "caBundle": base64::engine::general_purpose::STANDARD.encode(ca)}}},
+            "versions": [
+                {"name": "v1", "served": true, "storage": true, "schema": schema},
+                {"name": "v2", "served": true, "storage": false, "schema": schema}]}})
+}
+
+#[test]
+fn a_webhook_converts_custom_resources_between_versions() {
+    let dir = tempfile::tempdir().unwrap();
+    certificates(dir.path());
+    let port = free_port();
+    let hook = Webhook::start(dir.path(), port);
+    let k = Kapi::start();
+    let ca = std::fs::read_to_string(dir.path().join("ca.crt")).unwrap();
+    k.kubectl_in(&["apply", "-f", "-"], &crd(port, &ca).to_string());
+    k.ok(&["wait", "--for", "condition=established", "crd/crontabs.stable.example.com"]);
+
+    // Written at v2, stored at v1: each version reads its own field.
+    let tab = json!({"apiVersion": "stable.example.com/v2", "kind": "CronTab", "metadata": {"name": "nightly", "namespace": "default"}, "spec": {"schedule": "0 3 * * *"}});
+    k.kubectl_in(&["apply", "-f", "-"], &tab.to_string());
+    let v1 = k.json(&["get", "crontabs.v1.stable.example.com", "nightly"]);
+    assert_eq!((v1["apiVersion"].as_str(), v1["spec"]["cron"].as_str()), (Some("stable.example.com/v1"), Some("0 3 * * *")));
+    let v2 = k.json(&["get", "crontabs.v2.stable.example.com", "nightly"]);
+    assert_eq!((v2["apiVersion"].as_str(), v2["spec"]["schedule"].as_str()), (Some("stable.example.com/v2"), Some("0 3 * * *")));
+    // Lists at v2 (from its watch cache) and a patch at v2.
+    assert!(eventually(Duration::from_secs(10), || { k.json(&["get", "crontabs.v2.stable.example.com"])["items"][0]["spec"]["schedule"] == "0 3 * * *" }));
+    k.ok(&["patch", "crontabs.v2.stable.example.com", "nightly", "--type=merge", "-p", r#"{"spec":{"schedule":"0 4 * * *"}}"#]);
+    assert_eq!(k.json(&["get", "crontabs.v1.stable.example.com", "nightly"])["spec"]["cron"], "0 4 * * *");
+
+    let calls = std::fs::read_to_string(dir.path().join("calls.log")).unwrap();
+    assert!(calls.lines().any(|l| l == "/convert?timeout=30s stable.example.com/v1 1 application/json"), "{calls}");
+    assert!(calls.lines().any(|l| l == "/convert?timeout=30s stable.example.com/v2 1 application/json"), "{calls}");
+
+    // Without the webhook, the stored version still reads; the other fails as kube fails it.
+    drop(hook);
+    assert_eq!(k.json(&["get", "crontabs.v1.stable.example.com", "nightly"])["spec"]["cron"], "0 4 * * *");
+    let err = k.fails(&["get", "crontabs.v2.stable.example.com", "nightly"]);
+    let expected = format!(
+        "conversion webhook for stable.example.com/v1, Kind=CronTab failed: Post \"https://127.0.0.1:{port}/convert?timeout=30s\": dial tcp 127.0.0.1:{port}: connect: connection refused"
+    );
+    assert!(err.contains(&expected), "{err}");
+}
