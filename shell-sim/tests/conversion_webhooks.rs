@@ -179,3 +179,26 @@ fn a_service_webhook_is_called_at_its_cluster_ip() {
     assert_eq!(r.head.status, 201, "{}", String::from_utf8_lossy(&r.body));
     assert_eq!(calls.borrow()[0].2, "https://10.0.0.44:443/crd?timeout=30s");
 }
+
+#[test]
+fn a_crds_conversion_is_defaulted_and_checked() {
+    let (mut w, _) = world(Rc::default());
+    let mut none = crd(json!({}));
+    none["spec"].as_object_mut().unwrap().remove("conversion");
+    let r = call(&mut w, "POST", CRDS, Some(none));
+    assert_eq!(r.json()["spec"]["conversion"], json!({"strategy": "None"}));
+    call(&mut w, "DELETE", &format!("{CRDS}/crontabs.stable.example.com"), None);
+
+    let r = call(&mut w, "POST", CRDS, Some(crd(json!({"url": "http://hooks.example/convert"}))));
+    assert_eq!(
+        (r.head.status, r.json()["message"].as_str()),
+        (
+            422,
+            Some(
+                "CustomResourceDefinition.apiextensions.k8s.io \"crontabs.stable.example.com\" is invalid: spec.conversion.webhookClientConfig.url: Invalid value: \"http\": 'https' is the only allowed URL scheme; desired format: https://host[/path]"
+            )
+        )
+    );
+    let r = call(&mut w, "POST", CRDS, Some(crd(json!({"service": {"namespace": "default", "name": "conv"}}))));
+    assert_eq!(r.json()["spec"]["conversion"]["webhook"]["clientConfig"]["service"]["port"], 443, "{}", r.json());
+}

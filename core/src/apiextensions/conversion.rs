@@ -17,6 +17,7 @@ use jiff::SignedDuration;
 use serde_json::{Map, Value, json};
 
 use crate::meta;
+use crate::status::FieldError;
 use crate::status::field::aggregate;
 use crate::webhook::{ClientConfig, WebhookAnswer, WebhookCall};
 
@@ -59,6 +60,64 @@ impl ConversionWebhook {
             _ => None,
         })
     }
+}
+
+/// kube's checks of a CRD's `spec.conversion` (`validateCustomResourceConversion`, with its
+/// paths named by the internal version's fields: `webhookClientConfig`,
+/// `conversionReviewVersions`).
+pub fn validate(spec: &Value) -> Vec<FieldError> {
+    let mut errs = Vec::new();
+    let Some(conversion) = spec.get("conversion").filter(|c| !c.is_null()) else { return errs };
+    let strategy = conversion.get("strategy").and_then(Value::as_str).unwrap_or_default();
+    if strategy != "None" && spec.get("preserveUnknownFields").and_then(Value::as_bool) == Some(true) {
+        errs.push(FieldError::invalid("spec.conversion.strategy", json!(strategy), "must be None if spec.preserveUnknownFields is true"));
+    }
+    match strategy {
+        "" => errs.push(FieldError::required("spec.conversion.strategy", "")),
+        "None" | "Webhook" => {}
+        other => errs.push(FieldError::not_supported("spec.conversion.strategy", json!(other), &["None", "Webhook"])),
+    }
+    let webhook = conversion.get("webhook");
+    let client = webhook.and_then(|w| w.get("clientConfig")).filter(|c| !c.is_null());
+    let versions: Vec<&str> =
+        webhook.and_then(|w| w.get("conversionReviewVersions")).and_then(Value::as_array).into_iter().flatten().filter_map(Value::as_str).collect();
+    const CLIENT: &str = "spec.conversion.webhookClientConfig";
+    const VERSIONS: &str = "spec.conversion.conversionReviewVersions";
+    if strategy != "Webhook" {
+        if client.is_some() {
+            errs.push(FieldError::forbidden(CLIENT, "should not be set when strategy is not set to Webhook"));
+        }
+        if !versions.is_empty() {
+            errs.push(FieldError::forbidden(VERSIONS, "should not be set when strategy is not set to Webhook"));
+        }
+        return errs;
+    }
+    match client {
+        None => errs.push(FieldError::required(CLIENT, "required when strategy is set to Webhook")),
+        Some(c) => match (c.get("url").and_then(Value::as_str), c.get("service").filter(|s| !s.is_null())) {
+            (Some(url), None) => errs.extend(crate::webhook::validation::url(&format!("{CLIENT}.url"), url, true)),
+            (None, Some(service)) => errs.extend(crate::webhook::validation::service(&format!("{CLIENT}.service"), service)),
+            _ => errs.push(FieldError::required(CLIENT, "exactly one of url or service is required")),
+        },
+    }
+    if versions.is_empty() {
+        errs.push(FieldError::required(VERSIONS, ""));
+        return errs;
+    }
+    for (i, v) in versions.iter().enumerate() {
+        if versions[..i].contains(v) {
+            errs.push(FieldError::invalid(format!("{VERSIONS}[{i}]"), json!(v), "duplicate version"));
+            continue;
+        }
+        for msg in crate::validation::dns1035_label(v) {
+            errs.push(FieldError::invalid(format!("{VERSIONS}[{i}]"), json!(v), msg));
+        }
+    }
+    if !versions.iter().any(|v| *v == "v1" || *v == "v1beta1") {
+        let go = format!("[]string{{{}}}", versions.iter().map(|v| format!("{v:?}")).collect::<Vec<_>>().join(", "));
+        errs.push(FieldError::invalid_go(VERSIONS, go, "must include at least one of v1, v1beta1"));
+    }
+    errs
 }
 
 /// Objects to convert to `desired` (an apiVersion) by a CRD's webhook, each with the bytes it
@@ -287,6 +346,36 @@ mod tests {
     fn success(objects: Value) -> Value {
         json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "ConversionReview",
             "response": {"uid": "r1", "result": {"status": "Success"}, "convertedObjects": objects}})
+    }
+
+    #[test]
+    fn a_crds_conversion_is_checked_as_kube_checks_it() {
+        let m = |spec: Value| validate(&spec).iter().map(|e| e.to_string()).collect::<Vec<_>>();
+        assert!(m(json!({"conversion": {"strategy": "None"}})).is_empty());
+        assert!(
+            m(json!({"conversion": {"strategy": "Webhook", "webhook": {"clientConfig": {"url": "https://h/c"}, "conversionReviewVersions": ["v1"]}}}))
+                .is_empty()
+        );
+        assert_eq!(
+            m(json!({"conversion": {"strategy": "Webhook", "webhook": {"conversionReviewVersions": ["v2", "v2"]}}})),
+            [
+                "spec.conversion.webhookClientConfig: Required value: required when strategy is set to Webhook",
+                "spec.conversion.conversionReviewVersions[1]: Invalid value: \"v2\": duplicate version",
+                "spec.conversion.conversionReviewVersions: Invalid value: []string{\"v2\", \"v2\"}: must include at least one of v1, v1beta1",
+            ]
+        );
+        assert_eq!(
+            m(json!({"conversion": {"strategy": "None", "webhook": {"clientConfig": {"url": "https://h"}}}})),
+            ["spec.conversion.webhookClientConfig: Forbidden: should not be set when strategy is not set to Webhook"]
+        );
+        assert_eq!(
+            m(json!({"conversion": {"strategy": "Webhook", "webhook": {"clientConfig": {}, "conversionReviewVersions": ["v1"]}}})),
+            ["spec.conversion.webhookClientConfig: Required value: exactly one of url or service is required"]
+        );
+        assert_eq!(
+            m(json!({"conversion": {"strategy": "Other"}})),
+            ["spec.conversion.strategy: Unsupported value: \"Other\": supported values: \"None\", \"Webhook\""]
+        );
     }
 
     #[test]

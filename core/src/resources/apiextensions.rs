@@ -57,6 +57,19 @@ fn name_field(errs: &mut Vec<FieldError>, obj: &Value, field: &str, check: fn(&s
 }
 
 impl Strategy for Crds {
+    /// kube's v1 defaults of a CRD's conversion: the `None` strategy when none is given, port
+    /// 443 for a webhook's Service.
+    fn default(&self, obj: &mut Value) {
+        let Some(spec) = obj.get_mut("spec").and_then(Value::as_object_mut) else { return };
+        let conversion = spec.entry("conversion").or_insert(Value::Null);
+        if conversion.is_null() {
+            *conversion = json!({"strategy": "None"});
+        }
+        if let Some(service) = conversion.pointer_mut("/webhook/clientConfig/service").and_then(Value::as_object_mut) {
+            service.entry("port").or_insert(json!(443));
+        }
+    }
+
     fn prepare_for_create(&self, obj: &mut Value) {
         Lifecycle::StatusAndGeneration.prepare_for_create(obj);
         if let Some(m) = obj.as_object_mut() {
@@ -112,6 +125,7 @@ impl Strategy for Crds {
         }
         if let Some(spec) = obj.get("spec") {
             errs.extend(crate::apiextensions::validate_version_parts(spec));
+            errs.extend(crate::apiextensions::conversion::validate(spec));
         }
         errs
     }

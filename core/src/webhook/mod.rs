@@ -4,6 +4,8 @@
 //! shell makes for a core machine ([`WebhookCall`]), its answer coming back as a
 //! [`WebhookAnswer`]. The core never opens a connection.
 
+pub mod validation;
+
 use base64::Engine;
 use bytes::Bytes;
 use jiff::SignedDuration;
