@@ -14,6 +14,12 @@ impl Rng {
         Rng(seed)
     }
 
+    /// An RNG seeded by `bytes` (FNV-1a), for identifiers that must differ by what they name
+    /// and not draw on a machine's own RNG.
+    pub fn of(bytes: &[u8]) -> Rng {
+        Rng(bytes.iter().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| (h ^ u64::from(*b)).wrapping_mul(0x100_0000_01b3)))
+    }
+
     pub fn next_u64(&mut self) -> u64 {
         self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
         let mut z = self.0;

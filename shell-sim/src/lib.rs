@@ -314,7 +314,7 @@ impl World {
                     services.named(&svc.namespace, &svc.name).map(|o| o.value())
                 });
                 let answer = conversion.call(service.as_ref()).and_then(|call| self.call_webhook(&call));
-                self.slots.get_mut(k).expect("slot").cache.handle(now, CacheEvent::Called(answer));
+                self.slots.get_mut(k).expect("slot").cache.handle(now, CacheEvent::Called { uid: conversion.uid, answer });
             }
         }
     }

@@ -132,6 +132,13 @@ fn every_verb_serves_the_version_asked_for_through_the_webhook() {
     assert_eq!((r.head.status, r.json()["spec"]["schedule"].as_str()), (200, Some("2 * * * *")), "{}", String::from_utf8_lossy(&r.body));
     assert_eq!(call(&mut w, "GET", &format!("{V1}/a"), None).json()["spec"]["cron"], "2 * * * *");
 
+    // Server-side apply creates at v2 too (its transform draws the same uid when it runs again
+    // after the webhook answered).
+    let applied = crontab("v2", "c", "schedule");
+    let r = w.call("PATCH", &format!("{V2}/c"), "fieldManager=test", Some(&applied), "application/apply-patch+yaml");
+    assert_eq!((r.head.status, r.json()["spec"]["schedule"].as_str()), (201, Some("*/5 * * * *")), "{}", String::from_utf8_lossy(&r.body));
+    assert_eq!(call(&mut w, "GET", &format!("{V1}/c"), None).json()["spec"]["cron"], "*/5 * * * *");
+
     // Deletes, one and all, answer at v2.
     let r = call(&mut w, "DELETE", &format!("{V2}/a"), None);
     assert_eq!(r.head.status, 200, "{}", String::from_utf8_lossy(&r.body));

@@ -54,3 +54,8 @@ fn random_api_services_and_extension_server_answers_get_well_formed_answers() {
 fn random_cel_rules_are_checked_and_run_without_panicking() {
     random_inputs(2000, 512, kapi_sim::fuzzing::cel_rules);
 }
+
+#[test]
+fn random_conversion_webhook_answers_never_break_a_request() {
+    random_inputs(300, 1024, kapi_sim::fuzzing::conversion);
+}

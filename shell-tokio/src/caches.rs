@@ -95,8 +95,8 @@ enum Command {
     Read(ReadRequest, oneshot::Sender<Result<ReadResult, ApiError>>),
     Watch(WatchParams, Watcher),
     Gone(WatcherId),
-    /// The conversion webhook answered.
-    Called(Result<WebhookAnswer, String>),
+    /// The conversion webhook answered the review of this uid.
+    Called(String, Result<WebhookAnswer, String>),
     /// Its resource is no longer served (or is served anew): the task ends, and its watches.
     Stop,
 }
@@ -321,7 +321,7 @@ async fn run(mut cache: WatchCache, task: Task, mut commands: mpsc::UnboundedRec
                     let (caches, me) = (caches.clone(), me.clone());
                     tokio::spawn(async move {
                         let answer = caches.convert(&conversion).await;
-                        let _ = me.send(Command::Called(answer));
+                        let _ = me.send(Command::Called(conversion.uid, answer));
                     });
                 }
             }
@@ -355,7 +355,7 @@ async fn run(mut cache: WatchCache, task: Task, mut commands: mpsc::UnboundedRec
                     watchers.insert(id, frames);
                     cache.handle(now(), CacheEvent::Register { id, params });
                 }
-                Some(Command::Called(answer)) => cache.handle(now(), CacheEvent::Called(answer)),
+                Some(Command::Called(uid, answer)) => cache.handle(now(), CacheEvent::Called { uid, answer }),
                 Some(Command::Gone(id)) => {
                     if watchers.remove(&id).is_some() {
                         cache.handle(now(), CacheEvent::Unregister { id });

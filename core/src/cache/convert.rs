@@ -29,8 +29,7 @@ pub(super) struct Conversions {
 
 impl Conversions {
     pub(super) fn new(prefix: &[u8]) -> Conversions {
-        let seed = prefix.iter().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| (h ^ u64::from(*b)).wrapping_mul(0x100_0000_01b3));
-        Conversions { converted: Converted::default(), asked: None, held: VecDeque::new(), rng: Rng::new(seed) }
+        Conversions { converted: Converted::default(), asked: None, held: VecDeque::new(), rng: Rng::of(prefix) }
     }
 
     /// Whether the cache waits for a webhook's answer.
@@ -83,10 +82,15 @@ impl WatchCache {
     }
 
     /// Holds a watch response while a conversion is under way; gives it back when there is
-    /// none.
+    /// none. More responses held than the cache keeps events (the webhook is down while
+    /// objects keep changing) make the cache list again instead.
     pub(super) fn hold(&mut self, resp: WatchResponse) -> Result<(), WatchResponse> {
         if !self.conversions.waiting() {
             return Err(resp);
+        }
+        if self.conversions.held.len() >= self.capacity {
+            self.relist();
+            return Ok(());
         }
         self.conversions.held.push_back(resp);
         Ok(())
@@ -107,16 +111,21 @@ impl WatchCache {
         self.ask(needs);
     }
 
-    /// The webhook's answer: what waited goes on (or, when it failed, asks again later).
-    pub(super) fn converted(&mut self, now: Timestamp, answer: Result<WebhookAnswer, String>) {
-        let Some((conversion, None)) = self.conversions.asked.take() else { return };
-        match conversion.answered(answer) {
-            Ok(objects) => self.conversions.converted.record(&conversion, Ok::<Vec<Value>, String>(objects)),
-            Err(_) => {
-                self.conversions.asked = Some((conversion, Some(now + RETRY_DELAY)));
-                return;
-            }
+    /// The webhook's answer to the review `uid`: what waited goes on (or, when it failed,
+    /// asks again later). An answer to a review no longer waited for is dropped.
+    pub(super) fn converted(&mut self, now: Timestamp, uid: &str, answer: Result<WebhookAnswer, String>) {
+        let Some((conversion, retry @ None)) = &mut self.conversions.asked else { return };
+        if conversion.uid != uid {
+            return;
         }
+        let Ok(objects) = conversion.answered(answer) else {
+            *retry = Some(now + RETRY_DELAY);
+            return;
+        };
+        let (conversion, _) = self.conversions.asked.take().expect("matched above");
+        // Earlier answers served what was applied since: only this one's objects wait.
+        self.conversions.converted.clear();
+        self.conversions.converted.record(&conversion, Ok::<Vec<Value>, String>(objects));
         // A LIST page that waited is decoded by the next `poll`, with the answers.
         if self.listing.is_none() {
             for resp in std::mem::take(&mut self.conversions.held) {

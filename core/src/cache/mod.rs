@@ -148,8 +148,12 @@ pub enum CacheEvent {
         id: ReadId,
         request: ReadRequest,
     },
-    /// The conversion webhook's answer to [`CacheEffect::Convert`], or why there is none.
-    Called(Result<WebhookAnswer, String>),
+    /// The conversion webhook's answer to the [`CacheEffect::Convert`] of this review uid, or
+    /// why there is none.
+    Called {
+        uid: String,
+        answer: Result<WebhookAnswer, String>,
+    },
 }
 
 #[derive(Debug)]
@@ -252,8 +256,9 @@ struct Listing {
     objects: OrdMap<Bytes, Shared>,
     /// The revision every page is read at: the first page's.
     revision: Option<Revision>,
-    /// A page received and not decoded yet, and whether it is the last.
-    page: Option<(Vec<kv::KeyValue>, bool)>,
+    /// Pages received and not decoded yet (more than one only while a page waits for the
+    /// conversion webhook), each with whether it is the last.
+    pages: VecDeque<(Vec<kv::KeyValue>, bool)>,
 }
 
 /// The watch cache of one resource; see the module documentation.
@@ -335,7 +340,7 @@ impl WatchCache {
         self.conversions.reset();
         self.phase = Phase::Listing;
         self.retry = None;
-        self.listing = Some(Listing { objects: OrdMap::new(), revision: None, page: None });
+        self.listing = Some(Listing { objects: OrdMap::new(), revision: None, pages: VecDeque::new() });
         self.ask_page(self.prefix.clone(), 0);
     }
 
@@ -368,7 +373,7 @@ impl WatchCache {
                 }
             }
             CacheEvent::Read { id, request } => self.read(now, id, request, now + FRESHNESS_TIMEOUT),
-            CacheEvent::Called(answer) => self.converted(now, answer),
+            CacheEvent::Called { uid, answer } => self.converted(now, &uid, answer),
         }
     }
 
@@ -402,7 +407,7 @@ impl WatchCache {
         };
         let revision = *listing.revision.get_or_insert(range.header_revision);
         let next = range.more.then(|| range.kvs.last().map(|kv| next_key(&kv.key))).flatten();
-        listing.page = Some((range.kvs, next.is_none()));
+        listing.pages.push_back((range.kvs, next.is_none()));
         if let Some(key) = next {
             self.ask_page(key, revision);
         }
@@ -414,7 +419,7 @@ impl WatchCache {
             return;
         }
         let Some(listing) = self.listing.as_mut() else { return };
-        let Some((kvs, last)) = listing.page.take() else { return };
+        let Some((kvs, last)) = listing.pages.pop_front() else { return };
         if self.res.strategy.conversion_webhook().is_some() {
             // The page is decoded whole again once the webhook answered for what needs it.
             let mut needs = Vec::new();
@@ -428,7 +433,7 @@ impl WatchCache {
             }
             let listing = self.listing.as_mut().expect("checked above");
             if !needs.is_empty() {
-                listing.page = Some((kvs, last));
+                listing.pages.push_front((kvs, last));
                 return self.ask(needs);
             }
             for o in objects {

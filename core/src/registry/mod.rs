@@ -296,7 +296,9 @@ impl WriteOp {
     fn paused_at(&mut self, at: Paused) -> bool {
         let Some((u, desired)) = self.blocked.take() else { return false };
         let Some((webhook, _)) = self.res.strategy.conversion_webhook() else { return false };
-        let conversion = Conversion { webhook: webhook.clone(), desired, objects: vec![(u.input, u.object)], uid: self.rng.uuid() };
+        // The review's uid is drawn apart from the write's own (see `transformed`).
+        let uid = Rng::of(&[u.input.as_ref(), desired.as_bytes()].concat()).uuid();
+        let conversion = Conversion { webhook: webhook.clone(), desired, objects: vec![(u.input, u.object)], uid };
         self.asked = Some((conversion, false, at));
         true
     }
@@ -425,11 +427,16 @@ impl WriteOp {
     /// Decides what the key becomes and tells the storage op, unless the decision waits for
     /// the conversion webhook.
     fn transformed(&mut self, now: Timestamp, current: Option<KeyValue>) {
+        // A transform run again after the webhook answered draws the same uids and names (a
+        // create by apply), so that the object it asked about is the one it meets again.
+        let rng = self.rng.clone();
         let t = match self.phase {
             Phase::Releasing { .. } => Ok(Transform::Delete),
             _ => self.transform(current.as_ref()),
         };
-        if !self.paused_at(Paused::Transform(current)) {
+        if self.paused_at(Paused::Transform(current)) {
+            self.rng = rng;
+        } else {
             self.storage.as_mut().expect("storage op is running").handle(now, StorageEvent::Transformed(t));
         }
     }

@@ -5,7 +5,8 @@
 //! configurations, with the few-byte encodings that let a fuzzer reach big documents;
 //! [`custom_resources`] (in `schemas.rs`) generated CRD schemas and objects of them;
 //! [`aggregation`] (in `aggregation.rs`) APIServices and what extension servers answer;
-//! [`cel_rules`] (in `cel_rules.rs`) CEL validation rules on generated schemas.
+//! [`cel_rules`] (in `cel_rules.rs`) CEL validation rules on generated schemas;
+//! [`conversion`] (in `conversion.rs`) CRD conversion webhooks that answer anything.
 
 use std::cell::RefCell;
 
@@ -17,11 +18,13 @@ use crate::{ADMIN_TOKEN, World, default_server, epoch};
 
 mod aggregation;
 mod cel_rules;
+mod conversion;
 mod schemas;
 mod writes;
 
 pub use aggregation::aggregation;
 pub use cel_rules::cel_rules;
+pub use conversion::conversion;
 pub use schemas::{THROUGH_THE_PIPELINE, custom_resources};
 pub use writes::{apply, patch};
 

@@ -301,8 +301,8 @@ impl SimServer {
                 }
             }
             // No webhook can be reached: the cache asks again later.
-            CacheEffect::Convert(_) => {
-                self.caches[slot].handle(now, CacheEvent::Called(Err("dial tcp: connect: connection refused".into())));
+            CacheEffect::Convert(c) => {
+                self.caches[slot].handle(now, CacheEvent::Called { uid: c.uid, answer: Err("dial tcp: connect: connection refused".into()) });
                 self.dirty_caches.insert(slot);
             }
             CacheEffect::ReadDone { id, result } => {

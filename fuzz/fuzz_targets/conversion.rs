@@ -1,0 +1,6 @@
+//! CRD conversion webhooks that answer anything (see `kapi_sim::fuzzing::conversion`).
+#![no_main]
+
+libfuzzer_sys::fuzz_target!(|data: &[u8]| {
+    kapi_sim::fuzzing::conversion(data);
+});
