@@ -78,8 +78,13 @@ pub fn string_map(v: Option<&Value>) -> Vec<(&str, &str)> {
     v.and_then(Value::as_object).map(|m| m.iter().filter_map(|(k, v)| Some((k.as_str(), v.as_str()?))).collect()).unwrap_or_default()
 }
 
+/// The strings of a JSON array (what is not a string left out).
+pub fn strings(v: Option<&Value>) -> Vec<String> {
+    v.and_then(Value::as_array).into_iter().flatten().filter_map(Value::as_str).map(str::to_string).collect()
+}
+
 pub fn finalizers(obj: &Value) -> Vec<String> {
-    at(obj, &["metadata", "finalizers"]).and_then(Value::as_array).map(|a| a.iter().filter_map(Value::as_str).map(str::to_string).collect()).unwrap_or_default()
+    strings(at(obj, &["metadata", "finalizers"]))
 }
 
 pub fn set_finalizers(obj: &mut Value, finalizers: &[String]) {

@@ -244,3 +244,33 @@ fn extension_servers_learn_whom_to_trust_from_a_configmap() {
     w.advance(SignedDuration::from_secs(61));
     assert_eq!(w.call("GET", CM, "", None, "").head.status, 200);
 }
+
+/// An extension server whose answers flap (up, down, up, ...) is checked when its APIService
+/// comes and every 30 seconds, not again after each status the controller writes itself:
+/// found by the fuzz target `aggregation`, where such a server kept the controller probing it
+/// in a loop.
+#[test]
+fn a_flapping_extension_server_is_not_probed_in_a_loop() {
+    let mut w = World::new(default_server(), epoch(), 11);
+    let calls = Arc::new(Mutex::new(0u32));
+    let counted = calls.clone();
+    w.extension = Some(Box::new(move |req: &ProxyRequest| {
+        let mut n = counted.lock().unwrap();
+        // Each check's discovery request meets the other answer than the check before.
+        if req.path_and_query == "/apis/metrics.example.com/v1beta1" {
+            *n += 1;
+            if n.is_multiple_of(2) {
+                return Err("dial tcp 10.0.0.9:443: connect: connection refused".into());
+            }
+        }
+        let head = ProxyHead { status: 200, headers: vec![("Content-Type".into(), "application/json".into())] };
+        Ok((head, Bytes::from_static(b"{\"kind\":\"APIResourceList\",\"resources\":[]}")))
+    }));
+    w.start_controllers(Enabled::NONE);
+    let svc = json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "metrics"}, "spec": {"type": "ExternalName", "externalName": "metrics.example.net"}});
+    assert_eq!(post(&mut w, "/api/v1/namespaces/default/services", svc), 201);
+    assert_eq!(post(&mut w, API_SERVICES, api_service()), 201);
+    w.advance(SignedDuration::from_secs(120));
+    let checks = *calls.lock().unwrap();
+    assert!((2..=20).contains(&checks), "{checks} checks in two minutes");
+}

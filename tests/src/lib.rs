@@ -8,7 +8,7 @@ pub use etcd::{Etcd, Tls};
 
 use std::io::{BufRead, BufReader};
 use std::net::TcpListener;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
@@ -258,4 +258,22 @@ pub fn eventually(timeout: Duration, mut f: impl FnMut() -> bool) -> bool {
         std::thread::sleep(Duration::from_millis(100));
     }
     false
+}
+
+/// A CA (`ca.crt`, `ca.key`) and, for each `(name, extensions)`, a certificate it signs
+/// (`<name>.crt`, `<name>.key`, with those X.509 v3 extensions), made with openssl in `dir`.
+pub fn openssl_pki(dir: &Path, leaves: &[(&str, &str)]) {
+    let run = |args: &[&str]| {
+        let out = Command::new("openssl").args(args).current_dir(dir).output().expect("openssl runs");
+        assert!(out.status.success(), "openssl {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    };
+    let key = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes"];
+    run(&[&["req", "-x509"], &key[..], &["-days", "2", "-subj", "/CN=test-ca", "-keyout", "ca.key", "-out", "ca.crt"]].concat());
+    for (name, ext) in leaves {
+        let (subject, key_file, csr, ext_file, crt) =
+            (format!("/CN=kapi-{name}"), format!("{name}.key"), format!("{name}.csr"), format!("{name}.ext"), format!("{name}.crt"));
+        run(&[&["req"], &key[..], &["-subj", &subject, "-keyout", &key_file, "-out", &csr]].concat());
+        std::fs::write(dir.join(&ext_file), ext).unwrap();
+        run(&["x509", "-req", "-in", &csr, "-CA", "ca.crt", "-CAkey", "ca.key", "-CAcreateserial", "-days", "2", "-extfile", &ext_file, "-out", &crt]);
+    }
 }

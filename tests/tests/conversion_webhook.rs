@@ -8,7 +8,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use base64::Engine;
-use kapi_tests::{Kapi, eventually, free_port};
+use kapi_tests::{Kapi, eventually, free_port, openssl_pki};
 use serde_json::{Value, json};
 
 /// The webhook: v1 calls the schedule `cron`, v2 `schedule`; every review is logged.
@@ -46,42 +46,9 @@ server.socket = ctx.wrap_socket(server.socket, server_side=True)
 server.serve_forever()
 "#;
 
-fn openssl(dir: &Path, args: &[&str]) {
-    let out = Command::new("openssl").args(args).current_dir(dir).output().expect("openssl runs");
-    assert!(out.status.success(), "openssl {args:?}: {}", String::from_utf8_lossy(&out.stderr));
-}
-
-/// A CA and a serving certificate for 127.0.0.1 signed by it, in `dir`.
+/// A CA and a serving certificate for 127.0.0.1 it signs (`hook.crt`), in `dir`.
 fn certificates(dir: &Path) {
-    openssl(
-        dir,
-        &[
-            "req",
-            "-x509",
-            "-newkey",
-            "ec",
-            "-pkeyopt",
-            "ec_paramgen_curve:P-256",
-            "-nodes",
-            "-keyout",
-            "ca.key",
-            "-out",
-            "ca.crt",
-            "-subj",
-            "/CN=hook-ca",
-            "-days",
-            "2",
-        ],
-    );
-    openssl(
-        dir,
-        &["req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-keyout", "hook.key", "-out", "hook.csr", "-subj", "/CN=127.0.0.1"],
-    );
-    std::fs::write(dir.join("ext.cnf"), "subjectAltName=IP:127.0.0.1\nbasicConstraints=CA:FALSE\n").unwrap();
-    openssl(
-        dir,
-        &["x509", "-req", "-in", "hook.csr", "-CA", "ca.crt", "-CAkey", "ca.key", "-CAcreateserial", "-out", "hook.crt", "-days", "2", "-extfile", "ext.cnf"],
-    );
+    openssl_pki(dir, &[("hook", "subjectAltName=IP:127.0.0.1\nbasicConstraints=CA:FALSE")]);
 }
 
 /// The webhook server, running until dropped.

@@ -284,63 +284,9 @@ fn a_collection_larger_than_four_mib_is_listed_after_a_restart() {
     assert_eq!(list["items"].as_array().unwrap().iter().filter(|i| i["metadata"]["name"].as_str().unwrap().starts_with("big")).count(), 6);
 }
 
-/// A CA, and certificates it signs, made with openssl in `dir`.
+/// A CA, and server and client certificates it signs, made with openssl in `dir`.
 fn pki(dir: &std::path::Path) -> Tls {
-    let run = |args: &[&str]| {
-        let out = Command::new("openssl").args(args).current_dir(dir).output().expect("openssl runs");
-        assert!(out.status.success(), "openssl {args:?}: {}", String::from_utf8_lossy(&out.stderr));
-    };
-    run(&[
-        "req",
-        "-x509",
-        "-newkey",
-        "ec",
-        "-pkeyopt",
-        "ec_paramgen_curve:P-256",
-        "-nodes",
-        "-days",
-        "2",
-        "-subj",
-        "/CN=etcd-ca",
-        "-keyout",
-        "ca.key",
-        "-out",
-        "ca.crt",
-    ]);
-    for (name, ext) in [("server", "subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth"), ("client", "extendedKeyUsage=clientAuth")] {
-        run(&[
-            "req",
-            "-newkey",
-            "ec",
-            "-pkeyopt",
-            "ec_paramgen_curve:P-256",
-            "-nodes",
-            "-subj",
-            &format!("/CN=kapi-{name}"),
-            "-keyout",
-            &format!("{name}.key"),
-            "-out",
-            &format!("{name}.csr"),
-        ]);
-        std::fs::write(dir.join(format!("{name}.ext")), ext).unwrap();
-        run(&[
-            "x509",
-            "-req",
-            "-in",
-            &format!("{name}.csr"),
-            "-CA",
-            "ca.crt",
-            "-CAkey",
-            "ca.key",
-            "-CAcreateserial",
-            "-days",
-            "2",
-            "-extfile",
-            &format!("{name}.ext"),
-            "-out",
-            &format!("{name}.crt"),
-        ]);
-    }
+    kapi_tests::openssl_pki(dir, &[("server", "subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth"), ("client", "extendedKeyUsage=clientAuth")]);
     Tls {
         ca: dir.join("ca.crt"),
         server_cert: dir.join("server.crt"),

@@ -42,14 +42,7 @@ impl ConversionWebhook {
         let webhook = conversion.get("webhook").cloned().unwrap_or_default();
         Some(ConversionWebhook {
             client: ClientConfig::read(webhook.get("clientConfig").unwrap_or(&Value::Null)),
-            review_versions: webhook
-                .get("conversionReviewVersions")
-                .and_then(Value::as_array)
-                .into_iter()
-                .flatten()
-                .filter_map(Value::as_str)
-                .map(str::to_string)
-                .collect(),
+            review_versions: meta::strings(webhook.get("conversionReviewVersions")),
         })
     }
 

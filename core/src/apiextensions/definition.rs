@@ -103,10 +103,6 @@ fn text(v: Option<&Value>) -> String {
     v.and_then(Value::as_str).unwrap_or_default().to_string()
 }
 
-fn texts(v: Option<&Value>) -> Vec<String> {
-    v.and_then(Value::as_array).into_iter().flatten().filter_map(Value::as_str).map(str::to_string).collect()
-}
-
 fn names(v: Option<&Value>) -> Names {
     let Some(v) = v else { return Names::default() };
     let kind = text(v.get("kind"));
@@ -117,8 +113,8 @@ fn names(v: Option<&Value>) -> Names {
         singular: if singular.is_empty() { kind.to_lowercase() } else { singular },
         list_kind: if list_kind.is_empty() && !kind.is_empty() { format!("{kind}List") } else { list_kind },
         kind,
-        short_names: texts(v.get("shortNames")),
-        categories: texts(v.get("categories")),
+        short_names: meta::strings(v.get("shortNames")),
+        categories: meta::strings(v.get("categories")),
     }
 }
 

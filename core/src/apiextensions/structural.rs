@@ -88,14 +88,7 @@ impl Structural {
                 Some("map") => ListType::Map,
                 _ => ListType::Atomic,
             },
-            map_keys: v
-                .get("x-kubernetes-list-map-keys")
-                .and_then(Value::as_array)
-                .into_iter()
-                .flatten()
-                .filter_map(Value::as_str)
-                .map(str::to_string)
-                .collect(),
+            map_keys: crate::meta::strings(v.get("x-kubernetes-list-map-keys")),
             atomic: v.get("x-kubernetes-map-type").and_then(Value::as_str) == Some("atomic"),
             preserve_unknown: flag("x-kubernetes-preserve-unknown-fields") || v.get("additionalProperties") == Some(&Value::Bool(true)),
             embedded: flag("x-kubernetes-embedded-resource"),

@@ -19,23 +19,6 @@ use crate::validation as names;
 
 const NAME: &str = "kubernetes.NamedFormat";
 
-/// The formats, by the name `format.named` takes.
-const FORMATS: [&str; 13] = [
-    "dns1123Label",
-    "dns1123Subdomain",
-    "dns1035Label",
-    "qualifiedName",
-    "dns1123LabelPrefix",
-    "dns1123SubdomainPrefix",
-    "dns1035LabelPrefix",
-    "labelValue",
-    "uri",
-    "uuid",
-    "byte",
-    "date",
-    "datetime",
-];
-
 #[derive(Debug, PartialEq, Eq)]
 struct Format(&'static str);
 
@@ -68,32 +51,35 @@ impl Format {
 
 type Function = for<'b, 'v> fn(Vec<CowVal<'b, 'v>>) -> Result<CowVal<'b, 'v>, ExecutionError>;
 
-/// One function per format, as `format.<name>()` calls it.
-macro_rules! constant_formats {
+/// The formats, named once: by the name `format.named` takes (`FORMATS`), and one function
+/// per format as `format.<name>()` calls it (`CONSTANTS`).
+macro_rules! formats {
     ($($name:literal),*) => {
-        [$((concat!("format.", $name), (|_| answer(Value::Opaque(Arc::new(Format($name))))) as Function)),*]
+        const FORMATS: &[&str] = &[$($name),*];
+        const CONSTANTS: &[(&str, Function)] = &[$((concat!("format.", $name), (|_| answer(Value::Opaque(Arc::new(Format($name))))) as Function)),*];
     };
 }
 
+formats!(
+    "dns1123Label",
+    "dns1123Subdomain",
+    "dns1035Label",
+    "qualifiedName",
+    "dns1123LabelPrefix",
+    "dns1123SubdomainPrefix",
+    "dns1035LabelPrefix",
+    "labelValue",
+    "uri",
+    "uuid",
+    "byte",
+    "date",
+    "datetime"
+);
+
 /// Registers the library on `env`.
 pub fn extension(env: &mut Env) -> Result<(), DeclarationError> {
-    let constants = constant_formats!(
-        "dns1123Label",
-        "dns1123Subdomain",
-        "dns1035Label",
-        "qualifiedName",
-        "dns1123LabelPrefix",
-        "dns1123SubdomainPrefix",
-        "dns1035LabelPrefix",
-        "labelValue",
-        "uri",
-        "uuid",
-        "byte",
-        "date",
-        "datetime"
-    );
-    for (name, f) in constants {
-        env.add_overload(name, name, vec![], f)?;
+    for (name, f) in CONSTANTS {
+        env.add_overload(name, name, vec![], *f)?;
     }
     env.add_overload("format.named", "format_named", vec![STRING_TYPE], named)?;
     env.add_member_overload("validate", "format_validate", Type::new_opaque_type(NAME), vec![STRING_TYPE], validate)?;

@@ -16,7 +16,7 @@ use kapi_core::controllers::Enabled;
 use kapi_core::pipeline::Request;
 use serde_json::json;
 
-use super::{KeptWorld, with_world_in};
+use super::{KeptWorld, serve_input};
 use crate::{ADMIN_TOKEN, World, default_server, epoch};
 
 const GROUPS: &[&str] = &["metrics.example.com", "apps", "example.com", "apiregistration.k8s.io", "a.b"];
@@ -100,8 +100,7 @@ impl<'a> Arbitrary<'a> for Input {
 }
 
 pub fn aggregation(data: &[u8]) {
-    let Ok(input) = Input::arbitrary(&mut Unstructured::new(data)) else { return };
-    with_world_in(&WORLD, INPUTS_PER_WORLD, world, |w| serve(w, input));
+    serve_input(&WORLD, INPUTS_PER_WORLD, data, world, serve);
 }
 
 thread_local! {

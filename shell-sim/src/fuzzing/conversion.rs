@@ -15,7 +15,7 @@ use kapi_core::controllers::Enabled;
 use kapi_core::webhook::{WebhookAnswer, WebhookCall};
 use serde_json::{Value, json};
 
-use super::{KeptWorld, with_world_in};
+use super::{KeptWorld, serve_input};
 use crate::{World, default_server, epoch};
 
 const CRDS: &str = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions";
@@ -171,8 +171,7 @@ impl<'a> Arbitrary<'a> for Input {
 }
 
 pub fn conversion(data: &[u8]) {
-    let Ok(input) = Input::arbitrary(&mut Unstructured::new(data)) else { return };
-    with_world_in(&WORLD, INPUTS_PER_WORLD, world, |w| serve(w, input));
+    serve_input(&WORLD, INPUTS_PER_WORLD, data, world, serve);
 }
 
 thread_local! {

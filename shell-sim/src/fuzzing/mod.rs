@@ -155,6 +155,19 @@ fn with_world_in(kept: &'static std::thread::LocalKey<KeptWorld>, per_world: u32
     });
 }
 
+/// Decodes an input from `data` and has `serve` run it in the world `kept` holds (a fresh one
+/// from `make` after `per_world` inputs).
+fn serve_input<I: for<'a> Arbitrary<'a>>(
+    kept: &'static std::thread::LocalKey<KeptWorld>,
+    per_world: u32,
+    data: &[u8],
+    make: fn() -> World,
+    serve: fn(&mut World, I),
+) {
+    let Ok(input) = I::arbitrary(&mut Unstructured::new(data)) else { return };
+    with_world_in(kept, per_world, make, |w| serve(w, input));
+}
+
 /// Serves `req` and checks the answer (and a watch's frames) is well formed.
 fn serve_and_check(world: &mut World, req: Request) -> crate::Response {
     let resp = world.request(req.clone());

@@ -14,45 +14,22 @@ use crate::catalog::Resource;
 use crate::codec::Output;
 use crate::kv::{KeyValue, RangeResponse};
 use crate::pipeline::{Effect, RequestMachine};
-use crate::registry::{self, EvictionOp, Unconverted, WriteOp};
+use crate::registry::{self, Unconverted};
 use crate::status::ApiError;
 use crate::storage::keys::object_key;
 use crate::webhook::WebhookAnswer;
 
 /// What waits for a conversion webhook's answer.
 pub(in crate::pipeline) enum Resume {
-    Write {
-        op: Box<WriteOp>,
-        res: Arc<Resource>,
-        output: Output,
-        action: bool,
-    },
-    Evict {
-        op: Box<EvictionOp>,
-        res: Arc<Resource>,
-        output: Output,
-    },
+    /// A write's stage (`Write`, `Evict`, or a `DeleteCollection` with its current delete),
+    /// which takes the answer and goes on.
+    Writing(Box<Stage>),
     /// A GET from storage, of this object.
-    Get {
-        kv: KeyValue,
-        res: Arc<Resource>,
-        output: Output,
-        subresource: String,
-    },
+    Get { kv: KeyValue, res: Arc<Resource>, output: Output, subresource: String },
     /// A LIST from storage, of this page.
-    List {
-        range: RangeResponse,
-        plan: ListPlan,
-        converted: Converted,
-    },
+    List { range: RangeResponse, plan: ListPlan, converted: Converted },
     /// A collection listed for its deletion.
-    Listing {
-        range: RangeResponse,
-        dc: Box<DeleteCollection>,
-        converted: Converted,
-    },
-    /// One delete of a collection's.
-    DeleteCollection(Box<DeleteCollection>),
+    Listing { range: RangeResponse, dc: Box<DeleteCollection>, converted: Converted },
 }
 
 /// A conversion under way and what goes on after it.
@@ -75,10 +52,13 @@ impl RequestMachine {
         }
     }
 
-    /// The objects of a webhook conversion of `res`'s objects to `desired`.
-    pub(super) fn conversion(&mut self, res: &Resource, desired: String, objects: Vec<Unconverted>) -> Option<Conversion> {
-        let (webhook, _) = res.strategy.conversion_webhook()?;
-        Some(Conversion { webhook: webhook.clone(), desired, objects: objects.into_iter().map(|u| (u.input, u.object)).collect(), uid: self.rng.uuid() })
+    /// Asks the webhook to convert `objects` of `res` to the served version; `resume` goes on
+    /// with the answer.
+    fn convert_to_served(&mut self, res: &Resource, objects: Vec<Unconverted>, resume: Resume, format: crate::codec::Format, now: Timestamp) {
+        let Some((webhook, _)) = res.strategy.conversion_webhook() else { return self.fail_as(&ApiError::internal("no conversion webhook"), format) };
+        let objects = objects.into_iter().map(|u| (u.input, u.object)).collect();
+        let conversion = Conversion { webhook: webhook.clone(), desired: res.info.api_version(), objects, uid: self.rng.uuid() };
+        self.convert(conversion, resume, now)
     }
 
     /// The Services as the cache has them: the webhook's is resolved.
@@ -109,19 +89,18 @@ impl RequestMachine {
         let Converting { conversion, resume } = *converting;
         let result = conversion.answered(answer);
         match resume {
-            Resume::Write { mut op, res, output, action } => {
-                op.converted(result);
-                self.stage = Stage::Write { op, res, output, action };
-            }
-            Resume::Evict { mut op, res, output } => {
-                op.converted(result);
-                self.stage = Stage::Evict { op, res, output };
-            }
-            Resume::DeleteCollection(mut dc) => {
-                if let Some(op) = dc.current.as_mut() {
-                    op.converted(result);
+            Resume::Writing(mut stage) => {
+                match stage.as_mut() {
+                    Stage::Write { op, .. } => op.converted(result),
+                    Stage::Evict { op, .. } => op.converted(result),
+                    Stage::DeleteCollection(dc) => {
+                        if let Some(op) = dc.current.as_mut() {
+                            op.converted(result);
+                        }
+                    }
+                    _ => {}
                 }
-                self.stage = Stage::DeleteCollection(dc);
+                self.stage = *stage;
             }
             Resume::Get { kv, res, output, subresource } => {
                 let mut converted = Converted::default();
@@ -143,10 +122,10 @@ impl RequestMachine {
     pub(super) fn respond_stored(&mut self, kv: &KeyValue, res: Arc<Resource>, output: Output, subresource: &str, converted: &Converted, now: Timestamp) {
         match registry::decode_converted(&res, kv, converted) {
             Ok(Ok(obj)) => self.respond_object(&res, &obj, output, 200, subresource, now),
-            Ok(Err(u)) => match self.conversion(&res, res.info.api_version(), vec![u]) {
-                Some(c) => self.convert(c, Resume::Get { kv: kv.clone(), res, output, subresource: subresource.to_string() }, now),
-                None => self.fail_as(&ApiError::internal("no conversion webhook"), output.format),
-            },
+            Ok(Err(u)) => {
+                let get = Resume::Get { kv: kv.clone(), res: res.clone(), output, subresource: subresource.to_string() };
+                self.convert_to_served(&res, vec![u], get, output.format, now)
+            }
             Err(e) => self.fail_as(&e, output.format),
         }
     }
@@ -175,11 +154,8 @@ impl RequestMachine {
             StoredPage::Ready(objects) => self.serve_stored_page(plan, &range, objects, now),
             StoredPage::Failed(e) => self.fail_as(&e, plan.output.format),
             StoredPage::Needs(unconverted) => {
-                let res = plan.res.clone();
-                match self.conversion(&res, res.info.api_version(), unconverted) {
-                    Some(c) => self.convert(c, Resume::List { range, plan, converted }, now),
-                    None => self.fail_as(&ApiError::internal("no conversion webhook"), plan.output.format),
-                }
+                let (res, format) = (plan.res.clone(), plan.output.format);
+                self.convert_to_served(&res, unconverted, Resume::List { range, plan, converted }, format, now)
             }
         }
     }
@@ -196,11 +172,8 @@ impl RequestMachine {
             }
             StoredPage::Failed(e) => self.fail_as(&e, dc.output.format),
             StoredPage::Needs(unconverted) => {
-                let res = dc.res.clone();
-                match self.conversion(&res, res.info.api_version(), unconverted) {
-                    Some(c) => self.convert(c, Resume::Listing { range, dc, converted }, now),
-                    None => self.fail_as(&ApiError::internal("no conversion webhook"), dc.output.format),
-                }
+                let (res, format) = (dc.res.clone(), dc.output.format);
+                self.convert_to_served(&res, unconverted, Resume::Listing { range, dc, converted }, format, now)
             }
         }
     }

@@ -126,7 +126,7 @@ impl RequestMachine {
                 true
             }
             Some(WriteEffect::Convert(c)) => {
-                self.convert(c, super::convert::Resume::DeleteCollection(dc), now);
+                self.convert(c, super::convert::Resume::Writing(Box::new(Stage::DeleteCollection(dc))), now);
                 true
             }
             Some(WriteEffect::Done(result)) => {

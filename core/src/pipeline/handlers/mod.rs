@@ -381,7 +381,7 @@ impl RequestMachine {
                     true
                 }
                 Some(WriteEffect::Convert(c)) => {
-                    self.convert(c, convert::Resume::Write { op, res, output, action }, now);
+                    self.convert(c, convert::Resume::Writing(Box::new(Stage::Write { op, res, output, action })), now);
                     true
                 }
                 Some(WriteEffect::Done(result)) => {
@@ -400,7 +400,7 @@ impl RequestMachine {
                     true
                 }
                 Some(WriteEffect::Convert(c)) => {
-                    self.convert(c, convert::Resume::Evict { op, res, output }, now);
+                    self.convert(c, convert::Resume::Writing(Box::new(Stage::Evict { op, res, output })), now);
                     true
                 }
                 Some(WriteEffect::Done(result)) => {
