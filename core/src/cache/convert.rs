@@ -152,3 +152,180 @@ impl WatchCache {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use bytes::Bytes;
+    use jiff::{SignedDuration, Timestamp};
+    use serde_json::{Value, json};
+
+    use super::super::{CacheEffect, CacheEvent, ReadId, ReadRequest, ReadResult, WatchCache};
+    use crate::apiextensions::{Conversion, catalog_with};
+    use crate::catalog::Catalog;
+    use crate::kv::{self, KvRequest, Model, TxnOp, TxnRequest, WatchRequest, WatchResponse};
+    use crate::webhook::WebhookAnswer;
+
+    const PREFIX: &str = "/registry/example.com/tabs/";
+
+    /// The v2 watch cache of a CRD whose webhook converts, over a `kv::Model`; conversions
+    /// asked for wait in `asked` until the test answers them.
+    struct Harness {
+        model: Model,
+        cache: WatchCache,
+        now: Timestamp,
+        watch: Option<WatchRequest>,
+        asked: Vec<Conversion>,
+        reads: Vec<Result<ReadResult, crate::status::ApiError>>,
+    }
+
+    fn crd() -> Value {
+        json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition", "metadata": {"name": "tabs.example.com", "uid": "u"},
+            "spec": {"group": "example.com", "scope": "Namespaced", "names": {"plural": "tabs", "kind": "Tab"},
+                "conversion": {"strategy": "Webhook", "webhook": {"clientConfig": {"url": "https://hook.example/c"}, "conversionReviewVersions": ["v1"]}},
+                "versions": [{"name": "v1", "served": true, "storage": true}, {"name": "v2", "served": true, "storage": false}]},
+            "status": {"acceptedNames": {"plural": "tabs", "kind": "Tab"}, "conditions": [{"type": "NamesAccepted", "status": "True"}, {"type": "Established", "status": "True"}]}})
+    }
+
+    impl Harness {
+        fn new(objects: &[&str]) -> Harness {
+            let crd = crd();
+            let res = catalog_with(&Catalog::default(), &Catalog::default(), [&crd]).get("example.com", "v2", "tabs").expect("served").clone();
+            let mut h = Harness {
+                model: Model::new(),
+                cache: WatchCache::new(res, Bytes::from(PREFIX), 8),
+                now: "2024-01-01T00:00:00Z".parse().unwrap(),
+                watch: None,
+                asked: Vec::new(),
+                reads: Vec::new(),
+            };
+            for name in objects {
+                h.store(name, 1);
+            }
+            h.pump();
+            h
+        }
+
+        fn pump(&mut self) {
+            while let Some(e) = self.cache.poll(self.now) {
+                match e {
+                    CacheEffect::Kv(req) => {
+                        let (r, _) = self.model.apply(self.now, &req);
+                        self.cache.handle(self.now, CacheEvent::Kv(r));
+                    }
+                    CacheEffect::StartWatch(w) => self.watch = Some(w),
+                    CacheEffect::Convert(c) => self.asked.push(c),
+                    CacheEffect::ReadDone { result, .. } => self.reads.push(result),
+                    _ => {}
+                }
+            }
+        }
+
+        /// Stores `name` at v1 with `spec.n`.
+        fn store(&mut self, name: &str, n: i64) -> Vec<kv::Event> {
+            let obj = json!({"apiVersion": "example.com/v1", "kind": "Tab", "metadata": {"name": name, "namespace": "default", "uid": name}, "spec": {"n": n}});
+            let op = TxnOp::Put { key: format!("{PREFIX}default/{name}").into(), value: serde_json::to_vec(&obj).unwrap().into(), lease: 0 };
+            self.model.apply(self.now, &KvRequest::Txn(TxnRequest { success: vec![op], ..Default::default() })).1
+        }
+
+        /// [`Self::store`], and the cache's watch sees it.
+        fn put(&mut self, name: &str, n: i64) {
+            let events = self.store(name, n);
+            if self.watch.is_some() {
+                let header_revision = self.model.revision();
+                self.cache.handle(self.now, CacheEvent::Watch(WatchResponse::Events { header_revision, events }));
+            }
+            self.pump();
+        }
+
+        /// Answers the oldest conversion asked: converted (`n` doubled, to tell), or failed.
+        fn answer(&mut self, ok: bool) {
+            let c = self.asked.remove(0);
+            self.answer_with(&c.uid.clone(), &c, ok);
+        }
+
+        fn answer_with(&mut self, uid: &str, c: &Conversion, ok: bool) {
+            let objects: Vec<Value> = c
+                .objects
+                .iter()
+                .map(|(_, o)| {
+                    let mut o = o.clone();
+                    o["apiVersion"] = json!(c.desired);
+                    o["spec"]["n"] = json!(o["spec"]["n"].as_i64().unwrap() * 2);
+                    o
+                })
+                .collect();
+            let result = if ok { json!({"status": "Success"}) } else { json!({"status": "Failure", "message": "down"}) };
+            let review = json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "ConversionReview", "response": {"uid": c.uid, "result": result, "convertedObjects": objects}});
+            let answer = Ok(WebhookAnswer { status: 200, body: Bytes::from(review.to_string()) });
+            self.cache.handle(self.now, CacheEvent::Called { uid: uid.to_string(), answer });
+            self.pump();
+        }
+
+        /// The objects the cache serves: name and `spec.n`.
+        fn served(&mut self) -> Vec<(String, i64)> {
+            self.cache.handle(self.now, CacheEvent::Read { id: ReadId(1), request: ReadRequest::Latest { min: None } });
+            self.pump();
+            let Some(Ok(ReadResult::Snapshot(s))) = self.reads.pop() else { panic!("a snapshot") };
+            s.objects.values().map(|o| (o.name.clone(), o.value()["spec"]["n"].as_i64().unwrap())).collect()
+        }
+    }
+
+    #[test]
+    fn the_first_list_waits_for_the_webhook_and_serves_its_answer() {
+        let mut h = Harness::new(&["a", "b"]);
+        assert!(!h.cache.is_ready());
+        assert_eq!(h.asked.len(), 1);
+        assert_eq!(h.asked[0].objects.len(), 2, "the page in one review");
+        // A failed answer is asked again a second later; nothing is served meanwhile.
+        h.answer(false);
+        assert!(!h.cache.is_ready() && h.asked.is_empty());
+        h.now += SignedDuration::from_secs(1);
+        h.pump();
+        assert_eq!(h.asked.len(), 1);
+        h.answer(true);
+        assert!(h.cache.is_ready());
+        assert_eq!(h.served(), [("a".to_string(), 2), ("b".to_string(), 2)]);
+    }
+
+    #[test]
+    fn events_wait_in_order_for_the_webhook_and_a_stale_answer_changes_nothing() {
+        let mut h = Harness::new(&[]);
+        assert!(h.cache.is_ready());
+        h.put("a", 1);
+        assert_eq!(h.asked.len(), 1);
+        // More events while the first waits: held, in order.
+        h.put("a", 2);
+        h.put("b", 3);
+        assert_eq!(h.asked.len(), 1, "one review at a time");
+        assert_eq!(h.served(), []);
+        // An answer to another review is dropped.
+        let c = h.asked[0].clone();
+        h.answer_with("not-the-one", &c, true);
+        assert_eq!(h.served(), []);
+        // Each held response then gets its review, in order, until everything is in.
+        let mut reviews = 0;
+        while !h.asked.is_empty() {
+            h.answer(true);
+            reviews += 1;
+        }
+        assert_eq!(reviews, 3);
+        assert_eq!(h.served(), [("a".to_string(), 4), ("b".to_string(), 6)]);
+    }
+
+    #[test]
+    fn more_held_responses_than_events_kept_make_the_cache_list_again() {
+        let mut h = Harness::new(&[]);
+        // The first waits; seven more are held with it (the cache keeps 8 events); the next
+        // one makes the cache list again, with one review for all.
+        for i in 0..9 {
+            h.put(&format!("o{i}"), i);
+        }
+        assert!(!h.cache.is_ready());
+        let relist = h.asked.pop().expect("the relist's review");
+        assert_eq!(relist.objects.len(), 9);
+        h.asked.clear();
+        h.answer_with(&relist.uid.clone(), &relist, true);
+        assert!(h.cache.is_ready());
+        assert_eq!(h.served().len(), 9);
+    }
+}
