@@ -11,6 +11,7 @@ use std::sync::Arc;
 use serde_json::Value;
 
 use super::structural::{Structural, UNDESCRIBED};
+use crate::cel::cost::{self, Shape};
 use crate::cel::{self, Expression};
 use crate::schema::ListType;
 use crate::status::FieldError;
@@ -84,9 +85,12 @@ impl Structural {
     /// On an update, a rule that is not a transition rule and fails at a node whose value did
     /// not change (or, where the old value cannot be found, whose nearest found ancestor did
     /// not) is not an error: kube's validation ratcheting (which warns instead).
+    ///
+    /// Every rule run is charged its cost (see [`Budget`]); past kube's limit of one rule, or
+    /// of all the rules on one object, no further rule runs.
     pub fn validate_rules(&self, new: &Value, old: Option<&Value>) -> Vec<FieldError> {
         let mut errs = Vec::new();
-        self.rules_at(new, old, Ratchet::new(old == Some(new)), "", true, &mut errs);
+        self.rules_at(new, old, Ratchet::new(old == Some(new)), "", true, &mut Budget::new(), &mut errs);
         errs
     }
 
@@ -95,16 +99,17 @@ impl Structural {
     /// default as its old value too.
     pub fn validate_rules_under(&self, v: &Value, at: &str) -> Vec<FieldError> {
         let mut errs = Vec::new();
-        self.rules_at(v, Some(v), Ratchet::Never, at, self.embedded, &mut errs);
+        self.rules_at(v, Some(v), Ratchet::Never, at, self.embedded, &mut Budget::new(), &mut errs);
         errs
     }
 
-    fn rules_at(&self, v: &Value, old: Option<&Value>, ratchet: Ratchet, path: &str, root: bool, errs: &mut Vec<FieldError>) {
-        if v.is_null() {
+    #[allow(clippy::too_many_arguments)]
+    fn rules_at(&self, v: &Value, old: Option<&Value>, ratchet: Ratchet, path: &str, root: bool, budget: &mut Budget, errs: &mut Vec<FieldError>) {
+        if v.is_null() || budget.stopped {
             return;
         }
         if !self.rules.is_empty() {
-            self.run_rules(v, old.filter(|o| !o.is_null()), ratchet == Ratchet::Unchanged, path, root, errs);
+            self.run_rules(v, old.filter(|o| !o.is_null()), ratchet == Ratchet::Unchanged, path, root, budget, errs);
         }
         match v {
             Value::Object(m) => {
@@ -121,7 +126,7 @@ impl Structural {
                         }
                         None => (None, ratchet),
                     };
-                    s.rules_at(x, old_member, at, &child(path, k), false, errs);
+                    s.rules_at(x, old_member, at, &child(path, k), false, budget, errs);
                 }
             }
             Value::Array(items) => {
@@ -133,7 +138,7 @@ impl Structural {
                         Some(o) => ratchet.at(o == x),
                         None => ratchet,
                     };
-                    s.rules_at(x, correlated, at, &format!("{path}[{i}]"), false, errs);
+                    s.rules_at(x, correlated, at, &format!("{path}[{i}]"), false, budget, errs);
                 }
             }
             _ => {}
@@ -155,10 +160,18 @@ impl Structural {
         serde_json::to_string(&values?).ok()
     }
 
-    fn run_rules(&self, v: &Value, old: Option<&Value>, unchanged: bool, path: &str, root: bool, errs: &mut Vec<FieldError>) {
+    #[allow(clippy::too_many_arguments)]
+    fn run_rules(&self, v: &Value, old: Option<&Value>, unchanged: bool, path: &str, root: bool, budget: &mut Budget, errs: &mut Vec<FieldError>) {
+        let at = if path.is_empty() { "<nil>" } else { path };
+        let invalid = |detail: String| FieldError::invalid(at, Value::from(self.ty.as_str()), detail);
+        if budget.left == 0 {
+            errs.push(invalid(OUT_OF_BUDGET.to_string()));
+            budget.stopped = true;
+            return;
+        }
         let this = to_cel(v, self, root);
         let old_value = old.map(|o| to_cel(o, self, root));
-        let at = if path.is_empty() { "<nil>" } else { path };
+        let shapes = [("self", Shape::of(&this)), ("oldSelf", old_value.as_ref().map_or(Shape::Scalar, Shape::of))];
         for rule in &self.rules {
             let transition = rule.is_transition();
             let mut variables = vec![("self", this.clone())];
@@ -169,33 +182,101 @@ impl Structural {
                     (o, true) => variables.push(("oldSelf", optional(o.clone()))),
                 }
             }
+            if let Err(over) = budget.charge(&rule.rule, &shapes) {
+                errs.push(invalid(match over {
+                    Over::Budget => OUT_OF_BUDGET.to_string(),
+                    Over::Call => {
+                        format!("'{CANCELLED}': no further validation rules will be run due to call cost exceeds limit for rule: {}", rule.error_string())
+                    }
+                }));
+                return;
+            }
             let failed_at = if rule.field_path.is_empty() { at.to_string() } else { join_field_path(path, &rule.field_path) };
             match rule.rule.evaluate(variables.clone()) {
                 Ok(cel::Value::Bool(true)) => {}
                 Ok(cel::Value::Bool(false)) if unchanged && !transition => {}
                 Ok(cel::Value::Bool(false)) => {
                     let detail = match &rule.message_expression {
-                        Some(m) => match m.evaluate(variables) {
-                            Ok(cel::Value::String(s)) if is_usable_message(&s) => s.trim().to_string(),
-                            _ => rule.message_or_default(),
+                        Some(m) => match budget.charge(m, &shapes) {
+                            Err(over) => {
+                                errs.push(invalid(match over {
+                                    Over::Budget => {
+                                        "messageExpression evaluation failed due to running out of cost budget, no further validation rules will be run"
+                                            .to_string()
+                                    }
+                                    Over::Call => format!(
+                                        "no further validation rules will be run due to call cost exceeds limit for messageExpression: {:?}",
+                                        m.source()
+                                    ),
+                                }));
+                                return;
+                            }
+                            Ok(()) => match m.evaluate(variables) {
+                                Ok(cel::Value::String(s)) if is_usable_message(&s) => s.trim().to_string(),
+                                _ => rule.message_or_default(),
+                            },
                         },
                         None => rule.message_or_default(),
                     };
                     errs.push(failure(&failed_at, &self.ty, &rule.reason, detail));
                 }
-                Ok(other) => errs.push(FieldError::invalid(
-                    at,
-                    Value::from(self.ty.as_str()),
-                    format!("rule did not evaluate to a bool ({other:?}) for rule: {}", rule.error_string()),
-                )),
-                Err(e) if e.starts_with("No such overload") || e.contains("no such overload") => errs.push(FieldError::invalid(
-                    at,
-                    Value::from(self.ty.as_str()),
-                    format!("'{e}': call arguments did not match a supported operator, function or macro signature for rule: {}", rule.error_string()),
-                )),
-                Err(e) => errs.push(FieldError::invalid(at, Value::from(self.ty.as_str()), format!("{e} evaluating rule: {}", rule.error_string()))),
+                Ok(other) => errs.push(invalid(format!("rule did not evaluate to a bool ({other:?}) for rule: {}", rule.error_string()))),
+                Err(e) if e.starts_with("No such overload") || e.contains("no such overload") => errs.push(invalid(format!(
+                    "'{e}': call arguments did not match a supported operator, function or macro signature for rule: {}",
+                    rule.error_string()
+                ))),
+                Err(e) => errs.push(invalid(format!("{e} evaluating rule: {}", rule.error_string()))),
             }
         }
+    }
+}
+
+/// kube's error once the rules run on an object have spent its budget.
+const OUT_OF_BUDGET: &str = "validation failed due to running out of cost budget, no further validation rules will be run";
+
+/// cel-go's error of an evaluation cancelled at the limit of one call.
+const CANCELLED: &str = "operation cancelled: actual cost limit exceeded";
+
+/// What the rules run on one object have left to spend, as kube's validator keeps it: each
+/// rule (and message expression) run is charged its cost, at most a little over the limit of
+/// one call (where kube cancels it); past either, no further rule runs.
+///
+/// kube counts a rule's cost as it runs; kapi charges the rule's estimate at the exact sizes
+/// of `self` and `oldSelf` ([`Shape::of`]) before it runs, so that no rule runs past the
+/// limit: a rule that stops early (an `exists` that finds its element first, a `&&` whose
+/// left side is false) is charged as if it did not.
+struct Budget {
+    left: u64,
+    stopped: bool,
+}
+
+/// Which limit a charge passed.
+enum Over {
+    /// The object's budget.
+    Budget,
+    /// One call's limit.
+    Call,
+}
+
+impl Budget {
+    fn new() -> Budget {
+        Budget { left: cost::OBJECT_BUDGET, stopped: false }
+    }
+
+    /// Charges an evaluation of `expr` at `shapes`; on an error, no further rule runs.
+    fn charge(&mut self, expr: &Expression, shapes: &[(&str, Shape)]) -> Result<(), Over> {
+        let cost = cost::estimate(expr, shapes);
+        let charged = cost.min(cost::CALL_LIMIT + 1);
+        let over = if charged > self.left {
+            Over::Budget
+        } else if cost > cost::CALL_LIMIT {
+            Over::Call
+        } else {
+            self.left -= charged;
+            return Ok(());
+        };
+        self.stopped = true;
+        Err(over)
     }
 }
 

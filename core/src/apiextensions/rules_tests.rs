@@ -236,3 +236,56 @@ fn values_under_an_unchanged_atomic_list_ratchet_with_it() {
     let changed = s.validate_rules(&widget(json!({"other": 2, "items": [{"name": "bad"}, {"name": "ok"}]})), Some(&old));
     assert_eq!(changed.iter().map(ToString::to_string).collect::<Vec<_>>(), vec!["spec.items[0].name: Invalid value: \"string\": failed rule: self != 'bad'"]);
 }
+
+fn rule_errors(s: &Structural, obj: &Value) -> Vec<String> {
+    s.validate_rules(obj, None).iter().map(ToString::to_string).collect()
+}
+
+#[test]
+fn a_rule_past_the_limit_of_one_call_is_cancelled_and_no_further_rule_runs() {
+    // Written with `maxItems: 1500`, kube's static estimate (about 9 million) lets the rule in;
+    // on 1,000 items it costs about 4 million, past the 1 million one call may spend.
+    let schema = json!({"type": "object", "properties": {"spec": {"type": "object", "properties": {
+        "ids": {"type": "array", "maxItems": 1500, "items": {"type": "integer"},
+            "x-kubernetes-validations": [{"rule": "self.all(x, self.all(y, x == y || x != y))", "message": "ids checked"}]},
+        "name": {"type": "string", "x-kubernetes-validations": [{"rule": "self != 'bad'"}]}}}}});
+    let s = Structural::read(&schema);
+    let few = widget(json!({"ids": (0..100).collect::<Vec<_>>(), "name": "bad"}));
+    assert_eq!(rule_errors(&s, &few), vec!["spec.name: Invalid value: \"string\": failed rule: self != 'bad'"]);
+    let many = widget(json!({"ids": (0..1000).collect::<Vec<_>>(), "name": "bad"}));
+    assert_eq!(
+        rule_errors(&s, &many),
+        vec![
+            "spec.ids: Invalid value: \"array\": 'operation cancelled: actual cost limit exceeded': no further validation rules will be run due to call cost exceeds limit for rule: ids checked"
+        ],
+        "the rule of `name`, after it, does not run"
+    );
+}
+
+#[test]
+fn the_rules_on_one_object_share_a_budget() {
+    // Each item's rule costs about 650,000: under the limit of one call, but the sixteenth
+    // passes the 10 million all of an object's rules may spend.
+    let schema = json!({"type": "object", "properties": {"spec": {"type": "object", "properties": {
+        "groups": {"type": "array", "items": {"type": "object", "properties": {"ids": {"type": "array", "maxItems": 300, "items": {"type": "integer"}}},
+            "x-kubernetes-validations": [{"rule": "self.ids.all(x, self.ids.all(y, x == y || x != y))"}]}}}}}});
+    let s = Structural::read(&schema);
+    let group = json!({"ids": (0..300).collect::<Vec<_>>()});
+    assert_eq!(rule_errors(&s, &widget(json!({"groups": vec![group.clone(); 10]}))), Vec::<String>::new());
+    assert_eq!(
+        rule_errors(&s, &widget(json!({"groups": vec![group; 20]}))),
+        vec!["spec.groups[15]: Invalid value: \"object\": validation failed due to running out of cost budget, no further validation rules will be run"]
+    );
+}
+
+#[test]
+fn a_guarded_rule_is_charged_for_what_the_object_has() {
+    // `has()` guards a field the object does not have: reading it is not charged as a list
+    // of any size.
+    let schema = json!({"type": "object", "properties": {"spec": {"type": "object", "properties": {
+        "ids": {"type": "array", "items": {"type": "integer"}}, "other": {"type": "integer"}},
+        "x-kubernetes-validations": [{"rule": "!has(self.ids) || self.ids.all(x, self.ids.all(y, x <= y || x > y))", "message": "ids checked"}]}}});
+    let s = Structural::read(&schema);
+    assert!(rule_errors(&s, &widget(json!({"other": 1}))).is_empty());
+    assert!(rule_errors(&s, &widget(json!({"ids": (0..200).collect::<Vec<_>>()}))).is_empty());
+}

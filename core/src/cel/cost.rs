@@ -28,6 +28,12 @@ pub const RULE_LIMIT: u64 = 10_000_000;
 /// (`StaticEstimatedCRDCostLimit`).
 pub const TOTAL_LIMIT: u64 = 100_000_000;
 
+/// kube's limit of one evaluation's cost (`PerCallLimit`): past it, the evaluation is cancelled.
+pub const CALL_LIMIT: u64 = 1_000_000;
+
+/// kube's budget of the costs of every rule run on one object (`RuntimeCELCostBudget`).
+pub const OBJECT_BUDGET: u64 = 10_000_000;
+
 /// What the estimate knows of a value.
 /// Its parts are shared (`Arc`): a shape is cloned at every variable an expression names.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -44,16 +50,38 @@ pub enum Shape {
     Map { max: u64, key: u64, values: Arc<Shape> },
     /// An object of known fields, by their CEL names.
     Object { fields: Arc<BTreeMap<String, Shape>> },
+    /// An actual object or map ([`Shape::of`]): each of its members; one it does not have is
+    /// never read (reading it fails at once).
+    Members { fields: Arc<BTreeMap<String, Shape>> },
 }
 
 impl Shape {
+    /// What the estimate knows of an actual value: its exact sizes, each member of a map by
+    /// itself, a list's items as the widest of them. An estimate at these shapes is what kapi
+    /// charges a rule that runs on the value.
+    pub fn of(v: &cel::Value) -> Shape {
+        match v {
+            cel::Value::String(s) => Shape::String { max: s.chars().count() as u64 },
+            cel::Value::Bytes(b) => Shape::String { max: b.len() as u64 },
+            cel::Value::List(items) => Shape::List { max: items.len() as u64, items: Arc::new(items.iter().map(Shape::of).fold(Shape::Scalar, wider)) },
+            cel::Value::Map(m) => {
+                let fields = m.map.iter().filter_map(|(k, v)| match k {
+                    cel::objects::Key::String(k) => Some((k.to_string(), Shape::of(v))),
+                    _ => None,
+                });
+                Shape::Members { fields: Arc::new(fields.collect()) }
+            }
+            _ => Shape::Scalar,
+        }
+    }
+
     /// The most characters, items or entries the value has.
     fn size(&self) -> u64 {
         match self {
             Shape::Unknown => MAX_REQUEST_BYTES,
             Shape::Scalar => 1,
             Shape::String { max } | Shape::List { max, .. } | Shape::Map { max, .. } => *max,
-            Shape::Object { fields } => fields.len() as u64,
+            Shape::Object { fields } | Shape::Members { fields } => fields.len() as u64,
         }
     }
 
@@ -61,6 +89,7 @@ impl Shape {
     pub(super) fn member(&self, name: &str) -> Shape {
         match self {
             Shape::Object { fields } => fields.get(name).cloned().unwrap_or(Shape::Unknown),
+            Shape::Members { fields } => fields.get(name).cloned().unwrap_or(Shape::Scalar),
             Shape::Map { values, .. } => (**values).clone(),
             _ => Shape::Unknown,
         }
@@ -71,7 +100,7 @@ impl Shape {
         match self {
             Shape::List { items, .. } => (**items).clone(),
             Shape::Map { key, .. } => Shape::String { max: *key },
-            Shape::Object { fields } => Shape::String { max: fields.keys().map(|k| k.len() as u64).max().unwrap_or(0) },
+            Shape::Object { fields } | Shape::Members { fields } => Shape::String { max: fields.keys().map(|k| k.len() as u64).max().unwrap_or(0) },
             _ => Shape::Unknown,
         }
     }
@@ -81,6 +110,7 @@ impl Shape {
         match self {
             Shape::List { items, .. } => (**items).clone(),
             Shape::Map { values, .. } => (**values).clone(),
+            Shape::Members { fields } => fields.values().cloned().fold(Shape::Scalar, wider),
             _ => Shape::Unknown,
         }
     }
@@ -139,6 +169,11 @@ fn walk(e: &IdedExpr, scopes: &mut Vec<(String, Shape)>) -> (u64, Shape) {
                 let (c, s) = walk(a, scopes);
                 args.push((c, s));
             }
+            if call.func_name == operators::OPT_SELECT
+                && let (Some((c, operand)), Some(Expr::Literal(LiteralValue::String(field)))) = (args.first(), call.args.get(1).map(|a| &a.expr))
+            {
+                return (c.saturating_add(1), operand.member(field.inner()));
+            }
             if call.func_name == operators::CONDITIONAL && args.len() == 3 {
                 let (then, otherwise) = (&args[1], &args[2]);
                 return (args[0].0.saturating_add(then.0.max(otherwise.0)), wider(then.1.clone(), otherwise.1.clone()));
@@ -192,6 +227,20 @@ fn wider(a: Shape, b: Shape) -> Shape {
         (Shape::Scalar, b) => b,
         (a, Shape::Scalar) => a,
         (Shape::String { max: x }, Shape::String { max: y }) => Shape::String { max: x.max(y) },
+        (Shape::List { max: x, items: a }, Shape::List { max: y, items: b }) => {
+            Shape::List { max: x.max(y), items: Arc::new(wider((*a).clone(), (*b).clone())) }
+        }
+        (Shape::Members { fields: a }, Shape::Members { fields: b }) => {
+            let mut fields = (*a).clone();
+            for (k, s) in b.iter() {
+                let joined = match fields.remove(k) {
+                    Some(mine) => wider(mine, s.clone()),
+                    None => s.clone(),
+                };
+                fields.insert(k.clone(), joined);
+            }
+            Shape::Members { fields: Arc::new(fields) }
+        }
         _ => Shape::Unknown,
     }
 }
@@ -217,11 +266,15 @@ fn call_cost(function: &str, target: Option<&Shape>, args: &[Shape]) -> (u64, Sh
             (traversal(least), Shape::Scalar)
         }
         operators::IN => match args.get(1) {
-            Some(Shape::Map { .. } | Shape::Object { .. }) => (1, Shape::Scalar),
+            Some(Shape::Map { .. } | Shape::Object { .. } | Shape::Members { .. }) => (1, Shape::Scalar),
             other => (1u64.saturating_add(other.map_or(0, Shape::size)), Shape::Scalar),
         },
         operators::INDEX | operators::OPT_INDEX => (1, args.first().map_or(Shape::Unknown, Shape::indexed)),
-        operators::OPT_SELECT => (1, Shape::Unknown),
+        // An optional holds what it was made of.
+        "value" => (1, target.cloned().unwrap_or(Shape::Unknown)),
+        "orValue" | "or" => (1, wider(target.cloned().unwrap_or(Shape::Unknown), args.first().cloned().unwrap_or(Shape::Unknown))),
+        "of" | "ofNonZeroValue" => (1, args.first().cloned().unwrap_or(Shape::Unknown)),
+        "hasValue" | "none" => (1, Shape::Scalar),
         "contains" => (traversal(size).saturating_mul(traversal(args.first().map_or(0, Shape::size))), Shape::Scalar),
         "startsWith" | "endsWith" => (traversal(args.first().map_or(0, Shape::size)), Shape::Scalar),
         "lowerAscii" | "upperAscii" | "trim" | "substring" | "quote" => (traversal(size), Shape::String { max: size }),

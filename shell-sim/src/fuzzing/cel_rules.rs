@@ -2,7 +2,8 @@
 //! schema's field names, or any text) as a rule and message expression at the root of a
 //! generated schema, checked as a CRD's rules are checked (compiled, costed) and, where the
 //! check accepts it, run on generated objects of the schema, as a create and as an update.
-//! No input may panic, and an accepted rule must finish (libFuzzer's time limit per input).
+//! Each run is charged against kube's cost limits. No input may panic, and an accepted rule
+//! must finish (libFuzzer's time limit per input).
 
 use arbitrary::Unstructured;
 use kapi_core::apiextensions::{Structural, check_rules};
