@@ -137,6 +137,30 @@ fn deleting_a_crd_deletes_its_resources_first() {
 }
 
 #[test]
+fn a_terminating_crd_refuses_creates_and_serves_updates() {
+    let mut w = world();
+    assert_eq!(call(&mut w, "POST", CRDS, Some(crd("Widget", "widgets"))).head.status, 201);
+    let mut held = widget("w1", 1);
+    held["metadata"]["finalizers"] = json!(["example.com/hold"]);
+    assert_eq!(call(&mut w, "POST", WIDGETS, Some(held)).head.status, 201);
+    assert_eq!(call(&mut w, "DELETE", &format!("{CRDS}/widgets.example.com"), None).head.status, 200);
+    w.advance(SignedDuration::from_secs(1));
+    // The widget waits for its finalizer, and the CRD for the widget.
+    let r = call(&mut w, "POST", WIDGETS, Some(widget("w2", 1)));
+    assert_eq!(r.head.status, 405, "{}", String::from_utf8_lossy(&r.body));
+    assert_eq!(r.json()["message"], "create not allowed while custom resource definition is terminating");
+    assert_eq!(r.json()["details"], json!({"group": "example.com", "kind": "widgets"}));
+    let d = call(&mut w, "GET", "/apis/example.com/v1", None).json();
+    assert_eq!(d["resources"][0]["verbs"], json!(["delete", "deletecollection", "get", "list", "watch"]));
+    let mut w1 = call(&mut w, "GET", &format!("{WIDGETS}/w1"), None).json();
+    assert!(w1["metadata"]["deletionTimestamp"].is_string(), "{w1}");
+    w1["metadata"]["finalizers"] = json!([]);
+    assert_eq!(call(&mut w, "PUT", &format!("{WIDGETS}/w1"), Some(w1)).head.status, 200, "an update is served");
+    w.advance(SignedDuration::from_secs(10));
+    assert_eq!(call(&mut w, "GET", &format!("{CRDS}/widgets.example.com"), None).head.status, 404, "the CRD goes with its last widget");
+}
+
+#[test]
 fn deleting_a_namespace_deletes_its_custom_resources() {
     let mut w = World::new(default_server(), epoch(), 7);
     w.start_controllers(Enabled::ALL);

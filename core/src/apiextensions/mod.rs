@@ -150,6 +150,7 @@ fn served_versions<'d>(def: &'d Definition, crd: &Value) -> Vec<(ResourceInfo, &
                 backing: Backing::Stored,
                 deprecation: v.deprecated.then(|| v.deprecation_warning.clone().unwrap_or_else(|| deprecated(def, v))),
                 defined_by: Some(defined_by.clone()),
+                terminating: def.terminating,
             };
             (info, v)
         })

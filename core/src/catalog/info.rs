@@ -78,6 +78,9 @@ pub struct ResourceInfo {
     /// For a resource a CustomResourceDefinition defines: what of the CRD it was made from
     /// (its uid, spec and accepted names); `None` for a built-in resource.
     pub defined_by: Option<String>,
+    /// The CRD that defines it is being deleted: discovery shows no `create`, `patch` and
+    /// `update`, a create is refused, and updates and patches are still served (as kube).
+    pub terminating: bool,
 }
 
 impl ResourceInfo {

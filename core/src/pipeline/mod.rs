@@ -114,6 +114,10 @@ pub struct Served {
     pub discovered: Discovered,
     /// The catalog entries each CRD made, for the next change of the CRDs.
     made: crate::apiextensions::Made,
+    /// The CRDs have been taken in once (or the catalog serves none): until then a request
+    /// under `/apis` for what the catalog does not serve may be for a custom resource, and is
+    /// answered as kube's CRD handler answers before its informer has synced.
+    crds_synced: bool,
     docs: Docs,
 }
 
@@ -123,7 +127,13 @@ impl Served {
     }
 
     fn with(catalog: Catalog, api_services: ApiServices, discovered: Discovered) -> Arc<Served> {
-        Arc::new(Served { catalog, api_services, discovered, made: Default::default(), docs: Docs::default() })
+        let crds_synced = catalog.get("apiextensions.k8s.io", "v1", "customresourcedefinitions").is_none();
+        Arc::new(Served { catalog, api_services, discovered, made: Default::default(), crds_synced, docs: Docs::default() })
+    }
+
+    /// Whether the CRDs have been taken in (see [`Served::with_crds`]).
+    pub fn crds_synced(&self) -> bool {
+        self.crds_synced
     }
 
     /// What the server serves once the APIServices in `objects` (the published state of their
@@ -147,10 +157,10 @@ impl Served {
 
     /// What the server serves once the CustomResourceDefinitions in `crds` (the published state
     /// of their watch cache) are taken in, on top of the `builtins`; `None` when that is what
-    /// it serves already.
+    /// it serves already (and has taken them in before).
     pub fn with_crds(&self, builtins: &Catalog, crds: &crate::cache::Snapshot) -> Option<Arc<Served>> {
         let (catalog, made) = crate::apiextensions::catalog_of_snapshot(builtins, &self.catalog, &self.made, crds);
-        (!catalog.same_entries(&self.catalog)).then(|| Arc::new(Served { catalog, made, ..self.shallow_copy() }))
+        (!self.crds_synced || !catalog.same_entries(&self.catalog)).then(|| Arc::new(Served { catalog, made, crds_synced: true, ..self.shallow_copy() }))
     }
 
     /// The same parts, with documents to be made anew (from these where they fit).
@@ -160,6 +170,7 @@ impl Served {
             api_services: self.api_services.clone(),
             discovered: self.discovered.clone(),
             made: self.made.clone(),
+            crds_synced: self.crds_synced,
             docs: Docs::after(&self.docs),
         }
     }
@@ -383,6 +394,7 @@ impl RequestMachine {
             let sources = self.served.sources(&self.server.server_address);
             match nonresource::answer(&sources, &self.served.docs, &self.req.method, &self.req.path, &query, accept.as_deref()) {
                 Some((head, body)) => self.respond(head, body),
+                None if !self.served.crds_synced && is_group_path(&self.req.path) => self.fail(&ApiError::server_starting()),
                 None => self.fail(&ApiError::path_not_found()),
             }
             return;
@@ -459,6 +471,13 @@ impl RequestMachine {
     pub fn handle(&mut self, now: Timestamp, event: Event) {
         self.on_event(now, event);
     }
+}
+
+/// Whether `path` is a group's or a group version's discovery under `/apis`
+/// (`/apis/<group>`, `/apis/<group>/<version>`).
+fn is_group_path(path: &str) -> bool {
+    let parts: Vec<&str> = path.trim_matches('/').split('/').collect();
+    parts[0] == "apis" && matches!(parts.len(), 2 | 3)
 }
 
 #[cfg(test)]

@@ -77,8 +77,9 @@ fn discovery_and_unknown_paths() {
     assert_eq!(s, 200);
     assert_eq!(ct, "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList");
     assert!(body.contains("\"deploy\""));
-    let (s, _, _) = simple("GET", "/apis/nope/v1", "", Some("t0ken"), None, Health::default());
-    assert_eq!(s, 404);
+    // Before the CRDs are known, a group kapi does not serve may be one of theirs.
+    let (s, _, body) = simple("GET", "/apis/nope/v1", "", Some("t0ken"), None, Health::default());
+    assert_eq!((s, body.contains("\"message\":\"server is starting\"") && body.contains("\"retryAfterSeconds\":10")), (503, true), "{body}");
     let (s, _, body) = simple("GET", "/api/v1/widgets", "", Some("t0ken"), None, Health::default());
     assert_eq!(s, 404);
     assert!(body.contains("the server could not find the requested resource"));
@@ -119,4 +120,25 @@ fn only_health_endpoints_ask_for_health() {
     }
     assert!(matches!(first_effect("/api/v1/namespaces/default/configmaps/c"), Some(Effect::Kv(_))));
     assert!(matches!(first_effect("/version"), Some(Effect::Respond(_))));
+}
+
+#[test]
+fn once_the_crds_are_known_an_unknown_group_is_not_found() {
+    let builtins = catalog(&Settings::default());
+    let starting = Served::new(builtins.clone());
+    let empty = crate::cache::Snapshot { revision: 5, objects: Default::default() };
+    let synced = starting.with_crds(&builtins, &empty).expect("the first CRDs taken in, even none, change what is served");
+    assert!(synced.with_crds(&builtins, &empty).is_none());
+    for (served, status) in [(starting, 503), (synced, 404)] {
+        let req = Request {
+            method: "GET".into(),
+            path: "/apis/nope/v1/things".into(),
+            headers: vec![("Authorization".into(), "Bearer t0ken".into())],
+            ..Default::default()
+        };
+        let mut m = RequestMachine::new(server(), served, req, now(), 1);
+        let head = std::iter::from_fn(|| m.poll(now())).find_map(|e| if let Effect::Respond(h) = e { Some(h) } else { None }).expect("an answer");
+        assert_eq!(head.status, status);
+        assert_eq!(head.headers.iter().any(|(k, v)| k == "Retry-After" && v == "10"), status == 503);
+    }
 }

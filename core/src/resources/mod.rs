@@ -151,6 +151,7 @@ pub(crate) fn info(group: &str, version: &str, kind: &str, resource: &str, names
         backing: Backing::Stored,
         deprecation: None,
         defined_by: None,
+        terminating: false,
     }
 }
 

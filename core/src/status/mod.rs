@@ -188,6 +188,12 @@ impl ApiError {
         Self::new(503, "ServiceUnavailable", message)
     }
 
+    /// `503` for what may be a custom resource before the CRDs are known, as kube's CRD
+    /// handler answers before its informer has synced (`serverStartingError`).
+    pub fn server_starting() -> Self {
+        ApiError { details: Some(Box::new(StatusDetails { retry_after_seconds: 10, ..Default::default() })), ..Self::service_unavailable("server is starting") }
+    }
+
     /// `404` for a path no route serves, as kube's router answers it (with empty details).
     pub fn path_not_found() -> Self {
         Self::routing(404, "NotFound", "the server could not find the requested resource")

@@ -162,6 +162,8 @@ fn verb_allowed(res: &Resource, info: &RequestInfo) -> bool {
         return match info.verb.as_str() {
             "list" | "watch" => res.info.has_verb(&info.verb),
             "deletecollection" | "create" => res.info.has_verb(&info.verb) && info.name.is_empty(),
+            // A terminating CRD's resources leave them out of discovery alone.
+            "update" | "patch" if res.info.terminating => !info.name.is_empty(),
             v => res.info.has_verb(v) && !info.name.is_empty(),
         };
     }
@@ -171,7 +173,9 @@ fn verb_allowed(res: &Resource, info: &RequestInfo) -> bool {
 impl RequestMachine {
     pub(super) fn resource_request(&mut self, now: Timestamp, info: RequestInfo, query: Query) {
         let Some(res) = self.served.catalog.get(&info.api_group, &info.api_version, &info.resource).cloned() else {
-            return self.fail(&ApiError::path_not_found());
+            // A group under `/apis` may be a CRD's not taken in yet.
+            let starting = !self.served.crds_synced() && !info.api_group.is_empty();
+            return self.fail(&if starting { ApiError::server_starting() } else { ApiError::path_not_found() });
         };
         let namespace = if res.info.namespaced { Some(info.namespace.clone()).filter(|n| !n.is_empty()) } else { None };
         if !res.info.namespaced && !info.namespace.is_empty() && res.info.resource != "namespaces" {
@@ -182,6 +186,11 @@ impl RequestMachine {
         }
         if !info.subresource.is_empty() && res.info.subresource(&info.subresource).is_none() {
             return self.fail(&ApiError::path_not_found());
+        }
+        if res.info.terminating && info.verb == "create" && info.subresource.is_empty() {
+            let mut refused = ApiError::method_not_supported(&res.info.group_resource(), "create");
+            refused.message = "create not allowed while custom resource definition is terminating".into();
+            return self.fail(&refused);
         }
         if !verb_allowed(&res, &info) {
             return self.fail(&ApiError::method_not_allowed());
