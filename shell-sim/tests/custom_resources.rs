@@ -2,8 +2,10 @@
 //! and it is established by the apiextensions controllers, its resources are served from a
 //! catalog that changes at run time, and deleting it deletes its resources first.
 
+use bytes::Bytes;
 use jiff::SignedDuration;
 use kapi_core::controllers::Enabled;
+use kapi_core::kv::{KvRequest, KvResponse, RangeRequest};
 use kapi_sim::{Response, World, default_server, epoch};
 use serde_json::{Value, json};
 
@@ -137,6 +139,24 @@ fn deleting_a_crd_deletes_its_resources_first() {
 }
 
 #[test]
+fn crds_and_their_resources_are_stored_under_kubes_keys() {
+    let mut w = world();
+    assert_eq!(call(&mut w, "POST", CRDS, Some(crd("Widget", "widgets"))).head.status, 201);
+    assert_eq!(call(&mut w, "POST", WIDGETS, Some(widget("w1", 1))).head.status, 201);
+    let (result, _) = w.model.apply(w.now, &KvRequest::Range(RangeRequest::prefix(Bytes::from_static(b"/registry/"))));
+    let Ok(KvResponse::Range(r)) = result else { panic!("the store reads: {result:?}") };
+    let keys: Vec<String> = r.kvs.iter().map(|kv| String::from_utf8_lossy(&kv.key).to_string()).filter(|k| k.contains("example.com")).collect();
+    // The CRD, the APIServices kapi keeps for its versions, and the widget.
+    let expected = [
+        "/registry/apiextensions.k8s.io/customresourcedefinitions/widgets.example.com",
+        "/registry/apiregistration.k8s.io/apiservices/v1.example.com",
+        "/registry/apiregistration.k8s.io/apiservices/v1beta1.example.com",
+        "/registry/example.com/widgets/default/w1",
+    ];
+    assert_eq!(keys, expected);
+}
+
+#[test]
 fn a_terminating_crd_refuses_creates_and_serves_updates() {
     let mut w = world();
     assert_eq!(call(&mut w, "POST", CRDS, Some(crd("Widget", "widgets"))).head.status, 201);
@@ -150,6 +170,13 @@ fn a_terminating_crd_refuses_creates_and_serves_updates() {
     assert_eq!(r.head.status, 405, "{}", String::from_utf8_lossy(&r.body));
     assert_eq!(r.json()["message"], "create not allowed while custom resource definition is terminating");
     assert_eq!(r.json()["details"], json!({"group": "example.com", "kind": "widgets"}));
+    let apply = json!({"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "w3"}, "spec": {"size": 1}});
+    let r = w.call("PATCH", &format!("{WIDGETS}/w3"), "fieldManager=me", Some(&apply), "application/apply-patch+yaml");
+    assert_eq!(
+        (r.head.status, r.json()["message"].clone()),
+        (405, json!("create not allowed while custom resource definition is terminating")),
+        "an apply does not create either"
+    );
     let d = call(&mut w, "GET", "/apis/example.com/v1", None).json();
     assert_eq!(d["resources"][0]["verbs"], json!(["delete", "deletecollection", "get", "list", "watch"]));
     let mut w1 = call(&mut w, "GET", &format!("{WIDGETS}/w1"), None).json();

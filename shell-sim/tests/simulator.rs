@@ -55,6 +55,7 @@ const REGRESSIONS: &[(u64, u64, &str)] = &[
     (11, 2000, "a slow watcher was closed as slow while its initial events were sent, so it never caught up"),
     (15, 2000, "the same, for a watcher of a smaller collection"),
     (668, 5000, "the simulator's own: a world of users only goes quiet in the liveness phase, which is settled, not stuck"),
+    (31, 2000, "a server-side apply created a widget while its CRD was being deleted, after the cleanup's last look: the CRD went, the widget stayed"),
 ];
 
 #[test]
@@ -63,4 +64,16 @@ fn regression_seeds_pass() {
         let r = run(&config(seed, steps));
         assert!(r.failure.is_none(), "seed {seed} ({bug}) fails again: {:?}\n{}", r.failure, r.trace.join("\n"));
     }
+}
+
+#[test]
+fn a_server_that_serves_an_older_catalog_is_caught() {
+    let (seed, r) = first_failure(Planted { stale_catalog: true, ..Planted::default() }, 20).expect("caught within 20 seeds");
+    assert!(matches!(invariant(&r), Some(Invariant::Catalog | Invariant::Response)), "seed {seed}: {:?}", r.failure);
+}
+
+#[test]
+fn a_cleanup_that_leaves_a_deleted_crds_resources_is_caught() {
+    let (seed, r) = first_failure(Planted { blind_cleanup: true, ..Planted::default() }, 20).expect("caught within 20 seeds");
+    assert_eq!(invariant(&r), Some(Invariant::Catalog), "seed {seed}: {:?}", r.failure);
 }

@@ -51,7 +51,11 @@ impl WriteOp {
             if self.ctx.subresource.is_some() {
                 return Err(ApiError::not_found(&info.group_resource(), &name));
             }
-            // Server-side apply creates what does not exist.
+            // Server-side apply creates what does not exist; not while a CRD is being deleted
+            // (its cleanup would not see it).
+            if info.terminating {
+                return Err(ApiError::create_while_terminating(&info.group_resource()));
+            }
             let mut config = doc;
             self.decode_check(&mut config, Source::Apply)?;
             self.check_name(&config)?;

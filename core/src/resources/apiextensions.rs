@@ -18,6 +18,8 @@ pub fn resource() -> Resource {
     i.short_names = crate::catalog::names(&["crd", "crds"]);
     i.categories = crate::catalog::names(&["api-extensions"]);
     i.singular = "customresourcedefinition".into();
+    // The apiextensions server stores under its group, as its own storage factory does.
+    i.storage_prefix = "apiextensions.k8s.io/customresourcedefinitions".into();
     i.subresources = vec![status_subresource(&i)];
     serve(i, Crds)
 }

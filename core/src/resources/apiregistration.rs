@@ -14,6 +14,8 @@ pub fn resource() -> Resource {
     let mut i = info("apiregistration.k8s.io", "v1", "APIService", "apiservices", false);
     i.categories = crate::catalog::names(&["api-extensions"]);
     i.singular = "apiservice".into();
+    // The aggregator stores under its group, as its own storage factory does.
+    i.storage_prefix = "apiregistration.k8s.io/apiservices".into();
     i.subresources = vec![status_subresource(&i)];
     serve(i, ApiServices)
 }

@@ -129,6 +129,12 @@ impl ApiError {
         }
     }
 
+    /// `405` for a create of a custom resource whose CRD is being deleted, as kube's CRD
+    /// handler words it.
+    pub fn create_while_terminating(gr: &GroupResource) -> Self {
+        ApiError { message: "create not allowed while custom resource definition is terminating".into(), ..Self::method_not_supported(gr, "create") }
+    }
+
     pub fn gone(message: impl Into<String>) -> Self {
         Self::new(410, "Gone", message)
     }

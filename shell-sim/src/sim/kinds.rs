@@ -19,7 +19,7 @@ pub enum Kind {
 }
 
 /// The group of the widgets' CRD.
-const WIDGETS_GROUP: &str = "sim.kapi.dev";
+pub const WIDGETS_GROUP: &str = "sim.kapi.dev";
 
 impl Kind {
     pub const ALL: [Kind; 5] = [Kind::ConfigMaps, Kind::HpaV2, Kind::HpaV1, Kind::WidgetsV1, Kind::WidgetsV1beta1];
@@ -43,6 +43,15 @@ impl Kind {
         match self {
             Kind::WidgetsV1 | Kind::WidgetsV1beta1 => format!("{WIDGETS_GROUP}/widgets"),
             _ => self.resource().to_string(),
+        }
+    }
+
+    /// The version of the widgets' CRD it is served at; `None` for a built-in kind.
+    pub fn crd_version(self) -> Option<&'static str> {
+        match self {
+            Kind::WidgetsV1 => Some("v1"),
+            Kind::WidgetsV1beta1 => Some("v1beta1"),
+            _ => None,
         }
     }
 

@@ -11,14 +11,15 @@
 pub mod check;
 pub mod clients;
 pub mod kinds;
+mod liveness;
 pub mod oracle;
 mod rng;
 mod server;
+mod setup;
 mod store;
 mod swarm;
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
-use std::fmt::Write as _;
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::panic::{AssertUnwindSafe, catch_unwind};
 
@@ -30,15 +31,12 @@ use kapi_core::pipeline::Request;
 
 use check::durability::Durability;
 use check::list::Lists;
-use check::selector::Selector;
 use check::watch::Watches;
 use check::{Call, Invariant, Target as CallTarget, Violation, fail, parse_query};
-use clients::informer::{Informer, Role};
-use clients::user::User;
+use clients::controllers::ControllerClient;
 use clients::{Client, Cx, Reply};
-use kinds::Kind;
 use rng::SimRng;
-use server::{ServerOut, SimServer};
+use server::{Catalogs, ServerOut, SimServer};
 pub use store::Planted;
 use store::{Store, StoreOut};
 pub use swarm::Swarm;
@@ -76,6 +74,10 @@ pub const LIVENESS_LIMIT: SignedDuration = SignedDuration::from_secs(120);
 const TRACE: usize = 40;
 /// The client index of the world's own setup requests.
 const SETUP: usize = usize::MAX;
+/// The client index of kapi's controllers.
+const CONTROLLERS: usize = 0;
+/// The most requests kapi's controllers have in flight in the simulated world.
+const CONTROLLER_REQUESTS: usize = 16;
 
 #[derive(Clone, Debug)]
 pub struct Config {
@@ -153,6 +155,8 @@ struct Sent {
     client: usize,
     tag: u64,
     call: Call,
+    /// The newest catalog its client had been answered by when it was sent.
+    catalog_seen: Option<Revision>,
 }
 
 struct Simulation {
@@ -168,6 +172,8 @@ struct Simulation {
     wake_of: BTreeMap<usize, Timestamp>,
     faults: BTreeSet<(Timestamp, Fault)>,
     outstanding: BTreeMap<ReqId, Sent>,
+    /// The newest catalog each client has been answered by.
+    catalogs_seen: BTreeMap<usize, Revision>,
     /// Open watch streams: who reads them.
     streams: BTreeMap<ReqId, (usize, u64)>,
     next_id: u64,
@@ -194,7 +200,10 @@ impl Simulation {
             let r = store.apply_now(now, &req);
             boot.handle(now, r);
         }
-        let sim_server = SimServer::new(setup, swarm.cache_history, swarm.watch_buffer);
+        let token = setup.server.authenticator.loopback.clone().expect("the simulated server has a loopback token");
+        let controllers = ControllerClient::new(&setup.served.catalog, &token, now, config.planted.blind_cleanup);
+        let mut sim_server = SimServer::new(setup, swarm.cache_history, swarm.watch_buffer);
+        sim_server.stale_catalog = config.planted.stale_catalog;
         Simulation {
             now,
             rng,
@@ -202,11 +211,12 @@ impl Simulation {
             steps: config.steps,
             store,
             server: sim_server,
-            clients: Vec::new(),
+            clients: vec![Box::new(controllers)],
             wakes: BTreeSet::new(),
             wake_of: BTreeMap::new(),
             faults: BTreeSet::new(),
             outstanding: BTreeMap::new(),
+            catalogs_seen: BTreeMap::new(),
             streams: BTreeMap::new(),
             next_id: 0,
             sent: 0,
@@ -228,13 +238,8 @@ impl Simulation {
         self.trace.push_back(format!("{:>12}us {}", at, line()));
     }
 
-    fn namespaces(&self) -> Vec<String> {
-        let mut ns = vec!["default".to_string()];
-        ns.extend((1..self.swarm.namespaces).map(|i| format!("sim-{i}")));
-        ns
-    }
-
     fn run(&mut self) -> Result<(), Violation> {
+        self.set_wake(CONTROLLERS, self.now);
         for ns in self.namespaces().into_iter().skip(1) {
             let body = serde_json::json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}});
             let (status, _) = self.setup(clients::request("POST", "/api/v1/namespaces", "", Some(&body), "application/json"))?;
@@ -252,64 +257,6 @@ impl Simulation {
             }
         }
         self.liveness()
-    }
-
-    /// Creates the widgets' CRD, accepts its names and establishes it as kapi's controllers
-    /// would, and serves the catalog with its resources from then on.
-    fn serve_widgets(&mut self) -> Result<(), Violation> {
-        const CRDS: &str = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions";
-        let crd = Kind::widgets_crd();
-        let (status, body) = self.setup(clients::request("POST", CRDS, "", Some(&crd), "application/json"))?;
-        let created: serde_json::Value = serde_json::from_slice(&body).unwrap_or_default();
-        let Some(established) = (status == 201).then(|| kapi_core::apiextensions::naming::with_status(&created, &[], self.now)).flatten() else {
-            return Err(fail(Invariant::Response, format!("creating the widgets' CRD answered {status}")));
-        };
-        let path = format!("{CRDS}/{}/status", kapi_core::meta::name(&established));
-        let (status, body) = self.setup(clients::request("PUT", &path, "", Some(&established), "application/json"))?;
-        let stored: serde_json::Value = serde_json::from_slice(&body).unwrap_or_default();
-        if status != 200 {
-            return Err(fail(Invariant::Response, format!("establishing the widgets' CRD answered {status}")));
-        }
-        self.server.serve_crds(&[stored]);
-        Ok(())
-    }
-
-    fn add_clients(&mut self) {
-        let namespaces = self.namespaces();
-        for i in 0..self.swarm.users {
-            self.clients.push(Box::new(User::new(i, namespaces.clone(), self.swarm.names)));
-        }
-        let roles = [(Role::Controller, self.swarm.controllers), (Role::Watcher, self.swarm.watchers), (Role::SlowWatcher, self.swarm.slow_watchers)];
-        for (role, n) in roles {
-            for i in 0..n {
-                let ns = if self.rng.chance(0.5) { None } else { Some(self.rng.pick(&namespaces).clone()) };
-                let selector = Selector::draw(&mut self.rng);
-                let initial = self.rng.chance(0.5);
-                let kind = *self.rng.pick(&Kind::ALL);
-                self.clients.push(Box::new(Informer::new(i, role, kind, ns, selector, initial)));
-            }
-        }
-        for c in 0..self.clients.len() {
-            let at = self.now + SignedDuration::from_micros(self.rng.below(10_000) as i64);
-            self.set_wake(c, at);
-        }
-    }
-
-    /// Spreads outages and restarts over the expected length of the safety phase.
-    fn schedule_faults(&mut self) {
-        let span = (self.steps / (self.swarm.users.max(1) as u64)).max(1) * 10_000;
-        for _ in 0..self.swarm.outages {
-            let at = self.now + SignedDuration::from_micros(self.rng.below(span) as i64);
-            let d = SignedDuration::from_millis(self.rng.between(200, 10_000) as i64);
-            self.faults.insert((at, Fault::Outage(d)));
-        }
-        for _ in 0..self.swarm.restarts {
-            let at = self.now + SignedDuration::from_micros(self.rng.below(span) as i64);
-            self.faults.insert((at, Fault::Restart));
-        }
-        if let Some(every) = self.swarm.compaction {
-            self.faults.insert((self.now + every, Fault::Compact));
-        }
     }
 
     fn set_wake(&mut self, client: usize, at: Timestamp) {
@@ -405,8 +352,8 @@ impl Simulation {
                 ServerOut::Watch { stream, req } => self.store.watch(now, stream, req),
                 ServerOut::Progress { stream } => self.store.progress(now, stream),
                 ServerOut::CancelWatch { stream } => self.store.cancel(stream),
-                ServerOut::Response { id, head, body } => self.answered(id, head.status, body)?,
-                ServerOut::WatchOpened { id, head } => self.opened(id, head.status)?,
+                ServerOut::Response { id, head, body, catalogs } => self.answered(id, head.status, body, catalogs)?,
+                ServerOut::WatchOpened { id, head, catalogs } => self.opened(id, head.status, catalogs)?,
                 ServerOut::Frame { id, frame } => self.frame(id, frame)?,
                 ServerOut::WatchClosed { id } => self.closed(id)?,
                 ServerOut::Disconnected { id } => {
@@ -439,12 +386,14 @@ impl Simulation {
             end: 0,
             acked_before: self.durability.max_acked,
             faulty: !self.calm,
+            catalogs: Catalogs::default(),
         };
         let who = if client == SETUP { "setup".to_string() } else { self.clients[client].name() };
         self.note(|| format!("#{} {who} {} {}?{}", id.0, req.method, req.path, req.query));
         let slow = client != SETUP && self.clients[client].slow();
         let seed = self.rng.next_u64();
-        self.outstanding.insert(id, Sent { client, tag, call });
+        let catalog_seen = self.catalogs_seen.get(&client).copied();
+        self.outstanding.insert(id, Sent { client, tag, call, catalog_seen });
         self.server.request(self.now, id, req, seed, slow);
     }
 
@@ -509,11 +458,13 @@ impl Simulation {
         }
     }
 
-    fn answered(&mut self, id: ReqId, status: u16, body: Bytes) -> Result<(), Violation> {
+    fn answered(&mut self, id: ReqId, status: u16, body: Bytes, catalogs: Catalogs) -> Result<(), Violation> {
         let Some(mut s) = self.outstanding.remove(&id) else { return Ok(()) };
         status.hash(&mut self.digest);
         body.hash(&mut self.digest);
         s.call.end = self.store.oracle.revision();
+        s.call.catalogs = catalogs;
+        self.catalog_not_older(&s)?;
         self.note(|| format!("#{} -> {status} {}", id.0, String::from_utf8_lossy(&body[..body.len().min(160)])));
         let oracle = &self.store.oracle;
         let v = check::response::answered(&s.call, status, &body, oracle)?;
@@ -525,8 +476,10 @@ impl Simulation {
         self.deliver(s.client, s.tag, Reply::Response { status, body })
     }
 
-    fn opened(&mut self, id: ReqId, status: u16) -> Result<(), Violation> {
-        let Some(s) = self.outstanding.remove(&id) else { return Ok(()) };
+    fn opened(&mut self, id: ReqId, status: u16, catalogs: Catalogs) -> Result<(), Violation> {
+        let Some(mut s) = self.outstanding.remove(&id) else { return Ok(()) };
+        s.call.catalogs = catalogs;
+        self.catalog_not_older(&s)?;
         self.note(|| format!("#{} -> watch {status}", id.0));
         if status != 200 {
             return Err(fail(Invariant::Response, format!("a watch stream opened with status {status}")));
@@ -551,76 +504,19 @@ impl Simulation {
         self.deliver(client, tag, Reply::WatchClosed)
     }
 
-    /// Invariant 6: the server's and the store's queues stay within their bounds.
-    fn bounded(&self) -> Result<(), Violation> {
-        let clients = self.clients.len() + 1;
-        let caches = 64;
-        if self.server.in_flight() > 2 * clients {
-            return Err(fail(Invariant::Bounded, format!("{} requests in flight for {clients} clients", self.server.in_flight())));
-        }
-        if self.store.pending() > 4 * (2 * clients + caches) {
-            return Err(fail(Invariant::Bounded, format!("{} store operations and deliveries queued", self.store.pending())));
-        }
-        if self.server.deepest_buffer() > self.swarm.watch_buffer {
+    /// Invariant 7: no request is served by a catalog older than one its client had already
+    /// been answered by (a restarted server answers "server is starting" until it has the CRDs
+    /// again, never with fewer of them).
+    fn catalog_not_older(&mut self, s: &Sent) -> Result<(), Violation> {
+        let Some(served) = s.call.catalogs.start else { return Ok(()) };
+        if s.catalog_seen.is_some_and(|seen| served < seen) {
             return Err(fail(
-                Invariant::Bounded,
-                format!("a watch buffer holds {} frames, over its bound {}", self.server.deepest_buffer(), self.swarm.watch_buffer),
+                Invariant::Catalog,
+                format!("{} was served by the catalog of CRD revision {served}, after an answer by that of {:?}", s.call.method, s.catalog_seen),
             ));
         }
+        let seen = self.catalogs_seen.entry(s.client).or_default();
+        *seen = (*seen).max(served);
         Ok(())
-    }
-
-    /// The liveness phase: with faults off, every request completes and every client's view
-    /// converges to the store.
-    fn liveness(&mut self) -> Result<(), Violation> {
-        if !self.calm {
-            self.calm_down();
-        }
-        let deadline = self.now + LIVENESS_LIMIT;
-        let mut checked = self.now;
-        loop {
-            let idle = !self.step()?;
-            if idle || self.now >= checked {
-                checked = self.now + SignedDuration::from_secs(1);
-                if self.settled().is_none() && self.server.ready() {
-                    break;
-                }
-            }
-            if idle || self.now >= deadline {
-                let why = self.settled().unwrap_or_default();
-                return Err(fail(Invariant::Liveness, format!("not settled {}s after faults stopped: {why}", LIVENESS_LIMIT.as_secs())));
-            }
-        }
-        let revision = self.store.oracle.revision();
-        self.watches.caught_up(&self.store.oracle, revision)?;
-        self.durability.finish(&self.store.oracle, &mut self.store.model, self.now)
-    }
-
-    /// Why the world has not settled yet, if it has not.
-    fn settled(&self) -> Option<String> {
-        let waiting: Vec<u64> = self.outstanding.iter().filter(|(_, s)| !s.call.is_watch()).map(|(id, _)| id.0).collect();
-        if !waiting.is_empty() {
-            return Some(format!("requests {waiting:?} unanswered"));
-        }
-        let revision = self.store.oracle.revision();
-        let mut why = String::new();
-        for c in &self.clients {
-            let Some(view) = c.view() else { continue };
-            let truth: BTreeMap<Bytes, Revision> = self
-                .store
-                .oracle
-                .state(&view.prefix, revision)
-                .into_iter()
-                .filter(|(_, f)| view.selector.matches(&f.labels))
-                .map(|(k, f)| (k, f.mod_revision))
-                .collect();
-            if truth != view.objects {
-                let wrong = truth.iter().find(|(k, v)| view.objects.get(*k) != Some(*v)).map(|(k, v)| (k.clone(), *v, view.objects.get(k).copied()));
-                let extra = view.objects.iter().find(|(k, _)| !truth.contains_key(*k)).map(|(k, v)| (k.clone(), *v));
-                let _ =
-                    write!(why, "{} sees {} objects, the store holds {} (first difference: {wrong:?} {extra:?}); ", c.name(), view.objects.len(), truth.len());
-            }
-        }
-        (!why.is_empty()).then_some(why)
     }
 }

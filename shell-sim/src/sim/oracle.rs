@@ -14,6 +14,9 @@ pub struct Facts {
     pub mod_revision: Revision,
     pub labels: BTreeMap<String, String>,
     pub terminating: bool,
+    /// Of a CustomResourceDefinition: the versions it serves (its names accepted or it
+    /// established, as kube's CRD handler asks).
+    pub serves: Vec<String>,
 }
 
 impl Facts {
@@ -21,7 +24,14 @@ impl Facts {
         let v: serde_json::Value = serde_json::from_slice(&kv.value).unwrap_or_default();
         let meta = &v["metadata"];
         let labels = meta["labels"].as_object().map(|m| m.iter().map(|(k, v)| (k.clone(), v.as_str().unwrap_or("").to_string())).collect()).unwrap_or_default();
-        Facts { mod_revision: kv.mod_revision, labels, terminating: meta.get("deletionTimestamp").is_some() }
+        let condition = |ty: &str| v["status"]["conditions"].as_array().into_iter().flatten().any(|c| c["type"] == ty && c["status"] == "True");
+        let serves = if v["kind"] == "CustomResourceDefinition" && (condition("NamesAccepted") || condition("Established")) {
+            let served = v["spec"]["versions"].as_array().into_iter().flatten().filter(|x| x["served"] == true);
+            served.filter_map(|x| x["name"].as_str().map(str::to_string)).collect()
+        } else {
+            Vec::new()
+        };
+        Facts { mod_revision: kv.mod_revision, labels, terminating: meta.get("deletionTimestamp").is_some(), serves }
     }
 }
 

@@ -5,17 +5,29 @@
 //! [`SimServer::tick`] lets the machines act.
 //!
 //! [`SimServer::restart`] throws the server's memory away (caches, requests in flight, watch
-//! connections) and starts over from the store, as a crashed kube-apiserver does.
+//! connections, what it serves) and starts over from the store, as a crashed kube-apiserver does.
+//!
+//! CustomResourceDefinitions are taken in as kapi's catalog task takes them in: each new state
+//! of the CRD cache may change the catalog, which serves the requests that start from then on;
+//! a changed catalog gets caches for its new resources, and the caches of resources it no
+//! longer serves (or serves changed) are retired: new requests no longer reach them, and they
+//! stop, closing their watches, once every request that started before is done (or a minute has
+//! passed).
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::Arc;
 
 use bytes::Bytes;
+use jiff::SignedDuration;
 use jiff::Timestamp;
+use kapi_core::apiextensions::same_objects;
 use kapi_core::cache::{CacheEffect, CacheEvent, ReadId, WatchCache, WatcherId};
 use kapi_core::catalog::Catalog;
+use kapi_core::catalog::Resource;
+use kapi_core::kv::Revision;
 use kapi_core::kv::{KvRequest, KvResult, WatchRequest, WatchResponse};
 use kapi_core::pipeline::{Effect, Event, Head, Health, ProbeOutcome, Request, RequestMachine, Served, Server};
+use kapi_core::status::ApiError;
 
 use super::{ReqId, StreamId, Target, Ticket};
 use crate::{Setup, SlotKey, slot_key, watch_caches};
@@ -36,16 +48,18 @@ pub enum ServerOut {
     CancelWatch {
         stream: StreamId,
     },
-    /// A whole response.
+    /// A whole response, and the catalogs the request met.
     Response {
         id: ReqId,
         head: Head,
         body: Bytes,
+        catalogs: Catalogs,
     },
     /// A watch response's head; its frames follow.
     WatchOpened {
         id: ReqId,
         head: Head,
+        catalogs: Catalogs,
     },
     Frame {
         id: ReqId,
@@ -65,7 +79,35 @@ struct InFlight {
     head: Option<Head>,
     body: Vec<u8>,
     slow: bool,
+    /// The catalog the request started with.
+    catalog: Option<Revision>,
+    /// The cache it waits for a read from.
+    reading: Option<usize>,
 }
+
+/// The catalogs a request met: the one it started with and the one served when it was
+/// answered, each by the revision of the CRD cache it was made from (`None`: the CRDs were not
+/// taken in yet, as after a restart).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Catalogs {
+    pub start: Option<Revision>,
+    pub end: Option<Revision>,
+}
+
+/// A cache no longer served, until the requests that started before it was retired are done.
+struct Retired {
+    slot: usize,
+    /// The catalog it was retired from: held by those requests.
+    served: Arc<Served>,
+    at: Timestamp,
+}
+
+/// How long a retired cache waits for the requests that may still use it (kube-apiserver waits
+/// twice its request timeout before it tears a CRD's storage down).
+const DRAIN_LIMIT: SignedDuration = SignedDuration::from_secs(60);
+
+/// Where the CRDs are cached.
+const CRDS: (&str, &str, &str) = ("apiextensions.k8s.io", "v1", "customresourcedefinitions");
 
 /// A watch connection: chunks of frames wait here until the client reads them. Like the
 /// tokio shell's channel, it holds a bounded number of chunks; a start batch is one chunk.
@@ -81,9 +123,21 @@ pub struct SimServer {
     served: Arc<Served>,
     /// The catalog of built-in resources, which CRDs add to.
     builtins: Catalog,
+    /// What a restart starts from: the built-in catalog, the CRDs not taken in.
+    initial: Arc<Served>,
+    /// The revision of the CRD cache the catalog was made from.
+    crds_seen: Revision,
     epoch: u64,
-    caches: Vec<WatchCache>,
+    /// Every running cache by its slot (slots are never reused within an incarnation).
+    caches: BTreeMap<usize, WatchCache>,
+    next_slot: usize,
+    /// The cache each served resource's requests reach.
     slots: BTreeMap<SlotKey, usize>,
+    retired: Vec<Retired>,
+    /// What the last CRD change replaced, and whether it serves the next request (a planted
+    /// bug).
+    stale: Option<(Arc<Served>, Option<Revision>)>,
+    pub stale_catalog: bool,
     requests: BTreeMap<ReqId, InFlight>,
     conns: BTreeMap<ReqId, Conn>,
     dirty_caches: BTreeSet<usize>,
@@ -100,10 +154,16 @@ impl SimServer {
         let mut s = SimServer {
             server: setup.server,
             builtins: setup.served.catalog.clone(),
+            initial: setup.served.clone(),
             served: setup.served,
+            crds_seen: 0,
             epoch: 0,
-            caches: Vec::new(),
+            caches: BTreeMap::new(),
+            next_slot: 0,
             slots: BTreeMap::new(),
+            retired: Vec::new(),
+            stale: None,
+            stale_catalog: false,
             requests: BTreeMap::new(),
             conns: BTreeMap::new(),
             dirty_caches: BTreeSet::new(),
@@ -119,16 +179,87 @@ impl SimServer {
     fn start_caches(&mut self) {
         self.caches.clear();
         self.slots.clear();
+        self.retired.clear();
         for (key, cache) in watch_caches(&self.server, &self.served.catalog, self.history) {
-            self.slots.insert(key, self.caches.len());
-            self.dirty_caches.insert(self.caches.len());
-            self.caches.push(cache);
+            self.start_cache(key, cache);
         }
     }
 
-    /// Every cache has listed its resource.
+    fn start_cache(&mut self, key: SlotKey, cache: WatchCache) {
+        let slot = self.next_slot;
+        self.next_slot += 1;
+        self.slots.insert(key, slot);
+        self.dirty_caches.insert(slot);
+        self.caches.insert(slot, cache);
+    }
+
+    /// Every cache has listed its resource, and the CRDs are taken in.
     pub fn ready(&self) -> bool {
-        self.caches.iter().all(WatchCache::is_ready)
+        self.served.crds_synced() && self.caches.values().all(WatchCache::is_ready)
+    }
+
+    /// Whether the catalog serves `resource` in `group`/`version`.
+    pub fn serves(&self, group: &str, version: &str, resource: &str) -> bool {
+        self.served.catalog.get(group, version, resource).is_some()
+    }
+
+    /// The catalog served now, by the revision of the CRD cache it was made from.
+    fn catalog(&self) -> Option<Revision> {
+        self.served.crds_synced().then_some(self.crds_seen)
+    }
+
+    /// Takes in what the CRD cache holds now, as kapi's catalog task does (see the module's
+    /// documentation).
+    fn take_in_crds(&mut self, now: Timestamp) {
+        let key: SlotKey = (CRDS.0.into(), CRDS.1.into(), CRDS.2.into());
+        let Some(crds) = self.slots.get(&key).and_then(|s| self.caches[s].published()).filter(|p| p.revision != self.crds_seen) else { return };
+        self.crds_seen = crds.revision;
+        let Some(next) = self.served.with_crds(&self.builtins, &crds) else { return };
+        let wanted: BTreeMap<SlotKey, Arc<Resource>> = next.catalog.resources().filter(|r| r.info.stored()).map(|r| (slot_key(r), r.clone())).collect();
+        let stale: Vec<(SlotKey, usize)> = self
+            .slots
+            .iter()
+            .filter(|(k, s)| wanted.get(*k).is_none_or(|r| !same_objects(r, self.caches[s].resource())))
+            .map(|(k, s)| (k.clone(), *s))
+            .collect();
+        let previous_catalog = self.catalog();
+        let previous = std::mem::replace(&mut self.served, next);
+        if self.stale_catalog {
+            self.stale = Some((previous.clone(), previous_catalog));
+        }
+        for (k, slot) in stale {
+            self.slots.remove(&k);
+            self.retired.push(Retired { slot, served: previous.clone(), at: now });
+        }
+        for (k, res) in wanted {
+            if !self.slots.contains_key(&k) {
+                let prefix = Bytes::from(format!("{}/", self.server.storage_root(&res)));
+                self.start_cache(k, WatchCache::new(res, prefix, self.history));
+            }
+        }
+    }
+
+    /// Stops the retired caches no request can reach any more: their watches close, their
+    /// store watches end, and a read still waiting (past the limit) is answered as a request
+    /// arriving now would be.
+    fn stop_retired(&mut self, now: Timestamp) {
+        let (done, kept): (Vec<Retired>, Vec<Retired>) =
+            std::mem::take(&mut self.retired).into_iter().partition(|r| Arc::strong_count(&r.served) == 1 || now >= r.at + DRAIN_LIMIT);
+        self.retired = kept;
+        for r in done {
+            self.caches.remove(&r.slot);
+            self.out.push_back(ServerOut::CancelWatch { stream: StreamId { epoch: self.epoch, slot: r.slot } });
+            let closed: Vec<ReqId> = self.conns.iter().filter(|(_, c)| c.slot == r.slot).map(|(id, _)| *id).collect();
+            for id in closed {
+                self.conns.remove(&id);
+                self.out.push_back(ServerOut::WatchClosed { id });
+            }
+            for (id, req) in self.requests.iter_mut().filter(|(_, q)| q.reading == Some(r.slot)) {
+                req.reading = None;
+                req.machine.handle(now, Event::Cache(Err(ApiError::path_not_found())));
+                self.dirty_requests.insert(*id);
+            }
+        }
     }
 
     pub fn in_flight(&self) -> usize {
@@ -140,15 +271,8 @@ impl SimServer {
         self.conns.values().map(|c| c.queue.len()).max().unwrap_or(0)
     }
 
-    /// Throws away every cache, request and connection and starts again from the store.
-    /// Serves the built-in resources and those of `crds` (stored CRDs) from now on: the caches
-    /// start again from the store, with those of the new resources.
-    pub fn serve_crds(&mut self, crds: &[serde_json::Value]) {
-        let catalog = kapi_core::apiextensions::catalog_with(&self.builtins, &self.served.catalog, crds);
-        self.served = Served::new(catalog);
-        self.restart();
-    }
-
+    /// Throws away every cache, request and connection and what is served, and starts again
+    /// from the store.
     pub fn restart(&mut self) {
         for id in std::mem::take(&mut self.requests).into_keys() {
             self.out.push_back(ServerOut::Disconnected { id });
@@ -156,19 +280,26 @@ impl SimServer {
         for id in std::mem::take(&mut self.conns).into_keys() {
             self.out.push_back(ServerOut::WatchClosed { id });
         }
-        for slot in 0..self.caches.len() {
+        for &slot in self.caches.keys() {
             self.out.push_back(ServerOut::CancelWatch { stream: StreamId { epoch: self.epoch, slot } });
         }
         self.dirty_requests.clear();
         self.dirty_caches.clear();
         self.epoch += 1;
+        self.served = self.initial.clone();
+        self.crds_seen = 0;
+        self.stale = None;
         self.start_caches();
     }
 
     /// A client sends a request; a `slow` client reads watch frames only when it calls [`read`](Self::read).
     pub fn request(&mut self, now: Timestamp, id: ReqId, req: Request, seed: u64, slow: bool) {
-        let machine = RequestMachine::new(self.server.clone(), self.served.clone(), req, now, seed);
-        self.requests.insert(id, InFlight { machine, head: None, body: Vec::new(), slow });
+        let (served, catalog) = match &self.stale {
+            Some((served, catalog)) if self.stale_catalog && id.0.is_multiple_of(2) => (served.clone(), *catalog),
+            _ => (self.served.clone(), self.catalog()),
+        };
+        let machine = RequestMachine::new(self.server.clone(), served, req, now, seed);
+        self.requests.insert(id, InFlight { machine, head: None, body: Vec::new(), slow, catalog, reading: None });
         self.dirty_requests.insert(id);
         self.pump(now);
     }
@@ -185,8 +316,10 @@ impl SimServer {
                 }
             }
             Target::Cache(slot) => {
-                self.caches[slot].handle(now, CacheEvent::Kv(result));
-                self.dirty_caches.insert(slot);
+                if let Some(cache) = self.caches.get_mut(&slot) {
+                    cache.handle(now, CacheEvent::Kv(result));
+                    self.dirty_caches.insert(slot);
+                }
             }
         }
         self.pump(now);
@@ -197,8 +330,8 @@ impl SimServer {
         if stream.epoch != self.epoch {
             return;
         }
-        let event = resp.map_or(CacheEvent::WatchFailed, CacheEvent::Watch);
-        self.caches[stream.slot].handle(now, event);
+        let Some(cache) = self.caches.get_mut(&stream.slot) else { return };
+        cache.handle(now, resp.map_or(CacheEvent::WatchFailed, CacheEvent::Watch));
         self.dirty_caches.insert(stream.slot);
         self.pump(now);
     }
@@ -231,24 +364,27 @@ impl SimServer {
 
     /// The client closes its watch connection.
     pub fn hang_up(&mut self, now: Timestamp, id: ReqId) {
-        if let Some(c) = self.conns.remove(&id) {
-            self.caches[c.slot].handle(now, CacheEvent::Unregister { id: WatcherId(id.0) });
+        if let Some(c) = self.conns.remove(&id)
+            && let Some(cache) = self.caches.get_mut(&c.slot)
+        {
+            cache.handle(now, CacheEvent::Unregister { id: WatcherId(id.0) });
             self.dirty_caches.insert(c.slot);
             self.pump(now);
         }
     }
 
     pub fn poll_timeout(&self) -> Option<Timestamp> {
-        let caches = self.caches.iter().filter_map(WatchCache::poll_timeout);
+        let caches = self.caches.values().filter_map(WatchCache::poll_timeout);
         let requests = self.requests.values().filter_map(|r| r.machine.poll_timeout());
-        caches.chain(requests).min()
+        let retired = self.retired.iter().map(|r| r.at + DRAIN_LIMIT);
+        caches.chain(requests).chain(retired).min()
     }
 
     /// Lets every machine whose deadline has come act.
     pub fn tick(&mut self, now: Timestamp) {
-        for (i, c) in self.caches.iter().enumerate() {
+        for (i, c) in &self.caches {
             if c.poll_timeout().is_some_and(|t| t <= now) {
-                self.dirty_caches.insert(i);
+                self.dirty_caches.insert(*i);
             }
         }
         for (id, r) in &self.requests {
@@ -263,17 +399,23 @@ impl SimServer {
         self.out.pop_front()
     }
 
-    /// Drains the machines that have work until none has.
+    /// Drains the machines that have work until none has; then takes in the CRDs, and stops
+    /// the retired caches nothing reaches.
     fn pump(&mut self, now: Timestamp) {
         loop {
             if let Some(slot) = self.dirty_caches.pop_first() {
-                while let Some(e) = self.caches[slot].poll(now) {
+                while let Some(e) = self.caches.get_mut(&slot).and_then(|c| c.poll(now)) {
                     self.cache_effect(now, slot, e);
                 }
             } else if let Some(id) = self.dirty_requests.pop_first() {
                 self.drive(now, id);
             } else {
-                return;
+                let before = (Arc::as_ptr(&self.served), self.retired.len());
+                self.take_in_crds(now);
+                self.stop_retired(now);
+                if before == (Arc::as_ptr(&self.served), self.retired.len()) && self.dirty_caches.is_empty() && self.dirty_requests.is_empty() {
+                    return;
+                }
             }
         }
     }
@@ -302,12 +444,15 @@ impl SimServer {
             }
             // No webhook can be reached: the cache asks again later.
             CacheEffect::Convert(c) => {
-                self.caches[slot].handle(now, CacheEvent::Called { uid: c.uid, answer: Err("dial tcp: connect: connection refused".into()) });
-                self.dirty_caches.insert(slot);
+                if let Some(cache) = self.caches.get_mut(&slot) {
+                    cache.handle(now, CacheEvent::Called { uid: c.uid, answer: Err("dial tcp: connect: connection refused".into()) });
+                    self.dirty_caches.insert(slot);
+                }
             }
             CacheEffect::ReadDone { id, result } => {
                 let rid = ReqId(id.0);
                 if let Some(r) = self.requests.get_mut(&rid) {
+                    r.reading = None;
                     r.machine.handle(now, Event::Cache(result));
                     self.dirty_requests.insert(rid);
                 }
@@ -324,8 +469,8 @@ impl SimServer {
             self.out.extend(chunk.into_iter().map(|frame| ServerOut::Frame { id: rid, frame }));
         } else if c.queue.len() < self.buffer {
             c.queue.push_back(chunk);
-        } else {
-            self.caches[slot].handle(now, CacheEvent::Slow { id });
+        } else if let Some(cache) = self.caches.get_mut(&slot) {
+            cache.handle(now, CacheEvent::Slow { id });
         }
     }
 
@@ -335,18 +480,29 @@ impl SimServer {
         while let Some(e) = r.machine.poll(now) {
             match e {
                 Effect::Kv(req) => self.out.push_back(ServerOut::Kv { ticket: Ticket { epoch: self.epoch, to: Target::Request(id) }, req }),
-                Effect::Cache { resource, request } => {
-                    let slot = self.slots[&slot_key(&resource)];
-                    self.caches[slot].handle(now, CacheEvent::Read { id: ReadId(id.0), request });
-                    self.dirty_caches.insert(slot);
-                }
+                // A resource no longer served (its CRD went while the request was under way)
+                // is answered as a request arriving now is: the path is not found.
+                Effect::Cache { resource, request } => match self.slots.get(&slot_key(&resource)) {
+                    Some(&slot) => {
+                        r.reading = Some(slot);
+                        self.caches.get_mut(&slot).expect("a slot's cache runs").handle(now, CacheEvent::Read { id: ReadId(id.0), request });
+                        self.dirty_caches.insert(slot);
+                    }
+                    None => r.machine.handle(now, Event::Cache(Err(ApiError::path_not_found()))),
+                },
                 Effect::Watch { resource, params, head } => {
-                    let slot = self.slots[&slot_key(&resource)];
+                    let catalogs = Catalogs { start: r.catalog, end: self.served.crds_synced().then_some(self.crds_seen) };
                     let slow = r.slow;
                     self.requests.remove(&id);
+                    let Some(&slot) = self.slots.get(&slot_key(&resource)) else {
+                        let e = ApiError::path_not_found();
+                        let body = Bytes::from(serde_json::to_vec(&e.to_status()).expect("JSON trees serialize"));
+                        self.out.push_back(ServerOut::Response { id, head: Head::new(e.code, "application/json"), body, catalogs });
+                        return;
+                    };
                     self.conns.insert(id, Conn { slot, slow, queue: VecDeque::new(), closed: false });
-                    self.out.push_back(ServerOut::WatchOpened { id, head });
-                    self.caches[slot].handle(now, CacheEvent::Register { id: WatcherId(id.0), params });
+                    self.out.push_back(ServerOut::WatchOpened { id, head, catalogs });
+                    self.caches.get_mut(&slot).expect("a slot's cache runs").handle(now, CacheEvent::Register { id: WatcherId(id.0), params });
                     self.dirty_caches.insert(slot);
                     return;
                 }
@@ -361,9 +517,10 @@ impl SimServer {
                 Effect::Body(b) => r.body.extend_from_slice(&b),
                 // (No extension server answers, so nothing is relayed.)
                 Effect::End | Effect::Relay => {
+                    let catalogs = Catalogs { start: r.catalog, end: self.served.crds_synced().then_some(self.crds_seen) };
                     let r = self.requests.remove(&id).expect("driven above");
                     let head = r.head.unwrap_or_else(|| Head::new(500, "application/json"));
-                    self.out.push_back(ServerOut::Response { id, head, body: Bytes::from(r.body) });
+                    self.out.push_back(ServerOut::Response { id, head, body: Bytes::from(r.body), catalogs });
                     return;
                 }
             }

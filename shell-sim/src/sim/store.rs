@@ -17,13 +17,17 @@ use super::rng::SimRng;
 use super::swarm::Swarm;
 use super::{StreamId, Ticket};
 
-/// Bugs a test plants in the store to show the checkers catch them; never set in a real run.
+/// Bugs a test plants in the world to show the checkers catch them; never set in a real run.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Planted {
     /// Acknowledge one write (the first after this revision) without keeping it.
     pub drop_acked_write_after: Option<i64>,
     /// Never deliver one configmap event (the first after this revision) to the watch caches.
     pub skip_watch_event_after: Option<i64>,
+    /// The server serves every second request with the catalog its last CRD change replaced.
+    pub stale_catalog: bool,
+    /// The controllers' cleanup of a deleted CRD's resources finds none left to delete.
+    pub blind_cleanup: bool,
 }
 
 pub enum StoreOut {

@@ -44,6 +44,8 @@ pub struct Swarm {
     pub cache_history: usize,
     /// Frames a watch connection buffers before its watcher counts as slow.
     pub watch_buffer: usize,
+    /// An administrator changes and deletes the widgets' CRD while they are used.
+    pub crd_churn: bool,
 }
 
 impl Swarm {
@@ -67,6 +69,7 @@ impl Swarm {
             restarts: rng.below(4) as usize,
             cache_history: *rng.pick(&[8, 64, 512, 2048]),
             watch_buffer: *rng.pick(&[4, 32, 1024]),
+            crd_churn: rng.chance(0.5),
         }
     }
 
@@ -88,7 +91,7 @@ impl fmt::Display for Swarm {
         let compaction = self.compaction.map_or("off".to_string(), |d| format!("every {}ms keeping {}", d.as_millis(), self.compaction_keep));
         write!(
             f,
-            "users={} controllers={} watchers={} slow_watchers={} names={} namespaces={} latency={}us errors={:.3} ambiguous_commits={:.3} ambiguous_failures={:.3} watch_drops={:.4} compaction={} outages={} restarts={} cache_history={} watch_buffer={}",
+            "users={} controllers={} watchers={} slow_watchers={} names={} namespaces={} latency={}us errors={:.3} ambiguous_commits={:.3} ambiguous_failures={:.3} watch_drops={:.4} compaction={} outages={} restarts={} cache_history={} watch_buffer={} crd_churn={}",
             self.users,
             self.controllers,
             self.watchers,
@@ -104,7 +107,8 @@ impl fmt::Display for Swarm {
             self.outages,
             self.restarts,
             self.cache_history,
-            self.watch_buffer
+            self.watch_buffer,
+            self.crd_churn
         )
     }
 }

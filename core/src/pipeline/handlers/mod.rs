@@ -188,9 +188,7 @@ impl RequestMachine {
             return self.fail(&ApiError::path_not_found());
         }
         if res.info.terminating && info.verb == "create" && info.subresource.is_empty() {
-            let mut refused = ApiError::method_not_supported(&res.info.group_resource(), "create");
-            refused.message = "create not allowed while custom resource definition is terminating".into();
-            return self.fail(&refused);
+            return self.fail(&ApiError::create_while_terminating(&res.info.group_resource()));
         }
         if !verb_allowed(&res, &info) {
             return self.fail(&ApiError::method_not_allowed());

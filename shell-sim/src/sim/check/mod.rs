@@ -3,6 +3,7 @@
 //! reports a [`Violation`] the moment an answer cannot be explained.
 
 pub mod concurrency;
+pub mod crds;
 pub mod durability;
 pub mod list;
 pub mod response;
@@ -34,6 +35,9 @@ pub enum Invariant {
     Bounded,
     /// 6. With faults off, every request completes and every client catches up.
     Liveness,
+    /// 7. No request is served by a catalog older than one its client saw, and a deleted CRD
+    ///    leaves none of its resources behind.
+    Catalog,
 }
 
 impl Invariant {
@@ -131,6 +135,8 @@ pub struct Call {
     pub acked_before: Revision,
     /// Faults (store errors, outages, restarts) were possible while it ran.
     pub faulty: bool,
+    /// The catalogs it met (set when it is answered).
+    pub catalogs: super::server::Catalogs,
 }
 
 impl Call {

@@ -1,7 +1,8 @@
 //! Invariant 5: every response is a well-formed object or `metav1.Status`, with the code and
-//! reason kube-apiserver gives for the situation the oracle says the request met.
+//! reason kube-apiserver gives for the situation the oracle says the request met (for a custom
+//! resource, also the situation of its CRD: see [`super::crds`]).
 
-use super::{Call, Checked, Invariant, fail, violation};
+use super::{Call, Checked, Invariant, crds, fail, violation};
 use crate::sim::oracle::Oracle;
 
 /// The reasons kube-apiserver pairs with each code.
@@ -12,8 +13,10 @@ fn reason_fits(code: u16, reason: &str) -> bool {
             | (404, "NotFound")
             | (409, "Conflict" | "AlreadyExists")
             | (410, "Expired" | "Gone")
+            | (405, "MethodNotAllowed")
             | (422, "Invalid")
             | (500, "InternalError" | "ServerTimeout")
+            | (503, "ServiceUnavailable")
             | (504, "Timeout")
     )
 }
@@ -30,7 +33,9 @@ fn code_fits(call: &Call, code: u16) -> bool {
         ("DELETE", _) => matches!(code, 200 | 202 | 404 | 409),
         _ => false,
     };
-    expected || (call.faulty && matches!(code, 500 | 504))
+    // A custom resource's CRD may be gone, being deleted, or not known yet.
+    let custom = call.target.as_ref().is_some_and(|t| t.kind.crd_version().is_some());
+    expected || (call.faulty && matches!(code, 500 | 504)) || (custom && matches!(code, 404 | 405 | 503))
 }
 
 /// Checks a whole (non-watch) response; returns its parsed body.
@@ -64,8 +69,32 @@ pub fn answered(call: &Call, code: u16, body: &[u8], oracle: &Oracle) -> Result<
     Ok(v)
 }
 
+/// What a custom resource's CRD explains of an error; `None` where it explains nothing.
+fn crd_situation(call: &Call, code: u16, oracle: &Oracle) -> Option<Checked> {
+    let explained = match code {
+        503 => crds::before_crds(call),
+        // A create, or an apply that would create.
+        405 => matches!(call.method.as_str(), "POST" | "PATCH") && crds::terminating(call, oracle),
+        404 if crds::unserved(call, oracle) => true,
+        // A collection is found wherever its CRD serves it.
+        404 if call.key().is_none() && call.target.is_some() => false,
+        _ => return None,
+    };
+    Some(if explained {
+        Ok(())
+    } else {
+        violation(
+            Invariant::Response,
+            format!("{} {:?} answered {code}, which the CRD at the catalogs it met ({:?}) does not explain", call.method, call.target, call.catalogs),
+        )
+    })
+}
+
 /// The error must fit what the store held while the request ran.
 fn situation(call: &Call, code: u16, reason: &str, oracle: &Oracle) -> Checked {
+    if let Some(explained) = crd_situation(call, code, oracle) {
+        return explained;
+    }
     let Some(key) = call.key() else { return Ok(()) };
     let versions = oracle.versions_between(&key, call.start, call.end);
     let existed = versions.iter().any(Option::is_some);

@@ -3,6 +3,8 @@
 //! response, watch head, frame and stream end. A client asks for requests and its next wake-up
 //! through [`Cx`].
 
+pub mod controllers;
+pub mod crd_admin;
 pub mod informer;
 pub mod user;
 
