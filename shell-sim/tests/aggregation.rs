@@ -32,6 +32,19 @@ fn world(down: Arc<Mutex<bool>>) -> (World, Seen) {
             let index = json!({"paths": {"apis/metrics.example.com/v1beta1": {"serverRelativeURL": "/openapi/v3/apis/metrics.example.com/v1beta1?hash=AB12"}}});
             return Ok((head, Bytes::from(index.to_string())));
         }
+        if req.path_and_query == "/openapi/v2" {
+            let thing = |kind: &str| json!({"$ref": format!("#/definitions/com.example.metrics.v1beta1.{kind}")});
+            let spec = json!({"swagger": "2.0", "paths": {
+                    "/apis/metrics.example.com/v1beta1/namespaces/{namespace}/things": {"get": {"responses": {"200": {"schema": thing("ThingList")}}}},
+                    "/apis/metrics.example.com/v1beta1beta/things": {"get": {}},
+                    "/version/": {"get": {"description": "the extension server's own"}}},
+                "definitions": {
+                    "com.example.metrics.v1beta1.ThingList": {"properties": {"items": {"type": "array", "items": thing("Thing")}}},
+                    "com.example.metrics.v1beta1.Thing": {"properties": {"metadata": {"$ref": "#/definitions/io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"}}},
+                    "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta": {"description": "the extension server's own"},
+                    "com.example.unused.Other": {}}});
+            return Ok((head, Bytes::from(spec.to_string())));
+        }
         if req.path_and_query == "/apis/metrics.example.com/v1beta1" {
             let list = json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": "metrics.example.com/v1beta1", "resources": [
                 {"name": "things", "singularName": "thing", "namespaced": true, "kind": "Thing", "verbs": ["get", "list"], "shortNames": ["th"]},
@@ -97,7 +110,7 @@ fn an_api_service_is_checked_and_its_group_version_proxied() {
     assert_eq!(post(&mut w, "/api/v1/namespaces/default/services", svc), 201);
     assert_eq!(available(&mut w), ("True".into(), "Passed".into(), "all checks passed".into()));
     let checks: Vec<String> = seen.lock().unwrap().iter().map(|r| r.path_and_query.clone()).collect();
-    assert_eq!(checks[..2], ["/apis/metrics.example.com/v1beta1", "/openapi/v3"], "the discovery answer, then the OpenAPI index");
+    assert_eq!(checks[..3], ["/apis/metrics.example.com/v1beta1", "/openapi/v3", "/openapi/v2"], "the discovery answer, then the OpenAPI documents");
     let check = seen.lock().unwrap()[0].clone();
     // What the check's answer lists is in aggregated discovery, which kubectl reads.
     assert_eq!(
@@ -115,6 +128,17 @@ fn an_api_service_is_checked_and_its_group_version_proxied() {
     assert!(index["paths"]["apis/apps/v1"].is_object(), "kapi's own documents are listed too");
     assert_eq!(w.call("GET", "/openapi/v3/apis/metrics.example.com/v1beta1", "hash=AB12", None, "").head.status, 200);
     assert_eq!(seen.lock().unwrap().last().unwrap().path_and_query, "/openapi/v3/apis/metrics.example.com/v1beta1?hash=AB12");
+    // Its OpenAPI v2 paths of the group version, and the definitions they need, are in kapi's:
+    // kapi's own of the same names kept.
+    let v2 = w.call("GET", "/openapi/v2", "", None, "").json();
+    assert!(v2["paths"]["/apis/metrics.example.com/v1beta1/namespaces/{namespace}/things"].is_object());
+    assert!(v2["paths"].get("/apis/metrics.example.com/v1beta1beta/things").is_none(), "another group version's path is not the server's to serve");
+    assert!(v2["paths"]["/version/"]["get"]["description"] != "the extension server's own");
+    for kind in ["ThingList", "Thing"] {
+        assert!(v2["definitions"][format!("com.example.metrics.v1beta1.{kind}")].is_object(), "{kind}");
+    }
+    assert!(v2["definitions"].get("com.example.unused.Other").is_none(), "a definition no path needs is left out");
+    assert_ne!(v2["definitions"]["io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"]["description"], "the extension server's own");
 
     // Proxied: path and query as sent, the admin named in headers, the answer relayed without
     // its connection headers.

@@ -84,5 +84,6 @@ async fn probe(state: Arc<State>, id: RequestId, request: ProxyRequest, tx: mpsc
     let _ = tx.send(ControllerEvent::Failed { id, error });
 }
 
-/// How much of an extension server's discovery answer a check reads.
-const PROBE_BODY_LIMIT: usize = 1024 * 1024;
+/// How much of an extension server's answer a check reads: its discovery, and its OpenAPI v2
+/// document, a few MiB for a server of every built-in kind.
+const PROBE_BODY_LIMIT: usize = 32 * 1024 * 1024;

@@ -71,6 +71,10 @@ fn an_extension_server_serves_its_group_through_the_front_server() {
     assert!(front.ok(&["get", "widgets", "w2", "-o", "name"]).contains("widget.example.com/w2"));
     // kubectl explain reads the extension server's OpenAPI v3 document through the front one.
     assert!(eventually(Duration::from_secs(10), || String::from_utf8_lossy(&front.kubectl(&["explain", "widgets"]).stdout).contains("KIND:       Widget")));
+    // And, for older clients, its OpenAPI v2 paths and definitions merged into the front one's
+    // (kubectl's v2 explain finds no Widget without them).
+    let explained = front.kubectl(&["explain", "widgets", "--output=plaintext-openapiv2"]);
+    assert!(String::from_utf8_lossy(&explained.stdout).contains("KIND:     Widget"), "{}", String::from_utf8_lossy(&explained.stderr));
     // Discovery lists the group; its version's resources are the extension server's answer.
     assert!(front.ok(&["get", "--raw", "/apis"]).contains("\"name\":\"example.com\""));
     assert!(front.ok(&["get", "--raw", "/apis/example.com/v1"]).contains("\"name\":\"widgets\""));

@@ -90,6 +90,8 @@ pub struct Discovery {
     pub resources: Option<Vec<Value>>,
     /// Where its OpenAPI v3 document is (`serverRelativeURL` in its `/openapi/v3`), if known.
     pub openapi: Option<String>,
+    /// What of its OpenAPI v2 document `/openapi/v2` merges, if known.
+    pub openapi_v2: Option<super::OpenApiV2>,
 }
 
 /// What each Service-backed group version's extension server last said.
@@ -113,6 +115,17 @@ impl Discovered {
     /// Only what `apis` still hand to extension servers.
     pub fn retain_served(&mut self, apis: &ApiServices) {
         self.by_group_version.retain(|(g, v), _| apis.iter().any(|a| a.group == *g && a.version == *v));
+    }
+
+    /// Adds to an OpenAPI v2 document what the extension servers of `apis` serve (in the order
+    /// of their group versions' names).
+    pub fn merge_openapi_v2(&self, doc: &mut Value, apis: &ApiServices) {
+        let served = |g: &str, v: &str| apis.iter().any(|a| a.group == g && a.version == v);
+        for ((_, _), d) in self.by_group_version.iter().filter(|((g, v), _)| served(g, v)) {
+            if let Some(spec) = &d.openapi_v2 {
+                spec.merge_into(doc);
+            }
+        }
     }
 
     /// Adds to an OpenAPI v3 index (`{"paths": {...}}`) the documents the extension servers of

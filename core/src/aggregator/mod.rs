@@ -8,6 +8,7 @@
 //! watch cache's state, held in the `Served` that requests read, swapped whole on a change.
 
 mod discovery;
+mod openapi;
 mod proxy;
 
 use std::collections::BTreeMap;
@@ -18,6 +19,7 @@ use serde_json::Value;
 use crate::meta;
 
 pub use discovery::{Discovered, Discovery, group_document, merged_aggregated, merged_group_list, resources_of};
+pub use openapi::OpenApiV2;
 pub use proxy::{ProxyHead, ProxyRequest, ProxyTarget, answer_head, outbound_headers, resolve, resolve_service, unavailable};
 
 /// Where an APIService's Service is: `spec.service`.

@@ -42,6 +42,12 @@ pub(super) enum ApiStep {
     /// Then its OpenAPI v3 index, to learn where its document is.
     OpenApi {
         resources: Option<Vec<Value>>,
+        target: Box<ProxyTarget>,
+    },
+    /// Then its OpenAPI v2 document, to merge into kapi's.
+    OpenApiV2 {
+        resources: Option<Vec<Value>>,
+        openapi: Option<String>,
     },
     Write,
 }
@@ -170,18 +176,22 @@ impl Controllers {
                     ),
                 }
             }
-            ApiStep::OpenApi { resources } => {
+            ApiStep::OpenApi { resources, target } => {
                 let index: Value = serde_json::from_slice(body).unwrap_or(Value::Null);
                 let key = format!("apis/{}/{}", api.group, api.version);
                 let at = index.get("paths").and_then(|p| p.get(&key)).and_then(|d| d.get("serverRelativeURL")).and_then(Value::as_str);
                 let openapi = at.filter(|_| status == 200).map(str::to_string);
-                return self.learned(&api, Discovery { resources, openapi });
+                return self.probe(name, ApiStep::OpenApiV2 { resources, openapi }, *target, "/openapi/v2".into());
+            }
+            ApiStep::OpenApiV2 { resources, openapi } => {
+                let openapi_v2 = (status == 200).then(|| aggregator::OpenApiV2::read(body, &api.group, &api.version)).flatten();
+                return self.learned(&api, Discovery { resources, openapi, openapi_v2 });
             }
             ApiStep::Discovery { url, target } => match status {
                 200..=299 => {
                     let list: Value = serde_json::from_slice(body).unwrap_or(Value::Null);
                     let resources = list.get("resources").is_some().then(|| aggregator::resources_of(&list));
-                    self.probe(name, ApiStep::OpenApi { resources }, *target, "/openapi/v3".into());
+                    self.probe(name, ApiStep::OpenApi { resources, target: target.clone() }, *target, "/openapi/v3".into());
                     ("True", "Passed", "all checks passed".to_string())
                 }
                 _ => ("False", "FailedDiscoveryCheck", format!("failing or missing response from {url}: bad status from {url}: {status}")),
@@ -191,16 +201,21 @@ impl Controllers {
     }
 
     /// The extension server could not be reached for its discovery answer (or, after it, for
-    /// its OpenAPI index).
+    /// its OpenAPI documents).
     pub(super) fn api_service_unreachable(&mut self, now: Timestamp, name: &str, step: ApiStep, error: &str) {
         match step {
             ApiStep::Discovery { url, .. } => {
                 let message = format!("failing or missing response from {url}: Get {url:?}: {error}");
                 self.conclude(now, name, ("False", "FailedDiscoveryCheck", message));
             }
-            ApiStep::OpenApi { resources } => {
+            ApiStep::OpenApi { resources, .. } => {
                 if let Some(api) = self.api_services.get(name).and_then(ApiService::read) {
-                    self.learned(&api, Discovery { resources, openapi: None });
+                    self.learned(&api, Discovery { resources, ..Discovery::default() });
+                }
+            }
+            ApiStep::OpenApiV2 { resources, openapi } => {
+                if let Some(api) = self.api_services.get(name).and_then(ApiService::read) {
+                    self.learned(&api, Discovery { resources, openapi, openapi_v2: None });
                 }
             }
             ApiStep::Service | ApiStep::Endpoints { .. } | ApiStep::Write => {}

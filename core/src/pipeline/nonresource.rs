@@ -77,7 +77,11 @@ impl Docs {
     }
 
     fn openapi_v2(&self, src: &Sources) -> &Value {
-        self.openapi_v2.get_or_init(|| openapi::v2(src.catalog))
+        self.openapi_v2.get_or_init(|| {
+            let mut doc = openapi::v2(src.catalog);
+            src.discovered.merge_openapi_v2(&mut doc, src.apis);
+            doc
+        })
     }
 
     fn openapi_v2_json(&self, src: &Sources) -> &Bytes {
