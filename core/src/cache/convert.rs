@@ -207,11 +207,8 @@ mod tests {
 
         fn pump(&mut self) {
             while let Some(e) = self.cache.poll(self.now) {
+                let Some(e) = crate::cache::tests::unless_kv(&mut self.cache, &mut self.model, self.now, e) else { continue };
                 match e {
-                    CacheEffect::Kv(req) => {
-                        let (r, _) = self.model.apply(self.now, &req);
-                        self.cache.handle(self.now, CacheEvent::Kv(r));
-                    }
                     CacheEffect::StartWatch(w) => self.watch = Some(w),
                     CacheEffect::Convert(c) => self.asked.push(c),
                     CacheEffect::ReadDone { result, .. } => self.reads.push(result),

@@ -29,6 +29,14 @@ fn configmaps() -> Arc<Resource> {
     catalog(&Settings::default()).get("", "v1", "configmaps").unwrap().clone()
 }
 
+/// `e`, unless it is a store request: that one `model` answers at once.
+pub(super) fn unless_kv(cache: &mut WatchCache, model: &mut Model, now: Timestamp, e: CacheEffect) -> Option<CacheEffect> {
+    let CacheEffect::Kv(req) = e else { return Some(e) };
+    let (r, _) = model.apply(now, &req);
+    cache.handle(now, CacheEvent::Kv(r));
+    None
+}
+
 impl Harness {
     fn new() -> Harness {
         let mut h = Harness {
@@ -49,11 +57,8 @@ impl Harness {
 
     fn pump(&mut self) {
         while let Some(e) = self.cache.poll(self.now) {
+            let Some(e) = unless_kv(&mut self.cache, &mut self.model, self.now, e) else { continue };
             match e {
-                CacheEffect::Kv(req) => {
-                    let (r, _) = self.model.apply(self.now, &req);
-                    self.cache.handle(self.now, CacheEvent::Kv(r));
-                }
                 CacheEffect::StartWatch(w) => {
                     let backlog = self.model.backlog(&w).unwrap();
                     self.watch = Some(w);
@@ -88,6 +93,7 @@ impl Harness {
                     self.reads.insert(id, result);
                 }
                 CacheEffect::Convert(_) => unreachable!("no webhook converts configmaps"),
+                CacheEffect::Kv(_) => unreachable!("answered above"),
             }
         }
     }
