@@ -8,7 +8,8 @@ use bytes::Bytes;
 use jiff::SignedDuration;
 use kapi_core::aggregator::{ProxyHead, ProxyRequest};
 use kapi_core::controllers::Enabled;
-use kapi_sim::{World, default_server, epoch};
+use kapi_core::pipeline::Request;
+use kapi_sim::{ADMIN_TOKEN, World, default_server, epoch};
 use serde_json::{Value, json};
 
 const API_SERVICES: &str = "/apis/apiregistration.k8s.io/v1/apiservices";
@@ -35,14 +36,16 @@ fn world(down: Arc<Mutex<bool>>) -> (World, Seen) {
         if req.path_and_query == "/openapi/v2" {
             let thing = |kind: &str| json!({"$ref": format!("#/definitions/com.example.metrics.v1beta1.{kind}")});
             let spec = json!({"swagger": "2.0", "paths": {
-                    "/apis/metrics.example.com/v1beta1/namespaces/{namespace}/things": {"get": {"responses": {"200": {"schema": thing("ThingList")}}}},
+                    "/apis/metrics.example.com/v1beta1/namespaces/{namespace}/things": {"get": {"responses": {"200": {"schema": thing("ThingList")}}},
+                        "post": {"parameters": [{"$ref": "#/parameters/body-thing"}]}},
                     "/apis/metrics.example.com/v1beta1beta/things": {"get": {}},
                     "/version/": {"get": {"description": "the extension server's own"}}},
                 "definitions": {
                     "com.example.metrics.v1beta1.ThingList": {"properties": {"items": {"type": "array", "items": thing("Thing")}}},
                     "com.example.metrics.v1beta1.Thing": {"properties": {"metadata": {"$ref": "#/definitions/io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"}}},
                     "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta": {"description": "the extension server's own"},
-                    "com.example.unused.Other": {}}});
+                    "com.example.unused.Other": {}},
+                "parameters": {"body-thing": {"in": "body", "name": "body", "required": true, "schema": thing("Thing")}, "unused": {"in": "query", "name": "x"}}});
             return Ok((head, Bytes::from(spec.to_string())));
         }
         if req.path_and_query == "/apis/metrics.example.com/v1beta1" {
@@ -138,6 +141,15 @@ fn an_api_service_is_checked_and_its_group_version_proxied() {
         assert!(v2["definitions"][format!("com.example.metrics.v1beta1.{kind}")].is_object(), "{kind}");
     }
     assert!(v2["definitions"].get("com.example.unused.Other").is_none(), "a definition no path needs is left out");
+    assert_eq!(v2["parameters"]["body-thing"]["in"], "body", "a shared parameter its paths refer to is in");
+    assert!(v2["parameters"].get("unused").is_none());
+    // Its protobuf form has them too (gnostic's `parameters` among them).
+    let accept = vec![("Authorization".to_string(), format!("Bearer {ADMIN_TOKEN}")), ("Accept".into(), kapi_core::openapi::V2_PROTOBUF[0].into())];
+    let protobuf = w.request(Request { method: "GET".into(), path: "/openapi/v2".into(), headers: accept, ..Default::default() });
+    assert_eq!(protobuf.head.status, 200);
+    for name in ["/apis/metrics.example.com/v1beta1/namespaces/{namespace}/things", "body-thing", "com.example.metrics.v1beta1.Thing"] {
+        assert!(protobuf.body.windows(name.len()).any(|w| w == name.as_bytes()), "{name}");
+    }
     assert_ne!(v2["definitions"]["io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"]["description"], "the extension server's own");
 
     // Proxied: path and query as sent, the admin named in headers, the answer relayed without

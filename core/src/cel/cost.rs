@@ -51,8 +51,9 @@ pub enum Shape {
     /// An object of known fields, by their CEL names.
     Object { fields: Arc<BTreeMap<String, Shape>> },
     /// An actual object or map ([`Shape::of`]): each of its members; one it does not have is
-    /// never read (reading it fails at once).
-    Members { fields: Arc<BTreeMap<String, Shape>> },
+    /// never read (reading it fails at once). `key`: its longest key; `values`: its widest
+    /// member.
+    Members { fields: Arc<BTreeMap<String, Shape>>, key: u64, values: Arc<Shape> },
 }
 
 impl Shape {
@@ -65,11 +66,17 @@ impl Shape {
             cel::Value::Bytes(b) => Shape::String { max: b.len() as u64 },
             cel::Value::List(items) => Shape::List { max: items.len() as u64, items: Arc::new(items.iter().map(Shape::of).fold(Shape::Scalar, wider)) },
             cel::Value::Map(m) => {
-                let fields = m.map.iter().filter_map(|(k, v)| match k {
-                    cel::objects::Key::String(k) => Some((k.to_string(), Shape::of(v))),
-                    _ => None,
-                });
-                Shape::Members { fields: Arc::new(fields.collect()) }
+                let fields: BTreeMap<String, Shape> = m
+                    .map
+                    .iter()
+                    .filter_map(|(k, v)| match k {
+                        cel::objects::Key::String(k) => Some((k.to_string(), Shape::of(v))),
+                        _ => None,
+                    })
+                    .collect();
+                let key = fields.keys().map(|k| k.len() as u64).max().unwrap_or(0);
+                let values = fields.values().cloned().fold(Shape::Scalar, wider);
+                Shape::Members { fields: Arc::new(fields), key, values: Arc::new(values) }
             }
             _ => Shape::Scalar,
         }
@@ -81,7 +88,7 @@ impl Shape {
             Shape::Unknown => MAX_REQUEST_BYTES,
             Shape::Scalar => 1,
             Shape::String { max } | Shape::List { max, .. } | Shape::Map { max, .. } => *max,
-            Shape::Object { fields } | Shape::Members { fields } => fields.len() as u64,
+            Shape::Object { fields } | Shape::Members { fields, .. } => fields.len() as u64,
         }
     }
 
@@ -89,7 +96,7 @@ impl Shape {
     pub(super) fn member(&self, name: &str) -> Shape {
         match self {
             Shape::Object { fields } => fields.get(name).cloned().unwrap_or(Shape::Unknown),
-            Shape::Members { fields } => fields.get(name).cloned().unwrap_or(Shape::Scalar),
+            Shape::Members { fields, .. } => fields.get(name).cloned().unwrap_or(Shape::Scalar),
             Shape::Map { values, .. } => (**values).clone(),
             _ => Shape::Unknown,
         }
@@ -100,7 +107,8 @@ impl Shape {
         match self {
             Shape::List { items, .. } => (**items).clone(),
             Shape::Map { key, .. } => Shape::String { max: *key },
-            Shape::Object { fields } | Shape::Members { fields } => Shape::String { max: fields.keys().map(|k| k.len() as u64).max().unwrap_or(0) },
+            Shape::Object { fields } => Shape::String { max: fields.keys().map(|k| k.len() as u64).max().unwrap_or(0) },
+            Shape::Members { key, .. } => Shape::String { max: *key },
             _ => Shape::Unknown,
         }
     }
@@ -110,7 +118,7 @@ impl Shape {
         match self {
             Shape::List { items, .. } => (**items).clone(),
             Shape::Map { values, .. } => (**values).clone(),
-            Shape::Members { fields } => fields.values().cloned().fold(Shape::Scalar, wider),
+            Shape::Members { values, .. } => (**values).clone(),
             _ => Shape::Unknown,
         }
     }
@@ -220,29 +228,52 @@ fn comprehension(c: &ComprehensionExpr, scopes: &mut Vec<(String, Shape)>) -> (u
     (cost, result)
 }
 
-/// The larger of two shapes, where they differ.
+/// The larger of two shapes, where they differ; of two of different kinds, the one of more
+/// characters, items or members. `a`, when not shared, is widened in place (so that the items
+/// of a long list are joined in time proportional to their sizes).
 fn wider(a: Shape, b: Shape) -> Shape {
     match (a, b) {
-        (a, b) if a == b => a,
         (Shape::Scalar, b) => b,
         (a, Shape::Scalar) => a,
         (Shape::String { max: x }, Shape::String { max: y }) => Shape::String { max: x.max(y) },
-        (Shape::List { max: x, items: a }, Shape::List { max: y, items: b }) => {
-            Shape::List { max: x.max(y), items: Arc::new(wider((*a).clone(), (*b).clone())) }
+        (Shape::List { max: x, items: a }, Shape::List { max: y, items: b }) => Shape::List { max: x.max(y), items: wider_arc(a, &b) },
+        (Shape::Map { max: x, key: ka, values: va }, Shape::Map { max: y, key: kb, values: vb }) => {
+            Shape::Map { max: x.max(y), key: ka.max(kb), values: wider_arc(va, &vb) }
         }
-        (Shape::Members { fields: a }, Shape::Members { fields: b }) => {
-            let mut fields = (*a).clone();
-            for (k, s) in b.iter() {
-                let joined = match fields.remove(k) {
-                    Some(mine) => wider(mine, s.clone()),
-                    None => s.clone(),
-                };
-                fields.insert(k.clone(), joined);
+        (Shape::Object { fields: a }, Shape::Object { fields: b }) => Shape::Object { fields: wider_fields(a, &b) },
+        (Shape::Members { fields: a, key: ka, values: va }, Shape::Members { fields: b, key: kb, values: vb }) => {
+            Shape::Members { fields: wider_fields(a, &b), key: ka.max(kb), values: wider_arc(va, &vb) }
+        }
+        (a, b) if a == b => a,
+        (a, b) => {
+            if a.size() >= b.size() {
+                a
+            } else {
+                b
             }
-            Shape::Members { fields: Arc::new(fields) }
         }
-        _ => Shape::Unknown,
     }
+}
+
+/// Each member widened by the other's of its name.
+fn wider_fields(mut a: Arc<BTreeMap<String, Shape>>, b: &BTreeMap<String, Shape>) -> Arc<BTreeMap<String, Shape>> {
+    let into = Arc::make_mut(&mut a);
+    for (k, s) in b {
+        match into.get_mut(k) {
+            Some(mine) => *mine = wider(std::mem::replace(mine, Shape::Scalar), s.clone()),
+            None => {
+                into.insert(k.clone(), s.clone());
+            }
+        }
+    }
+    a
+}
+
+fn wider_arc(a: Arc<Shape>, b: &Arc<Shape>) -> Arc<Shape> {
+    if Arc::ptr_eq(&a, b) {
+        return a;
+    }
+    Arc::new(wider(Arc::unwrap_or_clone(a), (**b).clone()))
 }
 
 /// A call's own cost (its arguments' excluded) and the shape of what it returns.

@@ -21,6 +21,8 @@ enum M {
     PathItem,
     Operation,
     ParametersItem,
+    /// A parameter defined once, for `$ref`s (`#/parameters/<name>`).
+    Parameter,
     BodyParameter,
     QueryParameter,
     PathParameter,
@@ -123,6 +125,7 @@ fn table(m: M) -> &'static [(Key, u32, F)] {
             (Is("produces"), 7, Strs),
             (Is("paths"), 8, Msg(M::Paths)),
             (Is("definitions"), 9, Wrapped(M::Schema)),
+            (Is("parameters"), 10, Wrapped(M::Parameter)),
             (Is("responses"), 11, Wrapped(M::Response)),
             (Is("security"), 12, Msgs(M::SecurityRequirement)),
             (Is("securityDefinitions"), 13, Wrapped(M::SecurityDefinitionsItem)),
@@ -215,7 +218,7 @@ fn table(m: M) -> &'static [(Key, u32, F)] {
         M::ApiKeySecurity => &[(Is("type"), 1, Str), (Is("name"), 2, Str), (Is("in"), 3, Str), (Is("description"), 4, Str), (Extension, 5, Entries(M::Any))],
         M::Tag => &[(Is("name"), 1, Str), (Is("description"), 2, Str), (Is("externalDocs"), 3, Msg(M::ExternalDocs)), (Extension, 4, Entries(M::Any))],
         M::ExternalDocs => &[(Is("description"), 1, Str), (Is("url"), 2, Str), (Extension, 3, Entries(M::Any))],
-        M::ParametersItem | M::ResponseValue | M::SecurityDefinitionsItem | M::Strings | M::Any => &[],
+        M::ParametersItem | M::Parameter | M::ResponseValue | M::SecurityDefinitionsItem | M::Strings | M::Any => &[],
     }
 }
 
@@ -248,17 +251,18 @@ fn message(m: M, v: &Value) -> Vec<u8> {
                 bytes_field(1, r.as_bytes(), &mut reference);
                 bytes_field(2, &reference, &mut out);
             }
-            None => {
-                let parameter = match v.get("in").and_then(Value::as_str) {
-                    Some("body") => wrap(1, &message(M::BodyParameter, v)),
-                    Some("query") => wrap(2, &wrap(3, &message(M::QueryParameter, v))),
-                    Some("formData") => wrap(2, &wrap(2, &message(M::QueryParameter, v))),
-                    Some("header") => wrap(2, &wrap(1, &message(M::PathParameter, v))),
-                    _ => wrap(2, &wrap(4, &message(M::PathParameter, v))),
-                };
-                bytes_field(1, &parameter, &mut out);
-            }
+            None => bytes_field(1, &message(M::Parameter, v), &mut out),
         },
+        // Where it goes decides its form.
+        M::Parameter => {
+            out = match v.get("in").and_then(Value::as_str) {
+                Some("body") => wrap(1, &message(M::BodyParameter, v)),
+                Some("query") => wrap(2, &wrap(3, &message(M::QueryParameter, v))),
+                Some("formData") => wrap(2, &wrap(2, &message(M::QueryParameter, v))),
+                Some("header") => wrap(2, &wrap(1, &message(M::PathParameter, v))),
+                _ => wrap(2, &wrap(4, &message(M::PathParameter, v))),
+            }
+        }
         M::ResponseValue => match v.get("$ref").and_then(Value::as_str) {
             Some(r) => {
                 let mut reference = Vec::new();

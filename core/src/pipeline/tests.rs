@@ -129,6 +129,15 @@ fn once_the_crds_are_known_an_unknown_group_is_not_found() {
     let empty = crate::cache::Snapshot { revision: 5, objects: Default::default() };
     let synced = starting.with_crds(&builtins, &empty).expect("the first CRDs taken in, even none, change what is served");
     assert!(synced.with_crds(&builtins, &empty).is_none());
+    let built_in = Request {
+        method: "GET".into(),
+        path: "/apis/apps/v1/nopes".into(),
+        headers: vec![("Authorization".into(), "Bearer t0ken".into())],
+        ..Default::default()
+    };
+    let mut m = RequestMachine::new(server(), starting.clone(), built_in, now(), 1);
+    let head = std::iter::from_fn(|| m.poll(now())).find_map(|e| if let Effect::Respond(h) = e { Some(h) } else { None }).expect("an answer");
+    assert_eq!(head.status, 404, "a built-in group version answers as kube's own handlers do");
     for (served, status) in [(starting, 503), (synced, 404)] {
         let req = Request {
             method: "GET".into(),

@@ -94,9 +94,10 @@ pub struct Catalogs {
     pub end: Option<Revision>,
 }
 
-/// A cache no longer served, until the requests that started before it was retired are done.
+/// The caches a catalog change no longer serves, until the requests that started before it
+/// are done.
 struct Retired {
-    slot: usize,
+    slots: Vec<usize>,
     /// The catalog it was retired from: held by those requests.
     served: Arc<Served>,
     at: Timestamp,
@@ -224,12 +225,14 @@ impl SimServer {
             .collect();
         let previous_catalog = self.catalog();
         let previous = std::mem::replace(&mut self.served, next);
-        if self.stale_catalog {
-            self.stale = Some((previous.clone(), previous_catalog));
+        for (k, _) in &stale {
+            self.slots.remove(k);
         }
-        for (k, slot) in stale {
-            self.slots.remove(&k);
-            self.retired.push(Retired { slot, served: previous.clone(), at: now });
+        if !stale.is_empty() {
+            self.retired.push(Retired { slots: stale.into_iter().map(|(_, slot)| slot).collect(), served: previous.clone(), at: now });
+        }
+        if self.stale_catalog {
+            self.stale = Some((previous, previous_catalog));
         }
         for (k, res) in wanted {
             if !self.slots.contains_key(&k) {
@@ -246,15 +249,15 @@ impl SimServer {
         let (done, kept): (Vec<Retired>, Vec<Retired>) =
             std::mem::take(&mut self.retired).into_iter().partition(|r| Arc::strong_count(&r.served) == 1 || now >= r.at + DRAIN_LIMIT);
         self.retired = kept;
-        for r in done {
-            self.caches.remove(&r.slot);
-            self.out.push_back(ServerOut::CancelWatch { stream: StreamId { epoch: self.epoch, slot: r.slot } });
-            let closed: Vec<ReqId> = self.conns.iter().filter(|(_, c)| c.slot == r.slot).map(|(id, _)| *id).collect();
+        for slot in done.into_iter().flat_map(|r| r.slots) {
+            self.caches.remove(&slot);
+            self.out.push_back(ServerOut::CancelWatch { stream: StreamId { epoch: self.epoch, slot } });
+            let closed: Vec<ReqId> = self.conns.iter().filter(|(_, c)| c.slot == slot).map(|(id, _)| *id).collect();
             for id in closed {
                 self.conns.remove(&id);
                 self.out.push_back(ServerOut::WatchClosed { id });
             }
-            for (id, req) in self.requests.iter_mut().filter(|(_, q)| q.reading == Some(r.slot)) {
+            for (id, req) in self.requests.iter_mut().filter(|(_, q)| q.reading == Some(slot)) {
                 req.reading = None;
                 req.machine.handle(now, Event::Cache(Err(ApiError::path_not_found())));
                 self.dirty_requests.insert(*id);

@@ -173,8 +173,10 @@ fn verb_allowed(res: &Resource, info: &RequestInfo) -> bool {
 impl RequestMachine {
     pub(super) fn resource_request(&mut self, now: Timestamp, info: RequestInfo, query: Query) {
         let Some(res) = self.served.catalog.get(&info.api_group, &info.api_version, &info.resource).cloned() else {
-            // A group under `/apis` may be a CRD's not taken in yet.
-            let starting = !self.served.crds_synced() && !info.api_group.is_empty();
+            // A group version under `/apis` the built-in catalog does not serve may be a CRD's
+            // not taken in yet (kube's own group versions answer 404 whatever the CRDs).
+            let starting =
+                !self.served.crds_synced() && !info.api_group.is_empty() && self.served.catalog.resources_of(&info.api_group, &info.api_version).is_empty();
             return self.fail(&if starting { ApiError::server_starting() } else { ApiError::path_not_found() });
         };
         let namespace = if res.info.namespaced { Some(info.namespace.clone()).filter(|n| !n.is_empty()) } else { None };

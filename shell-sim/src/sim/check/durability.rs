@@ -20,8 +20,8 @@ impl Durability {
     /// Observes a successful response.
     pub fn answered(&mut self, call: &Call, object: &serde_json::Value, oracle: &Oracle) -> Checked {
         // A delete of a collection acknowledges no one object (the oracle has each delete).
-        let collection = call.target.as_ref().is_some_and(|t| t.name.is_none());
-        if call.method == "GET" || call.dry_run() || object["kind"] == "Status" || collection {
+        let collection_delete = call.method == "DELETE" && call.target.as_ref().is_some_and(|t| t.name.is_none());
+        if call.method == "GET" || call.dry_run() || object["kind"] == "Status" || collection_delete {
             return Ok(());
         }
         let Some((key, rv)) = call.target.as_ref().and_then(|t| identity(t.kind, object)) else {
