@@ -50,7 +50,7 @@ pub async fn run(state: Arc<State>, mut controllers: Controllers, discovered: mp
 }
 
 async fn answer(state: Arc<State>, id: RequestId, request: Request, tx: mpsc::UnboundedSender<ControllerEvent>) {
-    let response = call(state, request).await;
+    let response = call(state, request, None).await;
     let _ = tx.send(ControllerEvent::Head { id, status: response.status().as_u16() });
     let mut body = response.into_body();
     while let Some(Ok(frame)) = body.frame().await {
@@ -67,8 +67,8 @@ const PROBE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
 async fn probe(state: Arc<State>, id: RequestId, request: ProxyRequest, tx: mpsc::UnboundedSender<ControllerEvent>) {
     // The limit covers the answer's body too, as Go's client timeout does.
     let exchange = async {
-        let (head, body) = state.proxy.send(request).await?;
-        let body = http_body_util::Limited::new(body, PROBE_BODY_LIMIT).collect().await.map(|b| b.to_bytes()).map_err(|e| e.to_string())?;
+        let (head, rest) = state.proxy.send(request).await?;
+        let body = http_body_util::Limited::new(rest.body, PROBE_BODY_LIMIT).collect().await.map(|b| b.to_bytes()).map_err(|e| e.to_string())?;
         Ok::<_, String>((head, body))
     };
     let error = match tokio::time::timeout(PROBE_TIMEOUT, exchange).await {

@@ -14,6 +14,7 @@ use futures_util::StreamExt;
 use http_body_util::{BodyExt, Full, StreamBody, combinators::BoxBody};
 use hyper::body::{Frame, Incoming};
 use hyper::service::service_fn;
+use hyper::upgrade::OnUpgrade;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use kapi_core::auth::Peer;
 use kapi_core::pipeline::{Effect, Event, Head, Health, Request, RequestMachine, Served, Server};
@@ -25,6 +26,7 @@ use tokio_stream::wrappers::ReceiverStream;
 use crate::caches::Caches;
 use crate::clock::{instant_of, now, seed};
 use crate::conn::{self, Activity, Counted, Limits, Verdict};
+use crate::proxy::Upstream;
 use crate::store::Store;
 use crate::tls::ClientCas;
 
@@ -58,6 +60,30 @@ impl hyper::body::Body for Relayed {
             return Poll::Ready(Some(Err("the request's deadline passed while the extension server's answer was relayed".into())));
         }
         Pin::new(&mut self.upstream).poll_frame(cx).map_err(Into::into)
+    }
+}
+
+/// A response body whose request is in flight until the body is sent or dropped. Its size,
+/// where known, is the body's (so a whole body goes with its `Content-Length`).
+struct InFlightBody {
+    body: Body,
+    _in_flight: conn::InFlight,
+}
+
+impl hyper::body::Body for InFlightBody {
+    type Data = Bytes;
+    type Error = BoxError;
+
+    fn poll_frame(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+        Pin::new(&mut self.body).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> hyper::body::SizeHint {
+        self.body.size_hint()
     }
 }
 
@@ -107,8 +133,7 @@ pub async fn serve(listener: TcpListener, tls: TlsAcceptor, cas: Arc<ClientCas>,
                 let (state, peer) = (state.clone(), peer.clone());
                 async move {
                     let response = handle(state, peer, req).await;
-                    // The request is in flight until its response's body is sent or dropped.
-                    Ok::<_, Infallible>(response.map(|body| body.map_frame(move |f| (&in_flight, f).1).boxed()))
+                    Ok::<_, Infallible>(response.map(|body| InFlightBody { body, _in_flight: in_flight }))
                 }
             });
             let mut builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
@@ -150,7 +175,8 @@ async fn read_body(mut body: Incoming, limit: usize) -> (Bytes, bool) {
 }
 
 async fn handle(state: Arc<State>, peer: Peer, req: hyper::Request<Incoming>) -> hyper::Response<Body> {
-    let (parts, body) = req.into_parts();
+    let (mut parts, body) = req.into_parts();
+    let switch = parts.extensions.remove::<OnUpgrade>();
     let (body, too_large) = read_body(body, state.server.max_body_bytes).await;
     let request = Request {
         method: parts.method.to_string(),
@@ -161,7 +187,7 @@ async fn handle(state: Arc<State>, peer: Peer, req: hyper::Request<Incoming>) ->
         body_too_large: too_large,
         peer,
     };
-    call(state, request).await
+    call(state, request, switch).await
 }
 
 /// Serves one request: runs its request machine until it answers. An answer whose body is
@@ -172,7 +198,10 @@ async fn handle(state: Arc<State>, peer: Peer, req: hyper::Request<Incoming>) ->
 /// off the threads that serve connections (`block_in_place`), so that it cannot hold up other
 /// requests; the request's deadline bounds every wait for the store or a cache, after which
 /// the machine answers 504.
-pub async fn call(state: Arc<State>, request: Request) -> hyper::Response<Body> {
+///
+/// `switch` is the client's connection once it has switched protocols, for a request that
+/// asks to (it is joined to an extension server's after its 101).
+pub async fn call(state: Arc<State>, request: Request, switch: Option<OnUpgrade>) -> hyper::Response<Body> {
     let heavy = request.body.len() >= HEAVY_BODY_BYTES;
     // Boxed, as the stores' large futures are: the request's future stays small to move.
     let mut m = Box::new(RequestMachine::new(state.server.clone(), state.served.load_full(), request, now(), seed()));
@@ -186,7 +215,7 @@ pub async fn call(state: Arc<State>, request: Request) -> hyper::Response<Body> 
         if heavy { tokio::task::block_in_place(go) } else { go() }
     };
     let mut event = None;
-    // The body of an extension server's answer, once its head is in.
+    // What follows an extension server's answer's head, once that is in.
     let mut upstream = None;
     loop {
         match run(&mut m, event.take()) {
@@ -196,8 +225,8 @@ pub async fn call(state: Arc<State>, request: Request) -> hyper::Response<Body> 
             Some(Effect::Probe(probes)) => event = within(m.poll_timeout(), crate::probe::probe_all(probes)).await.map(Event::Probed),
             Some(Effect::Proxy(req)) => {
                 event = match within(m.poll_timeout(), state.proxy.send(*req)).await {
-                    Some(Ok((head, body))) => {
-                        upstream = Some(body);
+                    Some(Ok((head, rest))) => {
+                        upstream = Some(rest);
                         Some(Event::Proxied(Ok(head)))
                     }
                     Some(Err(e)) => Some(Event::Proxied(Err(e))),
@@ -207,7 +236,11 @@ pub async fn call(state: Arc<State>, request: Request) -> hyper::Response<Body> 
             Some(Effect::Call(call)) => event = within(m.poll_timeout(), state.webhooks.call(*call)).await.map(Event::Called),
             Some(Effect::Respond(head)) => {
                 return match upstream.take() {
-                    Some(body) => relay(m, head, body),
+                    Some(Upstream { switched: Some(server), .. }) if head.status == 101 => match switch {
+                        Some(client) => join(m, head, client, server),
+                        None => internal_error(),
+                    },
+                    Some(upstream) => relay(m, head, upstream.body),
                     None => respond(m, head),
                 };
             }
@@ -287,6 +320,18 @@ fn relay(mut m: Box<RequestMachine>, head: Head, upstream: Incoming) -> hyper::R
         Some(Effect::Body(b)) => response(head, whole(b)),
         _ => response(head, whole(Bytes::new())),
     }
+}
+
+/// The 101 under `head`, after which the client's connection and the extension server's are
+/// joined, both ways, until either ends (or fails); the request's machine, and so its place in
+/// flight, is held until then.
+fn join(m: Box<RequestMachine>, head: Head, client: OnUpgrade, server: OnUpgrade) -> hyper::Response<Body> {
+    tokio::spawn(async move {
+        let _machine = m;
+        let (Ok(client), Ok(server)) = tokio::join!(client, server) else { return };
+        let _ = tokio::io::copy_bidirectional(&mut TokioIo::new(client), &mut TokioIo::new(server)).await;
+    });
+    response(head, whole(Bytes::new()))
 }
 
 /// Sends `ready`, then the rest of the machine's body, a chunk at a time as the client reads.

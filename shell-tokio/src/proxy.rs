@@ -11,6 +11,7 @@ use anyhow::Context;
 use bytes::Bytes;
 use http_body_util::Full;
 use hyper::body::Incoming;
+use hyper::upgrade::OnUpgrade;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use kapi_core::aggregator::{ProxyHead, ProxyRequest, ProxyTarget};
 use rustls::RootCertStore;
@@ -40,20 +41,32 @@ impl ProxyClient {
         Ok(ProxyClient { certs, key, system_roots: system_roots() })
     }
 
-    /// Sends `req`; the answer's head and its body to relay, or the error in Go's words
-    /// where kube's client would say them.
-    pub async fn send(&self, req: ProxyRequest) -> Result<(ProxyHead, Incoming), String> {
-        let config = tls(&req.target, &self.system_roots, Some((&self.certs, &self.key)))?;
+    /// Sends `req`; the answer's head and what follows it, or the error in Go's words where
+    /// kube's client would say them.
+    pub async fn send(&self, req: ProxyRequest) -> Result<(ProxyHead, Upstream), String> {
+        let mut config = tls(&req.target, &self.system_roots, Some((&self.certs, &self.key)))?;
+        if req.upgrade {
+            // Switching protocols is HTTP/1.1's.
+            config.alpn_protocols = vec![b"http/1.1".to_vec()];
+        }
         let mut builder = http::Request::builder().method(req.method.as_str()).uri(&req.path_and_query);
         for (k, v) in &req.headers {
             builder = builder.header(k, v);
         }
         let request = builder.body(Full::new(req.body)).map_err(|e| e.to_string())?;
         let response = send(&req.target, config, request).await?;
-        let (parts, body) = response.into_parts();
+        let (mut parts, body) = response.into_parts();
         let headers = parts.headers.iter().map(|(k, v)| (k.as_str().to_string(), String::from_utf8_lossy(v.as_bytes()).into_owned())).collect();
-        Ok((ProxyHead { status: parts.status.as_u16(), headers }, body))
+        let switched = parts.extensions.remove::<OnUpgrade>().filter(|_| parts.status == http::StatusCode::SWITCHING_PROTOCOLS);
+        Ok((ProxyHead { status: parts.status.as_u16(), headers }, Upstream { body, switched }))
     }
+}
+
+/// What follows an extension server's answer's head.
+pub struct Upstream {
+    pub body: Incoming,
+    /// After a 101: the connection, once it has switched protocols.
+    pub switched: Option<OnUpgrade>,
 }
 
 /// The TLS client configuration for `target`: its server checked against its CA bundle (the
@@ -91,7 +104,8 @@ pub(crate) fn system_roots() -> Arc<RootCertStore> {
 }
 
 /// Sends `request` (its URI: path and query) to `target` over a new connection, HTTP/2 or
-/// HTTP/1.1 by ALPN; the answer, or the error in Go's words where kube's client would say them.
+/// HTTP/1.1 by ALPN (over HTTP/1.1, the connection can switch protocols after a 101); the
+/// answer, or the error in Go's words where kube's client would say them.
 pub(crate) async fn send(
     target: &ProxyTarget,
     config: rustls::ClientConfig,
@@ -122,7 +136,7 @@ pub(crate) async fn send(
     } else {
         request.headers_mut().insert(http::header::HOST, http::HeaderValue::from_str(&authority).map_err(|e| e.to_string())?);
         let (mut sender, conn) = hyper::client::conn::http1::handshake(io).await.map_err(|e| e.to_string())?;
-        tokio::spawn(conn);
+        tokio::spawn(conn.with_upgrades());
         sender.send_request(request).await
     }
     .map_err(|e| e.to_string())

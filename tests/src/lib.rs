@@ -41,6 +41,16 @@ pub fn binary() -> PathBuf {
     .clone()
 }
 
+/// A process a test started (a server), killed and waited for when dropped.
+pub struct Running(pub Child);
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 /// A loopback port nobody listens on.
 pub fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()

@@ -4,11 +4,11 @@
 //! a webhook that cannot be reached fails reads of the other version with kube's message.
 
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use base64::Engine;
-use kapi_tests::{Kapi, eventually, free_port, openssl_pki};
+use kapi_tests::{Kapi, Running, eventually, free_port, openssl_pki};
 use serde_json::{Value, json};
 
 /// The webhook: v1 calls the schedule `cron`, v2 `schedule`; every review is logged.
@@ -52,27 +52,17 @@ fn certificates(dir: &Path) {
 }
 
 /// The webhook server, running until dropped.
-struct Webhook(Child);
-
-impl Webhook {
-    fn start(dir: &Path, port: u16) -> Webhook {
-        std::fs::write(dir.join("hook.py"), WEBHOOK).unwrap();
-        let child = Command::new("python3")
-            .args(["hook.py", &port.to_string(), "hook.crt", "hook.key", "calls.log"])
-            .current_dir(dir)
-            .stdout(Stdio::null())
-            .spawn()
-            .expect("python3 runs");
-        assert!(eventually(Duration::from_secs(10), || std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()), "the webhook listens");
-        Webhook(child)
-    }
-}
-
-impl Drop for Webhook {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
+fn webhook(dir: &Path, port: u16) -> Running {
+    std::fs::write(dir.join("hook.py"), WEBHOOK).unwrap();
+    let child = Command::new("python3")
+        .args(["hook.py", &port.to_string(), "hook.crt", "hook.key", "calls.log"])
+        .current_dir(dir)
+        .stdout(Stdio::null())
+        .spawn()
+        .expect("python3 runs");
+    let running = Running(child);
+    assert!(eventually(Duration::from_secs(10), || std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()), "the webhook listens");
+    running
 }
 
 fn crd(port: u16, ca: &str) -> Value {
@@ -91,7 +81,7 @@ fn a_webhook_converts_custom_resources_between_versions() {
     let dir = tempfile::tempdir().unwrap();
     certificates(dir.path());
     let port = free_port();
-    let hook = Webhook::start(dir.path(), port);
+    let hook = webhook(dir.path(), port);
     let k = Kapi::start();
     let ca = std::fs::read_to_string(dir.path().join("ca.crt")).unwrap();
     k.kubectl_in(&["apply", "-f", "-"], &crd(port, &ca).to_string());

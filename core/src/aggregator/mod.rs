@@ -20,7 +20,7 @@ use crate::meta;
 
 pub use discovery::{Discovered, Discovery, group_document, merged_aggregated, merged_group_list, resources_of};
 pub use openapi::OpenApiV2;
-pub use proxy::{ProxyHead, ProxyRequest, ProxyTarget, answer_head, outbound_headers, resolve, resolve_service, unavailable};
+pub use proxy::{ProxyHead, ProxyRequest, ProxyTarget, answer_head, is_upgrade, outbound_headers, resolve, resolve_service, unavailable};
 
 /// Where an APIService's Service is: `spec.service`.
 #[derive(Clone, Debug, PartialEq, Eq)]

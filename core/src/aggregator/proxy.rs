@@ -1,8 +1,10 @@
 //! Proxying a request to an extension API server, as kube-aggregator's proxy handler does:
 //! the Service resolved to an address (kube's cluster-IP resolver, its default), the client's
 //! identity sent in `X-Remote-*` headers over a connection authenticated with the front-proxy
-//! client certificate, and the answer relayed as it comes. Its own errors are Go's
-//! `http.Error`: plain text, not a `Status`.
+//! client certificate, and the answer relayed as it comes. A request to switch protocols
+//! (`Connection: Upgrade`, as `kubectl exec` sends) goes on with its connection's headers, and
+//! after the extension server's 101 the two connections are joined (kube's upgrade-aware
+//! proxy). Its own errors are Go's `http.Error`: plain text, not a `Status`.
 
 use bytes::Bytes;
 use serde_json::Value;
@@ -36,6 +38,10 @@ pub struct ProxyRequest {
     pub path_and_query: String,
     pub headers: Vec<(String, String)>,
     pub body: Bytes,
+    /// The client asks to switch protocols ([`is_upgrade`]): the shell sends the request over
+    /// HTTP/1.1, and after a 101 joins the client's connection and the extension server's,
+    /// both ways, until either ends.
+    pub upgrade: bool,
 }
 
 /// The head of the extension server's answer.
@@ -57,6 +63,12 @@ fn is_hop_by_hop(name: &str) -> bool {
 /// The headers a `Connection` header names (lower case), which belong to the connection too.
 fn connection_named(headers: &[(String, String)]) -> Vec<String> {
     headers.iter().filter(|(k, _)| k.eq_ignore_ascii_case("connection")).flat_map(|(_, v)| v.split(',')).map(|t| t.trim().to_ascii_lowercase()).collect()
+}
+
+/// Whether a request asks to switch protocols: a `Connection` header that says `upgrade`
+/// (apimachinery's `httpstream.IsUpgradeRequest`).
+pub fn is_upgrade(headers: &[(String, String)]) -> bool {
+    headers.iter().any(|(k, v)| k.eq_ignore_ascii_case("connection") && v.to_ascii_lowercase().contains("upgrade"))
 }
 
 /// Impersonation headers: kube acts on them before it proxies (and sends the impersonated
@@ -95,15 +107,16 @@ pub fn resolve_service(s: &ServiceRef, service: Option<&Value>, ca_bundle: Optio
     Ok(ProxyTarget { url: format!("https://{address}"), server_name: format!("{}.{}.svc", s.name, s.namespace), ca_bundle, insecure_skip_tls_verify })
 }
 
-/// The headers sent on: the client's, less the connection's, any `X-Remote-*` and
-/// `Impersonate-*`, plus who the client is (`X-Remote-User`, `-Uid`, one `X-Remote-Group` per
+/// The headers sent on: the client's, less the connection's (kept for a request to switch
+/// protocols, which needs them), any `X-Remote-*` and `Impersonate-*`, plus who the client is (`X-Remote-User`, `-Uid`, one `X-Remote-Group` per
 /// group, `X-Remote-Extra-` per value) and kube's `X-Forwarded-*` (the client's address added
 /// to any `X-Forwarded-For` it sent).
 pub fn outbound_headers(incoming: &[(String, String)], user: &UserInfo, remote_addr: &str, path: &str, host: &str) -> Vec<(String, String)> {
     let forwarded =
         |name: &str| ["host", "x-forwarded-for", "x-forwarded-uri", "x-forwarded-host", "x-forwarded-proto"].iter().any(|h| h.eq_ignore_ascii_case(name));
-    let named = connection_named(incoming);
-    let kept = |k: &str| !is_hop_by_hop(k) && !named.contains(&k.to_ascii_lowercase()) && !is_remote_header(k) && !forwarded(k) && !is_impersonation(k);
+    let (upgrade, named) = (is_upgrade(incoming), connection_named(incoming));
+    let connection = |k: &str| !upgrade && (is_hop_by_hop(k) || named.contains(&k.to_ascii_lowercase()));
+    let kept = |k: &str| !connection(k) && !is_remote_header(k) && !forwarded(k) && !is_impersonation(k);
     let mut out: Vec<(String, String)> = incoming.iter().filter(|(k, _)| kept(k)).cloned().collect();
     out.push((STANDARD_USERNAME.into(), user.name.clone()));
     if !user.uid.is_empty() {
@@ -129,7 +142,18 @@ pub fn outbound_headers(incoming: &[(String, String)], user: &UserInfo, remote_a
 /// What the client gets for the extension server's answer: its head (its `Content-Length`
 /// too: the body is relayed unchanged), less the connection's headers and CORS grants, with the
 /// body relayed (`None`); or, for a redirect, kube's 502 in its place (`Some(body)`).
-pub fn answer_head(upstream: ProxyHead) -> (Head, Option<Bytes>) {
+///
+/// To a request to switch protocols (`upgrade`): a 101 goes to the client as it is (the
+/// connections are then joined), an error (400 and up) as any answer does, and anything else
+/// is kube's 503 `invalid upgrade response`.
+pub fn answer_head(upstream: ProxyHead, upgrade: bool) -> (Head, Option<Bytes>) {
+    if upgrade && upstream.status == 101 {
+        return (Head { status: 101, headers: upstream.headers }, None);
+    }
+    if upgrade && upstream.status < 400 {
+        let (head, body) = unavailable(503, &format!("invalid upgrade response: status code {}", upstream.status));
+        return (head, Some(body));
+    }
     let location = upstream.headers.iter().any(|(k, v)| k.eq_ignore_ascii_case("location") && !v.is_empty());
     if (300..400).contains(&upstream.status) && location {
         // Go's `http.Error` without a content type, which its server then sniffs as text.

@@ -71,15 +71,45 @@ fn the_identity_goes_in_headers_and_redirects_are_refused() {
             ("X-Forwarded-Proto", "https")
         ]
     );
-    let (head, body) = answer_head(ProxyHead { status: 302, headers: vec![("Location".into(), "https://elsewhere/".into())] });
+    let (head, body) = answer_head(ProxyHead { status: 302, headers: vec![("Location".into(), "https://elsewhere/".into())] }, false);
     assert_eq!((head.status, body.as_deref()), (502, Some(&b"the backend attempted to redirect this request, which is not permitted"[..])));
-    let (head, body) = answer_head(ProxyHead {
-        status: 200,
-        headers: vec![
-            ("Transfer-Encoding".into(), "chunked".into()),
-            ("Access-Control-Allow-Origin".into(), "*".into()),
-            ("Content-Type".into(), "application/json".into()),
-        ],
-    });
+    let (head, body) = answer_head(
+        ProxyHead {
+            status: 200,
+            headers: vec![
+                ("Transfer-Encoding".into(), "chunked".into()),
+                ("Access-Control-Allow-Origin".into(), "*".into()),
+                ("Content-Type".into(), "application/json".into()),
+            ],
+        },
+        false,
+    );
     assert_eq!((head.headers, body), (vec![("Content-Type".to_string(), "application/json".to_string())], None));
+}
+
+#[test]
+fn a_request_to_switch_protocols_keeps_its_connection_headers_and_takes_only_a_101_or_an_error() {
+    let user = UserInfo { name: "alice".into(), ..UserInfo::default() };
+    let incoming = vec![
+        ("Connection".to_string(), "Upgrade".to_string()),
+        ("Upgrade".into(), "SPDY/3.1".into()),
+        ("X-Stream-Protocol-Version".into(), "v4.channel.k8s.io".into()),
+        ("X-Remote-Group".into(), "system:masters".into()),
+    ];
+    assert!(is_upgrade(&incoming));
+    assert!(!is_upgrade(&[("Connection".to_string(), "keep-alive".to_string())]));
+    let out = outbound_headers(&incoming, &user, "127.0.0.1:5555", "/apis/g/v/x", "10.0.0.7:443");
+    let names: Vec<&str> = out.iter().map(|(k, _)| k.as_str()).collect();
+    assert_eq!(
+        names,
+        ["Connection", "Upgrade", "X-Stream-Protocol-Version", "X-Remote-User", "X-Forwarded-For", "X-Forwarded-Uri", "X-Forwarded-Host", "X-Forwarded-Proto"]
+    );
+
+    let switching = vec![("Connection".to_string(), "Upgrade".to_string()), ("Upgrade".into(), "SPDY/3.1".into())];
+    let (head, body) = answer_head(ProxyHead { status: 101, headers: switching.clone() }, true);
+    assert_eq!((head.status, head.headers, body), (101, switching, None), "the 101 goes to the client as it is");
+    let (head, body) = answer_head(ProxyHead { status: 200, headers: vec![] }, true);
+    assert_eq!((head.status, body.as_deref()), (503, Some(&b"invalid upgrade response: status code 200\n"[..])));
+    let (head, body) = answer_head(ProxyHead { status: 403, headers: vec![("Content-Type".into(), "application/json".into())] }, true);
+    assert_eq!((head.status, body), (403, None), "an error is relayed");
 }

@@ -235,7 +235,7 @@ impl Controllers {
             (crate::auth::STANDARD_GROUP.to_string(), "system:masters".to_string()),
         ];
         let target = ProxyTarget { insecure_skip_tls_verify: true, ca_bundle: None, ..target };
-        let request = ProxyRequest { target, method: "GET".into(), path_and_query: path, headers, body: Bytes::new() };
+        let request = ProxyRequest { target, method: "GET".into(), path_and_query: path, headers, body: Bytes::new(), upgrade: false };
         self.next_id += 1;
         let id = RequestId(self.next_id);
         self.in_flight.insert(id, Asker::ApiService { name: name.to_string(), step, status: 0, body: Vec::new() });

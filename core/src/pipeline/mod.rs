@@ -16,7 +16,8 @@
 //!   under the given head; the request machine is done;
 //! - [`Effect::Proxy`]: send the request to an extension server, feed its answer's head (or
 //!   the failure) with [`Event::Proxied`]; then [`Effect::Respond`] and [`Effect::Relay`]:
-//!   answer under that head with the extension server's body, streamed; the machine is done;
+//!   answer under that head with the extension server's body, streamed (after a 101 to a
+//!   request to switch protocols: the two connections joined); the machine is done;
 //! - [`Effect::Call`]: make the webhook call (a CRD's conversion webhook), feed its answer
 //!   with [`Event::Called`].
 //!
@@ -240,7 +241,9 @@ pub enum Effect {
     /// [`Event::Proxied`].
     Proxy(Box<ProxyRequest>),
     /// After [`Effect::Respond`]: the body is the extension server's answer's, sent on as it
-    /// comes; this request's machine is finished.
+    /// comes; after a 101 (to a [`ProxyRequest::upgrade`]), the client's connection and the
+    /// extension server's are joined instead, both ways, until either ends. This request's
+    /// machine is finished.
     Relay,
     /// Make this webhook call (a CRD's conversion webhook) and report its answer with
     /// [`Event::Called`].

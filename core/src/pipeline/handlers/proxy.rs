@@ -46,7 +46,8 @@ impl RequestMachine {
         let host = target.url.trim_start_matches("https://").to_string();
         let path_and_query = if self.req.query.is_empty() { self.raw_path.clone() } else { format!("{}?{}", self.raw_path, self.req.query) };
         let headers = aggregator::outbound_headers(&self.req.headers, &self.user, &self.req.peer.remote_addr, &self.req.path, &host);
-        let request = ProxyRequest { target, method: self.req.method.clone(), path_and_query, headers, body: self.req.body.clone() };
+        let upgrade = aggregator::is_upgrade(&self.req.headers);
+        let request = ProxyRequest { target, method: self.req.method.clone(), path_and_query, headers, body: self.req.body.clone(), upgrade };
         self.out.push_back(Effect::Proxy(Box::new(request)));
         self.stage = Stage::Proxying;
     }
@@ -54,7 +55,7 @@ impl RequestMachine {
     /// The extension server answered (or could not be reached).
     pub(super) fn proxied(&mut self, answer: Result<ProxyHead, String>) {
         match answer {
-            Ok(upstream) => match aggregator::answer_head(upstream) {
+            Ok(upstream) => match aggregator::answer_head(upstream, aggregator::is_upgrade(&self.req.headers)) {
                 (head, Some(body)) => self.respond(head, body),
                 (head, None) => {
                     self.responded = true;
