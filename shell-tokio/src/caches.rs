@@ -283,6 +283,18 @@ async fn run(mut cache: WatchCache, task: Task, mut commands: mpsc::UnboundedRec
     let mut watchers: BTreeMap<WatcherId, Watcher> = BTreeMap::new();
     let mut stall_check = tokio::time::interval(stall_limit / 4);
     let mut next_id = 0u64;
+    // Publishes the cache's state when it changed: before any frame of it goes out, so that
+    // a client that saw an event reads (at resourceVersion 0) what the event made, as kube's
+    // watch cache updates its store before it tells watchers.
+    let publish = |cache: &WatchCache, shown: &mut (bool, i64)| {
+        let state = cache.published();
+        let now_shown = state.as_ref().map_or((false, 0), |s| (true, s.revision));
+        if now_shown != *shown {
+            *shown = now_shown;
+            published.store(state.map(Arc::new));
+            changed.notify_one();
+        }
+    };
     loop {
         while let Some(effect) = cache.poll(now()) {
             match effect {
@@ -304,11 +316,15 @@ async fn run(mut cache: WatchCache, task: Task, mut commands: mpsc::UnboundedRec
                     }
                 }
                 CacheEffect::Deliver { ids, frame } => {
+                    publish(&cache, &mut shown);
                     for id in ids {
                         send(&mut cache, &mut watchers, id, Chunk::One(frame.clone()));
                     }
                 }
-                CacheEffect::Backlog { id, frames } => send(&mut cache, &mut watchers, id, Chunk::Backlog(frames)),
+                CacheEffect::Backlog { id, frames } => {
+                    publish(&cache, &mut shown);
+                    send(&mut cache, &mut watchers, id, Chunk::Backlog(frames));
+                }
                 CacheEffect::Close { id } => {
                     watchers.remove(&id);
                 }
@@ -327,13 +343,7 @@ async fn run(mut cache: WatchCache, task: Task, mut commands: mpsc::UnboundedRec
             }
         }
         ready.store(cache.is_ready(), Ordering::Relaxed);
-        let state = cache.published();
-        let now_shown = state.as_ref().map_or((false, 0), |s| (true, s.revision));
-        if now_shown != shown {
-            shown = now_shown;
-            published.store(state.map(Arc::new));
-            changed.notify_one();
-        }
+        publish(&cache, &mut shown);
         let timer = cache.poll_timeout().map(instant_of);
         tokio::select! {
             cmd = commands.recv() => match cmd {
