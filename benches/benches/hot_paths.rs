@@ -1,7 +1,8 @@
 //! Criterion micro-benchmarks of kapi-core's hot paths, on the pod kapi-bench writes:
 //! JSON decode/encode, strategic merge patch, server-side apply, managed fields of a create,
 //! a whole create through the core, selector matching, one watch event dispatched to 1, 100 and
-//! 10,000 watchers, a LIST body of 10,000 pods, and a stored pod decoded for the watch cache.
+//! 10,000 watchers, a LIST body of 10,000 pods, a stored pod decoded for the watch cache, and
+//! an RBAC decision among 110 and among 11,000 bindings.
 //!
 //! `cargo bench -p kapi-bench --bench hot_paths`. They run on jemalloc, as the `kapi` binary
 //! does: much of a request's cost is allocation, and glibc's malloc would measure another one.
@@ -12,6 +13,9 @@ use bytes::Bytes;
 use criterion::{BatchSize, BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use jiff::{SignedDuration, Timestamp};
 use kapi_bench::objects::Kind;
+use kapi_core::auth::UserInfo;
+use kapi_core::authz::rbac::Kind as RbacKind;
+use kapi_core::authz::{Attributes, Authorizer, Policy};
 use kapi_core::cache::{CacheEffect, CacheEvent, CachedObject, WatchCache, WatchParams, WatchStart, WatcherId};
 use kapi_core::catalog::Resource;
 use kapi_core::codec::{self, Format, Output, View};
@@ -209,5 +213,51 @@ fn list_encoding(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, codecs, patches, create, cache_object, selectors, dispatch, list_encoding);
+/// A policy of `namespaces` namespaces with 10 RoleBindings each (of the `view` ClusterRole to
+/// a user of their own and to one of 10 teams, bound in every namespace) and `cluster`
+/// ClusterRoleBindings (to a user of their own each).
+fn rbac_policy(namespaces: usize, cluster: usize) -> Policy {
+    let mut p = Policy::default();
+    let view = json!({"metadata": {"name": "view"}, "rules": [
+        {"verbs": ["get", "list", "watch"], "apiGroups": [""], "resources": ["configmaps", "services", "secrets"]},
+        {"verbs": ["get", "list", "watch"], "apiGroups": ["", "apps"], "resources": ["pods", "deployments", "replicasets"]}]});
+    p.put(RbacKind::ClusterRole, &view);
+    for n in 0..namespaces {
+        for b in 0..10 {
+            let binding = json!({"metadata": {"name": format!("rb-{b}"), "namespace": format!("ns-{n}")}, "roleRef": {"kind": "ClusterRole", "name": "view"},
+                "subjects": [{"kind": "User", "name": format!("user-{n}-{b}")}, {"kind": "Group", "name": format!("team-{b}")}]});
+            p.put(RbacKind::RoleBinding, &binding);
+        }
+    }
+    for c in 0..cluster {
+        let binding = json!({"metadata": {"name": format!("crb-{c}")}, "roleRef": {"kind": "ClusterRole", "name": "view"}, "subjects": [{"kind": "User", "name": format!("admin-{c}")}]});
+        p.put(RbacKind::ClusterRoleBinding, &binding);
+    }
+    p
+}
+
+fn rbac(c: &mut Criterion) {
+    let mut g = c.benchmark_group("rbac_decision");
+    let authorizer = Authorizer::parse("RBAC").expect("a mode");
+    let user = UserInfo { name: "user-7-3".into(), groups: vec!["team-3".into(), "system:authenticated".into()], ..Default::default() };
+    let read = |resource: &str| Attributes {
+        verb: "get".into(),
+        group: "apps".into(),
+        resource: resource.into(),
+        namespace: "ns-7".into(),
+        name: "web".into(),
+        resource_request: true,
+        ..Default::default()
+    };
+    let (allowed, denied) = (read("deployments"), read("statefulsets"));
+    for (namespaces, cluster) in [(10, 10), (1_000, 1_000)] {
+        let p = rbac_policy(namespaces, cluster);
+        let bindings = format!("{}", namespaces * 10 + cluster);
+        g.bench_with_input(BenchmarkId::new("allowed", &bindings), &p, |b, p| b.iter(|| authorizer.authorize(p, &user, &allowed)));
+        g.bench_with_input(BenchmarkId::new("denied", &bindings), &p, |b, p| b.iter(|| authorizer.authorize(p, &user, &denied)));
+    }
+    g.finish();
+}
+
+criterion_group!(benches, codecs, patches, create, cache_object, selectors, dispatch, list_encoding, rbac);
 criterion_main!(benches);

@@ -6,6 +6,7 @@ pub mod admission;
 pub mod aggregator;
 pub mod apiextensions;
 pub mod auth;
+pub mod authz;
 pub mod bootstrap;
 pub mod cache;
 pub mod catalog;

@@ -15,7 +15,8 @@ use bytes::Bytes;
 use jiff::{SignedDuration, Timestamp};
 use kapi_core::aggregator::{ProxyHead, ProxyRequest};
 use kapi_core::apiextensions::same_objects;
-use kapi_core::auth::{Authenticator, Authorizer, TokenFile};
+use kapi_core::auth::{Authenticator, TokenFile};
+use kapi_core::authz::Authorizer;
 use kapi_core::bootstrap::{Bootstrap, BootstrapEffect};
 use kapi_core::cache::{CacheEffect, CacheEvent, DEFAULT_HISTORY, ReadId, ReadResult, WatchCache, WatcherId};
 use kapi_core::catalog::{Catalog, Resource};
@@ -117,7 +118,7 @@ pub fn default_server() -> Setup {
 pub fn server_with(settings: &Settings) -> Setup {
     let tokens = TokenFile::parse(&format!("{ADMIN_TOKEN},admin,0,system:masters\n")).expect("a valid token line");
     let auth = Authenticator { tokens: Some(tokens), loopback: Some(LOOPBACK_TOKEN.into()), request_header: None };
-    let server = Arc::new(Server::new(auth, Authorizer::AlwaysAllow, "/registry", "127.0.0.1:6443"));
+    let server = Arc::new(Server::new(auth, Authorizer::always_allow(), "/registry", "127.0.0.1:6443"));
     Setup { server, served: Served::new(catalog(settings)) }
 }
 
@@ -153,7 +154,7 @@ impl World {
             now,
             model: Model::new(),
             server,
-            builtins: served.catalog.clone(),
+            builtins: Catalog::clone(&served.catalog),
             controllers_served: served.clone(),
             served,
             crds_seen: 0,

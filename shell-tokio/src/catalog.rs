@@ -5,18 +5,25 @@
 //! done (or a minute has passed, as kube-apiserver waits for requests to drain before it drops
 //! a CRD's storage). Each new state of the APIService cache is taken in likewise
 //! (`Served::with_api_services`), and what the availability controller learns that extension
-//! servers serve (`Served::with_discovered`); one task makes every change, so none undoes
-//! another.
+//! servers serve (`Served::with_discovered`), and, when an authorizer reads them, each new
+//! state of the RBAC objects' caches (`Served::with_rbac`); one task makes every change, so
+//! none undoes another.
 
 use std::sync::Arc;
 use std::time::Duration;
 
+use kapi_core::authz::rbac::Kind;
 use kapi_core::catalog::Catalog;
 
 use tokio::sync::{Notify, mpsc};
 
 use crate::controllers::Learned;
 use crate::http::State;
+
+/// A watch cache's objects.
+type Objects = imbl::OrdMap<bytes::Bytes, kapi_core::cache::Shared>;
+
+const RBAC: &str = "rbac.authorization.k8s.io";
 
 pub async fn run(state: Arc<State>, builtins: Catalog, mut discovered: mpsc::UnboundedReceiver<Learned>) {
     const CRDS: (&str, &str, &str) = ("apiextensions.k8s.io", "v1", "customresourcedefinitions");
@@ -25,10 +32,16 @@ pub async fn run(state: Arc<State>, builtins: Catalog, mut discovered: mpsc::Unb
     // Either group may be off (`--runtime-config`); the other is followed all the same.
     let (crds_changed, apis_changed) = (published(CRDS).map(|(_, n)| n), published(API_SERVICES).map(|(_, n)| n));
     let (mut crds_seen, mut apis_seen) = (None, None);
+    // The RBAC objects, followed when an authorizer reads them: each kind's objects as last
+    // taken in.
+    let rbac_kinds = if state.server.authorizer.uses_rbac() { &Kind::ALL[..] } else { &[] };
+    let rbac_changed: Vec<Option<Arc<Notify>>> = rbac_kinds.iter().map(|k| published((RBAC, "v1", k.resource())).map(|(_, n)| n)).collect();
+    let mut rbac_seen: Vec<Objects> = vec![Objects::new(); rbac_kinds.len()];
     loop {
         tokio::select! {
             _ = notified(&crds_changed) => {}
             _ = notified(&apis_changed) => {}
+            _ = any_notified(&rbac_changed) => {}
             Some((group, version, discovery)) = discovered.recv() => {
                 if let Some(next) = state.served.load().with_discovered(&group, &version, discovery) {
                     state.served.store(next);
@@ -45,6 +58,14 @@ pub async fn run(state: Arc<State>, builtins: Catalog, mut discovered: mpsc::Unb
                 state.served.store(next);
             }
         }
+        for (kind, seen) in rbac_kinds.iter().zip(rbac_seen.iter_mut()) {
+            if let Some((Some(now), _)) = published((RBAC, "v1", kind.resource()))
+                && !seen.ptr_eq(&now.objects)
+            {
+                state.served.store(state.served.load().with_rbac(*kind, seen, &now.objects));
+                *seen = now.objects.clone();
+            }
+        }
         let Some((Some(crds), _)) = published(CRDS) else { continue };
         if crds_seen == Some(crds.revision) {
             continue;
@@ -53,7 +74,7 @@ pub async fn run(state: Arc<State>, builtins: Catalog, mut discovered: mpsc::Unb
         let Some(next) = state.served.load().with_crds(&builtins, &crds) else { continue };
         let stored = next.catalog.resources().filter(|r| r.info.stored()).map(|r| (r.clone(), format!("{}/", state.server.storage_root(r))));
         let retired = state.caches.sync(stored.collect::<Vec<_>>().into_iter());
-        let previous = state.served.swap(next);
+        let previous = state.served.swap(next).catalog.clone();
         tokio::spawn(async move {
             // Each request holds the catalog it started with until it ends.
             let drained = async {
@@ -73,6 +94,14 @@ async fn notified(changed: &Option<Arc<Notify>>) {
         Some(n) => n.notified().await,
         None => std::future::pending().await,
     }
+}
+
+/// The next change of any of these caches; never, if there are none.
+async fn any_notified(changed: &[Option<Arc<Notify>>]) {
+    if changed.is_empty() {
+        return std::future::pending().await;
+    }
+    futures_util::future::select_all(changed.iter().map(|n| Box::pin(notified(n)))).await;
 }
 
 /// How often, and for how long at most, the end of the requests under a replaced catalog is

@@ -23,7 +23,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use anyhow::{Context, bail};
 use arc_swap::ArcSwap;
 use clap::{Args, Parser, Subcommand};
-use kapi_core::auth::{Authenticator, Authorizer, RequestHeader, TokenFile};
+use kapi_core::auth::{Authenticator, RequestHeader, TokenFile};
+use kapi_core::authz::Authorizer;
 use kapi_core::bootstrap::{Bootstrap, BootstrapEffect};
 use kapi_core::catalog::Catalog;
 use kapi_core::controllers::{AuthenticationTrust, Controllers, Enabled};
@@ -144,9 +145,10 @@ struct ServeArgs {
     /// The most mutating requests in flight at once; beyond it, 429 (0: no limit).
     #[arg(long, default_value_t = kapi_core::pipeline::DEFAULT_MAX_MUTATING_IN_FLIGHT)]
     max_mutating_requests_inflight: usize,
-    /// Authorization modes; kapi implements AlwaysAllow.
-    #[arg(long, default_value = "AlwaysAllow")]
-    authorization_mode: String,
+    /// Authorization modes, in order (AlwaysAllow, AlwaysDeny, RBAC); members of
+    /// system:masters are always allowed.
+    #[arg(long, default_value = "AlwaysAllow", value_parser = Authorizer::parse)]
+    authorization_mode: Authorizer,
     /// Built-in controllers to run: `*` for all, `none`, or a list of serviceaccount,
     /// root-ca-cert-publisher, namespace. Turn them off when a kube-controller-manager runs.
     #[arg(long, default_value = "*", value_parser = Enabled::parse)]
@@ -222,9 +224,6 @@ fn main() -> anyhow::Result<()> {
 async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     tracing_subscriber::fmt().with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into())).init();
     conn::raise_open_files_limit();
-    if args.authorization_mode != "AlwaysAllow" {
-        bail!("--authorization-mode={}: kapi implements AlwaysAllow only", args.authorization_mode);
-    }
     let (network, prefix) = ServiceRanges::parse_cidr(&args.service_cluster_ip_range).map_err(anyhow::Error::msg)?;
     let (lo, hi) = args.service_node_port_range.split_once('-').context("--service-node-port-range must be like 30000-32767")?;
     let ranges = ServiceRanges { network, prefix, node_ports: (lo.trim().parse()?, hi.trim().parse()?) };
@@ -330,7 +329,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let trust = AuthenticationTrust { client_ca: client_ca.clone(), request_header: Some((request_header_ca.clone(), request_header.clone())) };
     let authenticator = Authenticator { tokens, loopback: Some(loopback.clone()), request_header: Some(request_header) };
     let served = Served::new(catalog(&settings));
-    let mut server = Server::new(authenticator, Authorizer::AlwaysAllow, &args.etcd_prefix, &format!("{advertise}:{}", args.secure_port));
+    let mut server = Server::new(authenticator, args.authorization_mode.clone(), &args.etcd_prefix, &format!("{advertise}:{}", args.secure_port));
     server.max_body_bytes = args.max_request_body_bytes;
     server.in_flight = kapi_core::pipeline::InFlight::new(args.max_requests_inflight, args.max_mutating_requests_inflight);
     server.consistent_list_from_cache = store.ordered_progress();
@@ -388,7 +387,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     c.publish_authentication_trust(trust, clock::now());
     let (discovered, discoveries) = tokio::sync::mpsc::unbounded_channel();
     tokio::spawn(controllers::run(state.clone(), c, discovered));
-    tokio::spawn(catalog::run(state.clone(), served.catalog.clone(), discoveries));
+    tokio::spawn(catalog::run(state.clone(), Catalog::clone(&served.catalog), discoveries));
 
     println!("kapi is serving the Kubernetes API on {server_url} ({store_name})");
     println!("Use it with kubectl:\n  export KUBECONFIG={}\n  kubectl get namespaces", kubeconfig_path.display());

@@ -1,5 +1,5 @@
 //! Authentication (a front proxy's request headers, client certificates, bearer tokens from
-//! `--token-auth-file`) and authorization (`AlwaysAllow`).
+//! `--token-auth-file`); what an authenticated user may do is `authz`'s.
 //!
 //! The shell verifies TLS client certificates against `--client-ca-file` and
 //! `--requestheader-client-ca-file` and says which verified it; the core maps a certificate
@@ -187,42 +187,6 @@ fn bearer_token(header: &str) -> Option<&str> {
     let (scheme, token) = header.trim().split_once(' ')?;
     let token = token.trim();
     (scheme.eq_ignore_ascii_case("bearer") && !token.is_empty()).then_some(token)
-}
-
-/// What a request asks to do (`authorizer.Attributes`).
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Attributes {
-    pub verb: String,
-    pub group: String,
-    pub resource: String,
-    pub subresource: String,
-    pub namespace: String,
-    pub name: String,
-    /// For non-resource requests (`/healthz`).
-    pub path: String,
-    pub resource_request: bool,
-}
-
-/// `--authorization-mode`: kapi implements `AlwaysAllow`.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub enum Authorizer {
-    #[default]
-    AlwaysAllow,
-}
-
-/// An authorization decision and its reason.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Decision {
-    pub allowed: bool,
-    pub reason: String,
-}
-
-impl Authorizer {
-    pub fn authorize(&self, _user: &UserInfo, _attrs: &Attributes) -> Decision {
-        match self {
-            Authorizer::AlwaysAllow => Decision { allowed: true, reason: String::new() },
-        }
-    }
 }
 
 #[cfg(test)]

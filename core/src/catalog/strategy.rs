@@ -76,7 +76,9 @@ impl Candidates {
 pub struct ReviewContext<'a> {
     pub user: &'a crate::auth::UserInfo,
     pub authenticator: &'a crate::auth::Authenticator,
-    pub authorizer: &'a crate::auth::Authorizer,
+    pub authorizer: &'a crate::authz::Authorizer,
+    /// The RBAC objects the request started with.
+    pub rbac: &'a crate::authz::Policy,
 }
 
 /// How a kind's create and update treat `status` and `metadata.generation` (the common shapes

@@ -19,6 +19,22 @@ pub struct RequestInfo {
     pub parts: Vec<String>,
 }
 
+impl RequestInfo {
+    /// What the request asks to do, as the authorizers see it.
+    pub fn attributes(&self) -> crate::authz::Attributes {
+        crate::authz::Attributes {
+            verb: self.verb.clone(),
+            group: self.api_group.clone(),
+            resource: self.resource.clone(),
+            subresource: self.subresource.clone(),
+            namespace: self.namespace.clone(),
+            name: self.name.clone(),
+            path: self.path.clone(),
+            resource_request: self.is_resource_request,
+        }
+    }
+}
+
 const NAMESPACE_SUBRESOURCES: &[&str] = &["status", "finalize"];
 
 fn verb_of(method: &str) -> &'static str {

@@ -41,7 +41,8 @@ use bytes::Bytes;
 use jiff::{SignedDuration, Timestamp};
 
 use crate::aggregator::{ApiServices, Discovered, Discovery, ProxyHead, ProxyRequest};
-use crate::auth::{Authenticator, Authorizer, Peer, UserInfo};
+use crate::auth::{Authenticator, Peer, UserInfo};
+use crate::authz::{Authorizer, Policy};
 use crate::cache::{ReadRequest, ReadResult, WatchParams};
 use crate::catalog::{Catalog, Resource};
 use crate::kv::{KvRequest, KvResult};
@@ -108,7 +109,9 @@ impl Server {
 /// take it from without a lock (kapi's: an `ArcSwap`) and puts a new one in its place when the
 /// catalog changes; a request keeps the one it started with.
 pub struct Served {
-    pub catalog: Catalog,
+    /// Shared by the states that serve the same resources: while a request holds one of them,
+    /// this catalog's count says so.
+    pub catalog: Arc<Catalog>,
     /// The APIServices whose group versions extension servers serve.
     pub api_services: ApiServices,
     /// What those servers last said they serve.
@@ -119,7 +122,10 @@ pub struct Served {
     /// under `/apis` for what the catalog does not serve may be for a custom resource, and is
     /// answered as kube's CRD handler answers before its informer has synced.
     crds_synced: bool,
-    docs: Docs,
+    /// The RBAC objects, as the authorizer reads them.
+    pub rbac: Policy,
+    /// The documents, made on first use; shared by states whose sources are the same.
+    docs: Arc<Docs>,
 }
 
 impl Served {
@@ -129,7 +135,8 @@ impl Served {
 
     fn with(catalog: Catalog, api_services: ApiServices, discovered: Discovered) -> Arc<Served> {
         let crds_synced = catalog.get("apiextensions.k8s.io", "v1", "customresourcedefinitions").is_none();
-        Arc::new(Served { catalog, api_services, discovered, made: Default::default(), crds_synced, docs: Docs::default() })
+        let catalog = Arc::new(catalog);
+        Arc::new(Served { catalog, api_services, discovered, made: Default::default(), crds_synced, rbac: Policy::default(), docs: Arc::default() })
     }
 
     /// Whether the CRDs have been taken in (see [`Served::with_crds`]).
@@ -161,7 +168,19 @@ impl Served {
     /// it serves already (and has taken them in before).
     pub fn with_crds(&self, builtins: &Catalog, crds: &crate::cache::Snapshot) -> Option<Arc<Served>> {
         let (catalog, made) = crate::apiextensions::catalog_of_snapshot(builtins, &self.catalog, &self.made, crds);
-        (!self.crds_synced || !catalog.same_entries(&self.catalog)).then(|| Arc::new(Served { catalog, made, crds_synced: true, ..self.shallow_copy() }))
+        (!self.crds_synced || !catalog.same_entries(&self.catalog))
+            .then(|| Arc::new(Served { catalog: Arc::new(catalog), made, crds_synced: true, ..self.shallow_copy() }))
+    }
+
+    /// What the server serves once the `kind` objects of RBAC went from `old` to `new` (their
+    /// watch cache's objects at two revisions); the documents stay as they were.
+    pub fn with_rbac(
+        &self,
+        kind: crate::authz::rbac::Kind,
+        old: &imbl::OrdMap<Bytes, crate::cache::Shared>,
+        new: &imbl::OrdMap<Bytes, crate::cache::Shared>,
+    ) -> Arc<Served> {
+        Arc::new(Served { rbac: self.rbac.with_changes(kind, old, new), docs: self.docs.clone(), ..self.shallow_copy() })
     }
 
     /// The same parts, with documents to be made anew (from these where they fit).
@@ -172,7 +191,8 @@ impl Served {
             discovered: self.discovered.clone(),
             made: self.made.clone(),
             crds_synced: self.crds_synced,
-            docs: Docs::after(&self.docs),
+            rbac: self.rbac.clone(),
+            docs: Arc::new(Docs::after(&self.docs)),
         }
     }
 
@@ -344,7 +364,7 @@ impl RequestMachine {
     }
 
     /// kube-apiserver's filters, in its order: request info, the deadline (`timeout`),
-    /// authentication, the in-flight limit; then the handler, which authorizes.
+    /// authentication, the in-flight limit, authorization; then the handler.
     fn start(&mut self, now: Timestamp) {
         match query::decode_path(&self.req.path) {
             Some(path) => self.raw_path = std::mem::replace(&mut self.req.path, path),
@@ -379,6 +399,11 @@ impl RequestMachine {
                 let (head, body) = too_many.response();
                 return self.respond(head, body);
             }
+        }
+        let attrs = info.attributes();
+        let decision = self.server.authorizer.authorize(&self.served.rbac, &self.user, &attrs);
+        if !decision.allowed {
+            return self.fail(&crate::authz::forbidden(&self.user, &attrs, &decision.reason));
         }
         if let Some(api) = self.served.api_services.route(&self.req.path).cloned() {
             if self.req.body_too_large {

@@ -4,7 +4,7 @@ use crate::resources::{Settings, catalog};
 fn server() -> Arc<Server> {
     let tokens = crate::auth::TokenFile::parse("t0ken,admin,1,system:masters\n").unwrap();
     let auth = Authenticator { tokens: Some(tokens), loopback: None, request_header: None };
-    Arc::new(Server::new(auth, Authorizer::AlwaysAllow, "/registry", "127.0.0.1:6443"))
+    Arc::new(Server::new(auth, Authorizer::always_allow(), "/registry", "127.0.0.1:6443"))
 }
 
 fn machine(req: Request) -> RequestMachine {
@@ -150,4 +150,41 @@ fn once_the_crds_are_known_an_unknown_group_is_not_found() {
         assert_eq!(head.status, status);
         assert_eq!(head.headers.iter().any(|(k, v)| k == "Retry-After" && v == "10"), status == 503);
     }
+}
+
+#[test]
+fn authorization_comes_before_anything_says_whether_a_resource_or_path_exists() {
+    let tokens = crate::auth::TokenFile::parse("t0ken,admin,1,system:masters\nb0b,bob,2\n").unwrap();
+    let auth = Authenticator { tokens: Some(tokens), loopback: None, request_header: None };
+    let server = Arc::new(Server::new(auth, Authorizer::parse("RBAC").unwrap(), "/registry", "127.0.0.1:6443"));
+    let served = Served::new(catalog(&Settings::default()));
+    let run = |path: &str, token: &str| {
+        let headers = vec![("Authorization".to_string(), format!("Bearer {token}"))];
+        let mut m =
+            RequestMachine::new(server.clone(), served.clone(), Request { method: "GET".into(), path: path.into(), headers, ..Default::default() }, now(), 1);
+        let (mut status, mut body) = (0, Vec::new());
+        while let Some(e) = m.poll(now()) {
+            match e {
+                Effect::Respond(h) => status = h.status,
+                Effect::Body(b) => body.extend_from_slice(&b),
+                _ => break,
+            }
+        }
+        let v: serde_json::Value = serde_json::from_slice(&body).unwrap_or_default();
+        (status, v["message"].as_str().unwrap_or_default().to_string())
+    };
+    assert_eq!(
+        run("/apis/example.com/v1/namespaces/dev/widgets/w", "b0b"),
+        (
+            403,
+            "widgets.example.com \"w\" is forbidden: User \"bob\" cannot get resource \"widgets\" in API group \"example.com\" in the namespace \"dev\"".into()
+        )
+    );
+    assert_eq!(
+        run("/api/v1/nodes", "b0b"),
+        (403, "nodes is forbidden: User \"bob\" cannot list resource \"nodes\" in API group \"\" at the cluster scope".into())
+    );
+    assert_eq!(run("/no/such/path", "b0b"), (403, "forbidden: User \"bob\" cannot get path \"/no/such/path\"".into()));
+    assert_eq!(run("/api/v1/namespaces/dev/widgets/w", "b0b").0, 403);
+    assert_eq!(run("/api/v1/namespaces/dev/widgets/w", "t0ken").0, 404, "system:masters may, and learns it does not exist");
 }

@@ -4,10 +4,11 @@
 use serde_json::{Value, json};
 
 use super::{info, serve};
-use crate::auth::{Attributes, Peer};
+use crate::auth::{Peer, UserInfo};
+use crate::authz::Attributes;
 use crate::catalog::{Backing, Resource, ReviewContext, Strategy};
 use crate::meta;
-use crate::status::ApiError;
+use crate::status::{ApiError, FieldError};
 
 pub fn resources() -> Vec<Resource> {
     let review = |group: &'static str, kind: &'static str, plural: &'static str, namespaced: bool, r: Review| {
@@ -19,10 +20,10 @@ pub fn resources() -> Vec<Resource> {
     vec![
         review("authentication.k8s.io", "SelfSubjectReview", "selfsubjectreviews", false, Review::WhoAmI),
         review("authentication.k8s.io", "TokenReview", "tokenreviews", false, Review::Token),
-        review("authorization.k8s.io", "LocalSubjectAccessReview", "localsubjectaccessreviews", true, Review::Access),
+        review("authorization.k8s.io", "LocalSubjectAccessReview", "localsubjectaccessreviews", true, Review::Access { local: true }),
         review("authorization.k8s.io", "SelfSubjectAccessReview", "selfsubjectaccessreviews", false, Review::SelfAccess),
         review("authorization.k8s.io", "SelfSubjectRulesReview", "selfsubjectrulesreviews", false, Review::Rules),
-        review("authorization.k8s.io", "SubjectAccessReview", "subjectaccessreviews", false, Review::Access),
+        review("authorization.k8s.io", "SubjectAccessReview", "subjectaccessreviews", false, Review::Access { local: false }),
     ]
 }
 
@@ -30,11 +31,14 @@ enum Review {
     WhoAmI,
     Token,
     SelfAccess,
-    Access,
+    /// A SubjectAccessReview, or (`local`) a namespace's LocalSubjectAccessReview.
+    Access {
+        local: bool,
+    },
     Rules,
 }
 
-fn user_json(u: &crate::auth::UserInfo) -> Value {
+fn user_json(u: &UserInfo) -> Value {
     let mut m = serde_json::Map::new();
     m.insert("username".into(), json!(u.name));
     if !u.uid.is_empty() {
@@ -47,6 +51,65 @@ fn user_json(u: &crate::auth::UserInfo) -> Value {
         m.insert("extra".into(), json!(u.extra));
     }
     Value::Object(m)
+}
+
+/// The user a SubjectAccessReview asks about (`spec.user`, `groups`, `uid`, `extra`).
+fn subject(spec: &Value) -> UserInfo {
+    let strings = |v: Option<&Value>| v.and_then(Value::as_array).map(|a| a.iter().filter_map(Value::as_str).map(str::to_string).collect()).unwrap_or_default();
+    UserInfo {
+        name: meta::str_at(spec, &["user"]).unwrap_or_default().to_string(),
+        uid: meta::str_at(spec, &["uid"]).unwrap_or_default().to_string(),
+        groups: strings(spec.get("groups")),
+        extra: spec.get("extra").and_then(Value::as_object).map(|m| m.iter().map(|(k, v)| (k.clone(), strings(Some(v)))).collect()).unwrap_or_default(),
+    }
+}
+
+impl Review {
+    fn kind(&self) -> &'static str {
+        match self {
+            Review::Access { local: true } => "LocalSubjectAccessReview",
+            Review::Access { local: false } => "SubjectAccessReview",
+            _ => "SelfSubjectAccessReview",
+        }
+    }
+
+    /// kube's checks of an access review (`ValidateSubjectAccessReviewSpec` and its kin), all
+    /// of them reported together.
+    fn access_errors(&self, obj: &Value, spec: &Value) -> Vec<FieldError> {
+        let (resource, non_resource) = (spec.get("resourceAttributes"), spec.get("nonResourceAttributes"));
+        let mut errors = Vec::new();
+        if resource.is_some() && non_resource.is_some() {
+            errors.push(FieldError::invalid(
+                "spec.nonResourceAttributes",
+                non_resource.cloned().unwrap_or_default(),
+                "cannot be specified in combination with resourceAttributes",
+            ));
+        }
+        if resource.is_none() && non_resource.is_none() {
+            errors.push(FieldError::invalid(
+                "spec.resourceAttributes",
+                Value::Null,
+                "exactly one of nonResourceAttributes or resourceAttributes must be specified",
+            ));
+        }
+        if let Review::Access { local } = self {
+            if meta::str_at(spec, &["user"]).unwrap_or_default().is_empty() && spec.get("groups").and_then(Value::as_array).is_none_or(Vec::is_empty) {
+                errors.push(FieldError::invalid("spec.user", Value::String(String::new()), "at least one of user or group must be specified"));
+            }
+            // A namespace's review asks about that namespace only.
+            let namespace = meta::str_at(obj, &["metadata", "namespace"]).unwrap_or_default();
+            if *local && let Some(r) = resource {
+                let asked = r.get("namespace").and_then(Value::as_str).unwrap_or_default();
+                if asked != namespace {
+                    errors.push(FieldError::invalid("spec.resourceAttributes.namespace", Value::String(asked.to_string()), "must match metadata.namespace"));
+                }
+            }
+            if *local && let Some(n) = non_resource {
+                errors.push(FieldError::invalid("spec.nonResourceAttributes", n.clone(), "disallowed on this kind of request"));
+            }
+        }
+        errors
+    }
 }
 
 fn attributes(spec: &Value) -> Attributes {
@@ -78,20 +141,18 @@ impl Strategy for Review {
                     Err(_) => json!({"user": {}, "error": "invalid bearer token"}),
                 }
             }
-            Review::SelfAccess | Review::Access => {
+            Review::SelfAccess | Review::Access { .. } => {
                 let spec = obj.get("spec").cloned().unwrap_or(Value::Null);
-                if spec.get("resourceAttributes").is_some() == spec.get("nonResourceAttributes").is_some() {
-                    return Err(ApiError::invalid(
-                        &crate::status::GroupKind { group: "authorization.k8s.io".into(), kind: "SelfSubjectAccessReview".into() },
-                        "",
-                        &[crate::status::FieldError::invalid(
-                            "spec.resourceAttributes",
-                            Value::Null,
-                            "exactly one of nonResourceAttributes or resourceAttributes must be specified",
-                        )],
-                    ));
+                let errors = self.access_errors(&obj, &spec);
+                if !errors.is_empty() {
+                    let kind = crate::status::GroupKind { group: "authorization.k8s.io".into(), kind: self.kind().into() };
+                    return Err(ApiError::invalid(&kind, "", &errors));
                 }
-                let d = ctx.authorizer.authorize(ctx.user, &attributes(&spec));
+                let subject = match self {
+                    Review::Access { .. } => subject(&spec),
+                    _ => ctx.user.clone(),
+                };
+                let d = ctx.authorizer.authorize(ctx.rbac, &subject, &attributes(&spec));
                 let mut st = json!({"allowed": d.allowed});
                 if !d.reason.is_empty() {
                     st["reason"] = json!(d.reason);

@@ -170,7 +170,13 @@ impl ApiError {
     }
 
     pub fn forbidden(gr: &GroupResource, name: &str, why: &str) -> Self {
-        let message = if name.is_empty() { format!("{gr} is forbidden: {why}") } else { format!("{gr} {} is forbidden: {why}", quote(name)) };
+        let message = if gr.group.is_empty() && gr.resource.is_empty() {
+            format!("forbidden: {why}")
+        } else if name.is_empty() {
+            format!("{gr} is forbidden: {why}")
+        } else {
+            format!("{gr} {} is forbidden: {why}", quote(name))
+        };
         ApiError { details: details_for(gr, name), ..Self::new(403, "Forbidden", message) }
     }
 

@@ -154,7 +154,7 @@ impl SimServer {
     pub fn new(setup: Setup, history: usize, buffer: usize) -> SimServer {
         let mut s = SimServer {
             server: setup.server,
-            builtins: setup.served.catalog.clone(),
+            builtins: Catalog::clone(&setup.served.catalog),
             initial: setup.served.clone(),
             served: setup.served,
             crds_seen: 0,

@@ -27,7 +27,8 @@ impl RequestMachine {
             Backing::Review => {
                 let (mut obj, _) = self.decode_body(&res, FieldValidation::Ignore)?;
                 crate::schema::normalize::normalize(crate::schema::schema(), &res.info.definition, &mut obj).map_err(ApiError::bad_request)?;
-                let ctx = ReviewContext { user: &self.user, authenticator: &self.server.authenticator, authorizer: &self.server.authorizer };
+                let ctx =
+                    ReviewContext { user: &self.user, authenticator: &self.server.authenticator, authorizer: &self.server.authorizer, rbac: &self.served.rbac };
                 let answer = res.strategy.review(obj, &ctx)?;
                 self.respond_object(&res, &answer, output, 201, "", now);
                 return Ok(());

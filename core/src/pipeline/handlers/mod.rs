@@ -25,7 +25,6 @@ use super::respond::{ListBody, status_body};
 use super::{Effect, Event, RequestInfo, RequestMachine};
 use crate::admission::{Admission, Lookup};
 use crate::apiextensions::{self, Converted};
-use crate::auth::Attributes;
 use crate::cache::{ReadRequest, ReadResult};
 use crate::catalog::Resource;
 use crate::codec::negotiate::{self, Target};
@@ -194,32 +193,6 @@ impl RequestMachine {
         }
         if !verb_allowed(&res, &info) {
             return self.fail(&ApiError::method_not_allowed());
-        }
-        let attrs = Attributes {
-            verb: info.verb.clone(),
-            group: info.api_group.clone(),
-            resource: info.resource.clone(),
-            subresource: info.subresource.clone(),
-            namespace: info.namespace.clone(),
-            name: info.name.clone(),
-            path: info.path.clone(),
-            resource_request: true,
-        };
-        let decision = self.server.authorizer.authorize(&self.user, &attrs);
-        if !decision.allowed {
-            let why = format!(
-                "User {} cannot {} resource {} in API group {}{}",
-                crate::status::quote(&self.user.name),
-                info.verb,
-                crate::status::quote(&info.resource),
-                crate::status::quote(&info.api_group),
-                if info.namespace.is_empty() {
-                    " at the cluster scope".to_string()
-                } else {
-                    format!(" in the namespace {}", crate::status::quote(&info.namespace))
-                }
-            );
-            return self.fail(&ApiError::forbidden(&res.info.group_resource(), &info.name, &why));
         }
         // kube routes no HEAD to a resource's handlers: its router answers 405.
         if self.req.method == "HEAD" {

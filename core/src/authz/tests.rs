@@ -1,0 +1,157 @@
+use serde_json::json;
+
+use super::rbac::{Kind, Rule};
+use super::*;
+
+fn user(name: &str, groups: &[&str]) -> UserInfo {
+    UserInfo { name: name.into(), groups: groups.iter().map(|g| g.to_string()).collect(), ..Default::default() }
+}
+
+fn resource(verb: &str, group: &str, resource: &str, subresource: &str, namespace: &str, name: &str) -> Attributes {
+    Attributes {
+        verb: verb.into(),
+        group: group.into(),
+        resource: resource.into(),
+        subresource: subresource.into(),
+        namespace: namespace.into(),
+        name: name.into(),
+        path: String::new(),
+        resource_request: true,
+    }
+}
+
+fn path(verb: &str, path: &str) -> Attributes {
+    Attributes { verb: verb.into(), path: path.into(), ..Default::default() }
+}
+
+#[test]
+fn a_rule_covers_verbs_groups_resources_subresources_names_and_paths_as_kube_matches_them() {
+    let rule = Rule::read(
+        &json!({"verbs": ["get", "list"], "apiGroups": ["", "apps"], "resources": ["pods", "deployments/scale", "*/status"], "resourceNames": ["web"]}),
+    );
+    assert!(rule.allows(&resource("get", "", "pods", "", "default", "web")));
+    assert!(!rule.allows(&resource("get", "", "pods", "", "default", "db")), "another name");
+    assert!(!rule.allows(&resource("delete", "", "pods", "", "default", "web")), "another verb");
+    assert!(!rule.allows(&resource("get", "batch", "pods", "", "default", "web")), "another group");
+    assert!(!rule.allows(&resource("get", "", "pods", "log", "default", "web")), "a subresource the rule does not name");
+    assert!(rule.allows(&resource("get", "apps", "deployments", "scale", "default", "web")));
+    assert!(!rule.allows(&resource("get", "apps", "deployments", "", "default", "web")), "the subresource is not the resource");
+    assert!(rule.allows(&resource("get", "apps", "replicasets", "status", "default", "web")), "*/status");
+    let any = Rule::read(&json!({"verbs": ["*"], "apiGroups": ["*"], "resources": ["*"]}));
+    assert!(any.allows(&resource("deletecollection", "example.com", "widgets", "status", "", "")));
+    assert!(!any.allows(&path("get", "/healthz")), "resource rules cover no path");
+    let urls = Rule::read(&json!({"verbs": ["get"], "nonResourceURLs": ["/healthz", "/apis/*"]}));
+    assert!(urls.allows(&path("get", "/healthz")));
+    assert!(!urls.allows(&path("get", "/healthz/etcd")));
+    assert!(urls.allows(&path("get", "/apis/apps/v1")));
+    assert!(!urls.allows(&path("post", "/apis/apps/v1")));
+    assert!(!urls.allows(&resource("get", "", "pods", "", "", "")), "paths cover no resource");
+    assert!(Rule::read(&json!({"verbs": ["get"], "nonResourceURLs": ["/api**"]})).allows(&path("get", "/apis")), "every trailing * is a wildcard");
+}
+
+fn policy() -> Policy {
+    let mut p = Policy::default();
+    p.put(Kind::ClusterRole, &json!({"metadata": {"name": "reader"}, "rules": [{"verbs": ["get", "list"], "apiGroups": [""], "resources": ["pods"]}]}));
+    p.put(
+        Kind::Role,
+        &json!({"metadata": {"name": "cm-writer", "namespace": "dev"}, "rules": [{"verbs": ["create"], "apiGroups": [""], "resources": ["configmaps"]}]}),
+    );
+    p.put(
+        Kind::ClusterRoleBinding,
+        &json!({"metadata": {"name": "auditors-read"}, "roleRef": {"kind": "ClusterRole", "name": "reader"}, "subjects": [{"kind": "Group", "name": "auditors"}]}),
+    );
+    p.put(
+        Kind::RoleBinding,
+        &json!({"metadata": {"name": "robot-writes", "namespace": "dev"}, "roleRef": {"kind": "Role", "name": "cm-writer"},
+            "subjects": [{"kind": "User", "name": "nobody"}, {"kind": "ServiceAccount", "name": "robot"}]}),
+    );
+    p.put(
+        Kind::RoleBinding,
+        &json!({"metadata": {"name": "alice-reads", "namespace": "dev"}, "roleRef": {"kind": "ClusterRole", "name": "reader"}, "subjects": [{"kind": "User", "name": "alice"}]}),
+    );
+    p
+}
+
+#[test]
+fn bindings_grant_their_roles_to_their_subjects_cluster_wide_or_in_their_namespace() {
+    let p = policy();
+    let auditor = user("carol", &["auditors", "system:authenticated"]);
+    assert_eq!(
+        p.authorize(&auditor, &resource("list", "", "pods", "", "", "")),
+        (Verdict::Allow, "RBAC: allowed by ClusterRoleBinding \"auditors-read\" of ClusterRole \"reader\" to Group \"auditors\"".into())
+    );
+    assert_eq!(p.authorize(&auditor, &resource("delete", "", "pods", "", "prod", "x")).0, Verdict::NoOpinion);
+    let alice = user("alice", &["system:authenticated"]);
+    assert_eq!(
+        p.authorize(&alice, &resource("get", "", "pods", "", "dev", "x")),
+        (Verdict::Allow, "RBAC: allowed by RoleBinding \"alice-reads/dev\" of ClusterRole \"reader\" to User \"alice\"".into())
+    );
+    assert_eq!(p.authorize(&alice, &resource("get", "", "pods", "", "prod", "x")).0, Verdict::NoOpinion, "a RoleBinding grants in its namespace only");
+    assert_eq!(p.authorize(&alice, &resource("list", "", "pods", "", "", "")).0, Verdict::NoOpinion, "nor at the cluster scope");
+    let robot = user("system:serviceaccount:dev:robot", &["system:serviceaccounts", "system:serviceaccounts:dev"]);
+    assert_eq!(
+        p.authorize(&robot, &resource("create", "", "configmaps", "", "dev", "")),
+        (Verdict::Allow, "RBAC: allowed by RoleBinding \"robot-writes/dev\" of Role \"cm-writer\" to ServiceAccount \"robot/dev\"".into())
+    );
+    assert_eq!(p.authorize(&user("system:serviceaccount:prod:robot", &[]), &resource("create", "", "configmaps", "", "dev", "")).0, Verdict::NoOpinion);
+}
+
+#[test]
+fn changes_replace_and_remove_what_they_name_and_a_missing_role_is_the_reason() {
+    let mut p = policy();
+    let before = p.clone();
+    p.put(
+        Kind::ClusterRoleBinding,
+        &json!({"metadata": {"name": "auditors-read"}, "roleRef": {"kind": "ClusterRole", "name": "gone"}, "subjects": [{"kind": "Group", "name": "auditors"}]}),
+    );
+    let auditor = user("carol", &["auditors"]);
+    assert_eq!(
+        p.authorize(&auditor, &resource("list", "", "pods", "", "", "")),
+        (Verdict::NoOpinion, "RBAC: clusterrole.rbac.authorization.k8s.io \"gone\" not found".into())
+    );
+    assert_eq!(before.authorize(&auditor, &resource("list", "", "pods", "", "", "")).0, Verdict::Allow, "an earlier policy is unchanged");
+    p.remove(Kind::ClusterRoleBinding, "", "auditors-read");
+    assert_eq!(p.authorize(&auditor, &resource("list", "", "pods", "", "", "")), (Verdict::NoOpinion, String::new()));
+    p.remove(Kind::Role, "dev", "cm-writer");
+    let robot = user("system:serviceaccount:dev:robot", &[]);
+    assert_eq!(p.authorize(&robot, &resource("create", "", "configmaps", "", "dev", "")).1, "RBAC: role.rbac.authorization.k8s.io \"cm-writer\" not found");
+}
+
+#[test]
+fn the_chain_allows_masters_first_and_a_request_no_mode_allows_is_forbidden_with_kubes_message() {
+    let rbac = Authorizer::parse("AlwaysDeny,RBAC").unwrap();
+    let p = policy();
+    let masters = user("admin", &["system:masters"]);
+    assert!(rbac.authorize(&p, &masters, &resource("delete", "", "nodes", "", "", "n1")).allowed);
+    let alice = user("alice", &[]);
+    let d = rbac.authorize(&p, &alice, &resource("get", "", "pods", "log", "dev", "web"));
+    assert_eq!(d, Decision { allowed: false, reason: "Everything is forbidden.".into() });
+    let e = forbidden(&alice, &resource("get", "", "pods", "log", "dev", "web"), &d.reason);
+    assert_eq!(
+        (e.code, e.message.as_str()),
+        (
+            403,
+            "pods \"web\" is forbidden: User \"alice\" cannot get resource \"pods/log\" in API group \"\" in the namespace \"dev\": Everything is forbidden."
+        )
+    );
+    let e = forbidden(&alice, &resource("list", "apps", "deployments", "", "", ""), "");
+    assert_eq!(e.message, "deployments.apps is forbidden: User \"alice\" cannot list resource \"deployments\" in API group \"apps\" at the cluster scope");
+    let e = forbidden(&alice, &path("get", "/metrics"), "");
+    assert_eq!(e.message, "forbidden: User \"alice\" cannot get path \"/metrics\"");
+    let e = forbidden(&user("a<b>", &[]), &path("get", "/x&y"), "why <not>");
+    assert_eq!(e.message, "forbidden: User \"a&lt;b&gt;\" cannot get path \"/x&amp;y\": why <not>", "escaped as kube escapes it, the reason not");
+    let auditor = user("carol", &["auditors"]);
+    let d = rbac.authorize(&p, &auditor, &resource("list", "", "pods", "", "", ""));
+    assert_eq!(
+        d,
+        Decision { allowed: true, reason: "RBAC: allowed by ClusterRoleBinding \"auditors-read\" of ClusterRole \"reader\" to Group \"auditors\"".into() },
+        "the reason of the mode that allows, alone"
+    );
+    assert!(Authorizer::parse("RBAC").unwrap().authorize(&p, &alice, &resource("get", "", "pods", "", "dev", "x")).allowed);
+    assert!(Authorizer::always_allow().authorize(&Policy::default(), &alice, &path("get", "/metrics")).allowed);
+
+    assert_eq!(Authorizer::parse("RBAC,Bogus").unwrap_err(), "authorization-mode \"Bogus\" is not a valid mode");
+    assert_eq!(Authorizer::parse("Node,RBAC").unwrap_err(), "authorization-mode \"Node\" is not implemented by kapi yet");
+    assert_eq!(Authorizer::parse("RBAC,RBAC").unwrap_err(), "authorization-mode [\"RBAC\" \"RBAC\"] has mode specified more than once");
+    assert_eq!(Authorizer::parse("").unwrap_err(), "at least one authorization-mode must be passed");
+}

@@ -1,0 +1,84 @@
+//! `--authorization-mode=RBAC` driven with kubectl: a user holds nothing but what Roles,
+//! ClusterRoles and their bindings grant, gets kube's 403 for the rest, and loses a grant when
+//! its binding goes; `kubectl auth can-i` answers from the same decisions.
+
+use std::path::Path;
+use std::process::{Command, Output};
+use std::time::Duration;
+
+use kapi_tests::{Kapi, eventually};
+use serde_json::json;
+
+/// A kubeconfig for the user of `token`.
+fn kubeconfig(k: &Kapi, dir: &Path, token: &str) -> std::path::PathBuf {
+    let ca = k.data_dir().join("pki/ca.crt");
+    let config = format!(
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: kapi\n  cluster:\n    server: {}\n    certificate-authority: {}\nusers:\n- name: u\n  user:\n    token: {token}\ncontexts:\n- name: u\n  context:\n    cluster: kapi\n    user: u\ncurrent-context: u\n",
+        k.url(""),
+        ca.display()
+    );
+    let path = dir.join(format!("{token}.kubeconfig"));
+    std::fs::write(&path, config).unwrap();
+    path
+}
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+#[test]
+fn rbac_grants_what_roles_and_bindings_say_and_nothing_else() {
+    let dir = tempfile::tempdir().unwrap();
+    let tokens = dir.path().join("tokens.csv");
+    std::fs::write(&tokens, "al1ce,alice,1001\n").unwrap();
+    let k = Kapi::start_with(&["--token-auth-file", tokens.to_str().unwrap(), "--authorization-mode", "RBAC"]);
+    let config = kubeconfig(&k, dir.path(), "al1ce");
+    let alice = |args: &[&str]| Command::new("kubectl").args(args).env("KUBECONFIG", &config).output().expect("kubectl runs");
+
+    // Nothing is granted: not even discovery, whose path is named in kube's message.
+    let out = alice(&["get", "--raw", "/api"]);
+    assert!(!out.status.success());
+    assert!(stderr(&out).contains("forbidden: User \"alice\" cannot get path \"/api\""), "{}", stderr(&out));
+
+    // The admin (system:masters) grants discovery, asking what it may do, and reading pods in
+    // the default namespace.
+    let urls = ["--non-resource-url=/api", "--non-resource-url=/api/*", "--non-resource-url=/apis", "--non-resource-url=/apis/*"];
+    k.ok(&[&["create", "clusterrole", "discovery", "--verb=get"][..], &urls].concat());
+    k.ok(&["create", "clusterrole", "self-review", "--verb=create", "--resource=selfsubjectaccessreviews.authorization.k8s.io"]);
+    k.ok(&["create", "clusterrolebinding", "alice-discovery", "--clusterrole=discovery", "--user=alice"]);
+    k.ok(&["create", "clusterrolebinding", "alice-self-review", "--clusterrole=self-review", "--user=alice"]);
+    k.ok(&["create", "role", "pod-reader", "--verb=get,list", "--resource=pods"]);
+    k.ok(&["create", "rolebinding", "alice-reads", "--role=pod-reader", "--user=alice"]);
+    assert!(eventually(Duration::from_secs(10), || alice(&["get", "pods"]).status.success()), "{}", stderr(&alice(&["get", "pods"])));
+
+    // In its namespace only, and for its verbs only.
+    let out = alice(&["get", "pods", "-n", "kube-system"]);
+    assert!(
+        stderr(&out).contains("pods is forbidden: User \"alice\" cannot list resource \"pods\" in API group \"\" in the namespace \"kube-system\""),
+        "{}",
+        stderr(&out)
+    );
+    let out = alice(&["create", "configmap", "c"]);
+    assert!(stderr(&out).contains("configmaps is forbidden: User \"alice\" cannot create resource \"configmaps\""), "{}", stderr(&out));
+    let can = |args: &[&str]| String::from_utf8_lossy(&alice(&[&["auth", "can-i"][..], args].concat()).stdout).trim().to_string();
+    assert_eq!(can(&["list", "pods"]), "yes");
+    assert_eq!(can(&["delete", "pods"]), "no");
+    assert_eq!(can(&["list", "pods", "-n", "kube-system"]), "no");
+
+    // A SubjectAccessReview answers for the user it names, with the binding that allows.
+    let review = json!({"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview",
+        "spec": {"user": "alice", "resourceAttributes": {"verb": "list", "resource": "pods", "namespace": "default"}}});
+    let answer: serde_json::Value = serde_json::from_str(&k.kubectl_in(&["create", "-f", "-", "-o", "json"], &review.to_string())).unwrap();
+    assert_eq!(answer["status"]["allowed"], true, "{answer}");
+    assert_eq!(answer["status"]["reason"], "RBAC: allowed by RoleBinding \"alice-reads/default\" of Role \"pod-reader\" to User \"alice\"");
+    // A namespace's review asks about that namespace only.
+    let local = json!({"apiVersion": "authorization.k8s.io/v1", "kind": "LocalSubjectAccessReview", "metadata": {"namespace": "kube-system"},
+        "spec": {"user": "alice", "resourceAttributes": {"verb": "list", "resource": "pods", "namespace": "default"}}});
+    let out = k.kubectl_with_input(&["create", "-f", "-"], &local.to_string());
+    assert!(stderr(&out).contains("spec.resourceAttributes.namespace: Invalid value: \"default\": must match metadata.namespace"), "{}", stderr(&out));
+
+    // Without its binding, the grant is gone.
+    k.ok(&["delete", "rolebinding", "alice-reads"]);
+    assert!(eventually(Duration::from_secs(10), || !alice(&["get", "pods"]).status.success()));
+    assert_eq!(can(&["list", "pods"]), "no");
+}
