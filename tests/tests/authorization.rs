@@ -44,7 +44,13 @@ fn rbac_grants_what_roles_and_bindings_say_and_nothing_else() {
     // the default namespace.
     let urls = ["--non-resource-url=/api", "--non-resource-url=/api/*", "--non-resource-url=/apis", "--non-resource-url=/apis/*"];
     k.ok(&[&["create", "clusterrole", "discovery", "--verb=get"][..], &urls].concat());
-    k.ok(&["create", "clusterrole", "self-review", "--verb=create", "--resource=selfsubjectaccessreviews.authorization.k8s.io"]);
+    k.ok(&[
+        "create",
+        "clusterrole",
+        "self-review",
+        "--verb=create",
+        "--resource=selfsubjectaccessreviews.authorization.k8s.io,selfsubjectrulesreviews.authorization.k8s.io",
+    ]);
     k.ok(&["create", "clusterrolebinding", "alice-discovery", "--clusterrole=discovery", "--user=alice"]);
     k.ok(&["create", "clusterrolebinding", "alice-self-review", "--clusterrole=self-review", "--user=alice"]);
     k.ok(&["create", "role", "pod-reader", "--verb=get,list", "--resource=pods"]);
@@ -64,6 +70,9 @@ fn rbac_grants_what_roles_and_bindings_say_and_nothing_else() {
     assert_eq!(can(&["list", "pods"]), "yes");
     assert_eq!(can(&["delete", "pods"]), "no");
     assert_eq!(can(&["list", "pods", "-n", "kube-system"]), "no");
+    let list = can(&["--list"]);
+    assert!(list.lines().any(|l| l.starts_with("pods ") && l.ends_with("[get list]")), "{list}");
+    assert!(list.lines().any(|l| l.contains("[/apis/*]") && l.ends_with("[get]")), "{list}");
 
     // A SubjectAccessReview answers for the user it names, with the binding that allows.
     let review = json!({"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview",

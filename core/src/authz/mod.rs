@@ -143,6 +143,62 @@ impl Authorizer {
     }
 }
 
+/// What a user may do in a namespace, as the chain's modes say (a SelfSubjectRulesReview).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RulesReview {
+    /// Rules with resources ...
+    pub resource_rules: Vec<rbac::Rule>,
+    /// ... and with non-resource URLs (a rule with both is in each).
+    pub non_resource_rules: Vec<rbac::Rule>,
+    pub incomplete: bool,
+    /// The modes' errors, aggregated.
+    pub evaluation_error: String,
+}
+
+impl Authorizer {
+    /// The rules `user` holds in `namespace`, each mode's in order (kube's union rule
+    /// resolver; `system:masters` has no rules of its own).
+    pub fn rules_for(&self, policy: &Policy, user: &UserInfo, namespace: &str) -> RulesReview {
+        let mut review = RulesReview::default();
+        let mut errors = Vec::new();
+        for mode in &self.modes {
+            let rules = match mode {
+                Mode::AlwaysAllow => vec![rbac::Rule {
+                    verbs: vec!["*".into()],
+                    api_groups: vec!["*".into()],
+                    resources: vec!["*".into()],
+                    non_resource_urls: vec!["*".into()],
+                    ..Default::default()
+                }],
+                Mode::AlwaysDeny => Vec::new(),
+                Mode::Rbac => {
+                    let (rules, error) = policy.rules_for(user, namespace);
+                    if !error.is_empty() {
+                        errors.push(error);
+                    }
+                    rules
+                }
+            };
+            for rule in rules {
+                if !rule.non_resource_urls.is_empty() {
+                    review.non_resource_rules.push(rbac::Rule {
+                        verbs: rule.verbs.clone(),
+                        non_resource_urls: rule.non_resource_urls.clone(),
+                        ..Default::default()
+                    });
+                }
+                if !rule.resources.is_empty() {
+                    review.resource_rules.push(rbac::Rule { non_resource_urls: Vec::new(), ..rule });
+                }
+            }
+        }
+        if !errors.is_empty() {
+            review.evaluation_error = rbac::aggregate(&errors);
+        }
+        review
+    }
+}
+
 /// kube's 403 for a request its authorizers did not allow: who cannot do what (with `&`, `<`
 /// and `>` escaped as HTML, as kube does), and why.
 pub fn forbidden(user: &UserInfo, attrs: &Attributes, reason: &str) -> ApiError {

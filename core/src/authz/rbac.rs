@@ -269,11 +269,13 @@ impl Policy {
         }
     }
 
-    /// RBAC's verdict on `user` doing `attrs`, and its reason.
-    pub fn authorize(&self, user: &UserInfo, attrs: &Attributes) -> (Verdict, String) {
-        // The cluster's bindings, and the request's namespace's.
-        let namespaces = ["", attrs.namespace.as_str()];
-        let scopes = &namespaces[..if attrs.namespace.is_empty() { 1 } else { 2 }];
+    /// Visits, in kube's order (the cluster's bindings, then `namespace`'s, each by name), the
+    /// bindings that apply to `user`: the binding's namespace and name, the subject that
+    /// applies, and its role's rules (or, for a role that does not exist, kube's error), until
+    /// `visit` says to stop.
+    fn visit<'a>(&'a self, user: &UserInfo, namespace: &'a str, mut visit: impl FnMut(&str, &str, &Binding, &Subject, Result<&[Rule], String>) -> bool) {
+        let namespaces = ["", namespace];
+        let scopes = &namespaces[..if namespace.is_empty() { 1 } else { 2 }];
         let mut candidates: Vec<(&str, &str)> = Vec::new();
         let subjects = std::iter::once((&self.by_user, &user.name)).chain(user.groups.iter().map(|g| (&self.by_group, g)));
         for (index, who) in subjects {
@@ -284,38 +286,68 @@ impl Policy {
         }
         candidates.sort_unstable();
         candidates.dedup();
-        let mut missing = Vec::new();
         for (ns, name) in candidates {
             let Some(binding) = self.bindings.get(ns).and_then(|b| b.get(name)) else { continue };
             let Some(subject) = binding.subjects.iter().find(|s| s.applies_to(user)) else { continue };
             let rules =
                 if binding.cluster_role { self.cluster_roles.get(&binding.role) } else { self.roles.get(ns).and_then(|roles| roles.get(&binding.role)) };
-            let Some(rules) = rules else {
+            let rules = rules.map(|r| &r[..]).ok_or_else(|| {
                 let resource = if binding.cluster_role { "clusterrole" } else { "role" };
-                let error = format!("{resource}.rbac.authorization.k8s.io {} not found", crate::status::quote(&binding.role));
+                format!("{resource}.rbac.authorization.k8s.io {} not found", crate::status::quote(&binding.role))
+            });
+            if visit(ns, name, binding, subject, rules) {
+                return;
+            }
+        }
+    }
+
+    /// RBAC's verdict on `user` doing `attrs`, and its reason.
+    pub fn authorize(&self, user: &UserInfo, attrs: &Attributes) -> (Verdict, String) {
+        let (mut allowed, mut missing) = (None, Vec::new());
+        self.visit(user, &attrs.namespace, |ns, name, binding, subject, rules| match rules {
+            Ok(rules) if rules.iter().any(|r| r.allows(attrs)) => {
+                let (what, name) = if ns.is_empty() { ("ClusterRoleBinding", name.to_string()) } else { ("RoleBinding", format!("{name}/{ns}")) };
+                let role_kind = if binding.cluster_role { "ClusterRole" } else { "Role" };
+                let q = crate::status::quote;
+                allowed = Some(format!("RBAC: allowed by {what} {} of {role_kind} {} to {}", q(&name), q(&binding.role), subject.describe()));
+                true
+            }
+            Ok(_) => false,
+            Err(error) => {
                 if !missing.contains(&error) {
                     missing.push(error);
                 }
-                continue;
-            };
-            if rules.iter().any(|r| r.allows(attrs)) {
-                let (what, name) = if ns.is_empty() { ("ClusterRoleBinding", name.to_string()) } else { ("RoleBinding", format!("{name}/{ns}")) };
-                let role_kind = if binding.cluster_role { "ClusterRole" } else { "Role" };
-                let reason = format!(
-                    "RBAC: allowed by {what} {} of {role_kind} {} to {}",
-                    crate::status::quote(&name),
-                    crate::status::quote(&binding.role),
-                    subject.describe()
-                );
-                return (Verdict::Allow, reason);
+                false
             }
+        });
+        if let Some(reason) = allowed {
+            return (Verdict::Allow, reason);
         }
-        let reason = match missing.len() {
-            0 => String::new(),
-            1 => format!("RBAC: {}", missing[0]),
-            _ => format!("RBAC: [{}]", missing.join(", ")),
-        };
+        let reason = if missing.is_empty() { String::new() } else { format!("RBAC: {}", aggregate(&missing)) };
         (Verdict::NoOpinion, reason)
+    }
+
+    /// The rules `user` holds in `namespace` (the cluster's among them), and the errors met
+    /// on the way (kube's `RulesFor`).
+    pub fn rules_for(&self, user: &UserInfo, namespace: &str) -> (Vec<Rule>, String) {
+        let (mut rules, mut missing) = (Vec::new(), Vec::new());
+        self.visit(user, namespace, |_, _, _, _, found| {
+            match found {
+                Ok(found) => rules.extend(found.iter().cloned()),
+                Err(error) if !missing.contains(&error) => missing.push(error),
+                Err(_) => {}
+            }
+            false
+        });
+        (rules, aggregate(&missing))
+    }
+}
+
+/// Go's aggregate of errors: the one, or `[<error>, ...]`.
+pub(super) fn aggregate(errors: &[String]) -> String {
+    match errors {
+        [one] => one.clone(),
+        many => format!("[{}]", many.join(", ")),
     }
 }
 

@@ -155,3 +155,23 @@ fn the_chain_allows_masters_first_and_a_request_no_mode_allows_is_forbidden_with
     assert_eq!(Authorizer::parse("RBAC,RBAC").unwrap_err(), "authorization-mode [\"RBAC\" \"RBAC\"] has mode specified more than once");
     assert_eq!(Authorizer::parse("").unwrap_err(), "at least one authorization-mode must be passed");
 }
+
+#[test]
+fn the_rules_a_user_holds_are_its_bindings_roles_in_the_namespace_and_the_cluster() {
+    let p = policy();
+    let rbac = Authorizer::parse("RBAC").unwrap();
+    let alice = user("alice", &["auditors"]);
+    let review = rbac.rules_for(&p, &alice, "dev");
+    let reader = Rule { verbs: vec!["get".into(), "list".into()], api_groups: vec!["".into()], resources: vec!["pods".into()], ..Default::default() };
+    assert_eq!(review.resource_rules, vec![reader.clone(), reader.clone()], "the cluster's binding, then the namespace's");
+    assert_eq!(rbac.rules_for(&p, &alice, "prod").resource_rules, vec![reader]);
+    let allow = Authorizer::parse("AlwaysAllow,AlwaysDeny").unwrap().rules_for(&p, &alice, "dev");
+    assert_eq!(
+        (allow.resource_rules[0].resources.as_slice(), allow.non_resource_rules[0].non_resource_urls.as_slice()),
+        (&["*".to_string()][..], &["*".to_string()][..])
+    );
+    let mut broken = policy();
+    broken.remove(Kind::ClusterRole, "", "reader");
+    let review = rbac.rules_for(&broken, &alice, "dev");
+    assert_eq!((review.resource_rules.len(), review.evaluation_error.as_str()), (0, "clusterrole.rbac.authorization.k8s.io \"reader\" not found"));
+}

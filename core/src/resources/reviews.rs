@@ -6,6 +6,7 @@ use serde_json::{Value, json};
 use super::{info, serve};
 use crate::auth::{Peer, UserInfo};
 use crate::authz::Attributes;
+use crate::authz::rbac::Rule;
 use crate::catalog::{Backing, Resource, ReviewContext, Strategy};
 use crate::meta;
 use crate::status::{ApiError, FieldError};
@@ -112,6 +113,17 @@ impl Review {
     }
 }
 
+/// A `ResourceRule`, its empty lists left out as Go leaves them.
+fn resource_rule(r: &Rule) -> Value {
+    let mut v = json!({"verbs": r.verbs});
+    for (k, list) in [("apiGroups", &r.api_groups), ("resources", &r.resources), ("resourceNames", &r.resource_names)] {
+        if !list.is_empty() {
+            v[k] = json!(list);
+        }
+    }
+    v
+}
+
 fn attributes(spec: &Value) -> Attributes {
     let s = |v: &Value, k: &str| v.get(k).and_then(Value::as_str).unwrap_or_default().to_string();
     match (spec.get("resourceAttributes"), spec.get("nonResourceAttributes")) {
@@ -159,11 +171,19 @@ impl Strategy for Review {
                 }
                 st
             }
-            Review::Rules => json!({
-                "resourceRules": [{"verbs": ["*"], "apiGroups": ["*"], "resources": ["*"]}],
-                "nonResourceRules": [{"verbs": ["*"], "nonResourceURLs": ["*"]}],
-                "incomplete": false,
-            }),
+            Review::Rules => {
+                let namespace = meta::str_at(&obj, &["spec", "namespace"]).unwrap_or_default();
+                let review = ctx.authorizer.rules_for(ctx.rbac, ctx.user, namespace);
+                let mut st = json!({
+                    "resourceRules": review.resource_rules.iter().map(resource_rule).collect::<Vec<_>>(),
+                    "nonResourceRules": review.non_resource_rules.iter().map(|r| json!({"verbs": r.verbs, "nonResourceURLs": r.non_resource_urls})).collect::<Vec<_>>(),
+                    "incomplete": review.incomplete,
+                });
+                if !review.evaluation_error.is_empty() {
+                    st["evaluationError"] = json!(review.evaluation_error);
+                }
+                st
+            }
         };
         obj["status"] = status;
         meta::set_meta(&mut obj, "creationTimestamp", Value::Null);
