@@ -59,3 +59,8 @@ fn random_cel_rules_are_checked_and_run_without_panicking() {
 fn random_conversion_webhook_answers_never_break_a_request() {
     random_inputs(300, 1024, kapi_sim::fuzzing::conversion);
 }
+
+#[test]
+fn random_rbac_changes_are_decided_as_kubes_walk_decides() {
+    random_inputs(2000, 1024, kapi_sim::fuzzing::rbac);
+}

@@ -6,7 +6,8 @@
 //! [`custom_resources`] (in `schemas.rs`) generated CRD schemas and objects of them;
 //! [`aggregation`] (in `aggregation.rs`) APIServices and what extension servers answer;
 //! [`cel_rules`] (in `cel_rules.rs`) CEL validation rules on generated schemas;
-//! [`conversion`] (in `conversion.rs`) CRD conversion webhooks that answer anything.
+//! [`conversion`] (in `conversion.rs`) CRD conversion webhooks that answer anything;
+//! [`rbac`] (in `rbac.rs`) RBAC objects changing, decided by kapi's index and by kube's walk.
 
 use std::cell::RefCell;
 
@@ -19,12 +20,14 @@ use crate::{ADMIN_TOKEN, World, default_server, epoch};
 mod aggregation;
 mod cel_rules;
 mod conversion;
+mod rbac;
 mod schemas;
 mod writes;
 
 pub use aggregation::aggregation;
 pub use cel_rules::cel_rules;
 pub use conversion::conversion;
+pub use rbac::rbac;
 pub use schemas::{THROUGH_THE_PIPELINE, custom_resources};
 pub use writes::{apply, patch};
 
