@@ -103,6 +103,17 @@ fn a_webhook_converts_custom_resources_between_versions() {
     assert!(calls.lines().any(|l| l == "/convert?timeout=30s stable.example.com/v1 1 application/json"), "{calls}");
     assert!(calls.lines().any(|l| l == "/convert?timeout=30s stable.example.com/v2 1 application/json"), "{calls}");
 
+    // A dry run goes through the webhook as a write does (to the stored version and back),
+    // and stores nothing.
+    let weekly = json!({"apiVersion": "stable.example.com/v2", "kind": "CronTab", "metadata": {"name": "weekly", "namespace": "default"}, "spec": {"schedule": "0 5 * * 0"}});
+    let before = calls.lines().count();
+    let answer: Value = serde_json::from_str(&k.kubectl_in(&["create", "--dry-run=server", "-o", "json", "-f", "-"], &weekly.to_string())).unwrap();
+    assert_eq!((answer["apiVersion"].as_str(), answer["spec"]["schedule"].as_str()), (Some("stable.example.com/v2"), Some("0 5 * * 0")));
+    let calls = std::fs::read_to_string(dir.path().join("calls.log")).unwrap();
+    let dry: Vec<&str> = calls.lines().skip(before).map(|l| l.split(' ').nth(1).unwrap_or_default()).collect();
+    assert_eq!(dry, ["stable.example.com/v1", "stable.example.com/v2"], "{calls}");
+    assert!(k.fails(&["get", "crontabs.v1.stable.example.com", "weekly"]).contains("NotFound"));
+
     // Without the webhook, the stored version still reads; the other fails as kube fails it.
     drop(hook);
     assert_eq!(k.json(&["get", "crontabs.v1.stable.example.com", "nightly"])["spec"]["cron"], "0 4 * * *");
@@ -111,4 +122,8 @@ fn a_webhook_converts_custom_resources_between_versions() {
         "conversion webhook for stable.example.com/v1, Kind=CronTab failed: Post \"https://127.0.0.1:{port}/convert?timeout=30s\": dial tcp 127.0.0.1:{port}: connect: connection refused"
     );
     assert!(err.contains(&expected), "{err}");
+    let out = k.kubectl_with_input(&["create", "--dry-run=server", "-f", "-"], &weekly.to_string());
+    let err = String::from_utf8_lossy(&out.stderr);
+    // kube names the kind of the object converted: here the one sent, at v2.
+    assert!(!out.status.success() && err.contains(&expected.replace("/v1, Kind", "/v2, Kind")), "{err}");
 }

@@ -236,19 +236,17 @@ impl WriteOp {
     fn write_new(&mut self, obj: Value) {
         let key = self.key(crate::meta::name(&obj));
         self.created = true;
-        let req = if self.ctx.dry_run {
-            self.result = Some(obj);
-            StorageRequest::CreateDryRun { key }
-        } else {
-            match self.store(obj) {
-                Ok(value) => StorageRequest::Create { key, value, ttl_seconds: self.res.ttl_seconds },
-                Err(e) => {
-                    let obj = self.result.take().expect("store keeps the object");
-                    if !self.paused_at(Paused::Create(obj)) {
-                        self.done = Some(Err(e));
-                    }
-                    return;
+        // A dry run encodes the object for storage too: kube's dry run converts it to the
+        // stored version and back, through the conversion webhook where there is one.
+        let req = match self.store(obj) {
+            Ok(value) if self.ctx.dry_run => StorageRequest::CreateDryRun { key, value },
+            Ok(value) => StorageRequest::Create { key, value, ttl_seconds: self.res.ttl_seconds },
+            Err(e) => {
+                let obj = self.result.take().expect("store keeps the object");
+                if !self.paused_at(Paused::Create(obj)) {
+                    self.done = Some(Err(e));
                 }
+                return;
             }
         };
         self.phase = Phase::Writing;
@@ -509,8 +507,22 @@ impl WriteOp {
                 let stored = splice.map(|s| (kv.value.clone(), kv.mod_revision, s));
                 done(view(obj)?, if self.created { 201 } else { 200 }, false).map(|o| WriteOutcome { stored, ..o })
             }
-            Outcome::WouldWrite { value: Some(_), .. } => {
-                let obj = self.result.take().expect("a transform or create produced the object");
+            Outcome::WouldWrite { value: Some(value), .. } => {
+                // As kube's dry run, the answer is what would be stored decoded again; where a
+                // webhook converts, that is its object converted back (the resourceVersion is
+                // the one the object had).
+                let read_back = match self.res.strategy.conversion_webhook() {
+                    Some(_) => Some(self.decode(&KeyValue { key: Bytes::new(), value, create_revision: 0, mod_revision: 0, version: 0, lease: 0 })?),
+                    None => None,
+                };
+                let mut obj = self.result.take().expect("a transform or create produced the object");
+                if let Some(mut converted) = read_back {
+                    match meta::at(&obj, &["metadata", "resourceVersion"]).cloned() {
+                        Some(rv) => meta::set_meta(&mut converted, "resourceVersion", rv),
+                        None => meta::remove_meta(&mut converted, "resourceVersion"),
+                    }
+                    obj = converted;
+                }
                 done(view(obj)?, if self.created { 201 } else { 200 }, false)
             }
             Outcome::Deleted { prev, .. } | Outcome::WouldWrite { value: None, prev: Some(prev) } => {

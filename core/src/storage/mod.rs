@@ -34,8 +34,8 @@ pub enum StorageRequest {
     Revision { key: Bytes },
     /// Create `key` if it does not exist; with a TTL the key is attached to a new lease.
     Create { key: Bytes, value: Bytes, ttl_seconds: Option<i64> },
-    /// Check that `key` could be created, and write nothing (`dryRun`).
-    CreateDryRun { key: Bytes },
+    /// Check that `key` could be created with `value`, and write nothing (`dryRun`).
+    CreateDryRun { key: Bytes, value: Bytes },
     /// Read-transform-write `key` until the write lands on the version the transform saw.
     /// `cached` is a value the caller believes current; it saves the first read, and a conflict
     /// corrects it. With `dry_run` the transform's decision is reported and not written.
@@ -70,8 +70,7 @@ pub enum Outcome {
     },
     /// The transform kept the key as it was (`None`: it does not exist).
     Unchanged(Option<KeyValue>),
-    /// A dry run: what would be written (`None`: a delete; for a create dry run, an empty value)
-    /// over `prev`.
+    /// A dry run: what would be written (`None`: a delete) over `prev`.
     WouldWrite {
         value: Option<Bytes>,
         prev: Option<KeyValue>,
@@ -140,7 +139,7 @@ enum Awaiting {
     Revision,
     Lease { key: Bytes, value: Bytes },
     Create { key: Bytes, value: Bytes, lease: i64 },
-    CreateDryRun,
+    CreateDryRun { value: Bytes },
     MutateRead,
     MutateWrite { prev: Option<KeyValue>, next: Option<Bytes> },
 }
@@ -178,9 +177,9 @@ impl<E: std::fmt::Debug> StorageOp<E> {
                 let state = State::Send(create_txn(&key, &value, 0), Awaiting::Create { key: key.clone(), value, lease: 0 });
                 (key, state)
             }
-            StorageRequest::CreateDryRun { key } => {
+            StorageRequest::CreateDryRun { key, value } => {
                 let r = KvRequest::Range(RangeRequest { count_only: true, ..RangeRequest::key(key.clone()) });
-                (key, State::Send(r, Awaiting::CreateDryRun))
+                (key, State::Send(r, Awaiting::CreateDryRun { value }))
             }
             StorageRequest::Mutate { key, cached: Some(kv), .. } => (key, State::Ask(Some(kv), Read::Cached)),
             StorageRequest::Mutate { key, cached: None, .. } => {
@@ -239,11 +238,11 @@ impl<E: std::fmt::Debug> StorageOp<E> {
                     State::Finished(Err(StorageError::AlreadyExists))
                 }
             }
-            (Awaiting::CreateDryRun, KvResponse::Range(r)) => {
+            (Awaiting::CreateDryRun { value }, KvResponse::Range(r)) => {
                 if r.count > 0 {
                     State::Finished(Err(StorageError::AlreadyExists))
                 } else {
-                    State::Finished(Ok(Outcome::WouldWrite { value: Some(Bytes::new()), prev: None }))
+                    State::Finished(Ok(Outcome::WouldWrite { value: Some(value), prev: None }))
                 }
             }
             (Awaiting::MutateRead, KvResponse::Range(r)) => State::Ask(r.kvs.into_iter().next(), Read::Fresh),
