@@ -433,4 +433,13 @@ fn custom_resources() {
     k.ok(&["wait", "--for", "condition=established", "crd/widgets.example.com", "--timeout=20s"]);
     assert!(eventually(Duration::from_secs(10), || k.kubectl(&["get", "widgets", "-o", "name"]).status.success()));
     assert_eq!(k.ok(&["get", "widgets", "-o", "name"]), "", "a CRD made again starts empty");
+
+    // A rule is type-checked against the schema when the CRD is written.
+    let bad = WIDGET_CRD.replace(r#"rule: "self.size <= 10""#, r#"rule: "self.size + 'x' == 1""#);
+    let out = k.kubectl_with_input(&["apply", "-f", "-"], &bad);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains("found no matching overload for '_+_' applied to '(int, string)'"), "{err}");
+    let bad = WIDGET_CRD.replace(r#"rule: "self.size <= 10""#, r#"rule: "self.size""#);
+    let err = String::from_utf8_lossy(&k.kubectl_with_input(&["apply", "-f", "-"], &bad).stderr).to_string();
+    assert!(err.contains("x-kubernetes-validations[0].rule: Invalid value: ") && err.contains("cel expression must evaluate to a bool"), "{err}");
 }

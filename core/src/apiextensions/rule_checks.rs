@@ -1,8 +1,8 @@
 //! kube's checks of a schema's CEL rules when a CRD is written (apiextensions'
 //! `ValidateCustomResourceDefinitionOpenAPISchema`, its `x-kubernetes-validations` part):
-//! each entry's fields, its rule and message expression compiled (every field they select
-//! from an object the schema describes one it has), `oldSelf` only where the
-//! old object can be correlated, and the estimated costs within kube's limits (each rule
+//! each entry's fields, its rule and message expression compiled and type-checked against
+//! the schema's types (a rule gives a bool, a message expression a string), `oldSelf` only
+//! where the old object can be correlated, and the estimated costs within kube's limits (each rule
 //! times the most times it can run, and all rules together).
 
 use std::collections::BTreeMap;
@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 
 use super::structural::Structural;
 use crate::cel::cost::{self, MAX_REQUEST_BYTES, RULE_LIMIT, Shape, TOTAL_LIMIT};
-use crate::cel::{self, Expression};
+use crate::cel::{self, Expression, Type};
 use crate::status::FieldError;
 
 const REASONS: [&str; 4] = ["FieldValueDuplicate", "FieldValueForbidden", "FieldValueInvalid", "FieldValueRequired"];
@@ -50,6 +50,7 @@ impl Walk {
     fn node(&mut self, raw: &Value, s: &Structural, at: &str, cardinality: Option<u64>, uncorrelatable: Option<&str>, root: bool) {
         if let Some(entries) = raw.get("x-kubernetes-validations").and_then(Value::as_array) {
             let shape = shape_of(s, root);
+            let ty = type_of(s, root).unwrap_or(Type::Dyn);
             // Unbounded: as many as a request can hold of the node's smallest value.
             let times = cardinality.unwrap_or((MAX_REQUEST_BYTES - 2) / (min_json_size(s) + 1));
             let before = self.fields.len();
@@ -58,7 +59,7 @@ impl Walk {
             }
             if self.fields.len() == before {
                 for (i, entry) in entries.iter().enumerate() {
-                    self.compile(entry, &format!("{at}.x-kubernetes-validations[{i}]"), &shape, times, uncorrelatable);
+                    self.compile(entry, &format!("{at}.x-kubernetes-validations[{i}]"), (&shape, &ty), times, uncorrelatable);
                 }
             }
         }
@@ -114,13 +115,16 @@ impl Walk {
 
     /// An entry's rule and message expression compiled and costed; the rule's cost times
     /// the most times it runs (`times`), the message's once.
-    fn compile(&mut self, entry: &Value, at: &str, shape: &Shape, times: u64, uncorrelatable: Option<&str>) {
+    fn compile(&mut self, entry: &Value, at: &str, (shape, ty): (&Shape, &Type), times: u64, uncorrelatable: Option<&str>) {
         let text = |k: &str| entry.get(k).and_then(Value::as_str).unwrap_or_default();
         let (rule, message_expression) = (text("rule"), text("messageExpression"));
         if rule.trim().is_empty() {
             return;
         }
         let variables = [("self", shape.clone()), ("oldSelf", shape.clone())];
+        let optional_old_self = entry.get("optionalOldSelf").and_then(Value::as_bool) == Some(true);
+        let old_self = if optional_old_self { Type::optional(ty.clone()) } else { ty.clone() };
+        let types = [("self", ty.clone()), ("oldSelf", old_self)];
         let compiled = match Expression::compile(rule) {
             Ok(compiled) => compiled,
             Err(e) => {
@@ -129,9 +133,13 @@ impl Walk {
             }
         };
         let rule_at = format!("{at}.rule");
-        let undefined = cel::undefined_fields(&compiled, &variables);
-        if !undefined.is_empty() {
-            self.cel.push(FieldError::invalid_go(rule_at, go_rule(entry), format!("compilation failed: {}", undefined.join("\n"))));
+        let checked = cel::check(&compiled, &types);
+        if !checked.errors.is_empty() {
+            self.cel.push(FieldError::invalid_go(rule_at, go_rule(entry), format!("compilation failed: {}", checked.errors.join("\n"))));
+            return;
+        }
+        if !matches!(checked.output, Type::Bool | Type::Dyn) {
+            self.cel.push(FieldError::invalid_go(rule_at, go_rule(entry), "cel expression must evaluate to a bool"));
             return;
         }
         let cost = cost::estimate(&compiled, &variables).saturating_mul(times);
@@ -151,12 +159,19 @@ impl Walk {
             return;
         }
         let message_at = format!("{at}.messageExpression");
-        match Expression::compile(message_expression) {
-            Ok(compiled) if !cel::undefined_fields(&compiled, &variables).is_empty() => {
-                let undefined = cel::undefined_fields(&compiled, &variables);
-                self.cel.push(FieldError::invalid_go(message_at, go_rule(entry), format!("messageExpression compilation failed: {}", undefined.join("\n"))));
+        let compiled = Expression::compile(message_expression).map(|compiled| {
+            let checked = cel::check(&compiled, &types);
+            (compiled, checked)
+        });
+        match compiled {
+            Ok((_, checked)) if !checked.errors.is_empty() => {
+                let errors = checked.errors.join("\n");
+                self.cel.push(FieldError::invalid_go(message_at, go_rule(entry), format!("messageExpression compilation failed: {errors}")));
             }
-            Ok(compiled) => {
+            Ok((_, checked)) if !matches!(checked.output, Type::String | Type::Dyn) => {
+                self.cel.push(FieldError::invalid_go(message_at, go_rule(entry), "messageExpression must evaluate to a string"));
+            }
+            Ok((compiled, _)) => {
                 let cost = cost::estimate(&compiled, &variables);
                 if cost > RULE_LIMIT {
                     self.cel.push(FieldError::forbidden(message_at.as_str(), over_budget("estimated messageExpression cost", cost, RULE_LIMIT)));
@@ -285,6 +300,41 @@ fn map_size(s: &Structural, values: &Structural) -> u64 {
 
 /// What the cost estimate knows of the node's values; `resource`: the root, whose
 /// `apiVersion`, `kind` and `metadata` (`name`, `generateName`) rules may read.
+/// The type of a node's values (kube's `SchemaDeclType`): `None` for a node of no type (it
+/// is no field of its object). `resource`: the node is a resource (the root).
+fn type_of(s: &Structural, resource: bool) -> Option<Type> {
+    if s.int_or_string() {
+        return Some(Type::Dyn);
+    }
+    if let Some(items) = s.items.as_deref() {
+        return Some(Type::list(type_of(items, false)?));
+    }
+    if let Some(values) = s.additional.as_deref() {
+        return Some(Type::map(Type::String, type_of(values, false)?));
+    }
+    Some(match (s.ty.as_str(), s.format.as_deref()) {
+        ("string", Some("byte")) => Type::Bytes,
+        ("string", Some("duration")) => Type::Duration,
+        ("string", Some("date" | "date-time")) => Type::Timestamp,
+        ("string", _) => Type::String,
+        ("integer", _) => Type::Int,
+        ("number", _) => Type::Double,
+        ("boolean", _) => Type::Bool,
+        ("object", _) => {
+            let mut fields: BTreeMap<String, Type> = s.properties.iter().filter_map(|(k, p)| Some((cel::escape(k)?, type_of(p, false)?))).collect();
+            if resource || s.embedded {
+                // kube's `WithTypeAndObjectMeta`.
+                fields.insert("apiVersion".into(), Type::String);
+                fields.insert("kind".into(), Type::String);
+                let meta = BTreeMap::from([("name".into(), Type::String), ("generateName".into(), Type::String)]);
+                fields.insert("metadata".into(), Type::Object(std::sync::Arc::new(meta)));
+            }
+            Type::Object(std::sync::Arc::new(fields))
+        }
+        _ => return None,
+    })
+}
+
 pub fn shape_of(s: &Structural, resource: bool) -> Shape {
     let string = |s: &Structural| Shape::String { max: string_size(s) };
     if let Some(items) = s.items.as_deref() {

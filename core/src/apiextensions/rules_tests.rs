@@ -292,3 +292,94 @@ fn a_guarded_rule_is_charged_for_what_the_object_has() {
     assert!(rule_errors(&s, &widget(json!({"other": 1}))).is_empty());
     assert!(rule_errors(&s, &widget(json!({"ids": (0..200).collect::<Vec<_>>()}))).is_empty());
 }
+
+/// A schema of every kind of value, with `rule` (and `messageExpression`, `optionalOldSelf`)
+/// on its root's `spec`; the errors of writing it.
+fn typed_errors(entry: Value) -> Vec<String> {
+    let schema = json!({"type": "object", "properties": {"spec": {"type": "object",
+        "properties": {
+            "i": {"type": "integer"}, "n": {"type": "number"}, "b": {"type": "boolean"}, "s": {"type": "string", "maxLength": 10},
+            "created": {"type": "string", "format": "date-time"}, "ttl": {"type": "string", "format": "duration"},
+            "raw": {"type": "string", "format": "byte", "maxLength": 10},
+            "ios": {"x-kubernetes-int-or-string": true},
+            "l": {"type": "array", "maxItems": 5, "items": {"type": "integer"}},
+            "names": {"type": "array", "maxItems": 5, "items": {"type": "string", "maxLength": 10}},
+            "m": {"type": "object", "maxProperties": 5, "additionalProperties": {"type": "string", "maxLength": 10}},
+            "o": {"type": "object", "properties": {"x": {"type": "integer"}, "if": {"type": "string", "maxLength": 10}}},
+            "envs": {"type": "array", "maxItems": 5, "items": {"type": "object", "properties": {"name": {"type": "string", "maxLength": 10}, "value": {"type": "string", "maxLength": 10}}}}},
+        "x-kubernetes-validations": [entry]}}});
+    schema_errors(schema)
+}
+
+#[test]
+fn rules_kube_accepts_type_check() {
+    for rule in [
+        "self.i < self.n && self.n < 1.5 && self.i == 1",
+        "'k' in self.m && self.m['k'].matches('^[a-z]*$') && self.m.k == 'v'",
+        "(size(self.l) == 0) != (size(self.names) == 0)",
+        "self.envs.filter(e, e.name == 'A').all(e, e.value.startsWith('x'))",
+        "self.created + self.ttl < timestamp('2030-01-01T00:00:00Z') && self.ttl > duration('1s')",
+        "self.created.getFullYear() > 2000 && self.created.getFullYear('Europe/Paris') > 2000",
+        "type(self.ios) == string ? self.ios == '99%' : self.ios == 42",
+        "self.l.map(x, x * 2).all(y, y > 0) && self.l.exists_one(x, x == 1) && self.l.exists(x, x > 2)",
+        "self.l.isSorted() && self.l.sum() > 2 && self.l.indexOf(2) == 1 && self.s.indexOf('b') == 1",
+        "self.names.all(n, !(n in self.m)) && self.names.join(',').size() < 20 && self.s.split(',').size() > 1",
+        "quantity(self.s).isLessThan(quantity('1Gi')) && isQuantity(self.s) && quantity(self.s).add(1).sign() == 1",
+        "url(self.s).getScheme() == 'https' && isURL(self.s) && url(self.s).getQuery()['a'][0] == 'b'",
+        "ip(self.s).family() == 4 && cidr(self.s).containsIP(self.s) && cidr(self.s).ip().isLoopback()",
+        "self.m.all(k, self.m[k] != '') && [1, 2].all(x, x > 0) && {'a': 1}.a == 1",
+        "self.?o.hasValue() && self.?o.orValue(self.o) == self.o || self.o.?x.orValue(0) == 1",
+        "self.o.__if__ == 'a' && self.o.if == 'a' && has(self.o.x)",
+        "string(self.raw) == 'x' && size(self.raw) == 1 && self.raw == b'x'",
+        "dyn(self.i) == 'a' || self.s == null || self.o != null",
+        "1u + 2u == 3u && -self.i < 0 && self.i % 2 == 0 && self.n / 2.0 > 1.0 && 1 != 1.0",
+        "sets.contains(self.l, [1]) && format.dns1123Label().validate(self.s).hasValue() == false",
+        "self.s.lowerAscii().upperAscii().trim().replace('a', 'b').substring(1) == 'x' && self.s.charAt(0) == 'x'",
+        "int(self.s) > 0 && double(self.i) > 0.0 && uint(self.i) > 0u && bool('true')",
+    ] {
+        assert_eq!(typed_errors(json!({"rule": rule})), Vec::<String>::new(), "{rule}");
+    }
+    let transition = json!({"rule": "oldSelf.hasValue() ? self.i >= oldSelf.value().i && self.i >= oldSelf.orValue(self).i : true", "optionalOldSelf": true});
+    assert_eq!(typed_errors(transition), Vec::<String>::new());
+    assert_eq!(typed_errors(json!({"rule": "self.i > 0", "messageExpression": "'i is ' + string(self.i)"})), Vec::<String>::new());
+}
+
+#[test]
+fn rules_are_type_checked_as_kube_checks_them() {
+    let detail = |entry: Value| {
+        let errs = typed_errors(entry);
+        assert_eq!(errs.len(), 1, "{errs:?}");
+        errs[0].split_once("}: ").map(|(_, d)| d.to_string()).unwrap_or_default()
+    };
+    let failed = |rule: &str| detail(json!({"rule": rule}));
+    assert_eq!(failed("self.i"), "cel expression must evaluate to a bool");
+    assert_eq!(failed("self.l.map(x, x > 1)"), "cel expression must evaluate to a bool");
+    assert_eq!(failed("42"), "cel expression must evaluate to a bool");
+    assert_eq!(
+        failed("self.s + 1 == 'a'"),
+        "compilation failed: ERROR: <input>:1:8: found no matching overload for '_+_' applied to '(string, int)'\n | self.s + 1 == 'a'\n | .......^"
+    );
+    assert_eq!(
+        failed("size(self.n) == 10"),
+        "compilation failed: ERROR: <input>:1:5: found no matching overload for 'size' applied to '(double)'\n | size(self.n) == 10\n | ....^"
+    );
+    assert_eq!(
+        failed("self.o == 10"),
+        "compilation failed: ERROR: <input>:1:8: found no matching overload for '_==_' applied to '(object, int)'\n | self.o == 10\n | .......^"
+    );
+    assert_eq!(
+        failed("self.s.foo == 1"),
+        "compilation failed: ERROR: <input>:1:7: type 'string' does not support field selection\n | self.s.foo == 1\n | ......^"
+    );
+    assert_eq!(
+        failed("self.s.all(c, c != 'a')"),
+        "compilation failed: ERROR: <input>:1:5: expression of type 'string' cannot be range of a comprehension (must be list, map, or dynamic)\n | self.s.all(c, c != 'a')\n | ....^"
+    );
+    assert_eq!(failed("slef.i > 0"), "compilation failed: ERROR: <input>:1:1: undeclared reference to 'slef' (in container '')\n | slef.i > 0\n | ^");
+    // An optional old self is an optional: compared only through what it holds.
+    let optional = |rule: &str| detail(json!({"rule": rule, "optionalOldSelf": true}));
+    assert!(optional("self.i >= oldSelf.i").contains("type 'optional_type(object)' does not support field selection"));
+    assert!(optional("self >= oldSelf").contains("found no matching overload for '_>=_' applied to '(object, optional_type(object))'"));
+    assert!(optional("self.i >= oldSelf.orValue('').i").contains("found no matching overload for 'orValue' applied to 'optional_type(object).(string)'"));
+    assert_eq!(detail(json!({"rule": "self.i == 5", "messageExpression": "42"})), "messageExpression must evaluate to a string");
+}

@@ -16,13 +16,16 @@ mod limits;
 mod names;
 mod network;
 mod quantity;
+mod signatures;
+mod types;
 
 use std::sync::{Arc, LazyLock};
 
 pub use cel::Value;
 pub use cel::objects::{Key, OptionalValue};
-pub use check::undefined_fields;
+pub use check::{Checked, check};
 pub use names::escape;
+pub use types::Type;
 
 /// cel-go's limit of an expression's length, in code points.
 const MAX_CODE_POINTS: usize = 100_000;
