@@ -1,12 +1,14 @@
 //! What kube-apiserver creates when it starts: the default namespaces, the `kubernetes`
 //! service in `default` and its endpoints, pointing at this server, the system priority
-//! classes, the flow-control configuration (mandatory objects brought back to kube's spec) and
-//! a local APIService for every group version served.
+//! classes, the flow-control configuration (mandatory objects brought back to kube's spec), a
+//! local APIService for every group version served, and, when RBAC authorizes, kube's
+//! bootstrap RBAC policy, reconciled with what is stored ([`crate::authz::bootstrap`]).
 //!
 //! Call order: [`Bootstrap::new`], then loop on [`Bootstrap::poll`], sending each
 //! [`BootstrapEffect::Kv`] to the store and feeding the answer with [`Bootstrap::handle`],
 //! until [`BootstrapEffect::Done`]. Objects that already exist are left alone, except the
-//! endpoints, which are brought up to date with the server's address.
+//! endpoints, which are brought up to date with the server's address, and the RBAC policy's,
+//! which get what they miss.
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -16,11 +18,13 @@ use serde_json::{Value, json};
 
 use crate::admission::Admission;
 use crate::auth::apiserver_user;
+use crate::authz::{self, bootstrap::PolicyObject, bootstrap::Reconciled, rbac::Kind};
 use crate::catalog::{Catalog, Resource};
 use crate::kv::{KvRequest, KvResult};
+use crate::meta;
 use crate::pipeline::Server;
 use crate::rand::Rng;
-use crate::registry::{FieldValidation, WriteContext, WriteEffect, WriteKind, WriteOp};
+use crate::registry::{DeleteOptions, FieldValidation, WriteContext, WriteEffect, WriteKind, WriteOp};
 use crate::resources::DEFAULT_NAMESPACES;
 use crate::resources::apiregistration::local_api_services;
 use crate::resources::flowcontrol_bootstrap::{self, Keep};
@@ -38,12 +42,22 @@ pub enum BootstrapEffect {
     Done(Result<(), ApiError>),
 }
 
+#[derive(Clone)]
 struct Item {
     res: Arc<Resource>,
     namespace: Option<String>,
     object: Value,
-    /// Replace an existing object with this one.
-    overwrite: bool,
+    existing: Existing,
+}
+
+/// What becomes of an object that exists already.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Existing {
+    Keep,
+    /// Replaced with the item's.
+    Replace,
+    /// Given what it misses of the item's (an object of the RBAC policy, of this kind).
+    Reconcile(Kind),
 }
 
 /// An [`Item`] of a resource the catalog may not serve.
@@ -51,7 +65,7 @@ struct Planned {
     res: Option<Arc<Resource>>,
     namespace: Option<String>,
     object: Value,
-    overwrite: bool,
+    existing: Existing,
 }
 
 /// Where the object in hand is: being looked up, or being written.
@@ -79,7 +93,7 @@ impl Bootstrap {
                 res: get("", "namespaces"),
                 namespace: None,
                 object: json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}),
-                overwrite: false,
+                existing: Existing::Keep,
             });
         }
         let labels = json!({"component": "apiserver", "provider": "kubernetes"});
@@ -89,7 +103,7 @@ impl Bootstrap {
             object: json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "kubernetes", "namespace": "default", "labels": labels},
                 "spec": {"type": "ClusterIP", "clusterIP": cluster_ip, "sessionAffinity": "None",
                     "ports": [{"name": "https", "port": 443, "protocol": "TCP", "targetPort": port}]}}),
-            overwrite: false,
+            existing: Existing::Keep,
         });
         items.push_back(Planned {
             res: get("", "endpoints"),
@@ -97,7 +111,7 @@ impl Bootstrap {
             object: json!({"apiVersion": "v1", "kind": "Endpoints", "metadata": {"name": "kubernetes", "namespace": "default",
                     "labels": {"endpointslice.kubernetes.io/skip-mirror": "true"}},
                 "subsets": [{"addresses": [{"ip": address}], "ports": [{"name": "https", "port": port, "protocol": "TCP"}]}]}),
-            overwrite: true,
+            existing: Existing::Replace,
         });
         items.push_back(Planned {
             res: get("discovery.k8s.io", "endpointslices"),
@@ -107,23 +121,36 @@ impl Bootstrap {
                 "addressType": "IPv4",
                 "endpoints": [{"addresses": [address], "conditions": {"ready": true}}],
                 "ports": [{"name": "https", "port": port, "protocol": "TCP"}]}),
-            overwrite: true,
+            existing: Existing::Replace,
         });
         for class in SYSTEM_CLASSES {
-            items.push_back(Planned { res: get("scheduling.k8s.io", "priorityclasses"), namespace: None, object: system_class(*class), overwrite: false });
+            items.push_back(Planned {
+                res: get("scheduling.k8s.io", "priorityclasses"),
+                namespace: None,
+                object: system_class(*class),
+                existing: Existing::Keep,
+            });
         }
         let flow = |resource: &str, list: Vec<(Keep, Value)>| {
             let res = get("flowcontrol.apiserver.k8s.io", resource);
-            list.into_iter().map(move |(keep, object)| Planned { res: res.clone(), namespace: None, object, overwrite: keep == Keep::Mandatory })
+            let existing = |keep| if keep == Keep::Mandatory { Existing::Replace } else { Existing::Keep };
+            list.into_iter().map(move |(keep, object)| Planned { res: res.clone(), namespace: None, object, existing: existing(keep) })
         };
         items.extend(flow("prioritylevelconfigurations", flowcontrol_bootstrap::priority_levels()));
         items.extend(flow("flowschemas", flowcontrol_bootstrap::flow_schemas()));
         let services = get("apiregistration.k8s.io", "apiservices");
         for object in local_api_services(catalog) {
-            items.push_back(Planned { res: services.clone(), namespace: None, object, overwrite: false });
+            items.push_back(Planned { res: services.clone(), namespace: None, object, existing: Existing::Keep });
+        }
+        // kube runs the `rbac/bootstrap-roles` hook only where RBAC authorizes.
+        if server.authorizer.uses_rbac() {
+            for PolicyObject { kind, object } in authz::bootstrap::policy() {
+                let namespace = meta::at(&object, &["metadata", "namespace"]).and_then(Value::as_str).map(str::to_string);
+                items.push_back(Planned { res: get("rbac.authorization.k8s.io", kind.resource()), namespace, object, existing: Existing::Reconcile(kind) });
+            }
         }
         // What `--runtime-config` turned off is not created, as kube's post-start hooks skip it.
-        let items = items.into_iter().filter_map(|p| Some(Item { res: p.res?, namespace: p.namespace, object: p.object, overwrite: p.overwrite })).collect();
+        let items = items.into_iter().filter_map(|p| Some(Item { res: p.res?, namespace: p.namespace, object: p.object, existing: p.existing })).collect();
         Bootstrap { server, items, current: None, rng: Rng::new(seed), done: false }
     }
 
@@ -161,15 +188,36 @@ impl Bootstrap {
                 Step::Lookup(op) => match op.poll(now)? {
                     StorageEffect::Kv(req) => return Some(BootstrapEffect::Kv(req)),
                     StorageEffect::Done(Ok(Outcome::Found(found))) => {
-                        let kind = match (found, item.overwrite) {
+                        let kind = match (found, item.existing) {
                             (None, _) => WriteKind::Create(item.object.clone()),
-                            (Some(_), true) => WriteKind::Update(item.object.clone()),
-                            (Some(_), false) => {
+                            (Some(_), Existing::Replace) => WriteKind::Update(item.object.clone()),
+                            (Some(kv), Existing::Reconcile(kind)) => {
+                                let stored = match crate::registry::decode_stored(&item.res, &kv) {
+                                    Ok(stored) => stored,
+                                    Err(e) => {
+                                        self.done = true;
+                                        return Some(BootstrapEffect::Done(Err(e)));
+                                    }
+                                };
+                                match authz::bootstrap::reconcile(kind, &stored, &item.object) {
+                                    Reconciled::Update(object) => WriteKind::Update(object),
+                                    Reconciled::Recreate => {
+                                        // Deleted, then created as it is in the policy.
+                                        self.items.push_front(Item { existing: Existing::Keep, ..item.clone() });
+                                        WriteKind::Delete(DeleteOptions { precondition_uid: Some(meta::uid(&stored).to_string()), ..Default::default() })
+                                    }
+                                    Reconciled::Unchanged => {
+                                        self.current = None;
+                                        continue;
+                                    }
+                                }
+                            }
+                            (Some(_), Existing::Keep) => {
                                 self.current = None;
                                 continue;
                             }
                         };
-                        let name = matches!(kind, WriteKind::Update(_)).then(|| crate::meta::name(&item.object).to_string());
+                        let name = (!matches!(kind, WriteKind::Create(_))).then(|| crate::meta::name(&item.object).to_string());
                         let ctx = Self::context(&self.server.prefix, item, now, name);
                         *step = Step::Write(Box::new(WriteOp::new(item.res.clone(), ctx, kind, Admission::default(), Rng::new(self.rng.next_u64()))));
                     }

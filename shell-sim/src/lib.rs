@@ -122,6 +122,15 @@ pub fn server_with(settings: &Settings) -> Setup {
     Setup { server, served: Served::new(catalog(settings)) }
 }
 
+/// A server like [`default_server`] whose requests RBAC authorizes (`--authorization-mode
+/// RBAC`), so that it starts with kube's bootstrap policy.
+pub fn rbac_server() -> Setup {
+    let Setup { server, served } = default_server();
+    let authorizer = Authorizer::parse("RBAC").expect("RBAC is a mode");
+    let server = Arc::new(Server::new(server.authenticator.clone(), authorizer, "/registry", "127.0.0.1:6443"));
+    Setup { server, served }
+}
+
 /// The simulation's epoch.
 pub fn epoch() -> Timestamp {
     "2024-01-01T00:00:00Z".parse().expect("a valid timestamp")
@@ -174,21 +183,23 @@ impl World {
             w.slots.insert(key, Slot { cache, watch: None });
         }
         w.pump();
-        let mut b = Bootstrap::new(w.server.clone(), &w.served.catalog, "127.0.0.1", 6443, "10.0.0.1", seed);
+        w.bootstrap().expect("bootstrap succeeds on an empty store");
+        w
+    }
+
+    /// What kube-apiserver does when it starts, on this world's store (as a restart would).
+    pub fn bootstrap(&mut self) -> Result<(), ApiError> {
+        let mut b = Bootstrap::new(self.server.clone(), &self.served.catalog, "127.0.0.1", 6443, "10.0.0.1", self.seed);
         loop {
-            match b.poll(w.now) {
+            match b.poll(self.now) {
                 Some(BootstrapEffect::Kv(req)) => {
-                    let r = w.apply(&req);
-                    b.handle(w.now, r);
+                    let r = self.apply(&req);
+                    b.handle(self.now, r);
                 }
-                Some(BootstrapEffect::Done(r)) => {
-                    r.expect("bootstrap succeeds on an empty store");
-                    break;
-                }
-                None => break,
+                Some(BootstrapEffect::Done(r)) => return r,
+                None => return Ok(()),
             }
         }
-        w
     }
 
     fn next(&mut self) -> u64 {

@@ -9,6 +9,8 @@
 //! What the chain reads on every request, the RBAC objects ([`rbac::Policy`]), is an
 //! immutable snapshot the server swaps when they change; the chain itself is configuration.
 
+pub mod bootstrap;
+pub mod coverage;
 pub mod rbac;
 #[cfg(test)]
 mod tests;

@@ -1,4 +1,4 @@
-use serde_json::json;
+use serde_json::{Value, json};
 
 use super::rbac::{Kind, Rule};
 use super::*;
@@ -174,4 +174,50 @@ fn the_rules_a_user_holds_are_its_bindings_roles_in_the_namespace_and_the_cluste
     broken.remove(Kind::ClusterRole, "", "reader");
     let review = rbac.rules_for(&broken, &alice, "dev");
     assert_eq!((review.resource_rules.len(), review.evaluation_error.as_str()), (0, "clusterrole.rbac.authorization.k8s.io \"reader\" not found"));
+}
+
+fn rules(v: Value) -> Vec<Rule> {
+    v.as_array().unwrap().iter().map(Rule::read).collect()
+}
+
+#[test]
+fn coverage_is_kubes_rule_by_atomic_rule() {
+    use super::coverage::{to_json, uncovered};
+    let owner = rules(json!([
+        {"verbs": ["get", "list"], "apiGroups": ["apps"], "resources": ["deployments", "*/scale"]},
+        {"verbs": ["*"], "apiGroups": [""], "resources": ["configmaps"], "resourceNames": ["a", "b"]},
+        {"verbs": ["get"], "nonResourceURLs": ["/healthz", "/api/*"]}]));
+    let missing = |wanted: Value| uncovered(&owner, &rules(wanted)).iter().map(to_json).collect::<Vec<_>>();
+    assert!(missing(json!([{"verbs": ["list"], "apiGroups": ["apps"], "resources": ["deployments", "replicasets/scale"]}])).is_empty());
+    assert!(missing(json!([{"verbs": ["delete"], "apiGroups": [""], "resources": ["configmaps"], "resourceNames": ["b"]}])).is_empty());
+    assert!(missing(json!([{"verbs": ["get"], "nonResourceURLs": ["/healthz", "/api/v1"]}])).is_empty());
+    assert_eq!(
+        missing(
+            json!([{"verbs": ["get", "watch"], "apiGroups": ["apps"], "resources": ["deployments"]}, {"verbs": ["get"], "apiGroups": [""], "resources": ["configmaps"]}])
+        ),
+        [
+            json!({"verbs": ["watch"], "apiGroups": ["apps"], "resources": ["deployments"]}),
+            json!({"verbs": ["get"], "apiGroups": [""], "resources": ["configmaps"]})
+        ],
+        "a rule of some names does not grant all names"
+    );
+    assert_eq!(missing(json!([{"verbs": ["get"], "nonResourceURLs": ["/apis"]}])), [json!({"verbs": ["get"], "nonResourceURLs": ["/apis"]})]);
+}
+
+#[test]
+fn the_bootstrap_policy_is_kubes_v1_33() {
+    use super::bootstrap::policy;
+    let all = policy();
+    let count = |kind: Kind| all.iter().filter(|o| o.kind == kind).count();
+    assert_eq!([count(Kind::ClusterRole), count(Kind::ClusterRoleBinding), count(Kind::Role), count(Kind::RoleBinding)], [66, 47, 7, 7]);
+    for o in &all {
+        assert_eq!(o.object["metadata"]["annotations"]["rbac.authorization.kubernetes.io/autoupdate"], "true");
+        assert_eq!(o.object["metadata"]["labels"]["kubernetes.io/bootstrapping"], "rbac-defaults");
+    }
+    let view = all.iter().find(|o| o.object["metadata"]["name"] == "view").unwrap();
+    assert_eq!(view.object["metadata"]["labels"]["rbac.authorization.k8s.io/aggregate-to-edit"], "true");
+    assert_eq!(view.object["aggregationRule"]["clusterRoleSelectors"][0]["matchLabels"]["rbac.authorization.k8s.io/aggregate-to-view"], "true");
+    // Each controller's role is bound to its service account in kube-system.
+    let binding = all.iter().find(|o| o.kind == Kind::ClusterRoleBinding && o.object["metadata"]["name"] == "system:controller:job-controller").unwrap();
+    assert_eq!(binding.object["subjects"], json!([{"kind": "ServiceAccount", "name": "job-controller", "namespace": "kube-system"}]));
 }

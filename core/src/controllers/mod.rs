@@ -24,29 +24,32 @@
 //! [`ControllerEvent::Failed`]); call `poll` again after each event and at
 //! [`Controllers::poll_timeout`].
 
+mod aggregation;
 mod apiservices;
 mod authentication_trust;
 mod crd_registration;
 mod crds;
 mod namespace;
+mod namespace_steps;
 mod reflector;
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use bytes::Bytes;
 use jiff::{SignedDuration, Timestamp};
-use serde_json::{Value, json};
+use serde_json::Value;
 
+use self::aggregation::{Aggregation, CLUSTER_ROLES};
 use self::apiservices::{API_SERVICES, ApiStep};
 pub use self::authentication_trust::AuthenticationTrust;
 use self::authentication_trust::Publishing;
 use self::authentication_trust::TrustStep;
 pub use self::crds::CLEANUP_FINALIZER;
 use self::crds::{CRDS, CrdStep};
-use self::namespace::{Collection, Tally};
+use self::namespace::Collection;
+use self::namespace_steps::Step;
 pub use self::reflector::{Change, Get, Reflector};
 use crate::catalog::Catalog;
-use crate::meta;
 use crate::pipeline::Request;
 
 /// How long after a pass a namespace that is still emptying is looked at again; each further
@@ -66,11 +69,12 @@ pub struct Enabled {
     pub service_accounts: bool,
     pub root_ca: bool,
     pub namespaces: bool,
+    pub cluster_role_aggregation: bool,
 }
 
 impl Enabled {
-    pub const ALL: Enabled = Enabled { service_accounts: true, root_ca: true, namespaces: true };
-    pub const NONE: Enabled = Enabled { service_accounts: false, root_ca: false, namespaces: false };
+    pub const ALL: Enabled = Enabled { service_accounts: true, root_ca: true, namespaces: true, cluster_role_aggregation: true };
+    pub const NONE: Enabled = Enabled { service_accounts: false, root_ca: false, namespaces: false, cluster_role_aggregation: false };
 
     /// Parses `--controllers`: `*` (all), `none`, or a comma-separated list of names, as
     /// kube-controller-manager's flag of the same name (without its `-name` negation).
@@ -83,12 +87,16 @@ impl Enabled {
                 "serviceaccount" => e.service_accounts = true,
                 "root-ca-cert-publisher" => e.root_ca = true,
                 "namespace" => e.namespaces = true,
-                other => return Err(format!("unknown controller {other:?}: known are serviceaccount, root-ca-cert-publisher, namespace")),
+                "clusterrole-aggregation" => e.cluster_role_aggregation = true,
+                other => {
+                    return Err(format!("unknown controller {other:?}: known are serviceaccount, root-ca-cert-publisher, namespace, clusterrole-aggregation"));
+                }
             }
         }
         Ok(e)
     }
 
+    /// Whether any of the controllers that follow namespaces runs.
     pub fn any(&self) -> bool {
         self.service_accounts || self.root_ca || self.namespaces
     }
@@ -121,40 +129,6 @@ pub enum ControllerEffect {
     Discovered { group: String, version: String, discovery: crate::aggregator::Discovery },
 }
 
-/// One step of the work on a namespace.
-#[derive(Clone, Debug, PartialEq)]
-enum Step {
-    EnsureServiceAccount,
-    EnsureRootCa,
-    /// Put the published bundle back into the root CA configmap.
-    UpdateRootCa {
-        object: Value,
-    },
-    /// Delete every object of a namespaced collection.
-    DeleteAll {
-        collection: Collection,
-    },
-    /// Count what is left in each collection; then report it in the namespace's conditions,
-    /// and finalize, or wait and start over.
-    CountLeft {
-        collections: VecDeque<Collection>,
-        tally: Tally,
-    },
-    /// Write the namespace with new status conditions.
-    UpdateConditions {
-        object: Value,
-    },
-    /// Force-delete a pod if its node does not exist.
-    CheckNode {
-        pod: String,
-        node: String,
-    },
-    ForceDeletePod {
-        pod: String,
-    },
-    Finalize,
-}
-
 /// What a reflector follows.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Watched {
@@ -168,6 +142,7 @@ enum Watched {
     ApiServices,
     /// Services and Endpoints, which the APIServices backed by them are checked again on.
     ServicesOfApiServices,
+    ClusterRoles,
 }
 
 const ROOT_CA: &str = "kube-root-ca.crt";
@@ -198,6 +173,11 @@ enum Asker {
         status: u16,
         body: Vec<u8>,
     },
+    /// A write of an aggregated ClusterRole's rules.
+    Aggregation {
+        name: String,
+        status: u16,
+    },
     /// A write of a CRD version's APIService; its answer is no news (the watch brings it),
     /// unless it failed.
     Registration {
@@ -225,6 +205,8 @@ pub struct Controllers {
     api_services: BTreeMap<String, Value>,
     /// When each APIService backed by a Service is checked next.
     api_checks: BTreeMap<String, Timestamp>,
+    /// The clusterrole-aggregation controller's state.
+    aggregation: Aggregation,
     /// What this server publishes in `extension-apiserver-authentication`, and when it looks next.
     trust: Option<Publishing>,
     /// When the CRD versions' APIServices are brought in line again after a write failed.
@@ -258,6 +240,9 @@ impl Controllers {
         if enabled.service_accounts {
             reflectors.push((Watched::ServiceAccounts, Reflector::new("/api/v1/serviceaccounts", "fieldSelector=metadata.name%3Ddefault", now)));
         }
+        if enabled.cluster_role_aggregation {
+            reflectors.push((Watched::ClusterRoles, Reflector::new(CLUSTER_ROLES, "", now)));
+        }
         if enabled.root_ca {
             reflectors.push((Watched::RootCas, Reflector::new("/api/v1/configmaps", &format!("fieldSelector=metadata.name%3D{ROOT_CA}"), now)));
         }
@@ -274,6 +259,7 @@ impl Controllers {
             crd_retry: BTreeMap::new(),
             api_services: BTreeMap::new(),
             api_checks: BTreeMap::new(),
+            aggregation: Aggregation::default(),
             trust: None,
             registration_retry: None,
             work: BTreeMap::new(),
@@ -302,65 +288,14 @@ impl Controllers {
             ("Accept".to_string(), "application/json".to_string()),
         ];
         if body.is_some() {
-            headers.push(("Content-Type".into(), "application/json".into()));
+            // A PATCH is a server-side apply.
+            let content_type = if method == "PATCH" { "application/apply-patch+yaml" } else { "application/json" };
+            headers.push(("Content-Type".into(), content_type.into()));
         }
         let body = body.map(|b| Bytes::from(serde_json::to_vec(&b).expect("JSON trees serialize"))).unwrap_or_default();
         let request = Request { method: method.into(), path, query: query.into(), headers, body, ..Default::default() };
         self.in_flight.insert(id, asker);
         self.effects.push_back(ControllerEffect::Request { id, request });
-    }
-
-    fn busy(&self, ns: &str) -> bool {
-        self.in_flight.values().any(|a| matches!(a, Asker::Namespace { name, .. } if name == ns))
-    }
-
-    /// The work a namespace needs in its current state.
-    fn plan(&self, ns: &Value) -> VecDeque<Step> {
-        let mut steps = VecDeque::new();
-        if meta::deletion_timestamp(ns).is_some() {
-            let ours = meta::at(ns, &["spec", "finalizers"]).and_then(Value::as_array).is_some_and(|f| f.iter().any(|x| x == FINALIZER));
-            if self.enabled.namespaces && ours {
-                steps.extend(self.collections.iter().map(|c| Step::DeleteAll { collection: c.clone() }));
-                steps.push_back(Step::CountLeft { collections: self.collections.iter().cloned().collect(), tally: Tally::default() });
-            }
-            return steps;
-        }
-        if self.enabled.service_accounts {
-            steps.push_back(Step::EnsureServiceAccount);
-        }
-        if self.enabled.root_ca {
-            steps.push_back(Step::EnsureRootCa);
-        }
-        steps
-    }
-
-    fn replan(&mut self, ns: &str) {
-        let Some(object) = self.namespaces.get(ns) else { return };
-        let steps = self.plan(object);
-        self.work.insert(ns.to_string(), steps);
-        self.next_step(ns);
-    }
-
-    fn changed(&mut self, change: Change) {
-        let name = meta::name(&change.object).to_string();
-        if change.deleted {
-            self.namespaces.remove(&name);
-            self.work.remove(&name);
-            self.retry.remove(&name);
-            self.backoff.remove(&name);
-            self.stale.remove(&name);
-            return;
-        }
-        let known = self.namespaces.get(&name).is_some_and(|n| meta::resource_version(n) == meta::resource_version(&change.object));
-        if known {
-            return;
-        }
-        self.namespaces.insert(name.clone(), change.object);
-        if self.busy(&name) {
-            self.stale.insert(name);
-        } else {
-            self.replan(&name);
-        }
     }
 
     pub fn handle(&mut self, now: Timestamp, event: ControllerEvent) {
@@ -374,6 +309,7 @@ impl Controllers {
                     | Asker::Crd { status, .. }
                     | Asker::ApiService { status, .. }
                     | Asker::Trust { status, .. }
+                    | Asker::Aggregation { status, .. }
                     | Asker::Registration { status, .. },
                 ) => *status = code,
                 None => {}
@@ -383,7 +319,7 @@ impl Controllers {
                 Some(Asker::Namespace { body, .. } | Asker::Crd { body, .. } | Asker::ApiService { body, .. } | Asker::Trust { body, .. }) => {
                     body.extend_from_slice(&chunk)
                 }
-                Some(Asker::Registration { .. }) | None => {}
+                Some(Asker::Registration { .. } | Asker::Aggregation { .. }) | None => {}
             },
             ControllerEvent::End { id } => match self.in_flight.remove(&id) {
                 Some(Asker::Reflector(i)) => {
@@ -413,6 +349,7 @@ impl Controllers {
                     self.registration_retry = Some(now + REGISTRATION_RETRY);
                 }
                 Some(Asker::Registration { .. }) => {}
+                Some(Asker::Aggregation { name, status }) => self.aggregation_answered(now, &name, status),
                 None => {}
             },
             ControllerEvent::Failed { id, error } => {
@@ -434,137 +371,13 @@ impl Controllers {
                     Watched::Crds => self.crd_changed(now, change),
                     Watched::ApiServices => self.api_service_changed(now, change),
                     Watched::ServicesOfApiServices => self.service_changed(now, &change),
+                    Watched::ClusterRoles => self.cluster_role_changed(change),
                 }
             }
         }
         // Only on news: a write that failed waits for the next change rather than repeating.
         if registrations_changed {
             self.register_crd_versions();
-        }
-    }
-
-    /// The root CA configmap with the published bundle, when it holds another.
-    fn corrected_root_ca(&self, change: &Change) -> Option<Value> {
-        if change.deleted || meta::str_at(&change.object, &["data", "ca.crt"]) == Some(self.ca_pem.as_str()) {
-            return None;
-        }
-        let mut object = change.object.clone();
-        meta::object_at(&mut object, &["data"]).insert("ca.crt".into(), json!(self.ca_pem));
-        Some(object)
-    }
-
-    /// An object a live namespace must hold changed: deleted (make it again) or wrong (`fix`).
-    fn dependent_changed(&mut self, change: Change, fix: Option<Value>) {
-        let ns = meta::namespace(&change.object).to_string();
-        let live = self.namespaces.get(&ns).is_some_and(|n| meta::deletion_timestamp(n).is_none());
-        if !live {
-            return;
-        }
-        if let Some(object) = fix {
-            self.queue(&ns, Step::UpdateRootCa { object });
-            if !self.busy(&ns) {
-                self.next_step(&ns);
-            }
-        } else if change.deleted {
-            if self.busy(&ns) {
-                self.stale.insert(ns);
-            } else {
-                self.replan(&ns);
-            }
-        }
-    }
-
-    fn answered(&mut self, now: Timestamp, ns: &str, step: Step, status: u16, body: Value) {
-        match step {
-            Step::CountLeft { mut collections, mut tally } => {
-                let collection = collections.pop_front().expect("a count step has a collection");
-                if status == 200 {
-                    let items = body.get("items").and_then(Value::as_array).cloned().unwrap_or_default();
-                    tally.count(&collection.label, &items);
-                    // List items carry no kind: the collection says what they are.
-                    let pods = if collection.label == "pods." { items.as_slice() } else { &[] };
-                    for pod in pods {
-                        if let Some(node) = meta::str_at(pod, &["spec", "nodeName"]).filter(|n| !n.is_empty()) {
-                            self.queue(ns, Step::CheckNode { pod: meta::name(pod).to_string(), node: node.to_string() });
-                        }
-                    }
-                } else {
-                    tally.failed();
-                }
-                if !collections.is_empty() {
-                    return self.queue(ns, Step::CountLeft { collections, tally });
-                }
-                if let Some(object) = self.namespaces.get(ns).and_then(|n| namespace::with_conditions(n, &tally, now)) {
-                    self.queue(ns, Step::UpdateConditions { object });
-                }
-                if tally.is_clear() {
-                    self.queue(ns, Step::Finalize);
-                } else {
-                    let wait = self.backoff.get(ns).copied().unwrap_or(RETRY);
-                    self.backoff.insert(ns.to_string(), (wait * 2).min(MAX_RETRY));
-                    self.retry.insert(ns.to_string(), now + wait);
-                }
-            }
-            // What the server answers is the namespace now; its own watch event is no news.
-            Step::UpdateConditions { .. } if status == 200 => {
-                self.namespaces.insert(ns.to_string(), body);
-            }
-            Step::CheckNode { pod, .. } if status == 404 => self.queue(ns, Step::ForceDeletePod { pod }),
-            _ => {}
-        }
-    }
-
-    fn queue(&mut self, ns: &str, step: Step) {
-        self.work.entry(ns.to_string()).or_default().push_back(step);
-    }
-
-    /// Sends the next request of a namespace's work.
-    fn next_step(&mut self, ns: &str) {
-        let Some(step) = self.work.get_mut(ns).and_then(VecDeque::pop_front) else { return };
-        let asker = |step: Step| Asker::Namespace { name: ns.to_string(), step, status: 0, body: Vec::new() };
-        let in_ns = |collection: &Collection| collection.path.replace("{ns}", ns);
-        match &step {
-            Step::EnsureServiceAccount => {
-                let sa = json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "default"}});
-                self.send(asker(step), "POST", format!("/api/v1/namespaces/{ns}/serviceaccounts"), "", Some(sa));
-            }
-            Step::EnsureRootCa => {
-                let cm = json!({"apiVersion": "v1", "kind": "ConfigMap",
-                    "metadata": {"name": ROOT_CA, "annotations": {"kubernetes.io/description": "Contains a CA bundle that can be used to verify the kube-apiserver when using internal endpoints such as the internal service IP or kubernetes.default.svc. No other usage is guaranteed across distributions of Kubernetes clusters."}},
-                    "data": {"ca.crt": self.ca_pem}});
-                self.send(asker(step), "POST", format!("/api/v1/namespaces/{ns}/configmaps"), "", Some(cm));
-            }
-            Step::UpdateRootCa { object } => {
-                let (path, object) = (format!("/api/v1/namespaces/{ns}/configmaps/{ROOT_CA}"), object.clone());
-                self.send(asker(step), "PUT", path, "", Some(object));
-            }
-            Step::DeleteAll { collection } => {
-                let path = in_ns(collection);
-                self.send(asker(step), "DELETE", path, "propagationPolicy=Background", None);
-            }
-            Step::UpdateConditions { object } => {
-                let object = object.clone();
-                self.send(asker(step), "PUT", format!("/api/v1/namespaces/{ns}/status"), "", Some(object));
-            }
-            Step::CountLeft { collections, .. } => {
-                let path = in_ns(collections.front().expect("a count step has a collection"));
-                self.send(asker(step), "GET", path, "", None);
-            }
-            Step::CheckNode { node, .. } => {
-                let path = format!("/api/v1/nodes/{node}");
-                self.send(asker(step), "GET", path, "", None);
-            }
-            Step::ForceDeletePod { pod } => {
-                let path = format!("/api/v1/namespaces/{ns}/pods/{pod}");
-                self.send(asker(step), "DELETE", path, "gracePeriodSeconds=0", None);
-            }
-            Step::Finalize => {
-                let Some(mut object) = self.namespaces.get(ns).cloned() else { return };
-                if let Some(Value::Array(f)) = object.pointer_mut("/spec/finalizers") {
-                    f.retain(|x| x != FINALIZER);
-                }
-                self.send(asker(step), "PUT", format!("/api/v1/namespaces/{ns}/finalize"), "", Some(object));
-            }
         }
     }
 
@@ -580,6 +393,10 @@ impl Controllers {
         if self.registration_retry.is_some_and(|at| at <= now) {
             self.registration_retry = None;
             self.register_crd_versions();
+        }
+        if self.aggregation.retry.is_some_and(|at| at <= now) {
+            self.aggregation.retry = None;
+            self.aggregate_all();
         }
         // A namespace busy with its last requests keeps its retry until they are answered.
         let due: Vec<String> = self.retry.iter().filter(|(ns, at)| **at <= now && !self.busy(ns)).map(|(ns, _)| ns.clone()).collect();
@@ -600,6 +417,7 @@ impl Controllers {
             .chain(self.api_checks.values().copied())
             .chain(self.trust_wake())
             .chain(self.registration_retry)
+            .chain(self.aggregation.retry)
             .chain(self.reflectors.iter().filter_map(|(_, r)| r.wake_at()))
             .min()
     }

@@ -413,7 +413,7 @@ impl RequestMachine {
             return self.proxy(now, api);
         }
         if !info.is_resource_request {
-            if let Some(request) = HealthRequest::of(&self.req.method, &self.req.path) {
+            if let Some(request) = HealthRequest::of(&self.req.method, &self.req.path, self.server.authorizer.uses_rbac()) {
                 self.out.push_back(Effect::Health);
                 self.stage = handlers::Stage::Health { request, query };
                 return;

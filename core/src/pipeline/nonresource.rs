@@ -194,14 +194,20 @@ pub fn version() -> Value {
 }
 
 /// The checks of `/healthz`, `/livez` and `/readyz`, in order, with their outcome.
-fn checks(which: &str, health: &Health) -> Vec<(&'static str, Result<(), String>)> {
+/// `rbac`: RBAC authorizes, so its bootstrap policy is one of the things the start puts in
+/// place.
+fn checks(which: &str, health: &Health, rbac: bool) -> Vec<(&'static str, Result<(), String>)> {
     let mut c = vec![("ping", Ok(())), ("log", Ok(())), ("etcd", health.storage.clone())];
     if which == "readyz" {
         c.push(("etcd-readiness", health.storage.clone()));
         c.push(("informer-sync", if health.caches_ready { Ok(()) } else { Err("caches are not synced".into()) }));
     }
     c.push(("poststarthook/start-apiserver-admission-initializer", Ok(())));
-    c.push(("poststarthook/bootstrap-controller", if health.bootstrapped { Ok(()) } else { Err("not finished".into()) }));
+    let started = || if health.bootstrapped { Ok(()) } else { Err("not finished".to_string()) };
+    if rbac {
+        c.push(("poststarthook/rbac/bootstrap-roles", started()));
+    }
+    c.push(("poststarthook/bootstrap-controller", started()));
     if which == "readyz" {
         c.push(("shutdown", if health.shutting_down { Err("process is shutting down".into()) } else { Ok(()) }));
     }
@@ -215,10 +221,12 @@ pub struct HealthRequest {
     which: &'static str,
     /// The one check asked for (`/readyz/etcd`).
     single: Option<String>,
+    rbac: bool,
 }
 
 impl HealthRequest {
-    pub fn of(method: &str, path: &str) -> Option<HealthRequest> {
+    /// `rbac`: RBAC authorizes (see [`checks`]).
+    pub fn of(method: &str, path: &str, rbac: bool) -> Option<HealthRequest> {
         if method != "GET" && method != "HEAD" {
             return None;
         }
@@ -230,16 +238,16 @@ impl HealthRequest {
             _ => return None,
         };
         let rest: Vec<&str> = parts.collect();
-        Some(HealthRequest { which, single: (!rest.is_empty()).then(|| rest.join("/")) })
+        Some(HealthRequest { which, single: (!rest.is_empty()).then(|| rest.join("/")), rbac })
     }
 
     pub fn answer(&self, query: &Query, health: &Health) -> Answer {
-        health_answer(self.which, self.single.as_deref(), query, health)
+        health_answer(self.which, self.single.as_deref(), self.rbac, query, health)
     }
 }
 
-fn health_answer(which: &str, single: Option<&str>, query: &Query, health: &Health) -> Answer {
-    let all = checks(which, health);
+fn health_answer(which: &str, single: Option<&str>, rbac: bool, query: &Query, health: &Health) -> Answer {
+    let all = checks(which, health, rbac);
     if let Some(name) = single {
         return match all.iter().find(|(n, _)| *n == name) {
             Some((_, Ok(()))) => text(200, "ok".into()),
