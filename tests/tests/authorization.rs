@@ -67,6 +67,22 @@ fn rbac_grants_what_roles_and_bindings_say_and_nothing_else() {
     assert!(list.lines().any(|l| l.starts_with("pods ") && l.ends_with("[get list]")), "{list}");
     assert!(list.lines().any(|l| l.contains("[/apis/*]") && l.ends_with("[get]")), "{list}");
 
+    // Allowed to write roles and bindings, alice may grant only what she holds herself.
+    k.ok(&["create", "role", "rbac-writer", "--verb=create", "--resource=roles.rbac.authorization.k8s.io,rolebindings.rbac.authorization.k8s.io"]);
+    k.ok(&["create", "rolebinding", "alice-writes-rbac", "--role=rbac-writer", "--user=alice"]);
+    assert!(eventually(Duration::from_secs(10), || alice(&["create", "role", "mine", "--verb=get", "--resource=pods"]).status.success()));
+    let out = alice(&["create", "role", "more", "--verb=get,delete", "--resource=pods"]);
+    assert!(
+        stderr(&out).contains(
+            "roles.rbac.authorization.k8s.io \"more\" is forbidden: user \"alice\" (groups=[\"system:authenticated\"]) is attempting to grant RBAC permissions not currently held:\n{APIGroups:[\"\"], Resources:[\"pods\"], Verbs:[\"delete\"]}"
+        ),
+        "{}",
+        stderr(&out)
+    );
+    let out = alice(&["create", "rolebinding", "alice-admin", "--clusterrole=admin", "--user=alice"]);
+    assert!(stderr(&out).contains("rolebindings.rbac.authorization.k8s.io \"alice-admin\" is forbidden: user \"alice\""), "{}", stderr(&out));
+    assert!(alice(&["create", "rolebinding", "alice-mine", "--role=mine", "--user=alice"]).status.success());
+
     // A SubjectAccessReview answers for the user it names, with the binding that allows.
     let review = json!({"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview",
         "spec": {"user": "alice", "resourceAttributes": {"verb": "list", "resource": "pods", "namespace": "default"}}});

@@ -11,6 +11,7 @@
 
 pub mod bootstrap;
 pub mod coverage;
+pub mod escalation;
 pub mod rbac;
 #[cfg(test)]
 mod tests;
@@ -174,7 +175,7 @@ impl Authorizer {
                 }],
                 Mode::AlwaysDeny => Vec::new(),
                 Mode::Rbac => {
-                    let (rules, error) = policy.rules_for(user, namespace);
+                    let (rules, error) = policy.rules_for(user, namespace, rbac::Wording::Lister);
                     if !error.is_empty() {
                         errors.push(error);
                     }

@@ -273,7 +273,7 @@ impl Policy {
     /// bindings that apply to `user`: the binding's namespace and name, the subject that
     /// applies, and its role's rules (or, for a role that does not exist, kube's error), until
     /// `visit` says to stop.
-    fn visit<'a>(&'a self, user: &UserInfo, namespace: &'a str, mut visit: impl FnMut(&str, &str, &Binding, &Subject, Result<&[Rule], String>) -> bool) {
+    fn visit<'a>(&'a self, user: &UserInfo, namespace: &'a str, mut visit: impl FnMut(&str, &str, &Binding, &Subject, Option<&[Rule]>) -> bool) {
         let namespaces = ["", namespace];
         let scopes = &namespaces[..if namespace.is_empty() { 1 } else { 2 }];
         let mut candidates: Vec<(&str, &str)> = Vec::new();
@@ -289,31 +289,32 @@ impl Policy {
         for (ns, name) in candidates {
             let Some(binding) = self.bindings.get(ns).and_then(|b| b.get(name)) else { continue };
             let Some(subject) = binding.subjects.iter().find(|s| s.applies_to(user)) else { continue };
-            let rules =
-                if binding.cluster_role { self.cluster_roles.get(&binding.role) } else { self.roles.get(ns).and_then(|roles| roles.get(&binding.role)) };
-            let rules = rules.map(|r| &r[..]).ok_or_else(|| {
-                let resource = if binding.cluster_role { "clusterrole" } else { "role" };
-                format!("{resource}.rbac.authorization.k8s.io {} not found", crate::status::quote(&binding.role))
-            });
-            if visit(ns, name, binding, subject, rules) {
+            let rules = self.role_rules(binding.cluster_role, ns, &binding.role);
+            if visit(ns, name, binding, subject, rules.as_deref()) {
                 return;
             }
         }
+    }
+
+    /// The rules of the ClusterRole (`cluster`) or the Role of `namespace` called `name`.
+    pub fn role_rules(&self, cluster: bool, namespace: &str, name: &str) -> Option<Arc<[Rule]>> {
+        if cluster { self.cluster_roles.get(name) } else { self.roles.get(namespace).and_then(|roles| roles.get(name)) }.cloned()
     }
 
     /// RBAC's verdict on `user` doing `attrs`, and its reason.
     pub fn authorize(&self, user: &UserInfo, attrs: &Attributes) -> (Verdict, String) {
         let (mut allowed, mut missing) = (None, Vec::new());
         self.visit(user, &attrs.namespace, |ns, name, binding, subject, rules| match rules {
-            Ok(rules) if rules.iter().any(|r| r.allows(attrs)) => {
+            Some(rules) if rules.iter().any(|r| r.allows(attrs)) => {
                 let (what, name) = if ns.is_empty() { ("ClusterRoleBinding", name.to_string()) } else { ("RoleBinding", format!("{name}/{ns}")) };
                 let role_kind = if binding.cluster_role { "ClusterRole" } else { "Role" };
                 let q = crate::status::quote;
                 allowed = Some(format!("RBAC: allowed by {what} {} of {role_kind} {} to {}", q(&name), q(&binding.role), subject.describe()));
                 true
             }
-            Ok(_) => false,
-            Err(error) => {
+            Some(_) => false,
+            None => {
+                let error = not_found(binding, Wording::Lister);
                 if !missing.contains(&error) {
                     missing.push(error);
                 }
@@ -328,14 +329,18 @@ impl Policy {
     }
 
     /// The rules `user` holds in `namespace` (the cluster's among them), and the errors met
-    /// on the way (kube's `RulesFor`).
-    pub fn rules_for(&self, user: &UserInfo, namespace: &str) -> (Vec<Rule>, String) {
+    /// on the way (kube's `RulesFor`), worded as `wording` says.
+    pub fn rules_for(&self, user: &UserInfo, namespace: &str, wording: Wording) -> (Vec<Rule>, String) {
         let (mut rules, mut missing) = (Vec::new(), Vec::new());
-        self.visit(user, namespace, |_, _, _, _, found| {
+        self.visit(user, namespace, |_, _, binding, _, found| {
             match found {
-                Ok(found) => rules.extend(found.iter().cloned()),
-                Err(error) if !missing.contains(&error) => missing.push(error),
-                Err(_) => {}
+                Some(found) => rules.extend(found.iter().cloned()),
+                None => {
+                    let error = not_found(binding, wording);
+                    if !missing.contains(&error) {
+                        missing.push(error);
+                    }
+                }
             }
             false
         });
@@ -343,9 +348,25 @@ impl Policy {
     }
 }
 
-/// Go's aggregate of errors: the one, or `[<error>, ...]`.
+/// Who looks a binding's role up, which says how a missing one is reported: kube's
+/// authorizer reads listers (`clusterrole.rbac.authorization.k8s.io "x" not found`), its
+/// checks of RBAC writes the registry (`clusterroles.rbac.authorization.k8s.io ...`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Wording {
+    Lister,
+    Registry,
+}
+
+fn not_found(binding: &Binding, wording: Wording) -> String {
+    let resource = if binding.cluster_role { "clusterrole" } else { "role" };
+    let plural = if wording == Wording::Registry { "s" } else { "" };
+    format!("{resource}{plural}.rbac.authorization.k8s.io {} not found", crate::status::quote(&binding.role))
+}
+
+/// Go's aggregate of errors: the one, or `[<error>, ...]`; empty for none.
 pub(super) fn aggregate(errors: &[String]) -> String {
     match errors {
+        [] => String::new(),
         [one] => one.clone(),
         many => format!("[{}]", many.join(", ")),
     }

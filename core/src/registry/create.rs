@@ -5,6 +5,8 @@ use serde_json::Value;
 use super::WriteOp;
 use super::strict::Source;
 use crate::admission::Operation;
+use crate::authz::escalation::Write;
+use crate::authz::rbac::Kind;
 use crate::meta;
 use crate::schema::normalize::format_time;
 use crate::ssa;
@@ -36,6 +38,7 @@ impl WriteOp {
         }
         self.admission.check_namespace(info, meta::name(&obj))?;
         self.admission.mutate(info, Operation::Create, self.ctx.subresource.as_deref(), &mut obj, &mut self.rng)?;
+        self.check_escalation(&obj, None)?;
 
         meta::remove_meta(&mut obj, "deletionTimestamp");
         meta::remove_meta(&mut obj, "deletionGracePeriodSeconds");
@@ -59,6 +62,16 @@ impl WriteOp {
             return Err(ApiError::invalid(&info.group_kind(), meta::name(&obj), &errs));
         }
         Ok(obj)
+    }
+
+    /// kube's checks against privilege escalation, for writes of RBAC objects (see
+    /// [`crate::authz::escalation`]); `old`: what an update replaces.
+    pub(super) fn check_escalation(&self, obj: &Value, old: Option<&Value>) -> Result<(), ApiError> {
+        let Some(escalation) = &self.ctx.escalation else { return Ok(()) };
+        let Some(kind) = Kind::ALL.into_iter().find(|k| k.resource() == self.res.info.resource) else { return Ok(()) };
+        let namespace = if self.res.info.namespaced { self.ctx.namespace.as_deref().unwrap_or_default() } else { "" };
+        let write = Write { kind, user: &self.ctx.user, namespace, url_name: self.ctx.name.as_deref().unwrap_or_default() };
+        escalation.check(&write, obj, old)
     }
 
     /// `EnsureObjectNamespaceMatchesRequestNamespace`.

@@ -66,6 +66,8 @@ pub struct WriteContext {
     /// `--etcd-prefix` (`/registry`).
     pub prefix: String,
     pub user: crate::auth::UserInfo,
+    /// For writes of RBAC objects: what the checks against privilege escalation read.
+    pub escalation: Option<Box<crate::authz::escalation::Escalation>>,
 }
 
 /// A patch document and its type.

@@ -225,6 +225,7 @@ impl WriteOp {
             }
         }
         self.admission.mutate(info, Operation::Update, self.ctx.subresource.as_deref(), &mut obj, &mut self.rng)?;
+        self.check_escalation(&obj, Some(old))?;
 
         let mut errs = validation::object_meta_update(&obj, old);
         errs.extend(validation::object_meta(&obj, info.namespaced, self.res.strategy.name_check()));

@@ -11,6 +11,7 @@ use serde_json::{Value, json};
 use super::{LookupRead, PendingWrite, Stage};
 use crate::admission::{Admission, Lookup};
 use crate::apiextensions;
+use crate::authz::escalation::Escalation;
 use crate::cache::{ReadRequest, ReadResult};
 use crate::catalog::Resource;
 use crate::codec::negotiate;
@@ -22,6 +23,9 @@ use crate::pipeline::{Effect, RequestInfo, RequestMachine};
 use crate::registry::{self, BodyFindings, FieldValidation, WriteContext, WriteOp, WriteOutcome};
 use crate::status::{ApiError, FieldError, GroupKind, success_status};
 use crate::storage::{Outcome, StorageEffect, StorageOp, StorageRequest};
+
+/// The resources whose writes are checked against privilege escalation.
+const RBAC_RESOURCES: [&str; 4] = ["roles", "clusterroles", "rolebindings", "clusterrolebindings"];
 
 /// kube's `summarizeData(body, 30)`: a JSON object's first bytes as text, anything else in hex.
 fn summarize(body: &[u8]) -> String {
@@ -116,6 +120,8 @@ impl RequestMachine {
             body_findings: BodyFindings::default(),
             prefix: self.server.prefix.clone(),
             user: self.user.clone(),
+            escalation: (info.api_group == "rbac.authorization.k8s.io" && RBAC_RESOURCES.contains(&info.resource.as_str()))
+                .then(|| Box::new(Escalation { authorizer: self.server.authorizer.clone(), policy: self.served.rbac.clone() })),
         }
     }
 
