@@ -676,3 +676,12 @@ fn enumerated_fields_are_checked_as_kube_checks_them() {
     assert_eq!(r.head.status, 200, "{}", String::from_utf8_lossy(&r.body));
     assert_eq!(r.json()["spec"].get("externalTrafficPolicy"), None);
 }
+
+/// Found by the fuzz target `request`: a watch's timeout past what a timestamp holds panicked.
+#[test]
+fn a_watch_timeout_past_the_end_of_time_is_no_timeout() {
+    let mut w = world();
+    let r = call(&mut w, "GET", CMS, "watch=true&timeoutSeconds=9223372036854775807", None, "");
+    assert_eq!(r.head.status, 200);
+    assert!(r.watch.is_some());
+}

@@ -65,7 +65,8 @@ impl RequestMachine {
                 start,
                 bookmarks: opts.allow_bookmarks,
                 output,
-                deadline: now + SignedDuration::from_secs(timeout),
+                // A timeout past what a timestamp holds is no timeout.
+                deadline: now.checked_add(SignedDuration::from_secs(timeout)).unwrap_or(Timestamp::MAX),
             };
             let head =
                 Head::new(200, &if output.view == codec::View::Object { output.format.stream_content_type().to_string() } else { content_type(output, true) });
