@@ -108,3 +108,43 @@ fn rbac_grants_what_roles_and_bindings_say_and_nothing_else() {
     let ready = k.ok(&["get", "--raw", "/readyz?verbose"]);
     assert!(ready.contains("[+]poststarthook/rbac/bootstrap-roles ok"), "{ready}");
 }
+
+#[test]
+fn impersonation_acts_as_whom_the_requester_may_impersonate() {
+    let dir = tempfile::tempdir().unwrap();
+    let tokens = dir.path().join("tokens.csv");
+    std::fs::write(&tokens, "al1ce,alice,1001\n").unwrap();
+    let k = Kapi::start_with(&["--token-auth-file", tokens.to_str().unwrap(), "--authorization-mode", "RBAC"]);
+    let config = kubeconfig(&k, dir.path(), "al1ce");
+    let alice = |args: &[&str]| Command::new("kubectl").args(args).env("KUBECONFIG", &config).output().expect("kubectl runs");
+
+    // The admin (system:masters) may act as anyone, and then holds only what they hold.
+    let out = k.kubectl(&["--as=bob", "get", "pods"]);
+    assert!(
+        stderr(&out).contains("pods is forbidden: User \"bob\" cannot list resource \"pods\" in API group \"\" in the namespace \"default\""),
+        "{}",
+        stderr(&out)
+    );
+    let who = k.json(&["--as=bob", "--as-group=devs", "--as-uid=42", "auth", "whoami"]);
+    assert_eq!(who["status"]["userInfo"], json!({"username": "bob", "uid": "42", "groups": ["devs", "system:authenticated"]}));
+    // A service account's user name gets its groups.
+    let who = k.json(&["--as=system:serviceaccount:default:robot", "auth", "whoami"]);
+    assert_eq!(who["status"]["userInfo"]["groups"], json!(["system:serviceaccounts", "system:serviceaccounts:default", "system:authenticated"]));
+
+    // Anyone else needs `impersonate` on each user, group and uid it names.
+    let out = alice(&["--as=bob", "get", "pods"]);
+    assert!(
+        stderr(&out).contains("users \"bob\" is forbidden: User \"alice\" cannot impersonate resource \"users\" in API group \"\" at the cluster scope"),
+        "{}",
+        stderr(&out)
+    );
+    k.ok(&["create", "clusterrole", "impersonate-bob", "--verb=impersonate", "--resource=users", "--resource-name=bob"]);
+    k.ok(&["create", "clusterrolebinding", "alice-as-bob", "--clusterrole=impersonate-bob", "--user=alice"]);
+    assert!(eventually(Duration::from_secs(10), || alice(&["--as=bob", "auth", "whoami"]).status.success()));
+    let out = alice(&["--as=bob", "--as-group=system:masters", "get", "pods"]);
+    assert!(stderr(&out).contains("groups \"system:masters\" is forbidden: User \"alice\" cannot impersonate resource \"groups\""), "{}", stderr(&out));
+
+    // Groups without a user: kube's plain-text internal error.
+    let (code, body) = k.http(&["-H", "Impersonate-Group: devs"], "/api/v1/namespaces");
+    assert_eq!((code, body.as_str()), (500, "Internal Server Error: \"/api/v1/namespaces\": requested [{Group  devs    }] without impersonating a user\n"));
+}

@@ -1,11 +1,13 @@
 //! Authentication (a front proxy's request headers, client certificates, bearer tokens from
-//! `--token-auth-file`); what an authenticated user may do is `authz`'s.
+//! `--token-auth-file`) and impersonation (`impersonation.rs`); what an authenticated user may
+//! do is `authz`'s.
 //!
 //! The shell verifies TLS client certificates against `--client-ca-file` and
 //! `--requestheader-client-ca-file` and says which verified it; the core maps a certificate
 //! to a user (CN = name, O = groups), as kube's x509 authenticator does, or lets a proxy's
 //! certificate vouch for the user its headers name (`requestheader.rs`).
 
+mod impersonation;
 mod requestheader;
 
 use std::collections::{BTreeMap, HashMap};
@@ -13,6 +15,7 @@ use std::sync::Arc;
 
 use crate::status::ApiError;
 
+pub use impersonation::{Refused, impersonate, is_impersonation_header};
 pub use requestheader::{
     FRONT_PROXY_CLIENT_NAME, RequestHeader, STANDARD_EXTRA_PREFIX, STANDARD_GROUP, STANDARD_UID, STANDARD_USERNAME, escape_extra_key, is_remote_header,
     starts_with_ignore_case,

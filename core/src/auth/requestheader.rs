@@ -90,7 +90,7 @@ impl RequestHeader {
 
 /// Go's `url.PathUnescape`: `%XX` decoded; `None` for a malformed escape or bytes that are
 /// not UTF-8.
-fn path_unescape(s: &str) -> Option<String> {
+pub(super) fn path_unescape(s: &str) -> Option<String> {
     let b = s.as_bytes();
     let mut out = Vec::with_capacity(b.len());
     let mut i = 0;

@@ -41,7 +41,7 @@ use bytes::Bytes;
 use jiff::{SignedDuration, Timestamp};
 
 use crate::aggregator::{ApiServices, Discovered, Discovery, ProxyHead, ProxyRequest};
-use crate::auth::{Authenticator, Peer, UserInfo};
+use crate::auth::{Authenticator, Peer, Refused, UserInfo};
 use crate::authz::{Authorizer, Policy};
 use crate::cache::{ReadRequest, ReadResult, WatchParams};
 use crate::catalog::{Catalog, Resource};
@@ -393,6 +393,20 @@ impl RequestMachine {
         };
         let authenticator = &self.server.authenticator;
         self.req.headers.retain(|(k, _)| !authenticator.is_credential_header(k));
+        let authorize = |user: &UserInfo, attrs: &crate::authz::Attributes| self.server.authorizer.authorize(&self.served.rbac, user, attrs);
+        match crate::auth::impersonate(&self.req.headers, &self.user, authorize) {
+            Ok(Some(user)) => self.user = user,
+            Ok(None) => {}
+            Err(Refused::Forbidden(e)) => return self.fail(&e),
+            Err(Refused::WithoutUser(why)) => {
+                // kube's plain-text internal error, naming the request as Go's %q does.
+                let uri = if self.req.query.is_empty() { self.raw_path.clone() } else { format!("{}?{}", self.raw_path, self.req.query) };
+                let text =
+                    format!("Internal Server Error: {}: {why}", crate::status::quote(&uri)).replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;");
+                return self.respond(Head::new(500, "text/plain; charset=utf-8"), Bytes::from(format!("{text}\n")));
+            }
+        }
+        self.req.headers.retain(|(k, _)| !crate::auth::is_impersonation_header(k));
         match self.server.in_flight.admit(&info, &self.user.groups) {
             Ok(seat) => self._seat = seat,
             Err(too_many) => {

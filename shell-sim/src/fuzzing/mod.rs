@@ -117,6 +117,16 @@ impl<'a> Arbitrary<'a> for FuzzRequest {
         } else {
             u.arbitrary()?
         };
+        // Impersonation: the administrator may act as anyone.
+        for _ in 0..u.int_in_range(0..=2)? {
+            let name = match u.int_in_range(0..=3)? {
+                0 => "Impersonate-User".to_string(),
+                1 => "Impersonate-Group".to_string(),
+                2 => "Impersonate-Uid".to_string(),
+                _ => format!("Impersonate-Extra-{}", u.arbitrary::<String>()?),
+            };
+            headers.push((name, u.arbitrary()?));
+        }
         Ok(FuzzRequest(Request { method, path, query: query.join("&"), headers, body: Bytes::from(body), ..Default::default() }))
     }
 }
