@@ -117,7 +117,7 @@ pub fn default_server() -> Setup {
 /// A server like [`default_server`] with other settings (e.g. `--runtime-config`).
 pub fn server_with(settings: &Settings) -> Setup {
     let tokens = TokenFile::parse(&format!("{ADMIN_TOKEN},admin,0,system:masters\n")).expect("a valid token line");
-    let auth = Authenticator { tokens: Some(tokens), loopback: Some(LOOPBACK_TOKEN.into()), request_header: None };
+    let auth = Authenticator { tokens: Some(tokens), loopback: Some(LOOPBACK_TOKEN.into()), request_header: None, anonymous: false };
     let server = Arc::new(Server::new(auth, Authorizer::always_allow(), "/registry", "127.0.0.1:6443"));
     Setup { server, served: Served::new(catalog(settings)) }
 }

@@ -149,6 +149,10 @@ struct ServeArgs {
     /// system:masters are always allowed.
     #[arg(long, default_value = "AlwaysAllow", value_parser = Authorizer::parse)]
     authorization_mode: Authorizer,
+    /// Whether a request that presents no credential is served as `system:anonymous` (kube's
+    /// default); off whatever this says when AlwaysAllow is a mode, as kube-apiserver does.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    anonymous_auth: bool,
     /// Built-in controllers to run: `*` for all, `none`, or a list of serviceaccount,
     /// root-ca-cert-publisher, namespace. Turn them off when a kube-controller-manager runs.
     #[arg(long, default_value = "*", value_parser = Enabled::parse)]
@@ -327,7 +331,11 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     };
     let loopback = format!("{:016x}{:016x}", clock::seed(), clock::seed());
     let trust = AuthenticationTrust { client_ca: client_ca.clone(), request_header: Some((request_header_ca.clone(), request_header.clone())) };
-    let authenticator = Authenticator { tokens, loopback: Some(loopback.clone()), request_header: Some(request_header) };
+    let anonymous = args.anonymous_auth && !args.authorization_mode.always_allows();
+    if args.anonymous_auth && !anonymous {
+        tracing::warn!("AnonymousAuth is not allowed with the AlwaysAllow authorizer. Resetting AnonymousAuth to false. You should use a different authorizer");
+    }
+    let authenticator = Authenticator { tokens, loopback: Some(loopback.clone()), request_header: Some(request_header), anonymous };
     let served = Served::new(catalog(&settings));
     let mut server = Server::new(authenticator, args.authorization_mode.clone(), &args.etcd_prefix, &format!("{advertise}:{}", args.secure_port));
     server.max_body_bytes = args.max_request_body_bytes;

@@ -148,3 +148,38 @@ fn impersonation_acts_as_whom_the_requester_may_impersonate() {
     let (code, body) = k.http(&["-H", "Impersonate-Group: devs"], "/api/v1/namespaces");
     assert_eq!((code, body.as_str()), (500, "Internal Server Error: \"/api/v1/namespaces\": requested [{Group  devs    }] without impersonating a user\n"));
 }
+
+/// curl with the server's CA only: no client certificate; `args` add headers.
+fn anonymous_curl(k: &Kapi, args: &[&str], path: &str) -> (u16, String) {
+    let out = Command::new("curl")
+        .args(["-sS", "--cacert", k.data_dir().join("pki/ca.crt").to_str().unwrap(), "-w", "\n%{http_code}"])
+        .args(args)
+        .arg(k.url(path))
+        .output()
+        .expect("curl runs");
+    kapi_tests::status_and_body(&out)
+}
+
+#[test]
+fn anonymous_requests_get_what_kubes_policy_gives_the_unauthenticated() {
+    let k = Kapi::start_with(&["--authorization-mode", "RBAC"]);
+    assert_eq!(anonymous_curl(&k, &[], "/version").0, 200, "system:public-info-viewer");
+    assert_eq!(anonymous_curl(&k, &[], "/readyz").0, 200);
+    let (code, body) = anonymous_curl(&k, &[], "/api/v1/namespaces");
+    assert_eq!(code, 403);
+    let status: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(
+        status["message"],
+        "namespaces is forbidden: User \"system:anonymous\" cannot list resource \"namespaces\" in API group \"\" at the cluster scope"
+    );
+    // A credential that is not recognized is never anonymous.
+    assert_eq!(anonymous_curl(&k, &["-H", "Authorization: Bearer nope"], "/version").0, 401);
+    drop(k);
+
+    let k = Kapi::start_with(&["--authorization-mode", "RBAC", "--anonymous-auth=false"]);
+    assert_eq!(anonymous_curl(&k, &[], "/version").0, 401);
+    drop(k);
+    // kube turns anonymous requests off where AlwaysAllow authorizes.
+    let k = Kapi::start_with(&["--authorization-mode", "RBAC,AlwaysAllow"]);
+    assert_eq!(anonymous_curl(&k, &[], "/version").0, 401);
+}

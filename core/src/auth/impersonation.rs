@@ -7,7 +7,7 @@
 use std::collections::BTreeMap;
 
 use super::requestheader::path_unescape;
-use super::{AUTHENTICATED_GROUP, UserInfo, starts_with_ignore_case};
+use super::{ANONYMOUS_USER, AUTHENTICATED_GROUP, UNAUTHENTICATED_GROUP, UserInfo, starts_with_ignore_case};
 use crate::authz::{Attributes, Decision, forbidden};
 use crate::status::ApiError;
 use crate::validation::{dns1123_label, dns1123_subdomain};
@@ -16,10 +16,6 @@ const USER: &str = "Impersonate-User";
 const GROUP: &str = "Impersonate-Group";
 const UID: &str = "Impersonate-Uid";
 const EXTRA_PREFIX: &str = "Impersonate-Extra-";
-
-/// The anonymous user and the groups kube gives it and every authenticated user.
-const ANONYMOUS: &str = "system:anonymous";
-const UNAUTHENTICATED_GROUP: &str = "system:unauthenticated";
 
 /// One thing a request asks to act as (kube's `ObjectReference`s of impersonation).
 #[derive(Debug)]
@@ -138,7 +134,7 @@ pub fn impersonate(
         }
     }
     // An impersonated user is authenticated unless it says otherwise; anonymous is not.
-    let (own, others) = if name == ANONYMOUS {
+    let (own, others) = if name == ANONYMOUS_USER {
         (UNAUTHENTICATED_GROUP, &[UNAUTHENTICATED_GROUP][..])
     } else {
         (AUTHENTICATED_GROUP, &[AUTHENTICATED_GROUP, UNAUTHENTICATED_GROUP][..])

@@ -110,7 +110,13 @@ pub struct Authenticator {
     /// stands for `system:apiserver` in `system:masters`. The shell makes a fresh random one
     /// at every start and never writes it down.
     pub loopback: Option<String>,
+    /// `--anonymous-auth`: a request that presents no credential is `system:anonymous`.
+    pub anonymous: bool,
 }
+
+/// The user of a request that presents no credential, and its group.
+pub const ANONYMOUS_USER: &str = "system:anonymous";
+pub const UNAUTHENTICATED_GROUP: &str = "system:unauthenticated";
 
 /// The user the loopback token stands for.
 pub fn apiserver_user() -> UserInfo {
@@ -157,7 +163,9 @@ impl Peer {
 impl Authenticator {
     /// Authenticates a request from its headers and its peer, trying kube's authenticators in
     /// its order (the loopback token, a front proxy's headers, the client certificate, bearer
-    /// tokens); 401 when nothing vouches for it (anonymous requests are not allowed).
+    /// tokens); a request that presents none of them is anonymous where that is allowed. 401
+    /// when a credential is not recognized (never anonymous: a bad token, a front proxy's
+    /// certificate without its headers), or when nothing vouches for the request.
     pub fn authenticate(&self, headers: &[(String, String)], peer: &Peer) -> Result<UserInfo, ApiError> {
         let header = |name: &str| headers.iter().find(|(k, _)| k.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str());
         let token = header("Authorization").and_then(bearer_token);
@@ -174,6 +182,9 @@ impl Authenticator {
         }
         match token.and_then(|t| self.tokens.as_ref()?.tokens.get(t)) {
             Some(user) => Ok(user.clone().authenticated()),
+            None if self.anonymous && token.is_none() && peer.proxy_name.is_none() => {
+                Ok(UserInfo { name: ANONYMOUS_USER.into(), groups: vec![UNAUTHENTICATED_GROUP.into()], ..Default::default() })
+            }
             None => Err(ApiError::unauthorized()),
         }
     }
@@ -199,7 +210,7 @@ mod tests {
     #[test]
     fn token_file_and_bearer_tokens() {
         let tf = TokenFile::parse("# comment\nsecret,alice,1001,\"dev,ops\"\nother,bob,1002\n").unwrap();
-        let a = Authenticator { tokens: Some(tf), loopback: Some("lo0p".into()), request_header: None };
+        let a = Authenticator { tokens: Some(tf), loopback: Some("lo0p".into()), request_header: None, anonymous: false };
         let bearer = |t: &str| vec![("authorization".to_string(), t.to_string())];
         let u = a.authenticate(&bearer("Bearer secret"), &Peer::default()).unwrap();
         assert_eq!(u.name, "alice");
@@ -210,8 +221,17 @@ mod tests {
         let lo = a.authenticate(&bearer("Bearer lo0p"), &Peer::default()).unwrap();
         assert_eq!((lo.name.as_str(), lo.groups.as_slice()), ("system:apiserver", &["system:masters".to_string(), "system:authenticated".to_string()][..]));
         assert_eq!(a.authenticate(&bearer("Bearer "), &Peer::default()).unwrap_err().code, 401);
-        let no_loopback = Authenticator { loopback: None, ..a };
+        let no_loopback = Authenticator { loopback: None, ..a.clone() };
         assert_eq!(no_loopback.authenticate(&bearer("Bearer lo0p"), &Peer::default()).unwrap_err().code, 401);
+
+        // Anonymous: only a request that presents no credential (a bearer token that is not
+        // known stays 401; a header of another scheme is no credential).
+        let anonymous = Authenticator { anonymous: true, ..a };
+        let u = anonymous.authenticate(&[], &Peer::default()).unwrap();
+        assert_eq!((u.name.as_str(), u.groups.as_slice()), (ANONYMOUS_USER, &[UNAUTHENTICATED_GROUP.to_string()][..]));
+        assert_eq!(anonymous.authenticate(&bearer("Basic YTpi"), &Peer::default()).unwrap().name, ANONYMOUS_USER);
+        assert_eq!(anonymous.authenticate(&bearer("Bearer nope"), &Peer::default()).unwrap_err().code, 401);
+        assert_eq!(anonymous.authenticate(&bearer("Bearer secret"), &Peer::default()).unwrap().name, "alice");
     }
 
     #[test]
@@ -232,8 +252,9 @@ mod tests {
         // The same certificate from the client CA names its own subject; the headers are nobody's.
         let client = Peer::new(Some(cert.der()), VerifiedBy { client_ca: true, request_header_ca: false }, String::new());
         assert_eq!(a.authenticate(&headers, &client).unwrap().name, "rcgen self signed cert");
-        // A proxy certificate without the headers is no user.
+        // A proxy certificate without the headers is no user, not even an anonymous one.
         assert_eq!(a.authenticate(&[], &proxy).unwrap_err().code, 401);
+        assert_eq!(Authenticator { anonymous: true, ..a.clone() }.authenticate(&[], &proxy).unwrap_err().code, 401);
         assert!(a.is_credential_header("authorization") && a.is_credential_header("x-remote-extra-x") && !a.is_credential_header("Accept"));
     }
 }

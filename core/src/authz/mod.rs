@@ -116,6 +116,11 @@ impl Authorizer {
         Ok(Authorizer { modes })
     }
 
+    /// Whether `AlwaysAllow` is one of the modes (kube then turns anonymous requests off).
+    pub fn always_allows(&self) -> bool {
+        self.modes.contains(&Mode::AlwaysAllow)
+    }
+
     /// Whether the chain reads the RBAC objects.
     pub fn uses_rbac(&self) -> bool {
         self.modes.contains(&Mode::Rbac)
