@@ -107,6 +107,20 @@ fn rbac_grants_what_roles_and_bindings_say_and_nothing_else() {
     assert_eq!(can(&["create", "configmaps"]), "no");
     let ready = k.ok(&["get", "--raw", "/readyz?verbose"]);
     assert!(ready.contains("[+]poststarthook/rbac/bootstrap-roles ok"), "{ready}");
+
+    // `kubectl auth reconcile` creates what is missing and adds rules and subjects to what
+    // exists, as kube's reconciliation does.
+    let rbac = "apiVersion: rbac.authorization.k8s.io/v1\nkind: Role\nmetadata: {name: lister, namespace: default}\n\
+        rules: [{apiGroups: [''], resources: [secrets], verbs: [list]}]\n---\n\
+        apiVersion: rbac.authorization.k8s.io/v1\nkind: RoleBinding\nmetadata: {name: alice-lists, namespace: default}\n\
+        roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: lister}\nsubjects: [{kind: User, name: alice, apiGroup: rbac.authorization.k8s.io}]\n";
+    let out = k.kubectl_in(&["auth", "reconcile", "-f", "-"], rbac);
+    assert!(out.contains("role.rbac.authorization.k8s.io/lister reconciled"), "{out}");
+    assert!(eventually(Duration::from_secs(10), || alice(&["get", "secrets"]).status.success()));
+    let more = rbac.replace("verbs: [list]", "verbs: [get]");
+    k.kubectl_in(&["auth", "reconcile", "-f", "-"], &more);
+    let rules = k.json(&["get", "role", "lister"])["rules"].clone();
+    assert_eq!(rules, json!([{"apiGroups": [""], "resources": ["secrets"], "verbs": ["list"]}, {"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"]}]));
 }
 
 #[test]
