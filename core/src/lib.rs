@@ -25,6 +25,7 @@ pub mod registry;
 pub mod resources;
 pub mod schema;
 pub mod selector;
+pub mod serviceaccount;
 pub mod ssa;
 pub mod status;
 pub mod storage;

@@ -116,6 +116,18 @@ pub fn ensure(dir: &Path, sans: &[String]) -> anyhow::Result<Pki> {
     Ok(Pki { ca_cert, serving_cert, serving_key, admin_cert, admin_key, front_proxy_ca_cert, front_proxy_client_cert, front_proxy_client_key })
 }
 
+/// The key service account tokens are signed with (`sa.key` under `dir`), made on first
+/// start (P-256).
+pub fn service_account_key(dir: &Path) -> anyhow::Result<String> {
+    let path = dir.join("sa.key");
+    if let Some(pem) = read(&path) {
+        return Ok(pem);
+    }
+    let pem = KeyPair::generate()?.serialize_pem();
+    write_private(&path, &pem)?;
+    Ok(pem)
+}
+
 /// A kubeconfig that reaches `server` as the admin.
 pub fn kubeconfig(server: &str, pki: &Pki) -> String {
     let b64 = |s: &str| base64::engine::general_purpose::STANDARD.encode(s);

@@ -149,6 +149,31 @@ struct ServeArgs {
     /// system:masters are always allowed.
     #[arg(long, default_value = "AlwaysAllow", value_parser = Authorizer::parse)]
     authorization_mode: Authorizer,
+    /// The issuer written in service account tokens (the first) and accepted in them (all).
+    #[arg(long, default_value = "https://kubernetes.default.svc.cluster.local")]
+    service_account_issuer: Vec<String>,
+    /// The PEM private key (RSA or P-256 EC) service account tokens are signed with;
+    /// `<data-dir>/pki/sa.key` (made on first start, P-256) when not given.
+    #[arg(long)]
+    service_account_signing_key_file: Option<PathBuf>,
+    /// PEM files of the keys service account tokens are verified with (public keys, or
+    /// private keys whose public halves count); the signing key's when not given.
+    #[arg(long)]
+    service_account_key_file: Vec<PathBuf>,
+    /// The audiences a token must be meant for (comma-separated); the issuers when not given.
+    #[arg(long, value_delimiter = ',')]
+    api_audiences: Vec<String>,
+    /// The longest a requested token may last (`0`: no limit); longer requests are shortened.
+    #[arg(long, default_value = "0")]
+    service_account_max_token_expiration: String,
+    /// Whether the tokens kubelets ask for (3607 s, bound to a pod) last a year, as kube does
+    /// for a safe transition to bound tokens.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    service_account_extend_token_expiration: bool,
+    /// Where the OIDC discovery document says the keys are; the issuer's `/openid/v1/jwks`
+    /// when not given (then the issuer must be an https URL for discovery to be served).
+    #[arg(long)]
+    service_account_jwks_uri: Option<String>,
     /// Whether a request that presents no credential is served as `system:anonymous` (kube's
     /// default); off whatever this says when AlwaysAllow is a mode, as kube-apiserver does.
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
@@ -184,7 +209,41 @@ fn list_flag(flag: &str, value: &str) -> anyhow::Result<Vec<String>> {
 }
 
 /// A Go-style duration (`1h`, `30m`, `1h30m`, `90s`) in seconds.
+/// The configuration of service account tokens the flags give, the signing key made on
+/// first start when none is given.
+fn service_account_tokens(args: &ServeArgs) -> anyhow::Result<kapi_core::serviceaccount::TokenConfig> {
+    use kapi_core::serviceaccount::keys::{PublicKey, SigningKey};
+    let signing_pem = match &args.service_account_signing_key_file {
+        Some(f) => std::fs::read_to_string(f).with_context(|| format!("reading {}", f.display()))?,
+        None => certs::service_account_key(&args.data_dir.join("pki"))?,
+    };
+    let signing_key = SigningKey::from_pem(&signing_pem).map_err(|e| anyhow::anyhow!("--service-account-signing-key-file: {e}"))?;
+    let mut public_keys = Vec::new();
+    for f in &args.service_account_key_file {
+        let pem = std::fs::read_to_string(f).with_context(|| format!("reading {}", f.display()))?;
+        public_keys.extend(PublicKey::all_from_pem(&pem).map_err(|e| anyhow::anyhow!("--service-account-key-file {}: {e}", f.display()))?);
+    }
+    if public_keys.is_empty() {
+        public_keys.push(signing_key.public());
+    }
+    let audiences = if args.api_audiences.is_empty() { args.service_account_issuer.clone() } else { args.api_audiences.clone() };
+    let max = parse_duration(&args.service_account_max_token_expiration)?;
+    Ok(kapi_core::serviceaccount::TokenConfig {
+        issuers: args.service_account_issuer.clone(),
+        audiences,
+        signing_key,
+        public_keys,
+        max_expiration: (max > 0).then_some(max),
+        extend_expiration: args.service_account_extend_token_expiration,
+        jwks_uri: args.service_account_jwks_uri.clone(),
+    })
+}
+
 fn parse_duration(s: &str) -> anyhow::Result<i64> {
+    // As Go's, "0" needs no unit.
+    if s == "0" {
+        return Ok(0);
+    }
     let mut total = 0i64;
     let mut num = String::new();
     for c in s.chars() {
@@ -338,6 +397,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let authenticator = Authenticator { tokens, loopback: Some(loopback.clone()), request_header: Some(request_header), anonymous };
     let served = Served::new(catalog(&settings));
     let mut server = Server::new(authenticator, args.authorization_mode.clone(), &args.etcd_prefix, &format!("{advertise}:{}", args.secure_port));
+    server.service_accounts = Some(Arc::new(service_account_tokens(&args)?));
     server.max_body_bytes = args.max_request_body_bytes;
     server.in_flight = kapi_core::pipeline::InFlight::new(args.max_requests_inflight, args.max_mutating_requests_inflight);
     server.consistent_list_from_cache = store.ordered_progress();

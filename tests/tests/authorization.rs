@@ -120,7 +120,10 @@ fn rbac_grants_what_roles_and_bindings_say_and_nothing_else() {
     let more = rbac.replace("verbs: [list]", "verbs: [get]");
     k.kubectl_in(&["auth", "reconcile", "-f", "-"], &more);
     let rules = k.json(&["get", "role", "lister"])["rules"].clone();
-    assert_eq!(rules, json!([{"apiGroups": [""], "resources": ["secrets"], "verbs": ["list"]}, {"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"]}]));
+    assert_eq!(
+        rules,
+        json!([{"apiGroups": [""], "resources": ["secrets"], "verbs": ["list"]}, {"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"]}])
+    );
 }
 
 #[test]

@@ -83,6 +83,8 @@ pub struct Server {
     /// `--max-requests-inflight` and `--max-mutating-requests-inflight`, and the requests
     /// holding their seats.
     pub in_flight: InFlight,
+    /// How service account tokens are issued and checked (`None`: they are not).
+    pub service_accounts: Option<Arc<crate::serviceaccount::TokenConfig>>,
 }
 
 impl Server {
@@ -95,6 +97,7 @@ impl Server {
             max_body_bytes: DEFAULT_MAX_BODY_BYTES,
             consistent_list_from_cache: true,
             in_flight: InFlight::new(DEFAULT_MAX_READONLY_IN_FLIGHT, DEFAULT_MAX_MUTATING_IN_FLIGHT),
+            service_accounts: None,
         }
     }
 
@@ -431,6 +434,10 @@ impl RequestMachine {
                 self.out.push_back(Effect::Health);
                 self.stage = handlers::Stage::Health { request, query };
                 return;
+            }
+            if let Some(answer) = self.server.service_accounts.as_deref().and_then(|c| nonresource::issuer_discovery(c, &self.req.method, &self.req.path)) {
+                let (head, body) = answer;
+                return self.respond(head, body);
             }
             let accept = self.req.header("Accept").map(str::to_string);
             let sources = self.served.sources(&self.server.server_address);

@@ -15,6 +15,7 @@ use crate::codec::negotiate::parse_accept;
 use crate::codec::{self, Format};
 use crate::discovery;
 use crate::openapi::{self, KUBE_VERSION};
+use crate::serviceaccount::{JWKS_PATH, OPENID_CONFIGURATION_PATH, TokenConfig};
 use crate::status::ApiError;
 
 /// The discovery and OpenAPI documents of one state of what is served, each made when first
@@ -317,6 +318,23 @@ fn discovery_answer(mut doc: Value, api_version: &str, kind: &str, accept: Optio
         return (Head::new(200, codec::YAML), b);
     }
     (Head::new(200, "application/json"), kube_json(&doc))
+}
+
+/// The service account issuer's discovery documents (`/.well-known/openid-configuration` and
+/// `/openid/v1/jwks`, GET only), served as kube serves them where the issuer gives a place for
+/// the keys; `None` for other requests.
+pub fn issuer_discovery(config: &TokenConfig, method: &str, path: &str) -> Option<Answer> {
+    if method != "GET" && method != "HEAD" {
+        return None;
+    }
+    let (body, content_type) = match path.trim_end_matches('/') {
+        OPENID_CONFIGURATION_PATH => (config.openid_configuration()?, "application/json"),
+        JWKS_PATH if config.openid_configuration().is_some() => (config.jwks(), "application/jwk-set+json"),
+        _ => return None,
+    };
+    let mut head = Head::new(200, content_type);
+    head.headers.push(("Cache-Control".into(), "public, max-age=3600".into()));
+    Some((head, Bytes::from(body)))
 }
 
 /// Answers a non-resource request other than a [`HealthRequest`], or `None` for paths that are
