@@ -24,6 +24,8 @@ use kapi_core::controllers::{ControllerEffect, ControllerEvent, Controllers, Ena
 use kapi_core::kv::{KvRequest, KvResult, Model, WatchRequest, WatchResponse};
 use kapi_core::pipeline::{Effect, Event, Head, Health, ProbeOutcome, Request, RequestMachine, Served, Server};
 use kapi_core::resources::{Settings, catalog};
+use kapi_core::serviceaccount::TokenConfig;
+use kapi_core::serviceaccount::keys::SigningKey;
 use kapi_core::status::ApiError;
 use kapi_core::webhook::{WebhookAnswer, WebhookCall};
 
@@ -118,8 +120,25 @@ pub fn default_server() -> Setup {
 pub fn server_with(settings: &Settings) -> Setup {
     let tokens = TokenFile::parse(&format!("{ADMIN_TOKEN},admin,0,system:masters\n")).expect("a valid token line");
     let auth = Authenticator { tokens: Some(tokens), loopback: Some(LOOPBACK_TOKEN.into()), request_header: None, anonymous: false };
-    let server = Arc::new(Server::new(auth, Authorizer::always_allow(), "/registry", "127.0.0.1:6443"));
-    Setup { server, served: Served::new(catalog(settings)) }
+    let mut server = Server::new(auth, Authorizer::always_allow(), "/registry", "127.0.0.1:6443");
+    server.service_accounts = Some(Arc::new(token_config()));
+    Setup { server: Arc::new(server), served: Served::new(catalog(settings)) }
+}
+
+/// The simulated server's service account tokens: kube's default issuer, signed with a fixed
+/// P-256 key (a test key of the repository's).
+pub fn token_config() -> TokenConfig {
+    let key = SigningKey::from_pem(include_str!("../../testdata/serviceaccount/ec.key")).expect("the test key is a P-256 key");
+    let issuer = "https://kubernetes.default.svc.cluster.local".to_string();
+    TokenConfig {
+        issuers: vec![issuer.clone()],
+        audiences: vec![issuer],
+        public_keys: vec![key.public()],
+        signing_key: key,
+        max_expiration: None,
+        extend_expiration: true,
+        jwks_uri: None,
+    }
 }
 
 /// A server like [`default_server`] whose requests RBAC authorizes (`--authorization-mode
@@ -127,8 +146,9 @@ pub fn server_with(settings: &Settings) -> Setup {
 pub fn rbac_server() -> Setup {
     let Setup { server, served } = default_server();
     let authorizer = Authorizer::parse("RBAC").expect("RBAC is a mode");
-    let server = Arc::new(Server::new(server.authenticator.clone(), authorizer, "/registry", "127.0.0.1:6443"));
-    Setup { server, served }
+    let mut rbac = Server::new(server.authenticator.clone(), authorizer, "/registry", "127.0.0.1:6443");
+    rbac.service_accounts = server.service_accounts.clone();
+    Setup { server: Arc::new(rbac), served }
 }
 
 /// The simulation's epoch.

@@ -16,6 +16,7 @@ mod delete;
 mod eviction;
 pub mod objects;
 mod strict;
+mod token_request;
 mod update;
 
 use std::collections::VecDeque;
@@ -39,6 +40,7 @@ pub use delete::DeleteOptions;
 pub use eviction::EvictionOp;
 pub use objects::{Splice, Unconverted, decode_converted, decode_stored, encode_stored, serve_stored};
 pub use strict::{BodyFindings, Finding, go_format};
+pub use token_request::{TokenRequestOp, TokenResources};
 
 /// How unknown and duplicate fields in a request are treated (`fieldValidation`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

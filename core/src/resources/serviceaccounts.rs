@@ -3,7 +3,7 @@
 use serde_json::{Value, json};
 
 use super::{info, serve};
-use crate::catalog::{DeleteReturns, Resource, Strategy};
+use crate::catalog::{DeleteReturns, Resource, Strategy, Subresource};
 use crate::meta;
 use crate::table::{self, Column, Describe};
 
@@ -11,6 +11,7 @@ pub fn resource() -> Resource {
     let mut i = info("", "v1", "ServiceAccount", "serviceaccounts", true);
     i.short_names = crate::catalog::names(&["sa"]);
     i.delete_returns = DeleteReturns::Object;
+    i.subresources = vec![Subresource::new("token", "authentication.k8s.io", "v1", "TokenRequest", &["create"])];
     serve(i, ServiceAccounts)
 }
 

@@ -15,7 +15,7 @@ use crate::meta;
 use crate::pipeline::params;
 use crate::pipeline::query::Query;
 use crate::pipeline::{RequestInfo, RequestMachine};
-use crate::registry::{EvictionOp, FieldValidation, WriteContext, WriteKind, WriteOp};
+use crate::registry::{EvictionOp, FieldValidation, TokenRequestOp, TokenResources, WriteContext, WriteKind, WriteOp};
 use crate::status::ApiError;
 
 impl RequestMachine {
@@ -48,6 +48,9 @@ impl RequestMachine {
         if res.info.subresource(&info.subresource).is_some_and(|s| s.kind == "Eviction") {
             return self.evict(res, ctx, query, output);
         }
+        if res.info.subresource(&info.subresource).is_some_and(|s| s.kind == "TokenRequest") {
+            return self.request_token(now, res, ctx, output);
+        }
         if !info.subresource.is_empty() {
             let body = self.decode_action_body()?;
             self.start_action(res, ctx, body, output);
@@ -68,6 +71,20 @@ impl RequestMachine {
     pub(super) fn start_action(&mut self, res: Arc<Resource>, ctx: WriteContext, body: Value, output: Output) {
         let op = WriteOp::new(res.clone(), ctx, WriteKind::Action(body), Admission::default(), crate::rand::Rng::new(self.rng.next_u64()));
         self.stage = Stage::Write { op: Box::new(op), res, output, action: true };
+    }
+
+    /// `serviceaccounts/token`: a TokenRequest for the service account of the URL (404 where
+    /// the server issues no tokens).
+    fn request_token(&mut self, now: Timestamp, accounts: Arc<Resource>, ctx: WriteContext, output: Output) -> Result<(), ApiError> {
+        let config = self.server.service_accounts.clone().ok_or_else(ApiError::path_not_found)?;
+        let body = self.decode_action_body()?;
+        let core = |resource: &str| self.served.catalog.get("", "v1", resource).cloned();
+        let resources = TokenResources { service_accounts: accounts.clone(), pods: core("pods"), secrets: core("secrets"), nodes: core("nodes") };
+        let (namespace, name) = (ctx.namespace.unwrap_or_default(), ctx.name.unwrap_or_default());
+        let jti = self.rng.uuid();
+        let op = TokenRequestOp::new(config, resources, &self.server.prefix, &namespace, &name, body, now, jti);
+        self.stage = Stage::Token { op: Box::new(op), res: accounts, output };
+        Ok(())
     }
 
     /// `pods/eviction`: the Eviction (policy/v1 or v1beta1) names the pod of the URL; its

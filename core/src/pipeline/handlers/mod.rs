@@ -30,7 +30,7 @@ use crate::catalog::Resource;
 use crate::codec::negotiate::{self, Target};
 use crate::codec::{Format, Output};
 use crate::kv::Revision;
-use crate::registry::{self, DeleteOptions, EvictionOp, WriteContext, WriteEffect, WriteKind, WriteOp};
+use crate::registry::{self, DeleteOptions, EvictionOp, TokenRequestOp, WriteContext, WriteEffect, WriteKind, WriteOp};
 use crate::status::ApiError;
 use crate::storage::{Outcome, StorageEffect, StorageEvent, StorageOp};
 use crate::table::IncludeObject;
@@ -144,6 +144,12 @@ pub(super) enum Stage {
     },
     Evict {
         op: Box<EvictionOp>,
+        res: Arc<Resource>,
+        output: Output,
+    },
+    /// A TokenRequest reads what its token names.
+    Token {
+        op: Box<TokenRequestOp>,
         res: Arc<Resource>,
         output: Output,
     },
@@ -375,6 +381,21 @@ impl RequestMachine {
                     false
                 }
             },
+            Stage::Token { mut op, res, output } => match op.poll(now) {
+                Some(WriteEffect::Kv(r)) => {
+                    self.out.push_back(Effect::Kv(r));
+                    self.stage = Stage::Token { op, res, output };
+                    true
+                }
+                Some(WriteEffect::Done(result)) => {
+                    self.finish_write(res, output, false, result, now);
+                    true
+                }
+                Some(WriteEffect::Convert(_)) | None => {
+                    self.stage = Stage::Token { op, res, output };
+                    false
+                }
+            },
             Stage::Evict { mut op, res, output } => match op.poll(now) {
                 Some(WriteEffect::Kv(r)) => {
                     self.out.push_back(Effect::Kv(r));
@@ -440,6 +461,7 @@ impl RequestMachine {
             (Stage::Lookups { current: Some((_, LookupRead::Cache(answer @ None))), .. }, Event::Cache(result)) => *answer = Some(result),
             (Stage::Write { op, .. }, Event::Kv(r)) => op.handle(now, r),
             (Stage::Evict { op, .. }, Event::Kv(r)) => op.handle(now, r),
+            (Stage::Token { op, .. }, Event::Kv(r)) => op.handle(now, r),
             (Stage::DeleteCollection(dc), Event::Kv(r)) => {
                 if let Some(op) = dc.current.as_mut() {
                     op.handle(now, r);

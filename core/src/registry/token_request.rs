@@ -1,0 +1,315 @@
+//! `serviceaccounts/token` (kube's `TokenREST`): a TokenRequest for a service account that
+//! exists is answered with a token signed for it, meant for the audiences asked (the
+//! server's by default), lasting the seconds asked (an hour by default, at most
+//! `--service-account-max-token-expiration`), and bound, if asked, to a pod (and the node it
+//! runs on), a secret or a node that exists with the uid given; nothing is stored.
+//!
+//! Call order, as [`WriteOp`]'s: [`TokenRequestOp::poll`], send each [`WriteEffect::Kv`] to the
+//! store and feed the answer to [`TokenRequestOp::handle`], until [`WriteEffect::Done`].
+
+use std::sync::Arc;
+
+use jiff::Timestamp;
+use serde_json::{Value, json};
+
+use super::{WriteEffect, WriteOutcome, decode_stored, storage_error};
+use crate::catalog::Resource;
+use crate::kv::KvResult;
+use crate::meta;
+use crate::schema::normalize::format_time;
+use crate::serviceaccount::{
+    Binding, DEFAULT_EXPIRATION_SECONDS, EXTENDED_EXPIRATION_SECONDS, MAX_EXPIRATION_SECONDS, MIN_EXPIRATION_SECONDS, TokenConfig,
+    WARN_ONLY_EXPIRATION_SECONDS, jwt,
+};
+use crate::status::{ApiError, FieldError, GroupKind, GroupResource};
+use crate::storage::{Outcome, StorageEffect, StorageEvent, StorageOp, StorageRequest};
+
+/// The resources whose objects a token request reads.
+#[derive(Clone)]
+pub struct TokenResources {
+    pub service_accounts: Arc<Resource>,
+    pub pods: Option<Arc<Resource>>,
+    pub secrets: Option<Arc<Resource>>,
+    pub nodes: Option<Arc<Resource>>,
+}
+
+/// What is being read.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Reading {
+    Account,
+    Bound(Kind),
+    /// The node of the pod the token is bound to (what is not found is left out).
+    PodNode,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Kind {
+    Pod,
+    Secret,
+    Node,
+}
+
+impl Kind {
+    fn name(self) -> &'static str {
+        match self {
+            Kind::Pod => "Pod",
+            Kind::Secret => "Secret",
+            Kind::Node => "Node",
+        }
+    }
+}
+
+pub struct TokenRequestOp {
+    config: Arc<TokenConfig>,
+    resources: TokenResources,
+    /// `--etcd-prefix`.
+    prefix: String,
+    namespace: String,
+    name: String,
+    request: Value,
+    now: Timestamp,
+    jti: String,
+    account: Option<Value>,
+    binding: Binding,
+    reading: Option<(Reading, StorageOp<ApiError>)>,
+    warnings: Vec<String>,
+    done: Option<Result<WriteOutcome, ApiError>>,
+}
+
+impl TokenRequestOp {
+    /// A request by the body `request` for the service account `namespace`/`name`, made at
+    /// `now`; `jti` is the new token's id.
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        config: Arc<TokenConfig>,
+        resources: TokenResources,
+        prefix: &str,
+        namespace: &str,
+        name: &str,
+        request: Value,
+        now: Timestamp,
+        jti: String,
+    ) -> TokenRequestOp {
+        let mut op = TokenRequestOp {
+            config,
+            resources,
+            prefix: prefix.to_string(),
+            namespace: namespace.to_string(),
+            name: name.to_string(),
+            request,
+            now,
+            jti,
+            account: None,
+            binding: Binding::default(),
+            reading: None,
+            warnings: Vec::new(),
+            done: None,
+        };
+        match op.check_names() {
+            Ok(()) => op.read(Reading::Account, "serviceaccounts", name),
+            Err(e) => op.done = Some(Err(e)),
+        }
+        op
+    }
+
+    fn gk() -> GroupKind {
+        GroupKind { group: "authentication.k8s.io".into(), kind: "TokenRequest".into() }
+    }
+
+    /// The body may name only the URL's service account.
+    fn check_names(&self) -> Result<(), ApiError> {
+        for (field, want, what) in [("name", &self.name, "name"), ("namespace", &self.namespace, "namespace")] {
+            let given = meta::str_at(&self.request, &["metadata", field]).unwrap_or_default();
+            if !given.is_empty() && given != want {
+                let detail = format!("must match the service account {what} if specified");
+                return Err(ApiError::invalid(&Self::gk(), &self.name, &[FieldError::invalid(format!("metadata.{field}"), json!(given), detail)]));
+            }
+        }
+        Ok(())
+    }
+
+    fn resource(&self, resource: &str) -> Option<Arc<Resource>> {
+        match resource {
+            "serviceaccounts" => Some(self.resources.service_accounts.clone()),
+            "pods" => self.resources.pods.clone(),
+            "secrets" => self.resources.secrets.clone(),
+            _ => self.resources.nodes.clone(),
+        }
+    }
+
+    /// Reads the object `name` of `resource` (of the request's namespace, if namespaced).
+    fn read(&mut self, reading: Reading, resource: &str, name: &str) {
+        let Some(res) = self.resource(resource) else {
+            self.done = Some(Err(ApiError::not_found(&GroupResource { group: String::new(), resource: resource.into() }, name)));
+            return;
+        };
+        let root = format!("{}/{}", self.prefix, res.info.storage_prefix);
+        let ns = res.info.namespaced.then_some(self.namespace.as_str());
+        let key = crate::storage::keys::object_key(&root, ns, name);
+        self.reading = Some((reading, StorageOp::new(StorageRequest::Get { key, revision: 0 })));
+    }
+
+    pub fn handle(&mut self, now: Timestamp, result: KvResult) {
+        if let Some((_, op)) = self.reading.as_mut() {
+            op.handle(now, StorageEvent::Kv(result));
+        }
+    }
+
+    pub fn poll(&mut self, now: Timestamp) -> Option<WriteEffect> {
+        loop {
+            if let Some(done) = self.done.take() {
+                return Some(WriteEffect::Done(done));
+            }
+            let (reading, op) = self.reading.as_mut()?;
+            let reading = *reading;
+            match op.poll(now)? {
+                StorageEffect::Kv(req) => return Some(WriteEffect::Kv(req)),
+                StorageEffect::Done(result) => {
+                    self.reading = None;
+                    let resource = match reading {
+                        Reading::Account => "serviceaccounts",
+                        Reading::Bound(Kind::Pod) => "pods",
+                        Reading::Bound(Kind::Secret) => "secrets",
+                        Reading::Bound(Kind::Node) | Reading::PodNode => "nodes",
+                    };
+                    let res = self.resource(resource).expect("a read resource is served");
+                    let found = match result {
+                        Ok(Outcome::Found(Some(kv))) => decode_stored(&res, &kv).map(Some),
+                        Ok(Outcome::Found(None)) => Ok(None),
+                        Ok(other) => Err(ApiError::internal(format!("unexpected storage outcome {other:?}"))),
+                        Err(e) => Err(storage_error(e, &res.info.group_resource(), "")),
+                    };
+                    if let Err(e) = self.read_answered(reading, &res, found) {
+                        self.done = Some(Err(e));
+                    }
+                }
+                StorageEffect::Transform(_) => unreachable!("a read does not transform"),
+            }
+        }
+    }
+
+    /// Goes on from what a read found.
+    fn read_answered(&mut self, reading: Reading, res: &Resource, found: Result<Option<Value>, ApiError>) -> Result<(), ApiError> {
+        let bound = self.request.pointer("/spec/boundObjectRef").cloned().unwrap_or(Value::Null);
+        let spec_ref = |k: &str| bound.get(k).and_then(Value::as_str).unwrap_or_default().to_string();
+        match reading {
+            Reading::Account => {
+                self.account = Some(found?.ok_or_else(|| ApiError::not_found(&res.info.group_resource(), &self.name))?);
+                self.prepare()?;
+                if bound.is_null() {
+                    return self.issue();
+                }
+                let (api_version, kind, name) = (spec_ref("apiVersion"), spec_ref("kind"), spec_ref("name"));
+                let group = api_version.rsplit_once('/').map_or("", |(g, _)| g);
+                let (kind, resource) = match (group, kind.as_str()) {
+                    ("", "Pod") => (Kind::Pod, "pods"),
+                    ("", "Secret") => (Kind::Secret, "secrets"),
+                    ("", "Node") => (Kind::Node, "nodes"),
+                    _ => {
+                        let version = api_version.rsplit('/').next().unwrap_or_default();
+                        return Err(ApiError::bad_request(format!("cannot bind TokenRequest to object of type {group}/{version}, Kind={kind}")));
+                    }
+                };
+                self.read(Reading::Bound(kind), resource, &name);
+                Ok(())
+            }
+            Reading::Bound(kind) => {
+                let name = spec_ref("name");
+                let object = found?.ok_or_else(|| ApiError::not_found(&res.info.group_resource(), &name))?;
+                let uid = meta::uid(&object).to_string();
+                let wanted = spec_ref("uid");
+                if !wanted.is_empty() && wanted != uid {
+                    let why = format!(
+                        "the UID in the bound object reference ({wanted}) does not match the UID in record. The object might have been deleted and then recreated"
+                    );
+                    return Err(ApiError::conflict(&GroupResource { group: String::new(), resource: kind.name().into() }, &name, &why));
+                }
+                let reference = Some((name, uid));
+                match kind {
+                    Kind::Pod => {
+                        let account = meta::str_at(&object, &["spec", "serviceAccountName"]).unwrap_or_default();
+                        if account != self.name {
+                            return Err(ApiError::bad_request(format!(
+                                "cannot bind token for serviceaccount {} to pod running with different serviceaccount name.",
+                                crate::status::quote(&self.name)
+                            )));
+                        }
+                        self.binding.pod = reference;
+                        match meta::str_at(&object, &["spec", "nodeName"]).filter(|n| !n.is_empty()) {
+                            Some(node) => {
+                                let node = node.to_string();
+                                self.read(Reading::PodNode, "nodes", &node);
+                                Ok(())
+                            }
+                            None => self.issue(),
+                        }
+                    }
+                    Kind::Secret => {
+                        self.binding.secret = reference;
+                        self.issue()
+                    }
+                    Kind::Node => {
+                        self.binding.node = reference;
+                        self.issue()
+                    }
+                }
+            }
+            Reading::PodNode => {
+                if let Ok(Some(node)) = found {
+                    self.binding.node = Some((meta::name(&node).to_string(), meta::uid(&node).to_string()));
+                }
+                self.issue()
+            }
+        }
+    }
+
+    /// kube's defaults and validation of the request, once its service account is found.
+    fn prepare(&mut self) -> Result<(), ApiError> {
+        let audiences = self.request.pointer("/spec/audiences").and_then(Value::as_array).filter(|a| !a.is_empty()).cloned();
+        let spec = meta::object_at(&mut self.request, &["spec"]);
+        spec.insert("audiences".into(), audiences.map(Value::Array).unwrap_or_else(|| json!(self.config.audiences)));
+        let seconds = spec.get("expirationSeconds").and_then(Value::as_i64).unwrap_or(DEFAULT_EXPIRATION_SECONDS);
+        spec.insert("expirationSeconds".into(), json!(seconds));
+        let metadata = meta::object_at(&mut self.request, &["metadata"]);
+        metadata.insert("name".into(), json!(self.name));
+        metadata.insert("namespace".into(), json!(self.namespace));
+        metadata.insert("creationTimestamp".into(), json!(format_time(self.now, false)));
+        self.request.as_object_mut().expect("a TokenRequest is an object").remove("status");
+        let detail = if seconds < MIN_EXPIRATION_SECONDS {
+            "may not specify a duration less than 10 minutes"
+        } else if seconds > MAX_EXPIRATION_SECONDS {
+            "may not specify a duration larger than 2^32 seconds"
+        } else {
+            return Ok(());
+        };
+        Err(ApiError::invalid(&Self::gk(), "", &[FieldError::invalid("spec.expirationSeconds", json!(seconds), detail)]))
+    }
+
+    /// The token, once everything it is bound to is known.
+    fn issue(&mut self) -> Result<(), ApiError> {
+        let mut seconds = self.request.pointer("/spec/expirationSeconds").and_then(Value::as_i64).unwrap_or(DEFAULT_EXPIRATION_SECONDS);
+        if let Some(max) = self.config.max_expiration.filter(|max| seconds > *max) {
+            self.warnings.push(format!("requested expiration of {seconds} seconds shortened to {max} seconds"));
+            seconds = max;
+            self.request["spec"]["expirationSeconds"] = json!(max);
+        }
+        let audiences: Vec<String> =
+            self.request.pointer("/spec/audiences").and_then(Value::as_array).into_iter().flatten().filter_map(Value::as_str).map(str::to_string).collect();
+        // What kubelets ask for lasts a year, warned about after the time asked.
+        let kube_audiences = audiences.iter().all(|a| self.config.audiences.contains(a));
+        let (lifetime, warn_after) = if self.config.extend_expiration && self.binding.pod.is_some() && seconds == WARN_ONLY_EXPIRATION_SECONDS && kube_audiences
+        {
+            (EXTENDED_EXPIRATION_SECONDS, Some(seconds))
+        } else {
+            (seconds, None)
+        };
+        let account = self.account.as_ref().expect("the service account was found");
+        let claims = self.config.claims(&self.namespace, &self.name, meta::uid(account), &self.binding, &audiences, self.now, lifetime, warn_after, &self.jti);
+        let token = jwt::sign(&self.config.signing_key, &claims);
+        let expires = self.now.checked_add(jiff::SignedDuration::from_secs(seconds)).unwrap_or(Timestamp::MAX);
+        self.request["status"] = json!({"token": token, "expirationTimestamp": format_time(expires, false)});
+        let object = std::mem::take(&mut self.request);
+        self.done = Some(Ok(WriteOutcome { code: 201, object, stored: None, deleted: false, warnings: std::mem::take(&mut self.warnings) }));
+        Ok(())
+    }
+}

@@ -1,0 +1,124 @@
+//! TokenRequest (`serviceaccounts/<name>/token`), as kube-apiserver answers it: a token signed
+//! with the server's key for a service account that exists, with kube's claims, defaults,
+//! bounds and bindings, and kube's refusals.
+
+use base64::Engine;
+use kapi_sim::{Response, World, default_server, epoch, token_config};
+use serde_json::{Value, json};
+
+const ACCOUNTS: &str = "/api/v1/namespaces/default/serviceaccounts";
+
+fn post(w: &mut World, path: &str, body: Value) -> Response {
+    w.call("POST", path, "", Some(&body), "application/json")
+}
+
+fn request(spec: Value) -> Value {
+    json!({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": spec})
+}
+
+/// The claims of a token the server signed (checked with its key).
+fn claims(token: &str) -> Value {
+    Value::Object(kapi_core::serviceaccount::jwt::verify(token, &token_config().public_keys).expect("the server's key signed it"))
+}
+
+fn world() -> (World, Value) {
+    let mut w = World::new(default_server(), epoch(), 5);
+    let r = post(&mut w, ACCOUNTS, json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "robot"}}));
+    assert_eq!(r.head.status, 201);
+    let account = r.json();
+    (w, account)
+}
+
+#[test]
+fn a_token_is_signed_for_an_existing_service_account_with_kubes_claims() {
+    let (mut w, account) = world();
+    let r = post(&mut w, &format!("{ACCOUNTS}/robot/token"), request(json!({})));
+    assert_eq!(r.head.status, 201, "{}", String::from_utf8_lossy(&r.body));
+    let answer = r.json();
+    assert_eq!(answer["kind"], "TokenRequest");
+    assert_eq!((answer["metadata"]["name"].as_str(), answer["metadata"]["namespace"].as_str()), (Some("robot"), Some("default")));
+    assert_eq!(answer["spec"], json!({"audiences": ["https://kubernetes.default.svc.cluster.local"], "expirationSeconds": 3600}));
+    let token = answer["status"]["token"].as_str().unwrap();
+    let c = claims(token);
+    assert_eq!(c["sub"], "system:serviceaccount:default:robot");
+    assert_eq!(c["iss"], "https://kubernetes.default.svc.cluster.local");
+    assert_eq!(c["aud"], json!(["https://kubernetes.default.svc.cluster.local"]));
+    assert_eq!(c["exp"].as_i64().unwrap() - c["iat"].as_i64().unwrap(), 3600);
+    assert_eq!(c["nbf"], c["iat"]);
+    assert_eq!(c["kubernetes.io"], json!({"namespace": "default", "serviceaccount": {"name": "robot", "uid": account["metadata"]["uid"]}}));
+    assert_eq!(c["jti"].as_str().unwrap().len(), 36);
+    let expires: jiff::Timestamp = answer["status"]["expirationTimestamp"].as_str().unwrap().parse().unwrap();
+    assert_eq!(expires.as_second(), c["exp"].as_i64().unwrap());
+    // The header names the key.
+    let header = base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(token.split('.').next().unwrap()).unwrap();
+    assert_eq!(serde_json::from_slice::<Value>(&header).unwrap(), json!({"alg": "ES256", "kid": token_config().signing_key.kid}));
+
+    // Audiences and lifetime as asked.
+    let r = post(&mut w, &format!("{ACCOUNTS}/robot/token"), request(json!({"audiences": ["vault"], "expirationSeconds": 7200})));
+    let c = claims(r.json()["status"]["token"].as_str().unwrap());
+    assert_eq!((c["aud"].clone(), c["exp"].as_i64().unwrap() - c["iat"].as_i64().unwrap()), (json!(["vault"]), 7200));
+}
+
+#[test]
+fn kubes_refusals() {
+    let (mut w, _) = world();
+    let r = post(&mut w, &format!("{ACCOUNTS}/nobody/token"), request(json!({})));
+    assert_eq!((r.head.status, r.json()["message"].clone()), (404, json!("serviceaccounts \"nobody\" not found")));
+    let r = post(&mut w, &format!("{ACCOUNTS}/robot/token"), request(json!({"expirationSeconds": 5})));
+    assert_eq!(r.head.status, 422);
+    assert_eq!(
+        r.json()["message"],
+        "TokenRequest.authentication.k8s.io \"\" is invalid: spec.expirationSeconds: Invalid value: 5: may not specify a duration less than 10 minutes"
+    );
+    let mut named = request(json!({}));
+    named["metadata"] = json!({"name": "other"});
+    let r = post(&mut w, &format!("{ACCOUNTS}/robot/token"), named);
+    assert_eq!(
+        r.json()["message"],
+        "TokenRequest.authentication.k8s.io \"robot\" is invalid: metadata.name: Invalid value: \"other\": must match the service account name if specified"
+    );
+    let r = post(&mut w, &format!("{ACCOUNTS}/robot/token"), request(json!({"boundObjectRef": {"apiVersion": "v1", "kind": "ConfigMap", "name": "c"}})));
+    assert_eq!((r.head.status, r.json()["message"].clone()), (400, json!("cannot bind TokenRequest to object of type /v1, Kind=ConfigMap")));
+}
+
+#[test]
+fn a_token_bound_to_a_pod_names_it_and_its_node() {
+    let (mut w, _) = world();
+    let node = post(&mut w, "/api/v1/nodes", json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n1"}})).json();
+    let pod = |name: &str, account: &str| {
+        json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
+            "spec": {"serviceAccountName": account, "nodeName": "n1", "containers": [{"name": "c", "image": "busybox"}]}})
+    };
+    let r = post(&mut w, "/api/v1/namespaces/default/pods", pod("web", "robot"));
+    assert_eq!(r.head.status, 201, "{}", String::from_utf8_lossy(&r.body));
+    let web = r.json();
+    let bound = |uid: &str| request(json!({"expirationSeconds": 3607, "boundObjectRef": {"apiVersion": "v1", "kind": "Pod", "name": "web", "uid": uid}}));
+    let r = post(&mut w, &format!("{ACCOUNTS}/robot/token"), bound(web["metadata"]["uid"].as_str().unwrap()));
+    assert_eq!(r.head.status, 201, "{}", String::from_utf8_lossy(&r.body));
+    let answer = r.json();
+    let c = claims(answer["status"]["token"].as_str().unwrap());
+    assert_eq!(c["kubernetes.io"]["pod"], json!({"name": "web", "uid": web["metadata"]["uid"]}));
+    assert_eq!(c["kubernetes.io"]["node"], json!({"name": "n1", "uid": node["metadata"]["uid"]}));
+    // What kubelets ask for lasts a year, warned about after the time asked; the answer says
+    // the time asked.
+    let iat = c["iat"].as_i64().unwrap();
+    assert_eq!((c["exp"].as_i64().unwrap() - iat, c["kubernetes.io"]["warnafter"].as_i64().unwrap() - iat), (365 * 24 * 3600, 3607));
+    let expires: jiff::Timestamp = answer["status"]["expirationTimestamp"].as_str().unwrap().parse().unwrap();
+    assert_eq!(expires.as_second() - iat, 3607);
+
+    let r = post(&mut w, &format!("{ACCOUNTS}/robot/token"), bound("not-its-uid"));
+    assert_eq!(r.head.status, 409);
+    assert_eq!(
+        r.json()["message"],
+        "Operation cannot be fulfilled on Pod \"web\": the UID in the bound object reference (not-its-uid) does not match the UID in record. The object might have been deleted and then recreated"
+    );
+    post(&mut w, ACCOUNTS, json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "other"}}));
+    assert_eq!(post(&mut w, "/api/v1/namespaces/default/pods", pod("db", "other")).head.status, 201);
+    let r = post(&mut w, &format!("{ACCOUNTS}/robot/token"), request(json!({"boundObjectRef": {"apiVersion": "v1", "kind": "Pod", "name": "db"}})));
+    assert_eq!(
+        (r.head.status, r.json()["message"].clone()),
+        (400, json!("cannot bind token for serviceaccount \"robot\" to pod running with different serviceaccount name."))
+    );
+    let r = post(&mut w, &format!("{ACCOUNTS}/robot/token"), request(json!({"boundObjectRef": {"apiVersion": "v1", "kind": "Pod", "name": "gone"}})));
+    assert_eq!((r.head.status, r.json()["message"].clone()), (404, json!("pods \"gone\" not found")));
+}
