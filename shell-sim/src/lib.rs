@@ -119,9 +119,14 @@ pub fn default_server() -> Setup {
 /// A server like [`default_server`] with other settings (e.g. `--runtime-config`).
 pub fn server_with(settings: &Settings) -> Setup {
     let tokens = TokenFile::parse(&format!("{ADMIN_TOKEN},admin,0,system:masters\n")).expect("a valid token line");
-    let auth = Authenticator { tokens: Some(tokens), loopback: Some(LOOPBACK_TOKEN.into()), request_header: None, anonymous: false };
-    let mut server = Server::new(auth, Authorizer::always_allow(), "/registry", "127.0.0.1:6443");
-    server.service_accounts = Some(Arc::new(token_config()));
+    let auth = Authenticator {
+        tokens: Some(tokens),
+        loopback: Some(LOOPBACK_TOKEN.into()),
+        request_header: None,
+        anonymous: false,
+        service_accounts: Some(Arc::new(token_config())),
+    };
+    let server = Server::new(auth, Authorizer::always_allow(), "/registry", "127.0.0.1:6443");
     Setup { server: Arc::new(server), served: Served::new(catalog(settings)) }
 }
 
@@ -146,8 +151,7 @@ pub fn token_config() -> TokenConfig {
 pub fn rbac_server() -> Setup {
     let Setup { server, served } = default_server();
     let authorizer = Authorizer::parse("RBAC").expect("RBAC is a mode");
-    let mut rbac = Server::new(server.authenticator.clone(), authorizer, "/registry", "127.0.0.1:6443");
-    rbac.service_accounts = server.service_accounts.clone();
+    let rbac = Server::new(server.authenticator.clone(), authorizer, "/registry", "127.0.0.1:6443");
     Setup { server: Arc::new(rbac), served }
 }
 

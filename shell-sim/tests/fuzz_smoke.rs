@@ -64,3 +64,8 @@ fn random_conversion_webhook_answers_never_break_a_request() {
 fn random_rbac_changes_are_decided_as_kubes_walk_decides() {
     random_inputs(2000, 1024, kapi_sim::fuzzing::rbac);
 }
+
+#[test]
+fn random_bearer_tokens_authenticate_only_as_the_server_signed_them() {
+    random_inputs(2000, 512, kapi_sim::fuzzing::tokens);
+}

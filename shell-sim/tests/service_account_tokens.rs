@@ -122,3 +122,97 @@ fn a_token_bound_to_a_pod_names_it_and_its_node() {
     let r = post(&mut w, &format!("{ACCOUNTS}/robot/token"), request(json!({"boundObjectRef": {"apiVersion": "v1", "kind": "Pod", "name": "gone"}})));
     assert_eq!((r.head.status, r.json()["message"].clone()), (404, json!("pods \"gone\" not found")));
 }
+
+/// A request with `token` as its bearer token.
+fn with_token(w: &mut World, token: &str, method: &str, path: &str, body: Option<Value>) -> Response {
+    let mut headers = vec![("Authorization".to_string(), format!("Bearer {token}"))];
+    if body.is_some() {
+        headers.push(("Content-Type".into(), "application/json".into()));
+    }
+    let body = body.map(|b| bytes::Bytes::from(b.to_string())).unwrap_or_default();
+    w.request(kapi_core::pipeline::Request { method: method.into(), path: path.into(), headers, body, ..Default::default() })
+}
+
+fn whoami(w: &mut World, token: &str) -> Response {
+    let review = json!({"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"});
+    with_token(w, token, "POST", "/apis/authentication.k8s.io/v1/selfsubjectreviews", Some(review))
+}
+
+fn token(w: &mut World, spec: Value) -> String {
+    let r = post(w, &format!("{ACCOUNTS}/robot/token"), request(spec));
+    assert_eq!(r.head.status, 201, "{}", String::from_utf8_lossy(&r.body));
+    r.json()["status"]["token"].as_str().unwrap().to_string()
+}
+
+#[test]
+fn a_token_authenticates_as_its_service_account_while_what_it_names_exists() {
+    let (mut w, account) = world();
+    let t = token(&mut w, json!({}));
+    let r = whoami(&mut w, &t);
+    assert_eq!(r.head.status, 201, "{}", String::from_utf8_lossy(&r.body));
+    let user = &r.json()["status"]["userInfo"];
+    assert_eq!(user["username"], "system:serviceaccount:default:robot");
+    assert_eq!(user["uid"], account["metadata"]["uid"]);
+    assert_eq!(user["groups"], json!(["system:serviceaccounts", "system:serviceaccounts:default", "system:authenticated"]));
+    let jti = claims(&t)["jti"].as_str().unwrap().to_string();
+    assert_eq!(user["extra"]["authentication.kubernetes.io/credential-id"], json!([format!("JTI={jti}")]));
+    assert_eq!(with_token(&mut w, &t, "GET", "/api/v1/namespaces/default/configmaps", None).head.status, 200);
+
+    // Bound to a pod: the pod and its node are in the user's extra, until the pod is gone.
+    post(&mut w, "/api/v1/nodes", json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n1"}}));
+    let pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "web"},
+        "spec": {"serviceAccountName": "robot", "nodeName": "n1", "containers": [{"name": "c", "image": "busybox"}]}});
+    let web = post(&mut w, "/api/v1/namespaces/default/pods", pod).json();
+    let bound = token(&mut w, json!({"boundObjectRef": {"apiVersion": "v1", "kind": "Pod", "name": "web"}}));
+    let extra = whoami(&mut w, &bound).json()["status"]["userInfo"]["extra"].clone();
+    assert_eq!(extra["authentication.kubernetes.io/pod-name"], json!(["web"]));
+    assert_eq!(extra["authentication.kubernetes.io/pod-uid"], json!([web["metadata"]["uid"]]));
+    assert_eq!(extra["authentication.kubernetes.io/node-name"], json!(["n1"]));
+    assert_eq!(w.call("DELETE", "/api/v1/namespaces/default/pods/web", "gracePeriodSeconds=0", None, "").head.status, 200);
+    assert_eq!(whoami(&mut w, &bound).head.status, 401, "the pod it was bound to is gone");
+    assert_eq!(whoami(&mut w, &t).head.status, 201, "an unbound token still works");
+
+    // An account made again is another account.
+    assert_eq!(w.call("DELETE", &format!("{ACCOUNTS}/robot"), "", None, "").head.status, 200);
+    assert_eq!(whoami(&mut w, &t).head.status, 401);
+    post(&mut w, ACCOUNTS, json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "robot"}}));
+    assert_eq!(whoami(&mut w, &t).head.status, 401);
+    let fresh = token(&mut w, json!({}));
+    assert_eq!(whoami(&mut w, &fresh).head.status, 201);
+}
+
+#[test]
+fn a_token_that_does_not_check_is_refused() {
+    let (mut w, _) = world();
+    let t = token(&mut w, json!({}));
+    // Meant for another audience.
+    let vault = token(&mut w, json!({"audiences": ["vault"]}));
+    assert_eq!(whoami(&mut w, &vault).head.status, 401);
+    // Changed, or signed with another key.
+    let mut parts: Vec<String> = t.split('.').map(str::to_string).collect();
+    parts[2] = parts[2].chars().rev().collect();
+    assert_eq!(whoami(&mut w, &parts.join(".")).head.status, 401);
+    // Expired (past the minute of leeway).
+    w.advance(jiff::SignedDuration::from_secs(3600 + 61));
+    assert_eq!(whoami(&mut w, &t).head.status, 401);
+}
+
+#[test]
+fn a_token_review_says_whom_a_token_stands_for() {
+    let (mut w, account) = world();
+    let t = token(&mut w, json!({}));
+    let review = |w: &mut World| {
+        let r = post(
+            w,
+            "/apis/authentication.k8s.io/v1/tokenreviews",
+            json!({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview", "spec": {"token": t}}),
+        );
+        assert_eq!(r.head.status, 201, "{}", String::from_utf8_lossy(&r.body));
+        r.json()["status"].clone()
+    };
+    let status = review(&mut w);
+    assert_eq!(status["authenticated"], true);
+    assert_eq!((status["user"]["username"].as_str(), &status["user"]["uid"]), (Some("system:serviceaccount:default:robot"), &account["metadata"]["uid"]));
+    w.call("DELETE", &format!("{ACCOUNTS}/robot"), "", None, "");
+    assert_eq!(review(&mut w), json!({"user": {}, "error": "serviceaccounts \"robot\" not found"}));
+}

@@ -394,10 +394,10 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     if args.anonymous_auth && !anonymous {
         tracing::warn!("AnonymousAuth is not allowed with the AlwaysAllow authorizer. Resetting AnonymousAuth to false. You should use a different authorizer");
     }
-    let authenticator = Authenticator { tokens, loopback: Some(loopback.clone()), request_header: Some(request_header), anonymous };
+    let service_accounts = Some(Arc::new(service_account_tokens(&args)?));
+    let authenticator = Authenticator { tokens, loopback: Some(loopback.clone()), request_header: Some(request_header), anonymous, service_accounts };
     let served = Served::new(catalog(&settings));
     let mut server = Server::new(authenticator, args.authorization_mode.clone(), &args.etcd_prefix, &format!("{advertise}:{}", args.secure_port));
-    server.service_accounts = Some(Arc::new(service_account_tokens(&args)?));
     server.max_body_bytes = args.max_request_body_bytes;
     server.in_flight = kapi_core::pipeline::InFlight::new(args.max_requests_inflight, args.max_mutating_requests_inflight);
     server.consistent_list_from_cache = store.ordered_progress();

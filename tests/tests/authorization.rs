@@ -200,3 +200,30 @@ fn anonymous_requests_get_what_kubes_policy_gives_the_unauthenticated() {
     let k = Kapi::start_with(&["--authorization-mode", "RBAC,AlwaysAllow"]);
     assert_eq!(anonymous_curl(&k, &[], "/version").0, 401);
 }
+
+#[test]
+fn service_account_tokens_authenticate_and_rbac_authorizes_them() {
+    let k = Kapi::start_with(&["--authorization-mode", "RBAC"]);
+    k.ok(&["create", "serviceaccount", "robot"]);
+    let token = k.ok(&["create", "token", "robot", "--duration=1h"]).trim().to_string();
+    let as_robot = |args: &[&str]| {
+        let server = k.url("");
+        let ca = k.data_dir().join("pki/ca.crt");
+        let mut a = vec!["--kubeconfig=/dev/null", "--server", &server, "--certificate-authority", ca.to_str().unwrap(), "--token", &token];
+        a.extend_from_slice(args);
+        Command::new("kubectl").args(&a).output().expect("kubectl runs")
+    };
+    let who: serde_json::Value = serde_json::from_slice(&as_robot(&["auth", "whoami", "-o", "json"]).stdout).unwrap();
+    assert_eq!(who["status"]["userInfo"]["username"], "system:serviceaccount:default:robot");
+    let out = as_robot(&["get", "pods"]);
+    assert!(stderr(&out).contains("User \"system:serviceaccount:default:robot\" cannot list resource \"pods\""), "{}", stderr(&out));
+    k.ok(&["create", "rolebinding", "robot-views", "--clusterrole=view", "--serviceaccount=default:robot"]);
+    assert!(eventually(Duration::from_secs(10), || as_robot(&["get", "pods"]).status.success()));
+    // The discovery of its issuer is the service accounts' to read.
+    let config: serde_json::Value = serde_json::from_slice(&as_robot(&["get", "--raw", "/.well-known/openid-configuration"]).stdout).unwrap();
+    assert_eq!(config["issuer"], "https://kubernetes.default.svc.cluster.local");
+    // A deleted account's tokens stop working.
+    k.ok(&["delete", "serviceaccount", "robot"]);
+    let out = as_robot(&["get", "pods"]);
+    assert!(stderr(&out).contains("Unauthorized"), "{}", stderr(&out));
+}

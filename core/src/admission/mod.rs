@@ -18,11 +18,15 @@ use crate::status::{ApiError, GroupResource};
 /// Namespaces that can never be deleted.
 pub const IMMORTAL_NAMESPACES: &[&str] = &["default", "kube-system", "kube-public"];
 
-/// An object admission needs to see.
+/// An object a request needs to see: admission (a namespace, a service account), or the
+/// validation of a service account token (its account, pod, secret or node).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Lookup {
     Namespace(String),
     ServiceAccount { namespace: String, name: String },
+    Pod { namespace: String, name: String },
+    Secret { namespace: String, name: String },
+    Node(String),
 }
 
 /// The operation being admitted.
@@ -66,6 +70,8 @@ impl Admission {
         match lookup {
             Lookup::Namespace(ns) => self.namespace = Some((ns, found)),
             Lookup::ServiceAccount { .. } => self.service_account = Some(found),
+            // What tokens name; admission does not look for it.
+            Lookup::Pod { .. } | Lookup::Secret { .. } | Lookup::Node(_) => {}
         }
     }
 

@@ -9,6 +9,7 @@
 
 mod impersonation;
 mod requestheader;
+mod serviceaccount;
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -20,6 +21,7 @@ pub use requestheader::{
     FRONT_PROXY_CLIENT_NAME, RequestHeader, STANDARD_EXTRA_PREFIX, STANDARD_GROUP, STANDARD_UID, STANDARD_USERNAME, escape_extra_key, is_remote_header,
     starts_with_ignore_case,
 };
+pub use serviceaccount::{Claimed, check_token};
 
 /// `user.Info`.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -112,6 +114,8 @@ pub struct Authenticator {
     pub loopback: Option<String>,
     /// `--anonymous-auth`: a request that presents no credential is `system:anonymous`.
     pub anonymous: bool,
+    /// How service account tokens are issued and checked (`None`: they are not).
+    pub service_accounts: Option<Arc<crate::serviceaccount::TokenConfig>>,
 }
 
 /// The user of a request that presents no credential, and its group.
@@ -189,6 +193,14 @@ impl Authenticator {
         }
     }
 
+    /// What the request's bearer token claims, if it is a service account token of this
+    /// server's (`None` otherwise); see [`Claimed`].
+    pub fn service_account_token(&self, headers: &[(String, String)], now: jiff::Timestamp) -> Option<Result<Claimed, String>> {
+        let config = self.service_accounts.as_deref()?;
+        let header = headers.iter().find(|(k, _)| k.eq_ignore_ascii_case("Authorization")).map(|(_, v)| v.as_str())?;
+        check_token(config, bearer_token(header)?, now)
+    }
+
     /// Whether `name` is a credential header, which kube removes from a request once it is
     /// authenticated (`Authorization`, a front proxy's `X-Remote-*` and the configured ones).
     pub fn is_credential_header(&self, name: &str) -> bool {
@@ -210,7 +222,7 @@ mod tests {
     #[test]
     fn token_file_and_bearer_tokens() {
         let tf = TokenFile::parse("# comment\nsecret,alice,1001,\"dev,ops\"\nother,bob,1002\n").unwrap();
-        let a = Authenticator { tokens: Some(tf), loopback: Some("lo0p".into()), request_header: None, anonymous: false };
+        let a = Authenticator { tokens: Some(tf), loopback: Some("lo0p".into()), request_header: None, anonymous: false, service_accounts: None };
         let bearer = |t: &str| vec![("authorization".to_string(), t.to_string())];
         let u = a.authenticate(&bearer("Bearer secret"), &Peer::default()).unwrap();
         assert_eq!(u.name, "alice");

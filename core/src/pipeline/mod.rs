@@ -83,8 +83,6 @@ pub struct Server {
     /// `--max-requests-inflight` and `--max-mutating-requests-inflight`, and the requests
     /// holding their seats.
     pub in_flight: InFlight,
-    /// How service account tokens are issued and checked (`None`: they are not).
-    pub service_accounts: Option<Arc<crate::serviceaccount::TokenConfig>>,
 }
 
 impl Server {
@@ -97,7 +95,6 @@ impl Server {
             max_body_bytes: DEFAULT_MAX_BODY_BYTES,
             consistent_list_from_cache: true,
             in_flight: InFlight::new(DEFAULT_MAX_READONLY_IN_FLIGHT, DEFAULT_MAX_MUTATING_IN_FLIGHT),
-            service_accounts: None,
         }
     }
 
@@ -392,8 +389,24 @@ impl RequestMachine {
         }
         self.user = match self.server.authenticator.authenticate(&self.req.headers, &self.req.peer) {
             Ok(u) => u,
-            Err(e) => return self.fail(&e),
+            Err(e) => {
+                // A service account token is known once what it names is looked up.
+                return match self.server.authenticator.service_account_token(&self.req.headers, now) {
+                    Some(Ok(claimed)) => {
+                        let lookups = claimed.lookups();
+                        let then = handlers::AfterLookups::Authenticate { claimed: Box::new(claimed), info: Box::new(info), query };
+                        self.stage = handlers::Stage::Lookups(Box::new(handlers::Lookups::new(lookups, then)));
+                    }
+                    Some(Err(_)) | None => self.fail(&e),
+                };
+            }
         };
+        self.authenticated(now, info, query);
+    }
+
+    /// The rest of [`Self::start`], once the request is authenticated (`self.user`):
+    /// impersonation, the in-flight limit, authorization, then serving it.
+    fn authenticated(&mut self, now: Timestamp, info: RequestInfo, query: Query) {
         let authenticator = &self.server.authenticator;
         self.req.headers.retain(|(k, _)| !authenticator.is_credential_header(k));
         let authorize = |user: &UserInfo, attrs: &crate::authz::Attributes| self.server.authorizer.authorize(&self.served.rbac, user, attrs);
@@ -435,7 +448,9 @@ impl RequestMachine {
                 self.stage = handlers::Stage::Health { request, query };
                 return;
             }
-            if let Some(answer) = self.server.service_accounts.as_deref().and_then(|c| nonresource::issuer_discovery(c, &self.req.method, &self.req.path)) {
+            if let Some(answer) =
+                self.server.authenticator.service_accounts.as_deref().and_then(|c| nonresource::issuer_discovery(c, &self.req.method, &self.req.path))
+            {
                 let (head, body) = answer;
                 return self.respond(head, body);
             }

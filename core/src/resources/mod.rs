@@ -32,7 +32,7 @@ mod policy;
 mod quotas;
 mod rbac;
 mod replicationcontrollers;
-mod reviews;
+pub mod reviews;
 pub mod runtime_config;
 pub mod scheduling;
 mod secrets;

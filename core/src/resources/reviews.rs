@@ -39,6 +39,21 @@ enum Review {
     Rules,
 }
 
+/// A TokenReview's status: the user the token stands for, or why it stands for no one.
+pub fn token_review_status(user: Result<&UserInfo, &str>) -> Value {
+    match user {
+        Ok(u) => json!({"authenticated": true, "user": user_json(u)}),
+        Err(e) => json!({"user": {}, "error": e}),
+    }
+}
+
+/// A TokenReview answered with `status` (as [`Strategy::review`] answers reviews).
+pub fn reviewed(mut obj: Value, status: Value) -> Value {
+    obj["status"] = status;
+    meta::set_meta(&mut obj, "creationTimestamp", Value::Null);
+    obj
+}
+
 fn user_json(u: &UserInfo) -> Value {
     let mut m = serde_json::Map::new();
     m.insert("username".into(), json!(u.name));
@@ -143,15 +158,13 @@ fn attributes(spec: &Value) -> Attributes {
 }
 
 impl Strategy for Review {
-    fn review(&self, mut obj: Value, ctx: &ReviewContext) -> Result<Value, ApiError> {
+    fn review(&self, obj: Value, ctx: &ReviewContext) -> Result<Value, ApiError> {
         let status = match self {
             Review::WhoAmI => json!({"userInfo": user_json(ctx.user)}),
             Review::Token => {
                 let token = meta::str_at(&obj, &["spec", "token"]).unwrap_or_default().to_string();
-                match ctx.authenticator.authenticate(&[("Authorization".into(), format!("Bearer {token}"))], &Peer::default()) {
-                    Ok(u) => json!({"authenticated": true, "user": user_json(&u)}),
-                    Err(_) => json!({"user": {}, "error": "invalid bearer token"}),
-                }
+                let user = ctx.authenticator.authenticate(&[("Authorization".into(), format!("Bearer {token}"))], &Peer::default());
+                token_review_status(user.as_ref().map_err(|_| "invalid bearer token"))
             }
             Review::SelfAccess | Review::Access { .. } => {
                 let spec = obj.get("spec").cloned().unwrap_or(Value::Null);
@@ -185,8 +198,6 @@ impl Strategy for Review {
                 st
             }
         };
-        obj["status"] = status;
-        meta::set_meta(&mut obj, "creationTimestamp", Value::Null);
-        Ok(obj)
+        Ok(reviewed(obj, status))
     }
 }

@@ -7,7 +7,8 @@
 //! [`aggregation`] (in `aggregation.rs`) APIServices and what extension servers answer;
 //! [`cel_rules`] (in `cel_rules.rs`) CEL validation rules on generated schemas;
 //! [`conversion`] (in `conversion.rs`) CRD conversion webhooks that answer anything;
-//! [`rbac`] (in `rbac.rs`) RBAC objects changing, decided by kapi's index and by kube's walk.
+//! [`rbac`] (in `rbac.rs`) RBAC objects changing, decided by kapi's index and by kube's walk;
+//! [`tokens`] (in `tokens.rs`) service account tokens as bearer credentials.
 
 use std::cell::RefCell;
 
@@ -22,6 +23,7 @@ mod cel_rules;
 mod conversion;
 mod rbac;
 mod schemas;
+mod tokens;
 mod writes;
 
 pub use aggregation::aggregation;
@@ -29,6 +31,7 @@ pub use cel_rules::cel_rules;
 pub use conversion::conversion;
 pub use rbac::rbac;
 pub use schemas::{THROUGH_THE_PIPELINE, custom_resources};
+pub use tokens::tokens;
 pub use writes::{apply, patch};
 
 const METHODS: &[&str] = &["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"];

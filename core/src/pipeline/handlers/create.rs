@@ -6,7 +6,7 @@ use std::sync::Arc;
 use jiff::Timestamp;
 use serde_json::Value;
 
-use super::{PendingWrite, Stage};
+use super::{AfterLookups, Lookups, PendingWrite, Stage};
 use crate::admission::{self, Admission, Operation};
 use crate::catalog::{Backing, Resource, ReviewContext};
 use crate::codec::negotiate::{self, Target};
@@ -27,6 +27,14 @@ impl RequestMachine {
             Backing::Review => {
                 let (mut obj, _) = self.decode_body(&res, FieldValidation::Ignore)?;
                 crate::schema::normalize::normalize(crate::schema::schema(), &res.info.definition, &mut obj).map_err(ApiError::bad_request)?;
+                // A service account token is reviewed once what it names is looked up.
+                let token = meta::str_at(&obj, &["spec", "token"]).filter(|_| res.info.kind == "TokenReview").map(|t| format!("Bearer {t}"));
+                if let Some(Ok(claimed)) = token.and_then(|t| self.server.authenticator.service_account_token(&[("Authorization".into(), t)], now)) {
+                    let lookups = claimed.lookups();
+                    let then = AfterLookups::TokenReview { claimed: Box::new(claimed), review: obj, res, output };
+                    self.stage = Stage::Lookups(Box::new(Lookups::new(lookups, then)));
+                    return Ok(());
+                }
                 let ctx =
                     ReviewContext { user: &self.user, authenticator: &self.server.authenticator, authorizer: &self.server.authorizer, rbac: &self.served.rbac };
                 let answer = res.strategy.review(obj, &ctx)?;
@@ -76,7 +84,7 @@ impl RequestMachine {
     /// `serviceaccounts/token`: a TokenRequest for the service account of the URL (404 where
     /// the server issues no tokens).
     fn request_token(&mut self, now: Timestamp, accounts: Arc<Resource>, ctx: WriteContext, output: Output) -> Result<(), ApiError> {
-        let config = self.server.service_accounts.clone().ok_or_else(ApiError::path_not_found)?;
+        let config = self.server.authenticator.service_accounts.clone().ok_or_else(ApiError::path_not_found)?;
         let body = self.decode_action_body()?;
         let core = |resource: &str| self.served.catalog.get("", "v1", resource).cloned();
         let resources = TokenResources { service_accounts: accounts.clone(), pods: core("pods"), secrets: core("secrets"), nodes: core("nodes") };

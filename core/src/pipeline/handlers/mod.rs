@@ -8,6 +8,7 @@ mod create;
 mod delete;
 mod get;
 mod list;
+mod lookups;
 mod proxy;
 mod update;
 mod write;
@@ -23,7 +24,6 @@ use super::params::{self, ListOptions};
 use super::query::Query;
 use super::respond::{ListBody, status_body};
 use super::{Effect, Event, RequestInfo, RequestMachine};
-use crate::admission::{Admission, Lookup};
 use crate::apiextensions::{self, Converted};
 use crate::cache::{ReadRequest, ReadResult};
 use crate::catalog::Resource;
@@ -34,6 +34,7 @@ use crate::registry::{self, DeleteOptions, EvictionOp, TokenRequestOp, WriteCont
 use crate::status::ApiError;
 use crate::storage::{Outcome, StorageEffect, StorageEvent, StorageOp};
 use crate::table::IncludeObject;
+pub(crate) use lookups::{AfterLookups, Lookups};
 
 /// A LIST being served: what to filter, from which key, how to answer.
 #[derive(Clone)]
@@ -53,15 +54,6 @@ pub(super) struct GetPlan {
     output: Output,
     key: Bytes,
     subresource: String,
-}
-
-/// Where an admission lookup stands. Like kube-apiserver's admission plugins, which read
-/// informer caches and fall back to a live read for an object not (yet) there, a lookup reads
-/// the watch cache first and storage only when the object is missing from it.
-pub(super) enum LookupRead {
-    /// Asked the cache; its answer once it came.
-    Cache(Option<Result<ReadResult, ApiError>>),
-    Storage(Box<StorageOp<ApiError>>),
 }
 
 /// A write waiting for admission lookups.
@@ -130,12 +122,7 @@ pub(super) enum Stage {
         op: StorageOp<ApiError>,
         plan: ListPlan,
     },
-    Lookups {
-        pending: VecDeque<Lookup>,
-        current: Option<(Lookup, LookupRead)>,
-        admission: Admission,
-        write: Option<PendingWrite>,
-    },
+    Lookups(Box<Lookups>),
     Write {
         op: Box<WriteOp>,
         res: Arc<Resource>,
@@ -361,7 +348,7 @@ impl RequestMachine {
                     false
                 }
             },
-            Stage::Lookups { pending, current, admission, write } => self.step_lookups(pending, current, admission, write, now),
+            Stage::Lookups(l) => self.step_lookups(l, now),
             Stage::Write { mut op, res, output, action } => match op.poll(now) {
                 Some(WriteEffect::Kv(r)) => {
                     self.out.push_back(Effect::Kv(r));
@@ -457,8 +444,8 @@ impl RequestMachine {
             (Stage::Get { op, .. } | Stage::Probe { op, .. } | Stage::StorageList { op, .. } | Stage::Listing { op, .. }, Event::Kv(r)) => {
                 op.handle(now, StorageEvent::Kv(r));
             }
-            (Stage::Lookups { current: Some((_, LookupRead::Storage(op))), .. }, Event::Kv(r)) => op.handle(now, StorageEvent::Kv(r)),
-            (Stage::Lookups { current: Some((_, LookupRead::Cache(answer @ None))), .. }, Event::Cache(result)) => *answer = Some(result),
+            (Stage::Lookups(l), Event::Kv(r)) => l.kv(now, r),
+            (Stage::Lookups(l), Event::Cache(result)) => l.cache(result),
             (Stage::Write { op, .. }, Event::Kv(r)) => op.handle(now, r),
             (Stage::Evict { op, .. }, Event::Kv(r)) => op.handle(now, r),
             (Stage::Token { op, .. }, Event::Kv(r)) => op.handle(now, r),

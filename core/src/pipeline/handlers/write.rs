@@ -1,28 +1,25 @@
 //! What every write shares: the body's decoding, the write context, admission's lookups and
 //! the answer.
 
-use std::collections::VecDeque;
 use std::sync::Arc;
 
 use bytes::Bytes;
 use jiff::Timestamp;
 use serde_json::{Value, json};
 
-use super::{LookupRead, PendingWrite, Stage};
-use crate::admission::{Admission, Lookup};
+use super::{AfterLookups, Lookups, PendingWrite, Stage};
+use crate::admission::Lookup;
 use crate::apiextensions;
 use crate::authz::escalation::Escalation;
-use crate::cache::{ReadRequest, ReadResult};
 use crate::catalog::Resource;
 use crate::codec::negotiate;
 use crate::codec::{self, Format, Output};
 use crate::meta;
 use crate::pipeline::params;
 use crate::pipeline::respond::{Head, content_type, status_body};
-use crate::pipeline::{Effect, RequestInfo, RequestMachine};
-use crate::registry::{self, BodyFindings, FieldValidation, WriteContext, WriteOp, WriteOutcome};
+use crate::pipeline::{RequestInfo, RequestMachine};
+use crate::registry::{BodyFindings, FieldValidation, WriteContext, WriteOutcome};
 use crate::status::{ApiError, FieldError, GroupKind, success_status};
-use crate::storage::{Outcome, StorageEffect, StorageOp, StorageRequest};
 
 /// The resources whose writes are checked against privilege escalation.
 const RBAC_RESOURCES: [&str; 4] = ["roles", "clusterroles", "rolebindings", "clusterrolebindings"];
@@ -130,23 +127,7 @@ impl RequestMachine {
     }
 
     pub(super) fn start_write(&mut self, write: PendingWrite, lookups: Vec<Lookup>) {
-        self.stage = Stage::Lookups { pending: lookups.into(), current: None, admission: Admission::default(), write: Some(write) };
-    }
-
-    pub(super) fn lookup_key(&self, l: &Lookup) -> Bytes {
-        match l {
-            Lookup::Namespace(ns) => Bytes::from(format!("{}/namespaces/{ns}", self.server.prefix)),
-            Lookup::ServiceAccount { namespace, name } => Bytes::from(format!("{}/serviceaccounts/{namespace}/{name}", self.server.prefix)),
-        }
-    }
-
-    /// The resource whose watch cache holds what `l` looks for.
-    pub(super) fn lookup_resource(&self, l: &Lookup) -> Option<Arc<Resource>> {
-        let resource = match l {
-            Lookup::Namespace(_) => "namespaces",
-            Lookup::ServiceAccount { .. } => "serviceaccounts",
-        };
-        self.served.catalog.get("", "v1", resource).cloned()
+        self.stage = Stage::Lookups(Box::new(Lookups::new(lookups, AfterLookups::Write(Box::new(write)))));
     }
 
     pub(super) fn finish_write(&mut self, res: Arc<Resource>, output: Output, action: bool, result: Result<WriteOutcome, ApiError>, now: Timestamp) {
@@ -175,84 +156,5 @@ impl RequestMachine {
             return self.respond(Head::new(outcome.code, &content_type(output, false)), Bytes::from(body));
         }
         self.respond_object(&res, &outcome.object, output, outcome.code, "", now);
-    }
-
-    /// Admission's lookups, one at a time, from the cache first; then the write.
-    pub(super) fn step_lookups(
-        &mut self,
-        mut pending: VecDeque<Lookup>,
-        current: Option<(Lookup, LookupRead)>,
-        mut admission: Admission,
-        write: Option<PendingWrite>,
-        now: Timestamp,
-    ) -> bool {
-        match current {
-            None => match pending.pop_front() {
-                Some(l) => {
-                    let read = match self.lookup_resource(&l) {
-                        Some(resource) => {
-                            self.out.push_back(Effect::Cache { resource, request: ReadRequest::Latest { min: None } });
-                            LookupRead::Cache(None)
-                        }
-                        None => LookupRead::Storage(Box::new(StorageOp::new(StorageRequest::Get { key: self.lookup_key(&l), revision: 0 }))),
-                    };
-                    self.stage = Stage::Lookups { pending, current: Some((l, read)), admission, write };
-                    true
-                }
-                None => {
-                    let w = write.expect("a write waits for its lookups");
-                    let op = WriteOp::new(w.res.clone(), w.ctx, w.kind, admission, crate::rand::Rng::new(self.rng.next_u64()));
-                    self.stage = Stage::Write { op: Box::new(op), res: w.res, output: w.output, action: false };
-                    true
-                }
-            },
-            Some((l, LookupRead::Cache(None))) => {
-                self.stage = Stage::Lookups { pending, current: Some((l, LookupRead::Cache(None))), admission, write };
-                false
-            }
-            Some((l, LookupRead::Cache(Some(answer)))) => {
-                let key = self.lookup_key(&l);
-                let cached = match answer {
-                    Ok(ReadResult::Snapshot(s)) => s.objects.get(&key).map(|o| o.value()),
-                    _ => None,
-                };
-                match cached {
-                    Some(found) => {
-                        admission.record(l, Some(found));
-                        self.stage = Stage::Lookups { pending, current: None, admission, write };
-                    }
-                    None => {
-                        let op = Box::new(StorageOp::new(StorageRequest::Get { key, revision: 0 }));
-                        self.stage = Stage::Lookups { pending, current: Some((l, LookupRead::Storage(op))), admission, write };
-                    }
-                }
-                true
-            }
-            Some((l, LookupRead::Storage(mut op))) => match op.poll(now) {
-                Some(StorageEffect::Kv(r)) => {
-                    self.out.push_back(Effect::Kv(r));
-                    self.stage = Stage::Lookups { pending, current: Some((l, LookupRead::Storage(op))), admission, write };
-                    true
-                }
-                Some(StorageEffect::Done(r)) => {
-                    let found = match r {
-                        Ok(Outcome::Found(kv)) => kv.and_then(|kv| serde_json::from_slice::<Value>(&kv.value).ok()),
-                        Ok(_) => None,
-                        Err(e) => {
-                            let w = write.expect("a write waits for its lookups");
-                            self.fail_as(&registry::storage_error(e, &w.res.info.group_resource(), ""), w.output.format);
-                            return true;
-                        }
-                    };
-                    admission.record(l, found);
-                    self.stage = Stage::Lookups { pending, current: None, admission, write };
-                    true
-                }
-                _ => {
-                    self.stage = Stage::Lookups { pending, current: Some((l, LookupRead::Storage(op))), admission, write };
-                    false
-                }
-            },
-        }
     }
 }

@@ -1,0 +1,213 @@
+//! Objects a request must see before it goes on: what admission reads before a write (the
+//! namespace, the pod's service account), and what a service account token names before it
+//! authenticates the request (the account, the pod, secret or node it is bound to). Like
+//! kube-apiserver's admission plugins and token validator, which read informer caches, a
+//! lookup reads the watch cache first and storage only when the object is missing from it
+//! (it may be newer than the cache). Lookups run one at a time, in order.
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use jiff::Timestamp;
+use serde_json::Value;
+
+use super::{PendingWrite, Stage};
+use crate::admission::{Admission, Lookup};
+use crate::auth::Claimed;
+use crate::cache::{ReadRequest, ReadResult};
+use crate::catalog::Resource;
+use crate::codec::Output;
+use crate::pipeline::query::Query;
+use crate::pipeline::{Effect, RequestInfo, RequestMachine};
+use crate::registry::{self, WriteOp};
+use crate::resources::reviews::{reviewed, token_review_status};
+use crate::status::ApiError;
+use crate::storage::{Outcome, StorageEffect, StorageEvent, StorageOp, StorageRequest};
+
+/// Where a lookup stands.
+pub(crate) enum LookupRead {
+    /// Asked the cache; its answer once it came.
+    Cache(Option<Result<ReadResult, ApiError>>),
+    Storage(Box<StorageOp<ApiError>>),
+}
+
+/// What the request does once its lookups are answered.
+pub(crate) enum AfterLookups {
+    Write(Box<PendingWrite>),
+    /// Confirm the service account token, then go on with the request.
+    Authenticate {
+        claimed: Box<Claimed>,
+        info: Box<RequestInfo>,
+        query: Query,
+    },
+    /// Answer the TokenReview of a service account token.
+    TokenReview {
+        claimed: Box<Claimed>,
+        review: Value,
+        res: Arc<Resource>,
+        output: Output,
+    },
+}
+
+pub(crate) struct Lookups {
+    pending: VecDeque<Lookup>,
+    current: Option<(Lookup, LookupRead)>,
+    found: Vec<(Lookup, Option<Value>)>,
+    then: AfterLookups,
+}
+
+impl Lookups {
+    pub(crate) fn new(lookups: Vec<Lookup>, then: AfterLookups) -> Lookups {
+        Lookups { pending: lookups.into(), current: None, found: Vec::new(), then }
+    }
+
+    /// Feeds a storage answer to the lookup reading storage.
+    pub(super) fn kv(&mut self, now: Timestamp, result: crate::kv::KvResult) {
+        if let Some((_, LookupRead::Storage(op))) = self.current.as_mut() {
+            op.handle(now, StorageEvent::Kv(result));
+        }
+    }
+
+    /// Feeds the cache's answer to the lookup that asked it.
+    pub(super) fn cache(&mut self, result: Result<ReadResult, ApiError>) {
+        if let Some((_, LookupRead::Cache(answer @ None))) = self.current.as_mut() {
+            *answer = Some(result);
+        }
+    }
+}
+
+impl RequestMachine {
+    /// Where the object `l` looks for is stored.
+    fn lookup_key(&self, l: &Lookup, res: &Resource) -> Bytes {
+        let (namespace, name) = match l {
+            Lookup::Namespace(name) | Lookup::Node(name) => (None, name),
+            Lookup::ServiceAccount { namespace, name } | Lookup::Pod { namespace, name } | Lookup::Secret { namespace, name } => {
+                (Some(namespace.as_str()), name)
+            }
+        };
+        crate::storage::keys::object_key(&self.server.storage_root(res), namespace, name)
+    }
+
+    /// The resource of the object `l` looks for.
+    fn lookup_resource(&self, l: &Lookup) -> Option<Arc<Resource>> {
+        let resource = match l {
+            Lookup::Namespace(_) => "namespaces",
+            Lookup::ServiceAccount { .. } => "serviceaccounts",
+            Lookup::Pod { .. } => "pods",
+            Lookup::Secret { .. } => "secrets",
+            Lookup::Node(_) => "nodes",
+        };
+        self.served.catalog.get("", "v1", resource).cloned()
+    }
+
+    /// Takes the lookups one step on; whether anything happened.
+    pub(super) fn step_lookups(&mut self, mut l: Box<Lookups>, now: Timestamp) -> bool {
+        match l.current.take() {
+            None => match l.pending.pop_front() {
+                Some(lookup) => {
+                    let read = match self.lookup_resource(&lookup) {
+                        Some(resource) => {
+                            self.out.push_back(Effect::Cache { resource, request: ReadRequest::Latest { min: None } });
+                            LookupRead::Cache(None)
+                        }
+                        // A resource not served holds nothing.
+                        None => {
+                            l.found.push((lookup, None));
+                            self.stage = Stage::Lookups(l);
+                            return true;
+                        }
+                    };
+                    l.current = Some((lookup, read));
+                    self.stage = Stage::Lookups(l);
+                    true
+                }
+                None => {
+                    self.lookups_done(now, *l);
+                    true
+                }
+            },
+            Some((lookup, LookupRead::Cache(None))) => {
+                l.current = Some((lookup, LookupRead::Cache(None)));
+                self.stage = Stage::Lookups(l);
+                false
+            }
+            Some((lookup, LookupRead::Cache(Some(answer)))) => {
+                let res = self.lookup_resource(&lookup).expect("a cached resource is served");
+                let key = self.lookup_key(&lookup, &res);
+                let cached = match answer {
+                    Ok(ReadResult::Snapshot(s)) => s.objects.get(&key).map(|o| o.value()),
+                    _ => None,
+                };
+                match cached {
+                    Some(found) => l.found.push((lookup, Some(found))),
+                    None => l.current = Some((lookup, LookupRead::Storage(Box::new(StorageOp::new(StorageRequest::Get { key, revision: 0 }))))),
+                }
+                self.stage = Stage::Lookups(l);
+                true
+            }
+            Some((lookup, LookupRead::Storage(mut op))) => match op.poll(now) {
+                Some(StorageEffect::Kv(r)) => {
+                    self.out.push_back(Effect::Kv(r));
+                    l.current = Some((lookup, LookupRead::Storage(op)));
+                    self.stage = Stage::Lookups(l);
+                    true
+                }
+                Some(StorageEffect::Done(r)) => {
+                    let found = match r {
+                        Ok(Outcome::Found(kv)) => kv.and_then(|kv| serde_json::from_slice::<Value>(&kv.value).ok()),
+                        Ok(_) => None,
+                        Err(e) => {
+                            let res = self.lookup_resource(&lookup).expect("a read resource is served");
+                            let error = registry::storage_error(e, &res.info.group_resource(), "");
+                            match l.then {
+                                AfterLookups::Write(w) => self.fail_as(&error, w.output.format),
+                                // A token whose objects cannot be read does not authenticate.
+                                AfterLookups::Authenticate { .. } => self.fail(&ApiError::unauthorized()),
+                                AfterLookups::TokenReview { output, .. } => self.fail_as(&error, output.format),
+                            }
+                            return true;
+                        }
+                    };
+                    l.found.push((lookup, found));
+                    self.stage = Stage::Lookups(l);
+                    true
+                }
+                _ => {
+                    l.current = Some((lookup, LookupRead::Storage(op)));
+                    self.stage = Stage::Lookups(l);
+                    false
+                }
+            },
+        }
+    }
+
+    /// Every lookup is answered: the write with what admission needs, or the request as the
+    /// user its token stands for (401 if the token no longer does).
+    fn lookups_done(&mut self, now: Timestamp, l: Lookups) {
+        match l.then {
+            AfterLookups::Write(w) => {
+                let w = *w;
+                let mut admission = Admission::default();
+                for (lookup, found) in l.found {
+                    admission.record(lookup, found);
+                }
+                let op = WriteOp::new(w.res.clone(), w.ctx, w.kind, admission, crate::rand::Rng::new(self.rng.next_u64()));
+                self.stage = Stage::Write { op: Box::new(op), res: w.res, output: w.output, action: false };
+            }
+            AfterLookups::Authenticate { claimed, info, query } => match claimed.confirm(&l.found, now) {
+                Ok(user) => {
+                    self.user = user;
+                    self.stage = Stage::Done;
+                    self.authenticated(now, *info, query);
+                }
+                Err(_) => self.fail(&ApiError::unauthorized()),
+            },
+            AfterLookups::TokenReview { claimed, review, res, output } => {
+                let user = claimed.confirm(&l.found, now);
+                let answer = reviewed(review, token_review_status(user.as_ref().map_err(String::as_str)));
+                self.respond_object(&res, &answer, output, 201, "", now);
+            }
+        }
+    }
+}

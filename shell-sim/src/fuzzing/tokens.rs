@@ -1,0 +1,126 @@
+//! Service account tokens under fuzzing: bearer tokens as a client may send them (any text,
+//! JWT-shaped text with any header and signature, and tokens the server's key signed over any
+//! claims: any issuer, audiences, times and `kubernetes.io` parts, well or badly typed), checked
+//! as a request's credential, then confirmed against any objects its lookups may find. No
+//! input may panic; a token the server did not sign is never accepted; an accepted one is of
+//! an issuer and an audience of the server's, within its times, and is confirmed only by
+//! objects whose uids are the ones it names.
+
+use arbitrary::{Arbitrary, Unstructured};
+use base64::Engine;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use kapi_core::admission::Lookup;
+use kapi_core::auth::check_token;
+use kapi_core::serviceaccount::{TokenConfig, jwt};
+use serde_json::{Value, json};
+
+use crate::token_config;
+
+const ISSUERS: &[&str] = &["https://kubernetes.default.svc.cluster.local", "https://other.example.com", "kubernetes/serviceaccount"];
+const AUDIENCES: &[&str] = &["https://kubernetes.default.svc.cluster.local", "vault", ""];
+const UIDS: &[&str] = &["u1", "u2", ""];
+const NAMES: &[&str] = &["robot", "web", "n1", ""];
+/// The time the fuzzed tokens are checked at.
+const NOW: i64 = 1_700_000_000;
+
+fn pick<'a>(u: &mut Unstructured, from: &[&'a str]) -> arbitrary::Result<&'a str> {
+    Ok(from[u.choose_index(from.len())?])
+}
+
+/// A value of any JSON type, the strings drawn from `from`.
+fn any_value(u: &mut Unstructured, from: &[&str]) -> arbitrary::Result<Value> {
+    Ok(match u.int_in_range(0u8..=5)? {
+        0 => Value::Null,
+        1 => json!(i64::arbitrary(u)?),
+        2 => json!([pick(u, from)?, pick(u, from)?]),
+        3 => json!({"name": pick(u, NAMES)?, "uid": pick(u, UIDS)?}),
+        _ => json!(pick(u, from)?),
+    })
+}
+
+fn time(u: &mut Unstructured) -> arbitrary::Result<Value> {
+    Ok(match u.int_in_range(0u8..=3)? {
+        0 => Value::Null,
+        1 => json!(NOW + i64::from(i16::arbitrary(u)?)),
+        2 => json!(i64::arbitrary(u)?),
+        _ => json!("soon"),
+    })
+}
+
+fn reference(u: &mut Unstructured) -> arbitrary::Result<Option<Value>> {
+    Ok(match u.int_in_range(0u8..=2)? {
+        0 => None,
+        1 => Some(json!({"name": pick(u, NAMES)?, "uid": pick(u, UIDS)?})),
+        _ => Some(any_value(u, NAMES)?),
+    })
+}
+
+/// Claims of any shape, mostly near what the server writes.
+fn claims(u: &mut Unstructured) -> arbitrary::Result<Value> {
+    let mut kubernetes = json!({"namespace": pick(u, &["default", ""])?});
+    for part in ["serviceaccount", "pod", "secret", "node"] {
+        if let Some(r) = reference(u)? {
+            kubernetes[part] = r;
+        }
+    }
+    let aud = if bool::arbitrary(u)? { json!([pick(u, AUDIENCES)?]) } else { any_value(u, AUDIENCES)? };
+    Ok(json!({"iss": pick(u, ISSUERS)?, "aud": aud, "exp": time(u)?, "nbf": time(u)?, "iat": time(u)?,
+        "jti": pick(u, UIDS)?, "kubernetes.io": if bool::arbitrary(u)? { kubernetes } else { any_value(u, NAMES)? }}))
+}
+
+/// A bearer token as a client may send it, and whether the server's key signed it.
+fn token(u: &mut Unstructured, config: &TokenConfig) -> arbitrary::Result<(String, bool)> {
+    Ok(match u.int_in_range(0u8..=2)? {
+        0 => (String::arbitrary(u)?, false),
+        1 => {
+            let header = json!({"alg": pick(u, &["ES256", "RS256", "none", "HS256"])?, "kid": pick(u, &[config.signing_key.kid.as_str(), "other"])?});
+            let encode = |v: &Value| URL_SAFE_NO_PAD.encode(v.to_string());
+            let signature: Vec<u8> = Vec::arbitrary(u)?;
+            (format!("{}.{}.{}", encode(&header), encode(&claims(u)?), URL_SAFE_NO_PAD.encode(signature)), false)
+        }
+        _ => (jwt::sign(&config.signing_key, &claims(u)?), true),
+    })
+}
+
+/// An object a lookup may find: none, or one with any uid, deleted or not.
+fn found(u: &mut Unstructured) -> arbitrary::Result<Option<Value>> {
+    if bool::arbitrary(u)? {
+        return Ok(None);
+    }
+    let mut object = json!({"metadata": {"name": pick(u, NAMES)?, "uid": pick(u, UIDS)?}});
+    if bool::arbitrary(u)? {
+        object["metadata"]["deletionTimestamp"] = json!(pick(u, &["2023-11-14T22:13:20Z", "2000-01-01T00:00:00Z", "not a time"])?);
+    }
+    Ok(Some(object))
+}
+
+/// Tokens checked per input (each signed one costs a signature and its check).
+const TOKENS_PER_INPUT: usize = 8;
+
+pub fn tokens(data: &[u8]) {
+    let mut u = Unstructured::new(data);
+    let config = token_config();
+    let now = jiff::Timestamp::from_second(NOW).expect("a valid time");
+    for _ in 0..TOKENS_PER_INPUT {
+        let Ok((token, signed)) = token(&mut u, &config) else { return };
+        let Some(Ok(claimed)) = check_token(&config, &token, now) else { continue };
+        assert!(signed, "a token the server did not sign was accepted: {token}");
+        let verified = jwt::verify(&token, &config.public_keys).expect("an accepted token verifies");
+        assert!(config.issuers.iter().any(|i| verified.get("iss").and_then(Value::as_str) == Some(i.as_str())));
+        let mut answers = Vec::new();
+        for lookup in claimed.lookups() {
+            let Ok(object) = found(&mut u) else { return };
+            answers.push((lookup, object));
+        }
+        if let Ok(user) = claimed.confirm(&answers, now) {
+            assert!(user.name.starts_with("system:serviceaccount:"), "{user:?}");
+            for (lookup, object) in &answers {
+                let object = object.as_ref().unwrap_or_else(|| panic!("confirmed without {lookup:?}"));
+                let uid = object["metadata"]["uid"].as_str().unwrap_or_default();
+                if matches!(lookup, Lookup::ServiceAccount { .. }) {
+                    assert_eq!(uid, user.uid, "the account's uid is the one claimed");
+                }
+            }
+        }
+    }
+}
