@@ -78,7 +78,7 @@ fn kubes_refusals() {
         "TokenRequest.authentication.k8s.io \"robot\" is invalid: metadata.name: Invalid value: \"other\": must match the service account name if specified"
     );
     let r = post(&mut w, &format!("{ACCOUNTS}/robot/token"), request(json!({"boundObjectRef": {"apiVersion": "v1", "kind": "ConfigMap", "name": "c"}})));
-    assert_eq!((r.head.status, r.json()["message"].clone()), (400, json!("cannot bind TokenRequest to object of type /v1, Kind=ConfigMap")));
+    assert_eq!((r.head.status, r.json()["message"].clone()), (400, json!("cannot bind token to object of type /v1, Kind=ConfigMap")));
 }
 
 #[test]
@@ -121,6 +121,13 @@ fn a_token_bound_to_a_pod_names_it_and_its_node() {
     );
     let r = post(&mut w, &format!("{ACCOUNTS}/robot/token"), request(json!({"boundObjectRef": {"apiVersion": "v1", "kind": "Pod", "name": "gone"}})));
     assert_eq!((r.head.status, r.json()["message"].clone()), (404, json!("pods \"gone\" not found")));
+
+    // A pod on a node that does not exist names the node without its uid.
+    let mut lost = pod("lost", "robot");
+    lost["spec"]["nodeName"] = json!("n9");
+    assert_eq!(post(&mut w, "/api/v1/namespaces/default/pods", lost).head.status, 201);
+    let r = post(&mut w, &format!("{ACCOUNTS}/robot/token"), request(json!({"boundObjectRef": {"apiVersion": "v1", "kind": "Pod", "name": "lost"}})));
+    assert_eq!(claims(r.json()["status"]["token"].as_str().unwrap())["kubernetes.io"]["node"], json!({"name": "n9"}));
 }
 
 /// A request with `token` as its bearer token.
@@ -213,6 +220,24 @@ fn a_token_review_says_whom_a_token_stands_for() {
     let status = review(&mut w);
     assert_eq!(status["authenticated"], true);
     assert_eq!((status["user"]["username"].as_str(), &status["user"]["uid"]), (Some("system:serviceaccount:default:robot"), &account["metadata"]["uid"]));
+    // For the audiences asked: the token's among them, or kube's refusal.
+    let for_audiences = |w: &mut World, token: &str, audiences: Value| {
+        let spec = json!({"token": token, "audiences": audiences});
+        post(w, "/apis/authentication.k8s.io/v1/tokenreviews", json!({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview", "spec": spec})).json()["status"].clone()
+    };
+    let status = for_audiences(&mut w, &t, json!(["vault"]));
+    assert_eq!(status["error"], "token audiences [\"https://kubernetes.default.svc.cluster.local\"] is invalid for the target audiences [\"vault\"]");
+    let vault = token(&mut w, json!({"audiences": ["vault", "nomad"]}));
+    let status = for_audiences(&mut w, &vault, json!(["vault"]));
+    assert_eq!((status["authenticated"].clone(), status["audiences"].clone()), (json!(true), json!(["vault"])));
+    w.advance(jiff::SignedDuration::from_secs(3600 + 61));
+    assert_eq!(review(&mut w)["error"], "service account token has expired");
+    let t = token(&mut w, json!({}));
     w.call("DELETE", &format!("{ACCOUNTS}/robot"), "", None, "");
-    assert_eq!(review(&mut w), json!({"user": {}, "error": "serviceaccounts \"robot\" not found"}));
+    let review = post(
+        &mut w,
+        "/apis/authentication.k8s.io/v1/tokenreviews",
+        json!({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview", "spec": {"token": t}}),
+    );
+    assert_eq!(review.json()["status"], json!({"user": {}, "error": "serviceaccounts \"robot\" not found"}));
 }

@@ -22,6 +22,15 @@ fn kubeconfig(k: &Kapi, dir: &Path, token: &str) -> std::path::PathBuf {
     path
 }
 
+/// A kapi under RBAC whose token file knows alice, and her kubeconfig (in `dir`).
+fn kapi_knowing_alice(dir: &Path) -> (Kapi, std::path::PathBuf) {
+    let tokens = dir.join("tokens.csv");
+    std::fs::write(&tokens, "al1ce,alice,1001\n").unwrap();
+    let k = Kapi::start_with(&["--token-auth-file", tokens.to_str().unwrap(), "--authorization-mode", "RBAC"]);
+    let config = kubeconfig(&k, dir, "al1ce");
+    (k, config)
+}
+
 fn stderr(out: &Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
 }
@@ -29,10 +38,7 @@ fn stderr(out: &Output) -> String {
 #[test]
 fn rbac_grants_what_roles_and_bindings_say_and_nothing_else() {
     let dir = tempfile::tempdir().unwrap();
-    let tokens = dir.path().join("tokens.csv");
-    std::fs::write(&tokens, "al1ce,alice,1001\n").unwrap();
-    let k = Kapi::start_with(&["--token-auth-file", tokens.to_str().unwrap(), "--authorization-mode", "RBAC"]);
-    let config = kubeconfig(&k, dir.path(), "al1ce");
+    let (k, config) = kapi_knowing_alice(dir.path());
     let alice = |args: &[&str]| Command::new("kubectl").args(args).env("KUBECONFIG", &config).output().expect("kubectl runs");
 
     // kube's bootstrap policy grants every authenticated user discovery, public information
@@ -129,10 +135,7 @@ fn rbac_grants_what_roles_and_bindings_say_and_nothing_else() {
 #[test]
 fn impersonation_acts_as_whom_the_requester_may_impersonate() {
     let dir = tempfile::tempdir().unwrap();
-    let tokens = dir.path().join("tokens.csv");
-    std::fs::write(&tokens, "al1ce,alice,1001\n").unwrap();
-    let k = Kapi::start_with(&["--token-auth-file", tokens.to_str().unwrap(), "--authorization-mode", "RBAC"]);
-    let config = kubeconfig(&k, dir.path(), "al1ce");
+    let (k, config) = kapi_knowing_alice(dir.path());
     let alice = |args: &[&str]| Command::new("kubectl").args(args).env("KUBECONFIG", &config).output().expect("kubectl runs");
 
     // The admin (system:masters) may act as anyone, and then holds only what they hold.

@@ -37,28 +37,21 @@ impl Asked {
             Asked::Extra { key, value } => ("authentication.k8s.io", "userextras", key.as_str(), "", value.as_str()),
             Asked::Uid(uid) => ("authentication.k8s.io", "uids", "", "", uid.as_str()),
         };
-        Attributes {
-            verb: "impersonate".into(),
-            group: group.into(),
-            resource: resource.into(),
-            subresource: subresource.into(),
-            namespace: namespace.into(),
-            name: name.into(),
-            path: String::new(),
-            resource_request: true,
-        }
+        Attributes::resource("impersonate", group, resource, subresource, namespace, name)
     }
 
-    /// Go's `%v` of the `ObjectReference` kube makes of it (its refusal prints them).
+    /// Go's `%v` of the `ObjectReference` kube makes of it (its refusal prints them): kind,
+    /// namespace, name, uid, apiVersion, resourceVersion, fieldPath.
     fn go(&self) -> String {
-        let (kind, namespace, name, field_path) = match self {
-            Asked::User(n) => ("User", "", n.as_str(), ""),
-            Asked::ServiceAccount { namespace, name } => ("ServiceAccount", namespace.as_str(), name.as_str(), ""),
-            Asked::Group(n) => ("Group", "", n.as_str(), ""),
-            Asked::Extra { key, value } => ("UserExtra", "", value.as_str(), key.as_str()),
-            Asked::Uid(u) => ("UID", "", u.as_str(), ""),
+        const AUTHENTICATION: &str = "authentication.k8s.io/v1";
+        let (kind, namespace, name, api_version, field_path) = match self {
+            Asked::User(n) => ("User", "", n.as_str(), "", ""),
+            Asked::ServiceAccount { namespace, name } => ("ServiceAccount", namespace.as_str(), name.as_str(), "", ""),
+            Asked::Group(n) => ("Group", "", n.as_str(), "", ""),
+            Asked::Extra { key, value } => ("UserExtra", "", value.as_str(), AUTHENTICATION, key.as_str()),
+            Asked::Uid(u) => ("UID", "", u.as_str(), AUTHENTICATION, ""),
         };
-        format!("{{{kind} {namespace} {name}    {field_path}}}")
+        format!("{{{kind} {namespace} {name}  {api_version}  {field_path}}}")
     }
 }
 

@@ -196,9 +196,14 @@ impl Authenticator {
     /// What the request's bearer token claims, if it is a service account token of this
     /// server's (`None` otherwise); see [`Claimed`].
     pub fn service_account_token(&self, headers: &[(String, String)], now: jiff::Timestamp) -> Option<Result<Claimed, String>> {
-        let config = self.service_accounts.as_deref()?;
         let header = headers.iter().find(|(k, _)| k.eq_ignore_ascii_case("Authorization")).map(|(_, v)| v.as_str())?;
-        check_token(config, bearer_token(header)?, now)
+        self.review_service_account_token(bearer_token(header)?, None, now)
+    }
+
+    /// What `token` claims if it is a service account token of this server's, for a
+    /// TokenReview meant for `audiences` (`--api-audiences` when `None`).
+    pub fn review_service_account_token(&self, token: &str, audiences: Option<&[String]>, now: jiff::Timestamp) -> Option<Result<Claimed, String>> {
+        check_token(self.service_accounts.as_deref()?, token, audiences, now)
     }
 
     /// Whether `name` is a credential header, which kube removes from a request once it is

@@ -24,6 +24,8 @@ const EXTRA_PREFIX: &str = "authentication.kubernetes.io/";
 /// A token whose signature, issuer, audiences and times check; who it names.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Claimed {
+    /// The audiences the token is meant for among those asked.
+    pub audiences: Vec<String>,
     namespace: String,
     account: (String, String),
     pod: Option<(String, String)>,
@@ -34,39 +36,46 @@ pub struct Claimed {
 
 /// What `token` claims, if it is a service account token of this server's issuers: `None`
 /// for a token that is not (other authenticators may know it), `Err` with kube's reason for
-/// one that is but does not check.
-pub fn check_token(config: &TokenConfig, token: &str, now: Timestamp) -> Option<Result<Claimed, String>> {
+/// one that is but does not check. The token must be meant for one of `audiences` (a
+/// TokenReview's), or of `--api-audiences` when `None`.
+pub fn check_token(config: &TokenConfig, token: &str, audiences: Option<&[String]>, now: Timestamp) -> Option<Result<Claimed, String>> {
     let unverified = unverified_claims(token)?;
     let issuer = unverified.get("iss").and_then(Value::as_str)?;
     if !config.issuers.iter().any(|i| i == issuer) {
         return None;
     }
-    Some(verified(config, token, now))
+    Some(verified(config, token, audiences.unwrap_or(&config.audiences), now))
 }
 
-fn verified(config: &TokenConfig, token: &str, now: Timestamp) -> Result<Claimed, String> {
+fn verified(config: &TokenConfig, token: &str, requested: &[String], now: Timestamp) -> Result<Claimed, String> {
     let claims = jwt::verify(token, &config.public_keys)?;
     let string = |v: Option<&Value>| v.and_then(Value::as_str).unwrap_or_default().to_string();
-    let audiences: Vec<String> = match claims.get("aud") {
+    let mut audiences: Vec<String> = match claims.get("aud") {
         Some(Value::String(a)) => vec![a.clone()],
         Some(Value::Array(a)) => a.iter().filter_map(Value::as_str).map(str::to_string).collect(),
         _ => Vec::new(),
     };
+    // A token meant for no one in particular is meant for the API server (kube's legacy tokens).
     if audiences.is_empty() {
-        return Err("token does not have an audience".into());
+        audiences = config.audiences.clone();
     }
-    if !audiences.iter().any(|a| config.audiences.contains(a)) {
-        return Err(format!("token audiences {audiences:?} is invalid for the target audiences {:?}", config.audiences));
+    let meant: Vec<String> = audiences.iter().filter(|a| requested.contains(a)).cloned().collect();
+    if meant.is_empty() {
+        return Err(format!("token audiences {} is invalid for the target audiences {}", go_list(&audiences), go_list(requested)));
     }
+    // NumericDates: numbers (go-jose takes fractions); anything else makes the claims invalid.
+    let time = |k: &str| match claims.get(k) {
+        None | Some(Value::Null) => Ok(None),
+        Some(v) => v.as_f64().map(|t| Some(t as i64)).ok_or_else(|| "invalid claims".to_string()),
+    };
     let at = now.as_second();
-    let time = |k: &str| claims.get(k).and_then(Value::as_i64);
-    if time("exp").is_some_and(|exp| at > exp + LEEWAY) {
+    if time("exp")?.is_some_and(|exp| at > exp.saturating_add(LEEWAY)) {
         return Err("service account token has expired".into());
     }
-    if time("nbf").is_some_and(|nbf| at + LEEWAY < nbf) {
+    if time("nbf")?.is_some_and(|nbf| at.saturating_add(LEEWAY) < nbf) {
         return Err("service account token is not valid yet".into());
     }
-    if time("iat").is_some_and(|iat| at + LEEWAY < iat) {
+    if time("iat")?.is_some_and(|iat| at.saturating_add(LEEWAY) < iat) {
         return Err("service account token is issued in the future".into());
     }
     let kubernetes = claims.get("kubernetes.io").cloned().unwrap_or(Value::Null);
@@ -76,6 +85,7 @@ fn verified(config: &TokenConfig, token: &str, now: Timestamp) -> Result<Claimed
     };
     let account = reference("serviceaccount").ok_or("token could not be validated")?;
     Ok(Claimed {
+        audiences: meant,
         namespace: string(kubernetes.get("namespace")),
         account,
         pod: reference("pod"),
@@ -113,52 +123,49 @@ impl Claimed {
     }
 
     /// The user the token stands for, given what its [`Self::lookups`] found (in order), or
-    /// why it no longer does.
+    /// why it no longer does, in kube's words (its validator's checks, in its order).
     pub fn confirm(&self, found: &[(Lookup, Option<Value>)], now: Timestamp) -> Result<UserInfo, String> {
+        const INVALIDATED: &str = "service account token has been invalidated";
         let deleted_before = now.as_second() - LEEWAY;
         for (lookup, object) in found {
             let (what, claimed) = match lookup {
-                Lookup::ServiceAccount { .. } => ("service account", &self.account),
-                Lookup::Secret { .. } => ("secret", self.secret.as_ref().expect("a secret lookup is of a secret claim")),
-                Lookup::Pod { .. } => ("pod", self.pod.as_ref().expect("a pod lookup is of a pod claim")),
-                Lookup::Node(_) => ("node", self.node.as_ref().expect("a node lookup is of a node claim")),
+                Lookup::ServiceAccount { .. } => ("service account", Some(&self.account)),
+                Lookup::Secret { .. } => ("secret", self.secret.as_ref()),
+                Lookup::Pod { .. } => ("pod", self.pod.as_ref()),
+                Lookup::Node(_) => ("node", self.node.as_ref()),
                 Lookup::Namespace(_) => continue,
             };
-            let (resource, name) = match lookup {
-                Lookup::Node(name) => ("nodes", name.clone()),
-                Lookup::ServiceAccount { name, .. } => ("serviceaccounts", name.clone()),
-                Lookup::Secret { name, .. } => ("secrets", name.clone()),
-                Lookup::Pod { name, .. } => ("pods", name.clone()),
-                Lookup::Namespace(_) => continue,
+            let Some((name, claimed_uid)) = claimed else { continue };
+            let account = matches!(lookup, Lookup::ServiceAccount { .. });
+            let Some(object) = object else {
+                return Err(if account { format!("serviceaccounts {} not found", crate::status::quote(name)) } else { INVALIDATED.into() });
             };
-            let Some(object) = object else { return Err(format!("{resource} {} not found", crate::status::quote(&name))) };
+            let uid = meta::uid(object);
+            if uid != claimed_uid {
+                let claim = if account { "claim".to_string() } else { format!("service account {what} ref claim") };
+                return Err(format!("{what} UID ({uid}) does not match {claim} ({claimed_uid})"));
+            }
             let gone = meta::deletion_timestamp(object).and_then(|t| t.parse::<Timestamp>().ok()).is_some_and(|t| t.as_second() < deleted_before);
             if gone {
-                let place = if matches!(lookup, Lookup::Node(_)) { name.clone() } else { format!("{}/{name}", self.namespace) };
-                return Err(format!("{what} {place} has been deleted"));
-            }
-            let uid = meta::uid(object);
-            if uid != claimed.1 {
-                let claim = if what == "secret" { "service account secret ref claim" } else { "claim" };
-                return Err(format!("{what} UID ({uid}) does not match {claim} ({})", claimed.1));
+                return Err(if account { format!("service account {}/{name} has been deleted", self.namespace) } else { INVALIDATED.into() });
             }
         }
         let mut extra = BTreeMap::new();
-        let mut put = |k: &str, v: &str| {
-            if !v.is_empty() {
-                extra.insert(format!("{EXTRA_PREFIX}{k}"), vec![v.to_string()]);
-            }
+        let mut put = |k: &str, v: String| {
+            extra.insert(format!("{EXTRA_PREFIX}{k}"), vec![v]);
         };
-        if let Some((name, uid)) = &self.pod {
-            put("pod-name", name);
-            put("pod-uid", uid);
-        }
-        if let Some((name, uid)) = &self.node {
-            put("node-name", name);
-            put("node-uid", uid);
+        if let Some((name, uid)) = self.pod.as_ref().filter(|(n, u)| !n.is_empty() && !u.is_empty()) {
+            put("pod-name", name.clone());
+            put("pod-uid", uid.clone());
         }
         if !self.jti.is_empty() {
-            put("credential-id", &format!("JTI={}", self.jti));
+            put("credential-id", format!("JTI={}", self.jti));
+        }
+        if let Some((name, uid)) = self.node.as_ref().filter(|(n, _)| !n.is_empty()) {
+            put("node-name", name.clone());
+            if !uid.is_empty() {
+                put("node-uid", uid.clone());
+            }
         }
         Ok(UserInfo {
             name: format!("system:serviceaccount:{}:{}", self.namespace, self.account.0),
@@ -167,4 +174,9 @@ impl Claimed {
             extra,
         })
     }
+}
+
+/// A list of strings as Go's `%q` prints it: `["a" "b"]`.
+fn go_list(list: &[String]) -> String {
+    format!("[{}]", list.iter().map(|s| crate::status::quote(s)).collect::<Vec<_>>().join(" "))
 }

@@ -83,15 +83,7 @@ impl Escalation {
 
     /// Whether the chain allows `user` to `verb` the role (or roles) named.
     fn allowed(&self, user: &UserInfo, verb: &str, group: &str, resource: &str, name: &str, namespace: &str) -> bool {
-        let attrs = Attributes {
-            verb: verb.into(),
-            group: group.into(),
-            resource: resource.into(),
-            namespace: namespace.into(),
-            name: name.into(),
-            resource_request: true,
-            ..Attributes::default()
-        };
+        let attrs = Attributes::resource(verb, group, resource, "", namespace, name);
         self.authorizer.authorize(&self.policy, user, &attrs).allowed
     }
 

@@ -38,6 +38,22 @@ pub struct Attributes {
     pub resource_request: bool,
 }
 
+impl Attributes {
+    /// A resource request's attributes.
+    pub fn resource(verb: &str, group: &str, resource: &str, subresource: &str, namespace: &str, name: &str) -> Attributes {
+        Attributes {
+            verb: verb.into(),
+            group: group.into(),
+            resource: resource.into(),
+            subresource: subresource.into(),
+            namespace: namespace.into(),
+            name: name.into(),
+            path: String::new(),
+            resource_request: true,
+        }
+    }
+}
+
 /// One authorizer of the chain (a `--authorization-mode`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Mode {

@@ -8,16 +8,7 @@ fn user(name: &str, groups: &[&str]) -> UserInfo {
 }
 
 fn resource(verb: &str, group: &str, resource: &str, subresource: &str, namespace: &str, name: &str) -> Attributes {
-    Attributes {
-        verb: verb.into(),
-        group: group.into(),
-        resource: resource.into(),
-        subresource: subresource.into(),
-        namespace: namespace.into(),
-        name: name.into(),
-        path: String::new(),
-        resource_request: true,
-    }
+    Attributes::resource(verb, group, resource, subresource, namespace, name)
 }
 
 fn path(verb: &str, path: &str) -> Attributes {

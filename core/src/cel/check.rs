@@ -19,6 +19,31 @@ const KEYWORD_FIELDS: [&str; 17] =
 /// The names of types, which are values of type `type`.
 const TYPE_NAMES: [&str; 11] = ["bool", "int", "uint", "double", "string", "bytes", "list", "map", "null_type", "type", "dyn"];
 
+/// Qualified names of types kapi's environment declares (`type(x) == net.IP`).
+const QUALIFIED_TYPES: [&str; 6] = ["net.IP", "net.CIDR", "kubernetes.URL", "kubernetes.Quantity", "kubernetes.NamedFormat", "kubernetes.Semver"];
+
+/// The dotted name `e` spells (`a.b.c`: selections down to a name) when it names a type.
+fn qualified_type(e: &IdedExpr) -> Option<String> {
+    let mut parts = Vec::new();
+    let mut at = e;
+    loop {
+        match &at.expr {
+            Expr::Select(s) if !s.test => {
+                parts.push(s.field.clone());
+                at = &s.operand;
+            }
+            Expr::Ident(name) => {
+                parts.push(name.clone());
+                break;
+            }
+            _ => return None,
+        }
+    }
+    parts.reverse();
+    let name = parts.join(".");
+    (QUALIFIED_TYPES.contains(&name.as_str()) || name.starts_with("google.protobuf.")).then_some(name)
+}
+
 /// What the check found: its errors, one line each as cel-go writes them (empty when the
 /// expression checks), and the type of its result.
 pub struct Checked {
@@ -70,6 +95,9 @@ impl Checker {
                 }
             },
             Expr::Select(select) => {
+                if qualified_type(e).is_some_and(|name| self.lookup(name.split('.').next().unwrap_or_default()).is_none()) {
+                    return Type::Type;
+                }
                 let operand = self.infer(&select.operand);
                 let field = self.select(e.id, &operand, &select.field);
                 if select.test { Type::Bool } else { field }
@@ -114,6 +142,8 @@ impl Checker {
                 }
             },
             Type::Map(_, value) => (**value).clone(),
+            // cel-go selects through an optional and keeps the result optional.
+            Type::Optional(inner) => Type::optional(self.select(id, inner, field)),
             Type::Dyn | Type::Null | Type::Opaque(_) | Type::Param(_) => Type::Dyn,
             other => {
                 self.found.push((id, format!("type '{}' does not support field selection", other.name())));
@@ -140,7 +170,11 @@ impl Checker {
             && let Expr::Literal(LiteralValue::String(name)) = &field.expr
         {
             let operand = self.infer(operand);
-            return Type::optional(self.select(id, &operand, name.as_ref()));
+            // Selecting through an optional is optional already.
+            return match self.select(id, &operand, name.as_ref()) {
+                optional @ Type::Optional(_) => optional,
+                field => Type::optional(field),
+            };
         }
         let mut args: Vec<Type> = call.target.iter().map(|t| self.infer(t)).collect();
         args.extend(call.args.iter().map(|a| self.infer(a)));

@@ -25,6 +25,11 @@ const DECLARED: &[(&str, &str)] = &[
     ("_[_]", "(map(A, B), A) -> B"),
     ("_[?_]", "(list(A), int) -> optional_type(A)"),
     ("_[?_]", "(map(A, B), A) -> optional_type(B)"),
+    // cel-go's optional library: indexing what may be absent.
+    ("_[_]", "(optional_type(list(A)), int) -> optional_type(A)"),
+    ("_[_]", "(optional_type(map(A, B)), A) -> optional_type(B)"),
+    ("_[?_]", "(optional_type(list(A)), int) -> optional_type(A)"),
+    ("_[?_]", "(optional_type(map(A, B)), A) -> optional_type(B)"),
     ("_+_", "(int, int) -> int"),
     ("_+_", "(uint, uint) -> uint"),
     ("_+_", "(double, double) -> double"),

@@ -43,8 +43,9 @@ impl Aggregation {
         let selectors = role.get("aggregationRule")?.get("clusterRoleSelectors").and_then(Value::as_array).cloned().unwrap_or_default();
         let mut rules: Vec<Value> = Vec::new();
         let mut seen: Vec<Rule> = Vec::new();
+        // A selector that does not parse writes nothing (kube's controller fails the role).
+        let selectors: Vec<LabelSelector> = selectors.iter().map(LabelSelector::from_object).collect::<Result<_, _>>().ok()?;
         for selector in &selectors {
-            let Ok(selector) = LabelSelector::from_object(selector) else { continue };
             for object in self.roles.iter().filter(|(other, _)| *other != name).map(|(_, o)| o) {
                 let labels: Vec<(&str, &str)> = meta::at(object, &["metadata", "labels"])
                     .and_then(Value::as_object)

@@ -71,6 +71,8 @@ pub struct TokenRequestOp {
     jti: String,
     account: Option<Value>,
     binding: Binding,
+    /// The node of the pod the token is bound to, while it is read.
+    pod_node: Option<String>,
     reading: Option<(Reading, StorageOp<ApiError>)>,
     warnings: Vec<String>,
     done: Option<Result<WriteOutcome, ApiError>>,
@@ -101,6 +103,7 @@ impl TokenRequestOp {
             jti,
             account: None,
             binding: Binding::default(),
+            pod_node: None,
             reading: None,
             warnings: Vec::new(),
             done: None,
@@ -207,7 +210,7 @@ impl TokenRequestOp {
                     ("", "Node") => (Kind::Node, "nodes"),
                     _ => {
                         let version = api_version.rsplit('/').next().unwrap_or_default();
-                        return Err(ApiError::bad_request(format!("cannot bind TokenRequest to object of type {group}/{version}, Kind={kind}")));
+                        return Err(ApiError::bad_request(format!("cannot bind token to object of type {group}/{version}, Kind={kind}")));
                     }
                 };
                 self.read(Reading::Bound(kind), resource, &name);
@@ -217,6 +220,14 @@ impl TokenRequestOp {
                 let name = spec_ref("name");
                 let object = found?.ok_or_else(|| ApiError::not_found(&res.info.group_resource(), &name))?;
                 let uid = meta::uid(&object).to_string();
+                // A pod of another account is refused before its uid is compared.
+                let account = meta::str_at(&object, &["spec", "serviceAccountName"]).unwrap_or_default();
+                if kind == Kind::Pod && account != self.name {
+                    return Err(ApiError::bad_request(format!(
+                        "cannot bind token for serviceaccount {} to pod running with different serviceaccount name.",
+                        crate::status::quote(&self.name)
+                    )));
+                }
                 let wanted = spec_ref("uid");
                 if !wanted.is_empty() && wanted != uid {
                     let why = format!(
@@ -227,18 +238,12 @@ impl TokenRequestOp {
                 let reference = Some((name, uid));
                 match kind {
                     Kind::Pod => {
-                        let account = meta::str_at(&object, &["spec", "serviceAccountName"]).unwrap_or_default();
-                        if account != self.name {
-                            return Err(ApiError::bad_request(format!(
-                                "cannot bind token for serviceaccount {} to pod running with different serviceaccount name.",
-                                crate::status::quote(&self.name)
-                            )));
-                        }
                         self.binding.pod = reference;
                         match meta::str_at(&object, &["spec", "nodeName"]).filter(|n| !n.is_empty()) {
                             Some(node) => {
                                 let node = node.to_string();
                                 self.read(Reading::PodNode, "nodes", &node);
+                                self.pod_node = Some(node);
                                 Ok(())
                             }
                             None => self.issue(),
@@ -255,9 +260,10 @@ impl TokenRequestOp {
                 }
             }
             Reading::PodNode => {
-                if let Ok(Some(node)) = found {
-                    self.binding.node = Some((meta::name(&node).to_string(), meta::uid(&node).to_string()));
-                }
+                // A node that is not found is named without its uid; a failed read fails.
+                let name = self.pod_node.take().unwrap_or_default();
+                let uid = found.map_err(|e| ApiError::internal(e.message))?.map(|node| meta::uid(&node).to_string()).unwrap_or_default();
+                self.binding.node = Some((name, uid));
                 self.issue()
             }
         }

@@ -39,10 +39,12 @@ enum Review {
     Rules,
 }
 
-/// A TokenReview's status: the user the token stands for, or why it stands for no one.
-pub fn token_review_status(user: Result<&UserInfo, &str>) -> Value {
+/// A TokenReview's status: the user the token stands for and the audiences it is meant for
+/// among those asked, or why it stands for no one.
+pub fn token_review_status(user: Result<&UserInfo, &str>, audiences: &[String]) -> Value {
     match user {
-        Ok(u) => json!({"authenticated": true, "user": user_json(u)}),
+        Ok(u) if audiences.is_empty() => json!({"authenticated": true, "user": user_json(u)}),
+        Ok(u) => json!({"authenticated": true, "user": user_json(u), "audiences": audiences}),
         Err(e) => json!({"user": {}, "error": e}),
     }
 }
@@ -164,7 +166,7 @@ impl Strategy for Review {
             Review::Token => {
                 let token = meta::str_at(&obj, &["spec", "token"]).unwrap_or_default().to_string();
                 let user = ctx.authenticator.authenticate(&[("Authorization".into(), format!("Bearer {token}"))], &Peer::default());
-                token_review_status(user.as_ref().map_err(|_| "invalid bearer token"))
+                token_review_status(user.as_ref().map_err(|_| "invalid bearer token"), &[])
             }
             Review::SelfAccess | Review::Access { .. } => {
                 let spec = obj.get("spec").cloned().unwrap_or(Value::Null);

@@ -75,7 +75,7 @@ impl TokenConfig {
         jti: &str,
     ) -> Value {
         let at = now.as_second();
-        let reference = |(name, uid): &(String, String)| json!({"name": name, "uid": uid});
+        let reference = |(name, uid): &(String, String)| if uid.is_empty() { json!({"name": name}) } else { json!({"name": name, "uid": uid}) };
         let mut kubernetes = json!({"namespace": namespace, "serviceaccount": {"name": name, "uid": uid}});
         if let Some(pod) = &binding.pod {
             kubernetes["pod"] = reference(pod);

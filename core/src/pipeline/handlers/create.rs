@@ -16,6 +16,7 @@ use crate::pipeline::params;
 use crate::pipeline::query::Query;
 use crate::pipeline::{RequestInfo, RequestMachine};
 use crate::registry::{EvictionOp, FieldValidation, TokenRequestOp, TokenResources, WriteContext, WriteKind, WriteOp};
+use crate::resources::reviews::{reviewed, token_review_status};
 use crate::status::ApiError;
 
 impl RequestMachine {
@@ -27,13 +28,25 @@ impl RequestMachine {
             Backing::Review => {
                 let (mut obj, _) = self.decode_body(&res, FieldValidation::Ignore)?;
                 crate::schema::normalize::normalize(crate::schema::schema(), &res.info.definition, &mut obj).map_err(ApiError::bad_request)?;
-                // A service account token is reviewed once what it names is looked up.
-                let token = meta::str_at(&obj, &["spec", "token"]).filter(|_| res.info.kind == "TokenReview").map(|t| format!("Bearer {t}"));
-                if let Some(Ok(claimed)) = token.and_then(|t| self.server.authenticator.service_account_token(&[("Authorization".into(), t)], now)) {
-                    let lookups = claimed.lookups();
-                    let then = AfterLookups::TokenReview { claimed: Box::new(claimed), review: obj, res, output };
-                    self.stage = Stage::Lookups(Box::new(Lookups::new(lookups, then)));
-                    return Ok(());
+                // A service account token is reviewed for the audiences asked (the server's by
+                // default), once what it names is looked up.
+                let token = meta::str_at(&obj, &["spec", "token"]).filter(|_| res.info.kind == "TokenReview").unwrap_or_default().to_string();
+                let asked: Vec<String> =
+                    obj.pointer("/spec/audiences").and_then(Value::as_array).into_iter().flatten().filter_map(Value::as_str).map(str::to_string).collect();
+                let audiences = (!asked.is_empty()).then_some(asked.as_slice());
+                match self.server.authenticator.review_service_account_token(&token, audiences, now) {
+                    Some(Ok(claimed)) => {
+                        let lookups = claimed.lookups();
+                        let then = AfterLookups::TokenReview { claimed: Box::new(claimed), review: obj, res, output };
+                        self.stage = Stage::Lookups(Box::new(Lookups::new(lookups, then)));
+                        return Ok(());
+                    }
+                    Some(Err(why)) => {
+                        let answer = reviewed(obj, token_review_status(Err(&why), &[]));
+                        self.respond_object(&res, &answer, output, 201, "", now);
+                        return Ok(());
+                    }
+                    None => {}
                 }
                 let ctx =
                     ReviewContext { user: &self.user, authenticator: &self.server.authenticator, authorizer: &self.server.authorizer, rbac: &self.served.rbac };

@@ -205,7 +205,7 @@ impl RequestMachine {
             },
             AfterLookups::TokenReview { claimed, review, res, output } => {
                 let user = claimed.confirm(&l.found, now);
-                let answer = reviewed(review, token_review_status(user.as_ref().map_err(String::as_str)));
+                let answer = reviewed(review, token_review_status(user.as_ref().map_err(String::as_str), &claimed.audiences));
                 self.respond_object(&res, &answer, output, 201, "", now);
             }
         }
