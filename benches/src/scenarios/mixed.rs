@@ -89,13 +89,19 @@ pub async fn mixed(api: &Api, target: &crate::kubeconfig::Target, m: &Mixed) -> 
                     (r, i % groups)
                 }
                 Op::Update => {
+                    // The pod is taken out of the live ones while it is updated, so that a
+                    // delete running at the same time does not take it (a slow server would
+                    // then answer the update 404, rightly).
                     let target = {
-                        let live = live.lock().expect("no panics while held");
-                        live.get(i.wrapping_mul(7919) % live.len().max(1)).cloned()
+                        let mut live = live.lock().expect("no panics while held");
+                        let at = i.wrapping_mul(7919) % live.len().max(1);
+                        live.remove(at)
                     };
                     let Some((target, j)) = target else { return (None, Duration::ZERO) };
                     let patch = Bytes::from(format!(r#"{{"metadata":{{"labels":{{"churn":"{i}"}}}}}}"#));
-                    (client.call_as(Method::PATCH, &format!("{collection}/{target}"), Some(patch), "application/merge-patch+json").await, j)
+                    let r = client.call_as(Method::PATCH, &format!("{collection}/{target}"), Some(patch), "application/merge-patch+json").await;
+                    live.lock().expect("no panics while held").push_back((target, j));
+                    (r, j)
                 }
                 Op::Delete => {
                     let target = live.lock().expect("no panics while held").pop_front();
