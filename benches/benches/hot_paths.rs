@@ -15,7 +15,7 @@ use jiff::{SignedDuration, Timestamp};
 use kapi_bench::objects::Kind;
 use kapi_core::auth::UserInfo;
 use kapi_core::authz::rbac::Kind as RbacKind;
-use kapi_core::authz::{Attributes, Authorizer, Policy};
+use kapi_core::authz::{Attributes, Authorizer, Policy, Snapshot};
 use kapi_core::cache::{CacheEffect, CacheEvent, CachedObject, WatchCache, WatchParams, WatchStart, WatcherId};
 use kapi_core::catalog::Resource;
 use kapi_core::codec::{self, Format, Output, View};
@@ -251,7 +251,7 @@ fn rbac(c: &mut Criterion) {
     };
     let (allowed, denied) = (read("deployments"), read("statefulsets"));
     for (namespaces, cluster) in [(10, 10), (1_000, 1_000)] {
-        let p = rbac_policy(namespaces, cluster);
+        let p = Snapshot { rbac: rbac_policy(namespaces, cluster), ..Default::default() };
         let bindings = format!("{}", namespaces * 10 + cluster);
         g.bench_with_input(BenchmarkId::new("allowed", &bindings), &p, |b, p| b.iter(|| authorizer.authorize(p, &user, &allowed)));
         g.bench_with_input(BenchmarkId::new("denied", &bindings), &p, |b, p| b.iter(|| authorizer.authorize(p, &user, &denied)));

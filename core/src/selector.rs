@@ -240,6 +240,12 @@ impl FieldSelector {
         self.terms.is_empty()
     }
 
+    /// The selector of these terms: a field, whether it must equal (else differ from) the
+    /// value, and the value.
+    pub fn of(terms: Vec<(String, bool, String)>) -> FieldSelector {
+        FieldSelector { terms }
+    }
+
     /// `fields.ParseSelector`, with `\`-escapes of `,`, `=`, `!` and `\` in values.
     pub fn parse(s: &str) -> Result<FieldSelector, String> {
         let mut terms = Vec::new();
@@ -269,6 +275,11 @@ impl FieldSelector {
     /// The value required by an `=` term on `field`, if any (e.g. `metadata.name` for GETs).
     pub fn required_value(&self, field: &str) -> Option<&str> {
         self.terms.iter().find(|(k, eq, _)| *eq && k == field).map(|(_, _, v)| v.as_str())
+    }
+
+    /// Whether an `=` term requires `field` to be `value` (as an authorizer reads a selector).
+    pub fn requires(&self, field: &str, value: &str) -> bool {
+        self.terms.iter().any(|(k, eq, v)| *eq && k == field && v == value)
     }
 
     pub fn matches<K: AsRef<str>>(&self, fields: &[(K, String)]) -> bool {

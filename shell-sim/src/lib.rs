@@ -88,6 +88,8 @@ pub struct World {
     controller_watches: BTreeMap<WatcherId, RequestId>,
     /// The APIService cache's revision last taken in.
     api_services_seen: i64,
+    /// What the authorizers read, each collection's objects as last taken in.
+    authz_seen: BTreeMap<SlotKey, kapi_core::cache::Objects>,
     /// The extension API servers: what each request proxied to one gets (its answer, or the
     /// transport's error). Without it, none can be reached.
     pub extension: Option<ExtensionServer>,
@@ -149,10 +151,15 @@ pub fn token_config() -> TokenConfig {
 /// A server like [`default_server`] whose requests RBAC authorizes (`--authorization-mode
 /// RBAC`), so that it starts with kube's bootstrap policy.
 pub fn rbac_server() -> Setup {
+    server_authorizing("RBAC")
+}
+
+/// A server like [`default_server`] with these `--authorization-mode`s.
+pub fn server_authorizing(modes: &str) -> Setup {
     let Setup { server, served } = default_server();
-    let authorizer = Authorizer::parse("RBAC").expect("RBAC is a mode");
-    let rbac = Server::new(server.authenticator.clone(), authorizer, "/registry", "127.0.0.1:6443");
-    Setup { server: Arc::new(rbac), served }
+    let authorizer = Authorizer::parse(modes).expect("valid modes");
+    let authorizing = Server::new(server.authenticator.clone(), authorizer, "/registry", "127.0.0.1:6443");
+    Setup { server: Arc::new(authorizing), served }
 }
 
 /// The simulation's epoch.
@@ -200,6 +207,7 @@ impl World {
             controllers: None,
             controller_watches: BTreeMap::new(),
             api_services_seen: 0,
+            authz_seen: BTreeMap::new(),
             extension: None,
             webhook: None,
         };
@@ -252,7 +260,7 @@ impl World {
     /// Drains every cache's effects.
     pub fn pump(&mut self) {
         loop {
-            let mut work = self.take_in_crds() | self.take_in_api_services();
+            let mut work = self.take_in_crds() | self.take_in_api_services() | self.take_in_authz();
             let keys: Vec<_> = self.slots.keys().cloned().collect();
             for k in keys {
                 while let Some(e) = self.slots.get_mut(&k).expect("listed above").cache.poll(self.now) {
@@ -281,6 +289,24 @@ impl World {
         let Some(next) = self.served.with_api_services(&objects) else { return false };
         self.served = next;
         true
+    }
+
+    /// Takes in what the caches of the collections the authorizers read hold now, as kapi's
+    /// catalog task does. True when something changed.
+    fn take_in_authz(&mut self) -> bool {
+        let mut changed = false;
+        for source in self.server.authorizer.sources() {
+            let (group, version, resource) = source.resource();
+            let key: SlotKey = (group.into(), version.into(), resource.into());
+            let Some(now) = self.slots.get(&key).and_then(|s| s.cache.published()) else { continue };
+            let seen = self.authz_seen.entry(key).or_default();
+            if !seen.ptr_eq(&now.objects) {
+                self.served = self.served.with_authz(source, seen, &now.objects);
+                *seen = now.objects;
+                changed = true;
+            }
+        }
+        changed
     }
 
     /// Takes in what the CRD cache holds now, as kapi's catalog task does: a changed catalog is

@@ -5,25 +5,20 @@
 //! done (or a minute has passed, as kube-apiserver waits for requests to drain before it drops
 //! a CRD's storage). Each new state of the APIService cache is taken in likewise
 //! (`Served::with_api_services`), and what the availability controller learns that extension
-//! servers serve (`Served::with_discovered`), and, when an authorizer reads them, each new
-//! state of the RBAC objects' caches (`Served::with_rbac`); one task makes every change, so
-//! none undoes another.
+//! servers serve (`Served::with_discovered`), and each new state of the caches of what the
+//! authorizers read (`Served::with_authz`: the RBAC objects for RBAC, pods and volumes for the
+//! Node authorizer); one task makes every change, so none undoes another.
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use kapi_core::authz::rbac::Kind;
+use kapi_core::cache::Objects;
 use kapi_core::catalog::Catalog;
 
 use tokio::sync::{Notify, mpsc};
 
 use crate::controllers::Learned;
 use crate::http::State;
-
-/// A watch cache's objects.
-type Objects = imbl::OrdMap<bytes::Bytes, kapi_core::cache::Shared>;
-
-const RBAC: &str = "rbac.authorization.k8s.io";
 
 pub async fn run(state: Arc<State>, builtins: Catalog, mut discovered: mpsc::UnboundedReceiver<Learned>) {
     const CRDS: (&str, &str, &str) = ("apiextensions.k8s.io", "v1", "customresourcedefinitions");
@@ -32,16 +27,15 @@ pub async fn run(state: Arc<State>, builtins: Catalog, mut discovered: mpsc::Unb
     // Either group may be off (`--runtime-config`); the other is followed all the same.
     let (crds_changed, apis_changed) = (published(CRDS).map(|(_, n)| n), published(API_SERVICES).map(|(_, n)| n));
     let (mut crds_seen, mut apis_seen) = (None, None);
-    // The RBAC objects, followed when an authorizer reads them: each kind's objects as last
-    // taken in.
-    let rbac_kinds = if state.server.authorizer.uses_rbac() { &Kind::ALL[..] } else { &[] };
-    let rbac_changed: Vec<Option<Arc<Notify>>> = rbac_kinds.iter().map(|k| published((RBAC, "v1", k.resource())).map(|(_, n)| n)).collect();
-    let mut rbac_seen: Vec<Objects> = vec![Objects::new(); rbac_kinds.len()];
+    // What the authorizers read: each collection's objects as last taken in.
+    let authz_sources = state.server.authorizer.sources();
+    let authz_changed: Vec<Option<Arc<Notify>>> = authz_sources.iter().map(|s| published(s.resource()).map(|(_, n)| n)).collect();
+    let mut authz_seen: Vec<Objects> = vec![Objects::new(); authz_sources.len()];
     loop {
         tokio::select! {
             _ = notified(&crds_changed) => {}
             _ = notified(&apis_changed) => {}
-            _ = any_notified(&rbac_changed) => {}
+            _ = any_notified(&authz_changed) => {}
             Some((group, version, discovery)) = discovered.recv() => {
                 if let Some(next) = state.served.load().with_discovered(&group, &version, discovery) {
                     state.served.store(next);
@@ -58,11 +52,11 @@ pub async fn run(state: Arc<State>, builtins: Catalog, mut discovered: mpsc::Unb
                 state.served.store(next);
             }
         }
-        for (kind, seen) in rbac_kinds.iter().zip(rbac_seen.iter_mut()) {
-            if let Some((Some(now), _)) = published((RBAC, "v1", kind.resource()))
+        for (source, seen) in authz_sources.iter().zip(authz_seen.iter_mut()) {
+            if let Some((Some(now), _)) = published(source.resource())
                 && !seen.ptr_eq(&now.objects)
             {
-                state.served.store(state.served.load().with_rbac(*kind, seen, &now.objects));
+                state.served.store(state.served.load().with_authz(*source, seen, &now.objects));
                 *seen = now.objects.clone();
             }
         }

@@ -145,7 +145,7 @@ struct ServeArgs {
     /// The most mutating requests in flight at once; beyond it, 429 (0: no limit).
     #[arg(long, default_value_t = kapi_core::pipeline::DEFAULT_MAX_MUTATING_IN_FLIGHT)]
     max_mutating_requests_inflight: usize,
-    /// Authorization modes, in order (AlwaysAllow, AlwaysDeny, RBAC); members of
+    /// Authorization modes, in order (AlwaysAllow, AlwaysDeny, Node, RBAC); members of
     /// system:masters are always allowed.
     #[arg(long, default_value = "AlwaysAllow", value_parser = Authorizer::parse)]
     authorization_mode: Authorizer,

@@ -12,7 +12,7 @@ use serde_json::Value;
 
 use super::coverage::uncovered;
 use super::rbac::{Kind, Rule, Wording};
-use super::{Attributes, Authorizer, PRIVILEGED_GROUP, Policy};
+use super::{Attributes, Authorizer, PRIVILEGED_GROUP, Snapshot};
 use crate::auth::UserInfo;
 use crate::meta;
 use crate::status::{ApiError, GroupResource, quote};
@@ -24,7 +24,7 @@ const GROUP: &str = "rbac.authorization.k8s.io";
 #[derive(Clone, Debug)]
 pub struct Escalation {
     pub authorizer: Authorizer,
-    pub policy: Policy,
+    pub state: Snapshot,
 }
 
 /// The request's part in a check.
@@ -74,7 +74,7 @@ impl Escalation {
                 if self.allowed(w.user, "bind", role_ref("apiGroup"), resource, role, w.namespace) {
                     return Ok(());
                 }
-                let rules = self.policy.role_rules(kind == "ClusterRole", w.namespace, role);
+                let rules = self.state.rbac.role_rules(kind == "ClusterRole", w.namespace, role);
                 let rules = rules.ok_or_else(|| ApiError::not_found(&GroupResource { group: GROUP.into(), resource: resource.into() }, role))?;
                 self.confirm(w.user, w.namespace, &rules).map_err(|e| forbidden(&e))
             }
@@ -84,13 +84,13 @@ impl Escalation {
     /// Whether the chain allows `user` to `verb` the role (or roles) named.
     fn allowed(&self, user: &UserInfo, verb: &str, group: &str, resource: &str, name: &str, namespace: &str) -> bool {
         let attrs = Attributes::resource(verb, group, resource, "", namespace, name);
-        self.authorizer.authorize(&self.policy, user, &attrs).allowed
+        self.authorizer.authorize(&self.state, user, &attrs).allowed
     }
 
     /// kube's `ConfirmNoEscalation`: `user` holds every rule of `rules` in `namespace`, or the
     /// message that says what it lacks.
     fn confirm(&self, user: &UserInfo, namespace: &str, rules: &[Rule]) -> Result<(), String> {
-        let (held, errors) = self.policy.rules_for(user, namespace, Wording::Registry);
+        let (held, errors) = self.state.rbac.rules_for(user, namespace, Wording::Registry);
         let missing = uncovered(&held, rules);
         if missing.is_empty() {
             return Ok(());

@@ -6,19 +6,25 @@
 //! `system:masters` are allowed first, whatever the modes (kube's privileged-groups
 //! authorizer).
 //!
-//! What the chain reads on every request, the RBAC objects ([`rbac::Policy`]), is an
-//! immutable snapshot the server swaps when they change; the chain itself is configuration.
+//! What the chain reads on every request ([`Snapshot`]: the RBAC objects, and the node graph
+//! of pods and volumes) is immutable, and the server swaps it when they change; the chain
+//! itself is configuration.
 
 pub mod bootstrap;
 pub mod coverage;
 pub mod escalation;
+pub mod graph;
+pub mod node;
 pub mod rbac;
 #[cfg(test)]
 mod tests;
 
 use crate::auth::UserInfo;
+use crate::cache::Objects;
+use crate::selector::FieldSelector;
 use crate::status::{ApiError, GroupResource, quote};
 
+pub use graph::NodeGraph;
 pub use rbac::Policy;
 
 /// The group whose members may do anything (`user.SystemPrivilegedGroup`).
@@ -36,6 +42,8 @@ pub struct Attributes {
     /// For non-resource requests (`/healthz`).
     pub path: String,
     pub resource_request: bool,
+    /// A list's, watch's or deletecollection's field selector (empty when it does not parse).
+    pub field_selector: FieldSelector,
 }
 
 impl Attributes {
@@ -50,7 +58,67 @@ impl Attributes {
             name: name.into(),
             path: String::new(),
             resource_request: true,
+            field_selector: FieldSelector::default(),
         }
+    }
+}
+
+/// What the authorizers read: the RBAC objects and the node graph, as they were at one time.
+#[derive(Clone, Debug, Default)]
+pub struct Snapshot {
+    pub rbac: Policy,
+    pub nodes: NodeGraph,
+}
+
+/// A collection whose objects an authorizer reads, followed through its watch cache.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Source {
+    Rbac(rbac::Kind),
+    Pods,
+    PersistentVolumes,
+    VolumeAttachments,
+}
+
+impl Source {
+    /// The collection's group, version and resource.
+    pub fn resource(self) -> (&'static str, &'static str, &'static str) {
+        match self {
+            Source::Rbac(kind) => ("rbac.authorization.k8s.io", "v1", kind.resource()),
+            Source::Pods => ("", "v1", "pods"),
+            Source::PersistentVolumes => ("", "v1", "persistentvolumes"),
+            Source::VolumeAttachments => ("storage.k8s.io", "v1", "volumeattachments"),
+        }
+    }
+}
+
+impl Snapshot {
+    /// The snapshot once the `source` objects went from `old` to `new` (their watch cache's
+    /// objects at two revisions).
+    pub fn with_changes(&self, source: Source, old: &Objects, new: &Objects) -> Snapshot {
+        let mut next = self.clone();
+        for change in old.diff(new) {
+            let (put, gone) = match change {
+                imbl::ordmap::DiffItem::Add(_, o) | imbl::ordmap::DiffItem::Update { new: (_, o), .. } => (Some(o), None),
+                imbl::ordmap::DiffItem::Remove(_, o) => (None, Some(o)),
+            };
+            match (source, put, gone) {
+                (Source::Rbac(kind), Some(o), _) => next.rbac.put(kind, &o.value()),
+                (Source::Rbac(kind), _, Some(o)) => next.rbac.remove(kind, &o.namespace, &o.name),
+                // A pod bound to no node (its selectable field says so) is none of the graph's,
+                // and is not decoded.
+                (Source::Pods, Some(o), _) if !o.fields.iter().any(|(f, v)| f == "spec.nodeName" && !v.is_empty()) => {
+                    next.nodes.remove_pod(&o.namespace, &o.name)
+                }
+                (Source::Pods, Some(o), _) => next.nodes.put_pod(&o.value()),
+                (Source::Pods, _, Some(o)) => next.nodes.remove_pod(&o.namespace, &o.name),
+                (Source::PersistentVolumes, Some(o), _) => next.nodes.put_volume(&o.value()),
+                (Source::PersistentVolumes, _, Some(o)) => next.nodes.remove_volume(&o.name),
+                (Source::VolumeAttachments, Some(o), _) => next.nodes.put_attachment(&o.value()),
+                (Source::VolumeAttachments, _, Some(o)) => next.nodes.remove_attachment(&o.name),
+                (_, None, None) => {}
+            }
+        }
+        next
     }
 }
 
@@ -59,6 +127,7 @@ impl Attributes {
 pub enum Mode {
     AlwaysAllow,
     AlwaysDeny,
+    Node,
     Rbac,
 }
 
@@ -67,6 +136,7 @@ impl Mode {
         match self {
             Mode::AlwaysAllow => "AlwaysAllow",
             Mode::AlwaysDeny => "AlwaysDeny",
+            Mode::Node => "Node",
             Mode::Rbac => "RBAC",
         }
     }
@@ -74,7 +144,7 @@ impl Mode {
 
 /// The modes kube-apiserver knows and kapi does not implement yet: named so that they are
 /// refused as unimplemented rather than unknown.
-const NOT_YET: [&str; 3] = ["ABAC", "Node", "Webhook"];
+const NOT_YET: [&str; 2] = ["ABAC", "Webhook"];
 
 /// `--authorization-mode`: the chain, in order.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -116,6 +186,7 @@ impl Authorizer {
             let mode = match name {
                 "AlwaysAllow" => Mode::AlwaysAllow,
                 "AlwaysDeny" => Mode::AlwaysDeny,
+                "Node" => Mode::Node,
                 "RBAC" => Mode::Rbac,
                 n if NOT_YET.contains(&n) => return Err(format!("authorization-mode {n:?} is not implemented by kapi yet")),
                 n => return Err(format!("authorization-mode {n:?} is not a valid mode")),
@@ -142,8 +213,21 @@ impl Authorizer {
         self.modes.contains(&Mode::Rbac)
     }
 
-    /// The decision on `user` doing `attrs`, with `policy` the RBAC objects as they are now.
-    pub fn authorize(&self, policy: &Policy, user: &UserInfo, attrs: &Attributes) -> Decision {
+    /// The collections whose objects the chain reads, to follow into its [`Snapshot`].
+    pub fn sources(&self) -> Vec<Source> {
+        let mut sources = Vec::new();
+        if self.uses_rbac() {
+            sources.extend(rbac::Kind::ALL.map(Source::Rbac));
+        }
+        if self.modes.contains(&Mode::Node) {
+            sources.extend([Source::Pods, Source::PersistentVolumes, Source::VolumeAttachments]);
+        }
+        sources
+    }
+
+    /// The decision on `user` doing `attrs`, with `state` what the authorizers read as it is
+    /// now.
+    pub fn authorize(&self, state: &Snapshot, user: &UserInfo, attrs: &Attributes) -> Decision {
         if user.groups.iter().any(|g| g == PRIVILEGED_GROUP) {
             return Decision { allowed: true, reason: String::new() };
         }
@@ -152,7 +236,8 @@ impl Authorizer {
             let (verdict, reason) = match mode {
                 Mode::AlwaysAllow => (Verdict::Allow, String::new()),
                 Mode::AlwaysDeny => (Verdict::NoOpinion, "Everything is forbidden.".to_string()),
-                Mode::Rbac => policy.authorize(user, attrs),
+                Mode::Node => node::authorize(&state.nodes, user, attrs),
+                Mode::Rbac => state.rbac.authorize(user, attrs),
             };
             if verdict == Verdict::Allow {
                 // The allowing authorizer's reason alone; those of the others before it, joined,
@@ -182,7 +267,7 @@ pub struct RulesReview {
 impl Authorizer {
     /// The rules `user` holds in `namespace`, each mode's in order (kube's union rule
     /// resolver; `system:masters` has no rules of its own).
-    pub fn rules_for(&self, policy: &Policy, user: &UserInfo, namespace: &str) -> RulesReview {
+    pub fn rules_for(&self, state: &Snapshot, user: &UserInfo, namespace: &str) -> RulesReview {
         let mut review = RulesReview::default();
         let mut errors = Vec::new();
         for mode in &self.modes {
@@ -195,8 +280,15 @@ impl Authorizer {
                     ..Default::default()
                 }],
                 Mode::AlwaysDeny => Vec::new(),
+                Mode::Node => {
+                    if node::node_of(user).is_some() {
+                        review.incomplete = true;
+                        errors.push("node authorizer does not support user rule resolution".to_string());
+                    }
+                    Vec::new()
+                }
                 Mode::Rbac => {
-                    let (rules, error) = policy.rules_for(user, namespace, rbac::Wording::Lister);
+                    let (rules, error) = state.rbac.rules_for(user, namespace, rbac::Wording::Lister);
                     if !error.is_empty() {
                         errors.push(error);
                     }

@@ -16,13 +16,11 @@
 
 use std::sync::Arc;
 
-use bytes::Bytes;
 use imbl::{OrdMap, OrdSet};
 use serde_json::Value;
 
 use super::{Attributes, Verdict};
 use crate::auth::UserInfo;
-use crate::cache::Shared;
 use crate::meta;
 
 /// The four kinds a policy is made of, by their resources.
@@ -240,31 +238,6 @@ impl Policy {
                 if by_namespace.is_empty() {
                     index.remove(&who);
                 }
-            }
-        }
-    }
-
-    /// The policy after the `kind` objects went from `old` to `new` (a watch cache's
-    /// objects at two revisions): only what changed is read.
-    pub fn with_changes(&self, kind: Kind, old: &OrdMap<Bytes, Shared>, new: &OrdMap<Bytes, Shared>) -> Policy {
-        let mut next = self.clone();
-        let (mut a, mut b) = (old.iter().peekable(), new.iter().peekable());
-        loop {
-            match (a.peek(), b.peek()) {
-                (None, None) => return next,
-                (Some((ka, va)), Some((kb, vb))) if ka == kb => {
-                    if !Arc::ptr_eq(va, vb) {
-                        next.put(kind, &vb.value());
-                    }
-                    a.next();
-                    b.next();
-                }
-                (Some((ka, _)), Some((kb, _))) if ka > kb => next.put(kind, &b.next().expect("peeked").1.value()),
-                (Some((_, va)), _) => {
-                    next.remove(kind, &va.namespace, &va.name);
-                    a.next();
-                }
-                (None, Some(_)) => next.put(kind, &b.next().expect("peeked").1.value()),
             }
         }
     }

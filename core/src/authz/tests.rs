@@ -40,6 +40,10 @@ fn a_rule_covers_verbs_groups_resources_subresources_names_and_paths_as_kube_mat
     assert!(Rule::read(&json!({"verbs": ["get"], "nonResourceURLs": ["/api**"]})).allows(&path("get", "/apis")), "every trailing * is a wildcard");
 }
 
+fn state(p: &Policy) -> Snapshot {
+    Snapshot { rbac: p.clone(), ..Default::default() }
+}
+
 fn policy() -> Policy {
     let mut p = Policy::default();
     p.put(Kind::ClusterRole, &json!({"metadata": {"name": "reader"}, "rules": [{"verbs": ["get", "list"], "apiGroups": [""], "resources": ["pods"]}]}));
@@ -113,9 +117,9 @@ fn the_chain_allows_masters_first_and_a_request_no_mode_allows_is_forbidden_with
     let rbac = Authorizer::parse("AlwaysDeny,RBAC").unwrap();
     let p = policy();
     let masters = user("admin", &["system:masters"]);
-    assert!(rbac.authorize(&p, &masters, &resource("delete", "", "nodes", "", "", "n1")).allowed);
+    assert!(rbac.authorize(&state(&p), &masters, &resource("delete", "", "nodes", "", "", "n1")).allowed);
     let alice = user("alice", &[]);
-    let d = rbac.authorize(&p, &alice, &resource("get", "", "pods", "log", "dev", "web"));
+    let d = rbac.authorize(&state(&p), &alice, &resource("get", "", "pods", "log", "dev", "web"));
     assert_eq!(d, Decision { allowed: false, reason: "Everything is forbidden.".into() });
     let e = forbidden(&alice, &resource("get", "", "pods", "log", "dev", "web"), &d.reason);
     assert_eq!(
@@ -132,17 +136,17 @@ fn the_chain_allows_masters_first_and_a_request_no_mode_allows_is_forbidden_with
     let e = forbidden(&user("a<b>", &[]), &path("get", "/x&y"), "why <not>");
     assert_eq!(e.message, "forbidden: User \"a&lt;b&gt;\" cannot get path \"/x&amp;y\": why <not>", "escaped as kube escapes it, the reason not");
     let auditor = user("carol", &["auditors"]);
-    let d = rbac.authorize(&p, &auditor, &resource("list", "", "pods", "", "", ""));
+    let d = rbac.authorize(&state(&p), &auditor, &resource("list", "", "pods", "", "", ""));
     assert_eq!(
         d,
         Decision { allowed: true, reason: "RBAC: allowed by ClusterRoleBinding \"auditors-read\" of ClusterRole \"reader\" to Group \"auditors\"".into() },
         "the reason of the mode that allows, alone"
     );
-    assert!(Authorizer::parse("RBAC").unwrap().authorize(&p, &alice, &resource("get", "", "pods", "", "dev", "x")).allowed);
-    assert!(Authorizer::always_allow().authorize(&Policy::default(), &alice, &path("get", "/metrics")).allowed);
+    assert!(Authorizer::parse("RBAC").unwrap().authorize(&state(&p), &alice, &resource("get", "", "pods", "", "dev", "x")).allowed);
+    assert!(Authorizer::always_allow().authorize(&Snapshot::default(), &alice, &path("get", "/metrics")).allowed);
 
     assert_eq!(Authorizer::parse("RBAC,Bogus").unwrap_err(), "authorization-mode \"Bogus\" is not a valid mode");
-    assert_eq!(Authorizer::parse("Node,RBAC").unwrap_err(), "authorization-mode \"Node\" is not implemented by kapi yet");
+    assert_eq!(Authorizer::parse("Webhook,RBAC").unwrap_err(), "authorization-mode \"Webhook\" is not implemented by kapi yet");
     assert_eq!(Authorizer::parse("RBAC,RBAC").unwrap_err(), "authorization-mode [\"RBAC\" \"RBAC\"] has mode specified more than once");
     assert_eq!(Authorizer::parse("").unwrap_err(), "at least one authorization-mode must be passed");
 }
@@ -152,18 +156,18 @@ fn the_rules_a_user_holds_are_its_bindings_roles_in_the_namespace_and_the_cluste
     let p = policy();
     let rbac = Authorizer::parse("RBAC").unwrap();
     let alice = user("alice", &["auditors"]);
-    let review = rbac.rules_for(&p, &alice, "dev");
+    let review = rbac.rules_for(&state(&p), &alice, "dev");
     let reader = Rule { verbs: vec!["get".into(), "list".into()], api_groups: vec!["".into()], resources: vec!["pods".into()], ..Default::default() };
     assert_eq!(review.resource_rules, vec![reader.clone(), reader.clone()], "the cluster's binding, then the namespace's");
-    assert_eq!(rbac.rules_for(&p, &alice, "prod").resource_rules, vec![reader]);
-    let allow = Authorizer::parse("AlwaysAllow,AlwaysDeny").unwrap().rules_for(&p, &alice, "dev");
+    assert_eq!(rbac.rules_for(&state(&p), &alice, "prod").resource_rules, vec![reader]);
+    let allow = Authorizer::parse("AlwaysAllow,AlwaysDeny").unwrap().rules_for(&state(&p), &alice, "dev");
     assert_eq!(
         (allow.resource_rules[0].resources.as_slice(), allow.non_resource_rules[0].non_resource_urls.as_slice()),
         (&["*".to_string()][..], &["*".to_string()][..])
     );
     let mut broken = policy();
     broken.remove(Kind::ClusterRole, "", "reader");
-    let review = rbac.rules_for(&broken, &alice, "dev");
+    let review = rbac.rules_for(&state(&broken), &alice, "dev");
     assert_eq!((review.resource_rules.len(), review.evaluation_error.as_str()), (0, "clusterrole.rbac.authorization.k8s.io \"reader\" not found"));
 }
 
@@ -229,7 +233,7 @@ fn rbac_writes_grant_only_what_the_writer_holds() {
         Kind::RoleBinding,
         &json!({"metadata": {"name": "alice-binds", "namespace": "dev"}, "roleRef": {"kind": "ClusterRole", "name": "binder"}, "subjects": [{"kind": "User", "name": "alice"}]}),
     );
-    let check = Escalation { authorizer: Authorizer::parse("RBAC").unwrap(), policy: p };
+    let check = Escalation { authorizer: Authorizer::parse("RBAC").unwrap(), state: Snapshot { rbac: p, ..Default::default() } };
     let alice = user("alice", &["system:authenticated"]);
     let write = |kind: Kind| Write { kind, user: &alice, namespace: "dev", url_name: "" };
     let role = |rules: Value| json!({"metadata": {"name": "r", "namespace": "dev"}, "rules": rules});

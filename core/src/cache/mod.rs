@@ -56,11 +56,14 @@ pub struct WatcherId(pub u64);
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct ReadId(pub u64);
 
+/// A resource's objects, keyed by storage key.
+pub type Objects = OrdMap<Bytes, Shared>;
+
 /// The objects of the resource at one revision, keyed by storage key.
 #[derive(Clone, Debug)]
 pub struct Snapshot {
     pub revision: Revision,
-    pub objects: OrdMap<Bytes, Shared>,
+    pub objects: Objects,
 }
 
 impl Snapshot {

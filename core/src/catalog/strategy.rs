@@ -77,8 +77,8 @@ pub struct ReviewContext<'a> {
     pub user: &'a crate::auth::UserInfo,
     pub authenticator: &'a crate::auth::Authenticator,
     pub authorizer: &'a crate::authz::Authorizer,
-    /// The RBAC objects the request started with.
-    pub rbac: &'a crate::authz::Policy,
+    /// What the authorizers read, as the request started with it.
+    pub authz: &'a crate::authz::Snapshot,
 }
 
 /// How a kind's create and update treat `status` and `metadata.generation` (the common shapes

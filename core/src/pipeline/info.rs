@@ -17,6 +17,10 @@ pub struct RequestInfo {
     pub name: String,
     /// The path segments from the resource on.
     pub parts: Vec<String>,
+    /// A list's, watch's or deletecollection's field selector, for the authorizers (kube's
+    /// `AuthorizeWithSelectors`): empty when it does not parse, or for the deprecated
+    /// `/watch/` paths.
+    pub field_selector: crate::selector::FieldSelector,
 }
 
 impl RequestInfo {
@@ -31,6 +35,7 @@ impl RequestInfo {
             name: self.name.clone(),
             path: self.path.clone(),
             resource_request: self.is_resource_request,
+            field_selector: self.field_selector.clone(),
         }
     }
 }
@@ -109,6 +114,9 @@ pub fn resolve(method: &str, path: &str, query: &Query) -> RequestInfo {
     }
     if info.name.is_empty() && info.verb == "delete" {
         info.verb = "deletecollection".into();
+    }
+    if matches!(info.verb.as_str(), "list" | "watch" | "deletecollection") && !special {
+        info.field_selector = query.get("fieldSelector").and_then(|fs| crate::selector::FieldSelector::parse(fs).ok()).unwrap_or_default();
     }
     info
 }

@@ -42,7 +42,7 @@ use jiff::{SignedDuration, Timestamp};
 
 use crate::aggregator::{ApiServices, Discovered, Discovery, ProxyHead, ProxyRequest};
 use crate::auth::{Authenticator, Peer, Refused, UserInfo};
-use crate::authz::{Authorizer, Policy};
+use crate::authz::Authorizer;
 use crate::cache::{ReadRequest, ReadResult, WatchParams};
 use crate::catalog::{Catalog, Resource};
 use crate::kv::{KvRequest, KvResult};
@@ -122,8 +122,8 @@ pub struct Served {
     /// under `/apis` for what the catalog does not serve may be for a custom resource, and is
     /// answered as kube's CRD handler answers before its informer has synced.
     crds_synced: bool,
-    /// The RBAC objects, as the authorizer reads them.
-    pub rbac: Policy,
+    /// What the authorizers read (the RBAC objects, the node graph).
+    pub authz: crate::authz::Snapshot,
     /// The documents, made on first use; shared by states whose sources are the same.
     docs: Arc<Docs>,
 }
@@ -136,7 +136,7 @@ impl Served {
     fn with(catalog: Catalog, api_services: ApiServices, discovered: Discovered) -> Arc<Served> {
         let crds_synced = catalog.get("apiextensions.k8s.io", "v1", "customresourcedefinitions").is_none();
         let catalog = Arc::new(catalog);
-        Arc::new(Served { catalog, api_services, discovered, made: Default::default(), crds_synced, rbac: Policy::default(), docs: Arc::default() })
+        Arc::new(Served { catalog, api_services, discovered, made: Default::default(), crds_synced, authz: Default::default(), docs: Arc::default() })
     }
 
     /// Whether the CRDs have been taken in (see [`Served::with_crds`]).
@@ -172,15 +172,11 @@ impl Served {
             .then(|| Arc::new(Served { catalog: Arc::new(catalog), made, crds_synced: true, ..self.shallow_copy() }))
     }
 
-    /// What the server serves once the `kind` objects of RBAC went from `old` to `new` (their
-    /// watch cache's objects at two revisions); the documents stay as they were.
-    pub fn with_rbac(
-        &self,
-        kind: crate::authz::rbac::Kind,
-        old: &imbl::OrdMap<Bytes, crate::cache::Shared>,
-        new: &imbl::OrdMap<Bytes, crate::cache::Shared>,
-    ) -> Arc<Served> {
-        Arc::new(Served { rbac: self.rbac.with_changes(kind, old, new), docs: self.docs.clone(), ..self.shallow_copy() })
+    /// What the server serves once the objects an authorizer reads from `source` went from
+    /// `old` to `new` (their watch cache's objects at two revisions); the documents stay as
+    /// they were.
+    pub fn with_authz(&self, source: crate::authz::Source, old: &crate::cache::Objects, new: &crate::cache::Objects) -> Arc<Served> {
+        Arc::new(Served { authz: self.authz.with_changes(source, old, new), docs: self.docs.clone(), ..self.shallow_copy() })
     }
 
     /// The same parts, with documents to be made anew (from these where they fit).
@@ -191,7 +187,7 @@ impl Served {
             discovered: self.discovered.clone(),
             made: self.made.clone(),
             crds_synced: self.crds_synced,
-            rbac: self.rbac.clone(),
+            authz: self.authz.clone(),
             docs: Arc::new(Docs::after(&self.docs)),
         }
     }
@@ -409,7 +405,7 @@ impl RequestMachine {
     fn authenticated(&mut self, now: Timestamp, info: RequestInfo, query: Query) {
         let authenticator = &self.server.authenticator;
         self.req.headers.retain(|(k, _)| !authenticator.is_credential_header(k));
-        let authorize = |user: &UserInfo, attrs: &crate::authz::Attributes| self.server.authorizer.authorize(&self.served.rbac, user, attrs);
+        let authorize = |user: &UserInfo, attrs: &crate::authz::Attributes| self.server.authorizer.authorize(&self.served.authz, user, attrs);
         match crate::auth::impersonate(&self.req.headers, &self.user, authorize) {
             Ok(Some(user)) => self.user = user,
             Ok(None) => {}
@@ -431,7 +427,7 @@ impl RequestMachine {
             }
         }
         let attrs = info.attributes();
-        let decision = self.server.authorizer.authorize(&self.served.rbac, &self.user, &attrs);
+        let decision = self.server.authorizer.authorize(&self.served.authz, &self.user, &attrs);
         if !decision.allowed {
             return self.fail(&crate::authz::forbidden(&self.user, &attrs, &decision.reason));
         }

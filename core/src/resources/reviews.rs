@@ -9,6 +9,7 @@ use crate::authz::Attributes;
 use crate::authz::rbac::Rule;
 use crate::catalog::{Backing, Resource, ReviewContext, Strategy};
 use crate::meta;
+use crate::selector::FieldSelector;
 use crate::status::{ApiError, FieldError};
 
 pub fn resources() -> Vec<Resource> {
@@ -141,6 +142,29 @@ fn resource_rule(r: &Rule) -> Value {
     v
 }
 
+/// A review's `resourceAttributes.fieldSelector`: its `rawSelector`, or its requirements
+/// (`In` and `NotIn` with one value are `=` and `!=`); empty when it does not parse, as kube
+/// leaves an authorizer no requirements then.
+fn field_selector(v: Option<&Value>) -> FieldSelector {
+    let Some(v) = v else { return FieldSelector::default() };
+    if let Some(raw) = v.get("rawSelector").and_then(Value::as_str) {
+        return FieldSelector::parse(raw).unwrap_or_default();
+    }
+    let mut terms = Vec::new();
+    for r in v.get("requirements").and_then(Value::as_array).into_iter().flatten() {
+        let values: Vec<&str> = r.get("values").and_then(Value::as_array).into_iter().flatten().filter_map(Value::as_str).collect();
+        let key = r.get("key").and_then(Value::as_str).unwrap_or_default();
+        let equal = match r.get("operator").and_then(Value::as_str) {
+            Some("In") => true,
+            Some("NotIn") => false,
+            _ => return FieldSelector::default(),
+        };
+        let [value] = values[..] else { return FieldSelector::default() };
+        terms.push((key.to_string(), equal, value.to_string()));
+    }
+    FieldSelector::of(terms)
+}
+
 fn attributes(spec: &Value) -> Attributes {
     let s = |v: &Value, k: &str| v.get(k).and_then(Value::as_str).unwrap_or_default().to_string();
     match (spec.get("resourceAttributes"), spec.get("nonResourceAttributes")) {
@@ -153,6 +177,7 @@ fn attributes(spec: &Value) -> Attributes {
             name: s(r, "name"),
             path: String::new(),
             resource_request: true,
+            field_selector: field_selector(r.get("fieldSelector")),
         },
         (None, Some(n)) => Attributes { verb: s(n, "verb"), path: s(n, "path"), ..Default::default() },
         (None, None) => Attributes::default(),
@@ -179,7 +204,7 @@ impl Strategy for Review {
                     Review::Access { .. } => subject(&spec),
                     _ => ctx.user.clone(),
                 };
-                let d = ctx.authorizer.authorize(ctx.rbac, &subject, &attributes(&spec));
+                let d = ctx.authorizer.authorize(ctx.authz, &subject, &attributes(&spec));
                 let mut st = json!({"allowed": d.allowed});
                 if !d.reason.is_empty() {
                     st["reason"] = json!(d.reason);
@@ -188,7 +213,7 @@ impl Strategy for Review {
             }
             Review::Rules => {
                 let namespace = meta::str_at(&obj, &["spec", "namespace"]).unwrap_or_default();
-                let review = ctx.authorizer.rules_for(ctx.rbac, ctx.user, namespace);
+                let review = ctx.authorizer.rules_for(ctx.authz, ctx.user, namespace);
                 let mut st = json!({
                     "resourceRules": review.resource_rules.iter().map(resource_rule).collect::<Vec<_>>(),
                     "nonResourceRules": review.non_resource_rules.iter().map(|r| json!({"verbs": r.verbs, "nonResourceURLs": r.non_resource_urls})).collect::<Vec<_>>(),

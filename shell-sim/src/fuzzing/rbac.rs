@@ -129,8 +129,7 @@ fn request(u: &mut Unstructured) -> arbitrary::Result<(UserInfo, Attributes)> {
             subresource: pick(u, SUBRESOURCES)?.to_string(),
             namespace: pick(u, &["", "dev", "prod"])?.to_string(),
             name: pick(u, NAMES)?.to_string(),
-            path: String::new(),
-            resource_request: true,
+            ..Attributes::resource("", "", "", "", "", "")
         }
     };
     Ok((user, attrs))

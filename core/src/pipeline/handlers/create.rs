@@ -48,8 +48,12 @@ impl RequestMachine {
                     }
                     None => {}
                 }
-                let ctx =
-                    ReviewContext { user: &self.user, authenticator: &self.server.authenticator, authorizer: &self.server.authorizer, rbac: &self.served.rbac };
+                let ctx = ReviewContext {
+                    user: &self.user,
+                    authenticator: &self.server.authenticator,
+                    authorizer: &self.server.authorizer,
+                    authz: &self.served.authz,
+                };
                 let answer = res.strategy.review(obj, &ctx)?;
                 self.respond_object(&res, &answer, output, 201, "", now);
                 return Ok(());
