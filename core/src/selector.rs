@@ -246,23 +246,19 @@ impl FieldSelector {
         FieldSelector { terms }
     }
 
-    /// `fields.ParseSelector`, with `\`-escapes of `,`, `=`, `!` and `\` in values.
+    /// `fields.ParseSelector`: terms split at unescaped commas (and sorted, so the first error
+    /// is kube's), each split at the first `!=`, `==` or `=` (the field as written), the value
+    /// unescaped (`\\`, `\,` and `\=` only; an unescaped `,` or `=` in it is an error).
     pub fn parse(s: &str) -> Result<FieldSelector, String> {
+        let mut parts = split_unescaped(s, ',');
+        parts.sort();
         let mut terms = Vec::new();
-        for part in split_unescaped(s, ',') {
-            if part.is_empty() {
-                continue;
-            }
-            let (key, eq, value) = if let Some(i) = find_unescaped(&part, "!=") {
-                (&part[..i], false, &part[i + 2..])
-            } else if let Some(i) = find_unescaped(&part, "==") {
-                (&part[..i], true, &part[i + 2..])
-            } else if let Some(i) = find_unescaped(&part, "=") {
-                (&part[..i], true, &part[i + 1..])
-            } else {
+        for part in parts.iter().filter(|p| !p.is_empty()) {
+            let split = part.char_indices().find_map(|(i, _)| ["!=", "==", "="].into_iter().find(|op| part[i..].starts_with(op)).map(|op| (i, op)));
+            let Some((i, op)) = split else {
                 return Err(format!("invalid selector: '{s}'; can't understand '{part}'"));
             };
-            terms.push((key.trim().to_string(), eq, unescape(value)));
+            terms.push((part[..i].to_string(), op != "!=", unescape_value(&part[i + op.len()..])?));
         }
         Ok(FieldSelector { terms })
     }
@@ -309,36 +305,23 @@ fn split_unescaped(s: &str, sep: char) -> Vec<String> {
     out
 }
 
-fn find_unescaped(s: &str, pat: &str) -> Option<usize> {
-    let b = s.as_bytes();
-    let mut i = 0;
-    while i < b.len() {
-        if b[i] == b'\\' {
-            i += 2;
-            continue;
-        }
-        if b[i..].starts_with(pat.as_bytes()) {
-            return Some(i);
-        }
-        i += 1;
-    }
-    None
-}
-
-fn unescape(s: &str) -> String {
+/// kube's `fields.UnescapeValue`.
+fn unescape_value(s: &str) -> Result<String, String> {
     let mut out = String::with_capacity(s.len());
-    let mut escaped = false;
-    for c in s.chars() {
-        if escaped {
-            out.push(c);
-            escaped = false;
-        } else if c == '\\' {
-            escaped = true;
-        } else {
-            out.push(c);
+    let mut chars = s.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' => match chars.next() {
+                Some(e @ ('\\' | ',' | '=')) => out.push(e),
+                Some(e) => return Err(format!("invalid field selector: invalid escape sequence: \\{e}")),
+                None => return Err("invalid field selector: invalid escape sequence: \\".to_string()),
+            },
+            // Go's %v of a rune: its number.
+            ',' | '=' => return Err(format!("invalid field selector: unescaped character in value: {}", c as u32)),
+            c => out.push(c),
         }
     }
-    out
+    Ok(out)
 }
 
 #[cfg(test)]
@@ -363,5 +346,10 @@ mod tests {
         assert!(!s.matches(&[("metadata.name", "a,b".into()), ("status.phase", "Running".into())]));
         assert_eq!(s.required_value("metadata.name"), Some("a,b"));
         assert!(FieldSelector::parse("nonsense").is_err());
+        // kube's splitTerm and UnescapeValue: the first operator splits, the field is as written.
+        assert_eq!(FieldSelector::parse("a=b!=c").unwrap_err(), "invalid field selector: unescaped character in value: 61");
+        assert_eq!(FieldSelector::parse("a=b\\x").unwrap_err(), "invalid field selector: invalid escape sequence: \\x");
+        assert!(FieldSelector::parse("spec.nodeName =n1").unwrap().required_value("spec.nodeName").is_none());
+        assert_eq!(FieldSelector::parse("a==x\\=y").unwrap().required_value("a"), Some("x=y"));
     }
 }

@@ -171,6 +171,10 @@ fn a_nodes_rules_cannot_be_listed_and_others_are_left_to_rbac() {
         (json!(true), json!("node authorizer does not support user rule resolution"))
     );
 
+    let everywhere = json!({"apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectRulesReview", "spec": {}});
+    let r = as_node(&mut w, "n1", "POST", "/apis/authorization.k8s.io/v1/selfsubjectrulesreviews", "", Some(everywhere));
+    assert_eq!((r.head.status, r.json()["message"].clone()), (400, json!("no namespace on request")));
+
     // A user named like a node, without the group, is no node.
     let mut headers = vec![
         ("Authorization".to_string(), format!("Bearer {ADMIN_TOKEN}")),
@@ -197,4 +201,48 @@ fn a_nodes_rules_cannot_be_listed_and_others_are_left_to_rbac() {
         ..Default::default()
     });
     assert_eq!(r.json()["status"]["allowed"], json!(true), "the review's field selector is the node's");
+}
+
+#[test]
+fn a_reviews_field_selector_is_checked_and_what_does_not_parse_is_said() {
+    let mut w = world();
+    let review = |selector: Value| {
+        json!({"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview",
+            "spec": {"user": "system:node:n1", "groups": ["system:nodes"], "resourceAttributes": {"verb": "list", "resource": "pods", "fieldSelector": selector}}})
+    };
+    let path = "/apis/authorization.k8s.io/v1/subjectaccessreviews";
+    let r = w.call(
+        "POST",
+        path,
+        "",
+        Some(&review(json!({"rawSelector": "a=b", "requirements": [{"key": "a", "operator": "In", "values": ["b"]}]}))),
+        "application/json",
+    );
+    assert_eq!(r.head.status, 422);
+    assert_eq!(
+        r.json()["message"],
+        "SubjectAccessReview.authorization.k8s.io \"\" is invalid: spec.resourceAttributes.fieldSelector.rawSelector: Invalid value: \"a=b\": may not specified at the same time as requirements"
+    );
+    let r = w.call("POST", path, "", Some(&review(json!({}))), "application/json");
+    assert!(r.json()["message"].as_str().unwrap().ends_with(
+        "spec.resourceAttributes.fieldSelector.requirements: Required value: when spec.resourceAttributes.fieldSelector is specified, requirements or rawSelector is required"
+    ));
+
+    // A requirement that does not convert is dropped, the rest kept, and the review says so.
+    let r = w.call(
+        "POST",
+        path,
+        "",
+        Some(&review(json!({"requirements": [{"key": "spec.nodeName", "operator": "In", "values": ["n1"]}, {"key": "x", "operator": "Exists"}]}))),
+        "application/json",
+    );
+    let status = &r.json()["status"];
+    assert_eq!(status["allowed"], json!(true));
+    assert_eq!(status["evaluationError"], "spec.resourceAttributes.fieldSelector partially ignored due to parse error");
+    let r = w.call("POST", path, "", Some(&review(json!({"rawSelector": "spec.nodeName=n1=x"}))), "application/json");
+    let status = &r.json()["status"];
+    assert_eq!(
+        (status["allowed"].clone(), status["evaluationError"].clone()),
+        (json!(false), json!("spec.resourceAttributes.fieldSelector ignored due to parse error"))
+    );
 }

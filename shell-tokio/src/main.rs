@@ -147,7 +147,7 @@ struct ServeArgs {
     max_mutating_requests_inflight: usize,
     /// Authorization modes, in order (AlwaysAllow, AlwaysDeny, Node, RBAC); members of
     /// system:masters are always allowed.
-    #[arg(long, default_value = "AlwaysAllow", value_parser = Authorizer::parse)]
+    #[arg(long, default_value = "Node,RBAC", value_parser = Authorizer::parse)]
     authorization_mode: Authorizer,
     /// The issuer written in service account tokens (the first) and accepted in them (all).
     #[arg(long, default_value = "https://kubernetes.default.svc.cluster.local")]

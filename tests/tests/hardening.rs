@@ -196,7 +196,8 @@ fn requests_beyond_the_in_flight_limit_get_429() {
     let dir = tempfile::tempdir().unwrap();
     let tokens = dir.path().join("tokens.csv");
     std::fs::write(&tokens, "t0ken,bob,1002,dev\n").unwrap();
-    let k = Kapi::start_with(&["--token-auth-file", tokens.to_str().unwrap(), "--max-requests-inflight", "1"]);
+    // Bob may read everything: what is limited here is how many requests are in flight.
+    let k = Kapi::start_with(&["--token-auth-file", tokens.to_str().unwrap(), "--max-requests-inflight", "1", "--authorization-mode", "AlwaysAllow"]);
     let ca = k.data_dir().join("pki/ca.crt");
     let bob = |path: &str| {
         let mut c = Command::new("curl");

@@ -8,7 +8,7 @@ fn curl(k: &Kapi, args: &[&str], path: &str) -> (u16, String) {
 }
 
 #[test]
-fn unauthenticated_requests_get_401_and_tokens_work() {
+fn requests_without_a_credential_are_anonymous_a_bad_one_gets_401_and_tokens_work() {
     let dir = tempfile::tempdir().unwrap();
     let tokens = dir.path().join("tokens.csv");
     std::fs::write(&tokens, "s3cret,alice,1001,\"dev,ops\"\n").unwrap();
@@ -19,6 +19,14 @@ fn unauthenticated_requests_get_401_and_tokens_work() {
         .output()
         .unwrap();
     let (code, body) = status_and_body(&anon);
+    assert_eq!(code, 403, "anonymous, as kube's default --anonymous-auth and Node,RBAC have it");
+    let v: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(v["message"], "namespaces is forbidden: User \"system:anonymous\" cannot list resource \"namespaces\" in API group \"\" at the cluster scope");
+    let bad = std::process::Command::new("curl")
+        .args(["-sS", "--cacert", ca.to_str().unwrap(), "-H", "Authorization: Bearer wr0ng", "-w", "\n%{http_code}", &k.url("/api/v1/namespaces")])
+        .output()
+        .unwrap();
+    let (code, body) = status_and_body(&bad);
     assert_eq!(code, 401);
     let v: Value = serde_json::from_str(&body).unwrap();
     assert_eq!(v["reason"], "Unauthorized");

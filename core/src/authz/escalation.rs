@@ -103,7 +103,8 @@ impl Escalation {
             lines.into_iter().collect::<Vec<_>>().join("\n")
         );
         if !errors.is_empty() {
-            message.push_str(&format!("; resolution errors: [{errors}]"));
+            // Go's %v of a slice of errors.
+            message.push_str(&format!("; resolution errors: [{}]", errors.join(" ")));
         }
         Err(message)
     }

@@ -288,10 +288,8 @@ impl Authorizer {
                     Vec::new()
                 }
                 Mode::Rbac => {
-                    let (rules, error) = state.rbac.rules_for(user, namespace, rbac::Wording::Lister);
-                    if !error.is_empty() {
-                        errors.push(error);
-                    }
+                    let (rules, missing) = state.rbac.rules_for(user, namespace, rbac::Wording::Lister);
+                    errors.extend(missing);
                     rules
                 }
             };

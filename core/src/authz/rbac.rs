@@ -303,7 +303,7 @@ impl Policy {
 
     /// The rules `user` holds in `namespace` (the cluster's among them), and the errors met
     /// on the way (kube's `RulesFor`), worded as `wording` says.
-    pub fn rules_for(&self, user: &UserInfo, namespace: &str, wording: Wording) -> (Vec<Rule>, String) {
+    pub fn rules_for(&self, user: &UserInfo, namespace: &str, wording: Wording) -> (Vec<Rule>, Vec<String>) {
         let (mut rules, mut missing) = (Vec::new(), Vec::new());
         self.visit(user, namespace, |_, _, binding, _, found| {
             match found {
@@ -317,7 +317,7 @@ impl Policy {
             }
             false
         });
-        (rules, aggregate(&missing))
+        (rules, missing)
     }
 }
 

@@ -111,6 +111,9 @@ impl Review {
                 "exactly one of nonResourceAttributes or resourceAttributes must be specified",
             ));
         }
+        if let Some(r) = resource {
+            selector_errors(r, &mut errors);
+        }
         if let Review::Access { local } = self {
             if meta::str_at(spec, &["user"]).unwrap_or_default().is_empty() && spec.get("groups").and_then(Value::as_array).is_none_or(Vec::is_empty) {
                 errors.push(FieldError::invalid("spec.user", Value::String(String::new()), "at least one of user or group must be specified"));
@@ -142,45 +145,106 @@ fn resource_rule(r: &Rule) -> Value {
     v
 }
 
-/// A review's `resourceAttributes.fieldSelector`: its `rawSelector`, or its requirements
-/// (`In` and `NotIn` with one value are `=` and `!=`); empty when it does not parse, as kube
-/// leaves an authorizer no requirements then.
-fn field_selector(v: Option<&Value>) -> FieldSelector {
-    let Some(v) = v else { return FieldSelector::default() };
-    if let Some(raw) = v.get("rawSelector").and_then(Value::as_str) {
-        return FieldSelector::parse(raw).unwrap_or_default();
+/// kube's checks of a review's `resourceAttributes.fieldSelector` and `labelSelector`
+/// (`validateFieldSelectorAttributes`, and its label twin's pairing of the two forms).
+fn selector_errors(resource: &Value, errors: &mut Vec<FieldError>) {
+    for which in ["fieldSelector", "labelSelector"] {
+        let Some(selector) = resource.get(which).filter(|v| !v.is_null()) else { continue };
+        let path = format!("spec.resourceAttributes.{which}");
+        let raw = selector.get("rawSelector").and_then(Value::as_str).unwrap_or_default();
+        let requirements = selector.get("requirements").and_then(Value::as_array).map(Vec::as_slice).unwrap_or_default();
+        if !raw.is_empty() && !requirements.is_empty() {
+            errors.push(FieldError::invalid(format!("{path}.rawSelector"), json!(raw), "may not specified at the same time as requirements"));
+        }
+        if raw.is_empty() && requirements.is_empty() {
+            errors.push(FieldError::required(format!("{path}.requirements"), format!("when {path} is specified, requirements or rawSelector is required")));
+        }
+        if which == "labelSelector" {
+            continue;
+        }
+        for (i, r) in requirements.iter().enumerate() {
+            let at = format!("{path}.requirements[{i}]");
+            if r.get("key").and_then(Value::as_str).unwrap_or_default().is_empty() {
+                errors.push(FieldError::required(format!("{at}.key"), "must be specified"));
+            }
+            let values = r.get("values").and_then(Value::as_array).map_or(0, Vec::len);
+            match r.get("operator").and_then(Value::as_str).unwrap_or_default() {
+                "In" | "NotIn" if values == 0 => {
+                    errors.push(FieldError::required(format!("{at}.values"), "must be specified when `operator` is 'In' or 'NotIn'"))
+                }
+                "Exists" | "DoesNotExist" if values > 0 => {
+                    errors.push(FieldError::forbidden(format!("{at}.values"), "may not be specified when `operator` is 'Exists' or 'DoesNotExist'"))
+                }
+                _ => {}
+            }
+        }
+    }
+}
+
+/// What became of a review's field selector on its way to the authorizers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum SelectorParse {
+    Whole,
+    /// Some requirements were dropped, some kept.
+    Partial,
+    /// It did not parse: the authorizers see none.
+    Ignored,
+}
+
+/// A review's `resourceAttributes.fieldSelector` as kube's `ResourceAttributesFrom` reads it:
+/// its `rawSelector` parsed, or its requirements (`In` and `NotIn` with one value being `=`
+/// and `!=`), each that does not convert dropped and the rest kept.
+fn field_selector(v: Option<&Value>) -> (FieldSelector, SelectorParse) {
+    let Some(v) = v else { return (FieldSelector::default(), SelectorParse::Whole) };
+    let mut chosen = (FieldSelector::default(), SelectorParse::Whole);
+    if let Some(raw) = v.get("rawSelector").and_then(Value::as_str).filter(|r| !r.is_empty()) {
+        chosen = FieldSelector::parse(raw).map_or((FieldSelector::default(), SelectorParse::Ignored), |s| (s, SelectorParse::Whole));
+    }
+    let requirements = v.get("requirements").and_then(Value::as_array).map(Vec::as_slice).unwrap_or_default();
+    if requirements.is_empty() {
+        return chosen;
     }
     let mut terms = Vec::new();
-    for r in v.get("requirements").and_then(Value::as_array).into_iter().flatten() {
+    for r in requirements {
         let values: Vec<&str> = r.get("values").and_then(Value::as_array).into_iter().flatten().filter_map(Value::as_str).collect();
-        let key = r.get("key").and_then(Value::as_str).unwrap_or_default();
         let equal = match r.get("operator").and_then(Value::as_str) {
             Some("In") => true,
             Some("NotIn") => false,
-            _ => return FieldSelector::default(),
+            _ => continue,
         };
-        let [value] = values[..] else { return FieldSelector::default() };
-        terms.push((key.to_string(), equal, value.to_string()));
+        if let [value] = values[..] {
+            terms.push((r.get("key").and_then(Value::as_str).unwrap_or_default().to_string(), equal, value.to_string()));
+        }
     }
-    FieldSelector::of(terms)
+    let parse = match terms.len() {
+        n if n == requirements.len() => SelectorParse::Whole,
+        0 => SelectorParse::Ignored,
+        _ => SelectorParse::Partial,
+    };
+    (FieldSelector::of(terms), parse)
 }
 
-fn attributes(spec: &Value) -> Attributes {
+/// What a review asks about, and what became of its field selector.
+fn attributes(spec: &Value) -> (Attributes, SelectorParse) {
     let s = |v: &Value, k: &str| v.get(k).and_then(Value::as_str).unwrap_or_default().to_string();
     match (spec.get("resourceAttributes"), spec.get("nonResourceAttributes")) {
-        (Some(r), _) => Attributes {
-            verb: s(r, "verb"),
-            group: s(r, "group"),
-            resource: s(r, "resource"),
-            subresource: s(r, "subresource"),
-            namespace: s(r, "namespace"),
-            name: s(r, "name"),
-            path: String::new(),
-            resource_request: true,
-            field_selector: field_selector(r.get("fieldSelector")),
-        },
-        (None, Some(n)) => Attributes { verb: s(n, "verb"), path: s(n, "path"), ..Default::default() },
-        (None, None) => Attributes::default(),
+        (Some(r), _) => {
+            let (field_selector, parse) = field_selector(r.get("fieldSelector"));
+            let attributes = Attributes {
+                verb: s(r, "verb"),
+                group: s(r, "group"),
+                resource: s(r, "resource"),
+                subresource: s(r, "subresource"),
+                namespace: s(r, "namespace"),
+                name: s(r, "name"),
+                path: String::new(),
+                resource_request: true,
+                field_selector,
+            };
+            (attributes, parse)
+        }
+        (None, Some(n)) => (Attributes { verb: s(n, "verb"), path: s(n, "path"), ..Default::default() }, SelectorParse::Whole),
+        (None, None) => (Attributes::default(), SelectorParse::Whole),
     }
 }
 
@@ -204,15 +268,25 @@ impl Strategy for Review {
                     Review::Access { .. } => subject(&spec),
                     _ => ctx.user.clone(),
                 };
-                let d = ctx.authorizer.authorize(ctx.authz, &subject, &attributes(&spec));
+                let (attributes, parse) = attributes(&spec);
+                let d = ctx.authorizer.authorize(ctx.authz, &subject, &attributes);
                 let mut st = json!({"allowed": d.allowed});
                 if !d.reason.is_empty() {
                     st["reason"] = json!(d.reason);
+                }
+                // kube's `BuildEvaluationError` (kapi's authorizers report no errors of their own).
+                match parse {
+                    SelectorParse::Whole => {}
+                    SelectorParse::Partial => st["evaluationError"] = json!("spec.resourceAttributes.fieldSelector partially ignored due to parse error"),
+                    SelectorParse::Ignored => st["evaluationError"] = json!("spec.resourceAttributes.fieldSelector ignored due to parse error"),
                 }
                 st
             }
             Review::Rules => {
                 let namespace = meta::str_at(&obj, &["spec", "namespace"]).unwrap_or_default();
+                if namespace.is_empty() {
+                    return Err(ApiError::bad_request("no namespace on request"));
+                }
                 let review = ctx.authorizer.rules_for(ctx.authz, ctx.user, namespace);
                 let mut st = json!({
                     "resourceRules": review.resource_rules.iter().map(resource_rule).collect::<Vec<_>>(),
