@@ -66,6 +66,11 @@ fn random_rbac_changes_are_decided_as_kubes_walk_decides() {
 }
 
 #[test]
+fn random_pods_and_volumes_give_nodes_what_kubes_graph_gives_them() {
+    random_inputs(2000, 1024, kapi_sim::fuzzing::node_graph);
+}
+
+#[test]
 fn random_bearer_tokens_authenticate_only_as_the_server_signed_them() {
     random_inputs(2000, 512, kapi_sim::fuzzing::tokens);
 }

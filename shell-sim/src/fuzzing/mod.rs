@@ -8,6 +8,8 @@
 //! [`cel_rules`] (in `cel_rules.rs`) CEL validation rules on generated schemas;
 //! [`conversion`] (in `conversion.rs`) CRD conversion webhooks that answer anything;
 //! [`rbac`] (in `rbac.rs`) RBAC objects changing, decided by kapi's index and by kube's walk;
+//! [`node_graph`] (in `node_graph.rs`) pods and volumes changing, the Node authorizer's graph
+//! checked against kube's paths;
 //! [`tokens`] (in `tokens.rs`) service account tokens as bearer credentials.
 
 use std::cell::RefCell;
@@ -21,6 +23,7 @@ use crate::{ADMIN_TOKEN, World, default_server, epoch};
 mod aggregation;
 mod cel_rules;
 mod conversion;
+mod node_graph;
 mod rbac;
 mod schemas;
 mod tokens;
@@ -29,6 +32,7 @@ mod writes;
 pub use aggregation::aggregation;
 pub use cel_rules::cel_rules;
 pub use conversion::conversion;
+pub use node_graph::node_graph;
 pub use rbac::rbac;
 pub use schemas::{THROUGH_THE_PIPELINE, custom_resources};
 pub use tokens::tokens;
