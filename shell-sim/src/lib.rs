@@ -127,6 +127,7 @@ pub fn server_with(settings: &Settings) -> Setup {
         request_header: None,
         anonymous: false,
         service_accounts: Some(Arc::new(token_config())),
+        bootstrap_tokens: true,
     };
     let server = Server::new(auth, Authorizer::always_allow(), "/registry", "127.0.0.1:6443");
     Setup { server: Arc::new(server), served: Served::new(catalog(settings)) }

@@ -178,6 +178,10 @@ struct ServeArgs {
     /// default); off whatever this says when AlwaysAllow is a mode, as kube-apiserver does.
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
     anonymous_auth: bool,
+    /// Whether bootstrap tokens (Secrets of type bootstrap.kubernetes.io/token in
+    /// kube-system) are bearer credentials, as kubeadm's `kubeadm join` uses them.
+    #[arg(long)]
+    enable_bootstrap_token_auth: bool,
     /// Built-in controllers to run: `*` for all, `none`, or a list of serviceaccount,
     /// root-ca-cert-publisher, namespace. Turn them off when a kube-controller-manager runs.
     #[arg(long, default_value = "*", value_parser = Enabled::parse)]
@@ -395,7 +399,14 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         tracing::warn!("AnonymousAuth is not allowed with the AlwaysAllow authorizer. Resetting AnonymousAuth to false. You should use a different authorizer");
     }
     let service_accounts = Some(Arc::new(service_account_tokens(&args)?));
-    let authenticator = Authenticator { tokens, loopback: Some(loopback.clone()), request_header: Some(request_header), anonymous, service_accounts };
+    let authenticator = Authenticator {
+        tokens,
+        loopback: Some(loopback.clone()),
+        request_header: Some(request_header),
+        anonymous,
+        service_accounts,
+        bootstrap_tokens: args.enable_bootstrap_token_auth,
+    };
     let served = Served::new(catalog(&settings));
     let mut server = Server::new(authenticator, args.authorization_mode.clone(), &args.etcd_prefix, &format!("{advertise}:{}", args.secure_port));
     server.max_body_bytes = args.max_request_body_bytes;

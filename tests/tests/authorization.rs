@@ -230,3 +230,37 @@ fn service_account_tokens_authenticate_and_rbac_authorizes_them() {
     let out = as_robot(&["get", "pods"]);
     assert!(stderr(&out).contains("Unauthorized"), "{}", stderr(&out));
 }
+
+#[test]
+fn a_bootstrap_token_authenticates_with_curl_while_its_secret_vouches_for_it() {
+    let k = Kapi::start_with(&["--enable-bootstrap-token-auth"]);
+    k.ok(&[
+        "create",
+        "secret",
+        "generic",
+        "bootstrap-token-07401b",
+        "-n",
+        "kube-system",
+        "--type=bootstrap.kubernetes.io/token",
+        "--from-literal=token-id=07401b",
+        "--from-literal=token-secret=f395accd246ae52d",
+        "--from-literal=usage-bootstrap-authentication=true",
+        "--from-literal=auth-extra-groups=system:bootstrappers:kubeadm:default-node-token",
+    ]);
+    let bearer = ["-H", "Authorization: Bearer 07401b.f395accd246ae52d"];
+    let review = ["-X", "POST", "-H", "Content-Type: application/json", "-d", r#"{"apiVersion":"authentication.k8s.io/v1","kind":"SelfSubjectReview"}"#];
+    let args: Vec<&str> = bearer.iter().chain(review.iter()).copied().collect();
+    let (code, body) = anonymous_curl(&k, &args, "/apis/authentication.k8s.io/v1/selfsubjectreviews");
+    assert_eq!(code, 201, "{body}");
+    let who: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(who["status"]["userInfo"]["username"], "system:bootstrap:07401b");
+    assert_eq!(
+        who["status"]["userInfo"]["groups"],
+        serde_json::json!(["system:bootstrappers", "system:bootstrappers:kubeadm:default-node-token", "system:authenticated"])
+    );
+    // Under the default Node,RBAC, the bootstrap policy gives bootstrappers nothing more.
+    let (code, _) = anonymous_curl(&k, &bearer, "/api/v1/namespaces");
+    assert_eq!(code, 403);
+    k.ok(&["delete", "secret", "bootstrap-token-07401b", "-n", "kube-system"]);
+    assert!(eventually(Duration::from_secs(10), || anonymous_curl(&k, &args, "/apis/authentication.k8s.io/v1/selfsubjectreviews").0 == 401));
+}

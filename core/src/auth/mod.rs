@@ -7,6 +7,7 @@
 //! to a user (CN = name, O = groups), as kube's x509 authenticator does, or lets a proxy's
 //! certificate vouch for the user its headers name (`requestheader.rs`).
 
+mod bootstrap_token;
 mod impersonation;
 mod requestheader;
 mod serviceaccount;
@@ -16,6 +17,7 @@ use std::sync::Arc;
 
 use crate::status::ApiError;
 
+pub use bootstrap_token::{BOOTSTRAPPERS_GROUP, BootstrapToken};
 pub use impersonation::{Refused, impersonate, is_impersonation_header};
 pub use requestheader::{
     FRONT_PROXY_CLIENT_NAME, RequestHeader, STANDARD_EXTRA_PREFIX, STANDARD_GROUP, STANDARD_UID, STANDARD_USERNAME, escape_extra_key, is_remote_header,
@@ -116,6 +118,48 @@ pub struct Authenticator {
     pub anonymous: bool,
     /// How service account tokens are issued and checked (`None`: they are not).
     pub service_accounts: Option<Arc<crate::serviceaccount::TokenConfig>>,
+    /// `--enable-bootstrap-token-auth`: bootstrap tokens are credentials.
+    pub bootstrap_tokens: bool,
+}
+
+/// A bearer token that may be a credential once the objects it names are looked up: a
+/// service account token whose signature checks, or a token of the bootstrap form.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Pending {
+    ServiceAccount(Claimed),
+    /// With the audiences it is good for (the API server's, among those asked).
+    Bootstrap {
+        token: BootstrapToken,
+        audiences: Vec<String>,
+    },
+}
+
+impl Pending {
+    /// The objects to look up.
+    pub fn lookups(&self) -> Vec<crate::admission::Lookup> {
+        match self {
+            Pending::ServiceAccount(claimed) => claimed.lookups(),
+            Pending::Bootstrap { token, .. } => token.lookups(),
+        }
+    }
+
+    /// The user the token stands for, given what [`Self::lookups`] found (in order), or why
+    /// not, in kube's words (a bootstrap token's Secret that does not vouch for it: the
+    /// bearer token authenticator's `invalid bearer token`).
+    pub fn confirm(&self, found: &[(crate::admission::Lookup, Option<serde_json::Value>)], now: jiff::Timestamp) -> Result<UserInfo, String> {
+        match self {
+            Pending::ServiceAccount(claimed) => claimed.confirm(found, now),
+            Pending::Bootstrap { token, .. } => token.confirm(found, now).ok_or_else(|| "invalid bearer token".to_string()),
+        }
+    }
+
+    /// The audiences the token is good for, of those asked.
+    pub fn audiences(&self) -> &[String] {
+        match self {
+            Pending::ServiceAccount(claimed) => &claimed.audiences,
+            Pending::Bootstrap { audiences, .. } => audiences,
+        }
+    }
 }
 
 /// The user of a request that presents no credential, and its group.
@@ -193,17 +237,31 @@ impl Authenticator {
         }
     }
 
-    /// What the request's bearer token claims, if it is a service account token of this
-    /// server's (`None` otherwise); see [`Claimed`].
-    pub fn service_account_token(&self, headers: &[(String, String)], now: jiff::Timestamp) -> Option<Result<Claimed, String>> {
+    /// What the request's bearer token may be once what it names is looked up (`None`: it
+    /// is no credential kapi knows); see [`Pending`].
+    pub fn pending_token(&self, headers: &[(String, String)], now: jiff::Timestamp) -> Option<Result<Pending, String>> {
         let header = headers.iter().find(|(k, _)| k.eq_ignore_ascii_case("Authorization")).map(|(_, v)| v.as_str())?;
-        self.review_service_account_token(bearer_token(header)?, None, now)
+        self.review_token(bearer_token(header)?, None, now)
     }
 
-    /// What `token` claims if it is a service account token of this server's, for a
-    /// TokenReview meant for `audiences` (`--api-audiences` when `None`).
-    pub fn review_service_account_token(&self, token: &str, audiences: Option<&[String]>, now: jiff::Timestamp) -> Option<Result<Claimed, String>> {
-        check_token(self.service_accounts.as_deref()?, token, audiences, now)
+    /// What `token` may be, for a TokenReview meant for `audiences` (`--api-audiences` when
+    /// `None`): a service account token of this server's, or a bootstrap token where they are
+    /// credentials, good (as kube's audience-agnostic authenticators are) for the API
+    /// server's audiences among those asked.
+    pub fn review_token(&self, token: &str, audiences: Option<&[String]>, now: jiff::Timestamp) -> Option<Result<Pending, String>> {
+        if let Some(claimed) = self.service_accounts.as_deref().and_then(|c| check_token(c, token, audiences, now)) {
+            return Some(claimed.map(Pending::ServiceAccount));
+        }
+        let token = BootstrapToken::parse(token).filter(|_| self.bootstrap_tokens)?;
+        let api = self.service_accounts.as_deref().map(|c| c.audiences.as_slice()).unwrap_or_default();
+        let audiences: Vec<String> = match audiences {
+            Some(asked) if !api.is_empty() => api.iter().filter(|a| asked.contains(a)).cloned().collect(),
+            _ => api.to_vec(),
+        };
+        if audiences.is_empty() && !api.is_empty() {
+            return None;
+        }
+        Some(Ok(Pending::Bootstrap { token, audiences }))
     }
 
     /// Whether `name` is a credential header, which kube removes from a request once it is
@@ -227,7 +285,7 @@ mod tests {
     #[test]
     fn token_file_and_bearer_tokens() {
         let tf = TokenFile::parse("# comment\nsecret,alice,1001,\"dev,ops\"\nother,bob,1002\n").unwrap();
-        let a = Authenticator { tokens: Some(tf), loopback: Some("lo0p".into()), request_header: None, anonymous: false, service_accounts: None };
+        let a = Authenticator { tokens: Some(tf), loopback: Some("lo0p".into()), ..Default::default() };
         let bearer = |t: &str| vec![("authorization".to_string(), t.to_string())];
         let u = a.authenticate(&bearer("Bearer secret"), &Peer::default()).unwrap();
         assert_eq!(u.name, "alice");

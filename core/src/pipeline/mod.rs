@@ -386,11 +386,11 @@ impl RequestMachine {
         self.user = match self.server.authenticator.authenticate(&self.req.headers, &self.req.peer) {
             Ok(u) => u,
             Err(e) => {
-                // A service account token is known once what it names is looked up.
-                return match self.server.authenticator.service_account_token(&self.req.headers, now) {
-                    Some(Ok(claimed)) => {
-                        let lookups = claimed.lookups();
-                        let then = handlers::AfterLookups::Authenticate { claimed: Box::new(claimed), info: Box::new(info), query };
+                // A service account or bootstrap token is known once what it names is looked up.
+                return match self.server.authenticator.pending_token(&self.req.headers, now) {
+                    Some(Ok(pending)) => {
+                        let lookups = pending.lookups();
+                        let then = handlers::AfterLookups::Authenticate { pending: Box::new(pending), info: Box::new(info), query };
                         self.stage = handlers::Stage::Lookups(Box::new(handlers::Lookups::new(lookups, then)));
                     }
                     Some(Err(_)) | None => self.fail(&e),

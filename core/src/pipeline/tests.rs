@@ -3,7 +3,7 @@ use crate::resources::{Settings, catalog};
 
 fn server() -> Arc<Server> {
     let tokens = crate::auth::TokenFile::parse("t0ken,admin,1,system:masters\n").unwrap();
-    let auth = Authenticator { tokens: Some(tokens), loopback: None, request_header: None, anonymous: false, service_accounts: None };
+    let auth = Authenticator { tokens: Some(tokens), ..Default::default() };
     Arc::new(Server::new(auth, Authorizer::always_allow(), "/registry", "127.0.0.1:6443"))
 }
 
@@ -155,7 +155,7 @@ fn once_the_crds_are_known_an_unknown_group_is_not_found() {
 #[test]
 fn authorization_comes_before_anything_says_whether_a_resource_or_path_exists() {
     let tokens = crate::auth::TokenFile::parse("t0ken,admin,1,system:masters\nb0b,bob,2\n").unwrap();
-    let auth = Authenticator { tokens: Some(tokens), loopback: None, request_header: None, anonymous: false, service_accounts: None };
+    let auth = Authenticator { tokens: Some(tokens), ..Default::default() };
     let server = Arc::new(Server::new(auth, Authorizer::parse("RBAC").unwrap(), "/registry", "127.0.0.1:6443"));
     let served = Served::new(catalog(&Settings::default()));
     let run = |path: &str, token: &str| {

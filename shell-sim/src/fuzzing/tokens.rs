@@ -4,13 +4,15 @@
 //! as a request's credential, then confirmed against any objects its lookups may find. No
 //! input may panic; a token the server did not sign is never accepted; an accepted one is of
 //! an issuer and an audience of the server's, within its times, and is confirmed only by
-//! objects whose uids are the ones it names.
+//! objects whose uids are the ones it names. Bootstrap tokens likewise: any text, and tokens
+//! of the bootstrap form against Secrets with any data; one is accepted only where its Secret
+//! holds its id and secret, is of the bootstrap type and is marked for authentication.
 
 use arbitrary::{Arbitrary, Unstructured};
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use kapi_core::admission::Lookup;
-use kapi_core::auth::check_token;
+use kapi_core::auth::{BOOTSTRAPPERS_GROUP, BootstrapToken, check_token};
 use kapi_core::serviceaccount::{TokenConfig, jwt};
 use serde_json::{Value, json};
 
@@ -94,6 +96,50 @@ fn found(u: &mut Unstructured) -> arbitrary::Result<Option<Value>> {
     Ok(Some(object))
 }
 
+/// A bootstrap token's Secret with any of the data that matters, well or badly formed.
+fn bootstrap_secret(u: &mut Unstructured) -> arbitrary::Result<Value> {
+    let mut data = serde_json::Map::new();
+    for (key, values) in [
+        ("token-id", &["abcdef", "ghijkl", ""][..]),
+        ("token-secret", &["0123456789abcdef", "0123456789abcdeX", ""]),
+        ("usage-bootstrap-authentication", &["true", "false", "TRUE"]),
+        ("expiration", &["2030-01-01T00:00:00Z", "2020-01-01T00:00:00Z", "soon", ""]),
+        ("auth-extra-groups", &["system:bootstrappers:a", "system:masters", "system:bootstrappers:", "system:bootstrappers:a,system:bootstrappers:b"]),
+    ] {
+        if u.ratio(3, 4)? {
+            let value = pick(u, values)?;
+            let encoded = if u.ratio(1, 10)? { "%%not base64".to_string() } else { base64::engine::general_purpose::STANDARD.encode(value) };
+            data.insert(key.to_string(), json!(encoded));
+        }
+    }
+    let kind = pick(u, &["bootstrap.kubernetes.io/token", "Opaque"])?;
+    Ok(json!({"metadata": {"name": "bootstrap-token-abcdef"}, "type": kind, "data": data}))
+}
+
+/// A bearer token that may have the bootstrap form, checked against any Secret.
+fn bootstrap(u: &mut Unstructured, now: jiff::Timestamp) -> arbitrary::Result<()> {
+    let text = match u.int_in_range(0u8..=2)? {
+        0 => String::arbitrary(u)?,
+        1 => "abcdef.0123456789abcdef".to_string(),
+        _ => format!("{}.{}", pick(u, &["abcdef", "ABCDEF", "abcde"])?, pick(u, &["0123456789abcdef", "0123456789abcdeX"])?),
+    };
+    let Some(token) = BootstrapToken::parse(&text) else { return Ok(()) };
+    let secret = if bool::arbitrary(u)? { Some(bootstrap_secret(u)?) } else { None };
+    let found: Vec<(Lookup, Option<Value>)> = token.lookups().into_iter().map(|l| (l, secret.clone())).collect();
+    if let Some(user) = token.confirm(&found, now) {
+        let secret = secret.expect("confirmed without a secret");
+        let data = |k: &str| secret["data"][k].as_str().and_then(|v| base64::engine::general_purpose::STANDARD.decode(v).ok());
+        let (id, key) = text.split_once('.').expect("the bootstrap form");
+        assert_eq!(data("token-id").as_deref(), Some(id.as_bytes()));
+        assert_eq!(data("token-secret").as_deref(), Some(key.as_bytes()));
+        assert_eq!(data("usage-bootstrap-authentication").as_deref(), Some(&b"true"[..]));
+        assert_eq!(secret["type"], "bootstrap.kubernetes.io/token");
+        assert_eq!(user.name, format!("system:bootstrap:{id}"));
+        assert!(user.groups.iter().all(|g| g.starts_with(BOOTSTRAPPERS_GROUP) || g == "system:authenticated"), "{user:?}");
+    }
+    Ok(())
+}
+
 /// Tokens checked per input (each signed one costs a signature and its check).
 const TOKENS_PER_INPUT: usize = 8;
 
@@ -102,6 +148,9 @@ pub fn tokens(data: &[u8]) {
     let config = token_config();
     let now = jiff::Timestamp::from_second(NOW).expect("a valid time");
     for _ in 0..TOKENS_PER_INPUT {
+        if bootstrap(&mut u, now).is_err() {
+            return;
+        }
         let Ok((token, signed)) = token(&mut u, &config) else { return };
         let Some(Ok(claimed)) = check_token(&config, &token, None, now) else { continue };
         assert!(signed, "a token the server did not sign was accepted: {token}");

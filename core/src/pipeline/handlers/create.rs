@@ -28,16 +28,16 @@ impl RequestMachine {
             Backing::Review => {
                 let (mut obj, _) = self.decode_body(&res, FieldValidation::Ignore)?;
                 crate::schema::normalize::normalize(crate::schema::schema(), &res.info.definition, &mut obj).map_err(ApiError::bad_request)?;
-                // A service account token is reviewed for the audiences asked (the server's by
+                // A service account or bootstrap token is reviewed for the audiences asked (the server's by
                 // default), once what it names is looked up.
                 let token = meta::str_at(&obj, &["spec", "token"]).filter(|_| res.info.kind == "TokenReview").unwrap_or_default().to_string();
                 let asked: Vec<String> =
                     obj.pointer("/spec/audiences").and_then(Value::as_array).into_iter().flatten().filter_map(Value::as_str).map(str::to_string).collect();
                 let audiences = (!asked.is_empty()).then_some(asked.as_slice());
-                match self.server.authenticator.review_service_account_token(&token, audiences, now) {
-                    Some(Ok(claimed)) => {
-                        let lookups = claimed.lookups();
-                        let then = AfterLookups::TokenReview { claimed: Box::new(claimed), review: obj, res, output };
+                match self.server.authenticator.review_token(&token, audiences, now) {
+                    Some(Ok(pending)) => {
+                        let lookups = pending.lookups();
+                        let then = AfterLookups::TokenReview { pending: Box::new(pending), review: obj, res, output };
                         self.stage = Stage::Lookups(Box::new(Lookups::new(lookups, then)));
                         return Ok(());
                     }

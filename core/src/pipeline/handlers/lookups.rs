@@ -14,7 +14,7 @@ use serde_json::Value;
 
 use super::{PendingWrite, Stage};
 use crate::admission::{Admission, Lookup};
-use crate::auth::Claimed;
+use crate::auth::Pending;
 use crate::cache::{ReadRequest, ReadResult};
 use crate::catalog::Resource;
 use crate::codec::Output;
@@ -37,13 +37,13 @@ pub(crate) enum AfterLookups {
     Write(Box<PendingWrite>),
     /// Confirm the service account token, then go on with the request.
     Authenticate {
-        claimed: Box<Claimed>,
+        pending: Box<Pending>,
         info: Box<RequestInfo>,
         query: Query,
     },
     /// Answer the TokenReview of a service account token.
     TokenReview {
-        claimed: Box<Claimed>,
+        pending: Box<Pending>,
         review: Value,
         res: Arc<Resource>,
         output: Output,
@@ -195,7 +195,7 @@ impl RequestMachine {
                 let op = WriteOp::new(w.res.clone(), w.ctx, w.kind, admission, crate::rand::Rng::new(self.rng.next_u64()));
                 self.stage = Stage::Write { op: Box::new(op), res: w.res, output: w.output, action: false };
             }
-            AfterLookups::Authenticate { claimed, info, query } => match claimed.confirm(&l.found, now) {
+            AfterLookups::Authenticate { pending, info, query } => match pending.confirm(&l.found, now) {
                 Ok(user) => {
                     self.user = user;
                     self.stage = Stage::Done;
@@ -203,9 +203,9 @@ impl RequestMachine {
                 }
                 Err(_) => self.fail(&ApiError::unauthorized()),
             },
-            AfterLookups::TokenReview { claimed, review, res, output } => {
-                let user = claimed.confirm(&l.found, now);
-                let answer = reviewed(review, token_review_status(user.as_ref().map_err(String::as_str), &claimed.audiences));
+            AfterLookups::TokenReview { pending, review, res, output } => {
+                let user = pending.confirm(&l.found, now);
+                let answer = reviewed(review, token_review_status(user.as_ref().map_err(String::as_str), pending.audiences()));
                 self.respond_object(&res, &answer, output, 201, "", now);
             }
         }
