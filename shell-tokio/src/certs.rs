@@ -12,8 +12,9 @@ use rcgen::{BasicConstraints, CertificateParams, DistinguishedName, DnType, Exte
 /// PEM files of the generated PKI.
 pub struct Pki {
     pub ca_cert: String,
-    pub serving_cert: String,
-    pub serving_key: String,
+    /// The serving certificate's files (read again when they change: see `serving.rs`).
+    pub serving_cert_file: PathBuf,
+    pub serving_key_file: PathBuf,
     pub admin_cert: String,
     pub admin_key: String,
     pub front_proxy_ca_cert: String,
@@ -109,11 +110,12 @@ pub fn ensure(dir: &Path, sans: &[String]) -> anyhow::Result<Pki> {
         write_private(&p(&format!("{file}.key")), &key.serialize_pem())?;
         Ok((cert.pem(), key.serialize_pem()))
     };
-    let (serving_cert, serving_key) = leaf(&issuer, "apiserver", "kube-apiserver", None, sans.to_vec(), ExtendedKeyUsagePurpose::ServerAuth)?;
+    leaf(&issuer, "apiserver", "kube-apiserver", None, sans.to_vec(), ExtendedKeyUsagePurpose::ServerAuth)?;
+    let (serving_cert_file, serving_key_file) = (p("apiserver.crt"), p("apiserver.key"));
     let (admin_cert, admin_key) = leaf(&issuer, "admin", "kubernetes-admin", Some("system:masters"), Vec::new(), ExtendedKeyUsagePurpose::ClientAuth)?;
     let (front_proxy_client_cert, front_proxy_client_key) =
         leaf(&front_proxy_issuer, "front-proxy-client", kapi_core::auth::FRONT_PROXY_CLIENT_NAME, None, Vec::new(), ExtendedKeyUsagePurpose::ClientAuth)?;
-    Ok(Pki { ca_cert, serving_cert, serving_key, admin_cert, admin_key, front_proxy_ca_cert, front_proxy_client_cert, front_proxy_client_key })
+    Ok(Pki { ca_cert, serving_cert_file, serving_key_file, admin_cert, admin_key, front_proxy_ca_cert, front_proxy_client_cert, front_proxy_client_key })
 }
 
 /// The key service account tokens are signed with (`sa.key` under `dir`), made on first

@@ -11,6 +11,7 @@ mod controllers;
 mod http;
 mod probe;
 mod proxy;
+mod serving;
 mod store;
 mod tls;
 mod webhook;
@@ -69,6 +70,18 @@ struct ServeArgs {
     /// Serving key (PEM).
     #[arg(long, requires = "tls_cert_file")]
     tls_private_key_file: Option<PathBuf>,
+    /// A certificate and key for the names a client asks for (SNI): `cert,key` (its names
+    /// from the certificate) or `cert,key:name1,*.name2`; may be given more than once. Every
+    /// serving certificate is read again when its files change.
+    #[arg(long, value_parser = serving::CertKeyFiles::parse_sni)]
+    tls_sni_cert_key: Vec<serving::CertKeyFiles>,
+    /// The lowest TLS version served (VersionTLS12 or VersionTLS13; VersionTLS10 and
+    /// VersionTLS11 mean TLS 1.2, the lowest kapi has).
+    #[arg(long, default_value = "", value_parser = tls::tls13_only, action = clap::ArgAction::Set)]
+    tls_min_version: bool,
+    /// The TLS 1.2 cipher suites served, by their Go names (all of kapi's by default).
+    #[arg(long, default_value = "", value_parser = tls::cipher_suites)]
+    tls_cipher_suites: tls::CipherSuites,
     /// CA bundle that signs client certificates (CN = user, O = groups); the generated CA when not given.
     #[arg(long)]
     client_ca_file: Option<PathBuf>,
@@ -348,9 +361,9 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         }
     }
     let pki = certs::ensure(&args.data_dir.join("pki"), &sans)?;
-    let (cert, key) = match (&args.tls_cert_file, &args.tls_private_key_file) {
-        (Some(c), Some(k)) => (std::fs::read_to_string(c)?, std::fs::read_to_string(k)?),
-        _ => (pki.serving_cert.clone(), pki.serving_key.clone()),
+    let serving_files = match (&args.tls_cert_file, &args.tls_private_key_file) {
+        (Some(c), Some(k)) => serving::CertKeyFiles { cert: c.clone(), key: k.clone(), names: Vec::new() },
+        _ => serving::CertKeyFiles { cert: pki.serving_cert_file.clone(), key: pki.serving_key_file.clone(), names: Vec::new() },
     };
     let client_ca = match &args.client_ca_file {
         Some(f) => std::fs::read_to_string(f).with_context(|| format!("reading {}", f.display()))?,
@@ -370,7 +383,10 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     if !request_header.uid_headers.is_empty() && !request_header.uid_headers.iter().any(|h| h.eq_ignore_ascii_case(kapi_core::auth::STANDARD_UID)) {
         bail!("--requestheader-uid-headers is set without specifying the standard X-Remote-Uid header - API aggregation will not work");
     }
-    let tls = tokio_rustls::TlsAcceptor::from(Arc::new(tls::server_config(&cert, &key, &client_ca, Some(&request_header_ca))?));
+    let tls_options = tls::TlsOptions { tls13_only: args.tls_min_version, cipher_suites: args.tls_cipher_suites.clone() };
+    let serving = serving::ServingCerts::load(serving_files, args.tls_sni_cert_key.clone(), Arc::new(tls::server_provider(&tls_options)))?;
+    tokio::spawn(serving.clone().watch());
+    let tls = tokio_rustls::TlsAcceptor::from(Arc::new(tls::server_config(serving, &client_ca, Some(&request_header_ca), &tls_options)?));
     let client_cas = Arc::new(tls::ClientCas::new(&client_ca, Some(&request_header_ca))?);
     let proxy_client = match (&args.proxy_client_cert_file, &args.proxy_client_key_file) {
         (Some(c), Some(k)) => proxy::ProxyClient::new(&std::fs::read_to_string(c)?, &std::fs::read_to_string(k)?)?,

@@ -1,5 +1,7 @@
-//! The TLS side of the shell: serving certificate, optional client certificates verified
-//! against the client CA or the request-header CA, HTTP/2 and HTTP/1.1 by ALPN.
+//! The TLS side of the shell: serving certificates (`serving.rs`), optional client
+//! certificates verified against the client CA or the request-header CA, the versions and
+//! cipher suites `--tls-min-version` and `--tls-cipher-suites` allow, HTTP/2 and HTTP/1.1 by
+//! ALPN.
 
 use std::sync::Arc;
 
@@ -10,7 +12,7 @@ use rustls::server::WebPkiClientVerifier;
 use rustls::server::danger::ClientCertVerifier;
 use rustls::{RootCertStore, ServerConfig};
 use rustls_pki_types::pem::PemObject;
-use rustls_pki_types::{CertificateDer, PrivateKeyDer, UnixTime};
+use rustls_pki_types::{CertificateDer, UnixTime};
 
 /// The cipher suites kube-apiserver (Go's TLS server) picks: AES-GCM with a 128-bit key
 /// before a 256-bit one, whatever order the client lists them in. rustls' own order puts
@@ -23,6 +25,80 @@ pub(crate) fn provider() -> CryptoProvider {
     let mut provider = rustls::crypto::ring::default_provider();
     // Stable: TLS 1.3 first, and within each version the AES-128 suites first, the rest as they were.
     provider.cipher_suites.sort_by_key(|s| (s.version().version != rustls::ProtocolVersion::TLSv1_3, !aes_128.contains(&s.suite())));
+    provider
+}
+
+/// `--tls-min-version` (Go's names): whether only TLS 1.3 is served. kapi serves TLS 1.2 and
+/// 1.3 (rustls has no older version), so `VersionTLS10` and `VersionTLS11` mean 1.2 too.
+pub fn tls13_only(flag: &str) -> Result<bool, String> {
+    match flag {
+        "" | "VersionTLS10" | "VersionTLS11" | "VersionTLS12" => Ok(false),
+        "VersionTLS13" => Ok(true),
+        other => Err(format!("unknown tls version {other:?}")),
+    }
+}
+
+/// `--tls-cipher-suites` (Go's names, comma-separated): the TLS 1.2 suites served; TLS 1.3's
+/// are not chosen (as in Go, where naming them changes nothing). A suite Go knows and rustls
+/// does not serve (CBC, RSA key exchange, 3DES, RC4) is refused rather than dropped.
+pub fn cipher_suites(flag: &str) -> Result<CipherSuites, String> {
+    use rustls::CipherSuite as S;
+    const GO_ONLY: [&str; 16] = [
+        "TLS_RSA_WITH_RC4_128_SHA",
+        "TLS_RSA_WITH_3DES_EDE_CBC_SHA",
+        "TLS_RSA_WITH_AES_128_CBC_SHA",
+        "TLS_RSA_WITH_AES_256_CBC_SHA",
+        "TLS_RSA_WITH_AES_128_CBC_SHA256",
+        "TLS_RSA_WITH_AES_128_GCM_SHA256",
+        "TLS_RSA_WITH_AES_256_GCM_SHA384",
+        "TLS_ECDHE_ECDSA_WITH_RC4_128_SHA",
+        "TLS_ECDHE_ECDSA_WITH_AES_128_CBC_SHA",
+        "TLS_ECDHE_ECDSA_WITH_AES_256_CBC_SHA",
+        "TLS_ECDHE_RSA_WITH_RC4_128_SHA",
+        "TLS_ECDHE_RSA_WITH_3DES_EDE_CBC_SHA",
+        "TLS_ECDHE_RSA_WITH_AES_128_CBC_SHA",
+        "TLS_ECDHE_RSA_WITH_AES_256_CBC_SHA",
+        "TLS_ECDHE_ECDSA_WITH_AES_128_CBC_SHA256",
+        "TLS_ECDHE_RSA_WITH_AES_128_CBC_SHA256",
+    ];
+    let mut out = Vec::new();
+    for name in flag.split(',').map(str::trim).filter(|n| !n.is_empty()) {
+        let suite = match name {
+            "TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256" => S::TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256,
+            "TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256" => S::TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256,
+            "TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384" => S::TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384,
+            "TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384" => S::TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384,
+            "TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256" | "TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305" => S::TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256,
+            "TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256" | "TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305" => S::TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256,
+            "TLS_AES_128_GCM_SHA256" | "TLS_AES_256_GCM_SHA384" | "TLS_CHACHA20_POLY1305_SHA256" => continue,
+            n if GO_ONLY.contains(&n) => {
+                return Err(format!("cipher suite {n} is not served by kapi: rustls offers ECDHE with AES-GCM or ChaCha20-Poly1305 only"));
+            }
+            n => return Err(format!("Cipher suite {n} not supported or doesn't exist")),
+        };
+        out.push(suite);
+    }
+    Ok(CipherSuites(out))
+}
+
+/// The TLS 1.2 suites `--tls-cipher-suites` names; all of kapi's when empty.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct CipherSuites(pub Vec<rustls::CipherSuite>);
+
+/// What `--tls-min-version` and `--tls-cipher-suites` allow.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct TlsOptions {
+    pub tls13_only: bool,
+    pub cipher_suites: CipherSuites,
+}
+
+/// kapi's suites, less the TLS 1.2 ones `options` leaves out.
+pub(crate) fn server_provider(options: &TlsOptions) -> CryptoProvider {
+    let mut provider = provider();
+    let wanted = &options.cipher_suites.0;
+    if !wanted.is_empty() {
+        provider.cipher_suites.retain(|s| s.version().version == rustls::ProtocolVersion::TLSv1_3 || wanted.contains(&s.suite()));
+    }
     provider
 }
 
@@ -62,17 +138,22 @@ impl ClientCas {
     }
 }
 
-/// The TLS server: a client certificate is accepted when either CA verifies it (which one did
-/// is [`ClientCas::verified_by`]'s to say).
-pub fn server_config(cert_pem: &str, key_pem: &str, client_ca_pem: &str, request_header_ca_pem: Option<&str>) -> anyhow::Result<ServerConfig> {
-    let provider = Arc::new(provider());
-    let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(cert_pem.as_bytes()).collect::<Result<_, _>>().context("serving certificate")?;
-    let key = PrivateKeyDer::from_pem_slice(key_pem.as_bytes()).context("serving key")?;
+/// The TLS server: the certificates `serving` chooses, the versions and suites `options`
+/// allow, and a client certificate accepted when either CA verifies it (which one did is
+/// [`ClientCas::verified_by`]'s to say).
+pub fn server_config(
+    serving: Arc<crate::serving::ServingCerts>,
+    client_ca_pem: &str,
+    request_header_ca_pem: Option<&str>,
+    options: &TlsOptions,
+) -> anyhow::Result<ServerConfig> {
+    let provider = Arc::new(server_provider(options));
     let both = format!("{client_ca_pem}\n{}", request_header_ca_pem.unwrap_or_default());
+    let versions: &[&rustls::SupportedProtocolVersion] = if options.tls13_only { &[&rustls::version::TLS13] } else { rustls::DEFAULT_VERSIONS };
     let mut config = ServerConfig::builder_with_provider(provider.clone())
-        .with_safe_default_protocol_versions()?
+        .with_protocol_versions(versions)?
         .with_client_cert_verifier(verifier(&both, "client CA", &provider)?)
-        .with_single_cert(certs, key)?;
+        .with_cert_resolver(serving);
     config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
     config.ignore_client_order = true;
     Ok(config)
