@@ -16,10 +16,14 @@ const PREFIX: &str = "bench";
 
 /// Makes sure the namespace and its `default` service account exist: pods need the account,
 /// and a server's controller (if it runs one) may not have made it yet when the first pod comes.
+/// What exists is not created again (a user RBAC lets work in a namespace may not create one).
 pub async fn namespace(client: &Client, namespace: &str) -> anyhow::Result<()> {
     let ns = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}});
     let sa = json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "default"}});
-    for (path, body) in [("/api/v1/namespaces".to_string(), ns), (format!("/api/v1/namespaces/{namespace}/serviceaccounts"), sa)] {
+    for (path, name, body) in [("/api/v1/namespaces".to_string(), namespace, ns), (format!("/api/v1/namespaces/{namespace}/serviceaccounts"), "default", sa)] {
+        if client.call(Method::GET, &format!("{path}/{name}"), None).await.0 == Some(200) {
+            continue;
+        }
         let (outcome, answer, _) = client.call(Method::POST, &path, Some(serde_json::to_vec(&body)?.into())).await;
         if !matches!(outcome, Some(201 | 409)) {
             anyhow::bail!("POST {path}: {outcome:?} {}", String::from_utf8_lossy(&answer));
