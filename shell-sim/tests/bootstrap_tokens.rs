@@ -23,12 +23,14 @@ fn whoami(w: &mut World, token: &str) -> Response {
     with_token(w, token, "POST", "/apis/authentication.k8s.io/v1/selfsubjectreviews", Some(review))
 }
 
+/// Puts the token's Secret in place, and lets the 10 s pass for which an answer is kept.
 fn put_secret(w: &mut World, string_data: Value) {
     let secret = json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "bootstrap-token-abcdef", "namespace": "kube-system"},
         "type": "bootstrap.kubernetes.io/token", "stringData": string_data});
     w.call("DELETE", SECRET, "", None, "");
     let r = w.call("POST", "/api/v1/namespaces/kube-system/secrets", "", Some(&secret), "application/json");
     assert_eq!(r.head.status, 201, "{}", String::from_utf8_lossy(&r.body));
+    w.advance(jiff::SignedDuration::from_secs(10));
 }
 
 fn review(w: &mut World, audiences: Value) -> Value {
@@ -73,5 +75,7 @@ fn a_bootstrap_token_is_its_id_while_its_secret_vouches_for_it() {
     put_secret(&mut w, json!({"token-id": "abcdef", "token-secret": "0123456789abcdef", "usage-bootstrap-authentication": "true"}));
     assert_eq!(whoami(&mut w, TOKEN).head.status, 201);
     assert_eq!(w.call("DELETE", SECRET, "", None, "").head.status, 200);
+    assert_eq!(whoami(&mut w, TOKEN).head.status, 201, "its answer is kept 10 s, as kube keeps it");
+    w.advance(jiff::SignedDuration::from_secs(10));
     assert_eq!(whoami(&mut w, TOKEN).head.status, 401);
 }

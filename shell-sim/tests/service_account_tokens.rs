@@ -176,11 +176,14 @@ fn a_token_authenticates_as_its_service_account_while_what_it_names_exists() {
     assert_eq!(extra["authentication.kubernetes.io/pod-uid"], json!([web["metadata"]["uid"]]));
     assert_eq!(extra["authentication.kubernetes.io/node-name"], json!(["n1"]));
     assert_eq!(w.call("DELETE", "/api/v1/namespaces/default/pods/web", "gracePeriodSeconds=0", None, "").head.status, 200);
+    assert_eq!(whoami(&mut w, &bound).head.status, 201, "its answer is kept 10 s, as kube keeps it");
+    w.advance(jiff::SignedDuration::from_secs(10));
     assert_eq!(whoami(&mut w, &bound).head.status, 401, "the pod it was bound to is gone");
     assert_eq!(whoami(&mut w, &t).head.status, 201, "an unbound token still works");
 
     // An account made again is another account.
     assert_eq!(w.call("DELETE", &format!("{ACCOUNTS}/robot"), "", None, "").head.status, 200);
+    w.advance(jiff::SignedDuration::from_secs(10));
     assert_eq!(whoami(&mut w, &t).head.status, 401);
     post(&mut w, ACCOUNTS, json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "robot"}}));
     assert_eq!(whoami(&mut w, &t).head.status, 401);

@@ -11,6 +11,7 @@ mod bootstrap_token;
 mod impersonation;
 mod requestheader;
 mod serviceaccount;
+mod token_cache;
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -24,6 +25,7 @@ pub use requestheader::{
     starts_with_ignore_case,
 };
 pub use serviceaccount::{Claimed, check_token};
+pub use token_cache::TokenCache;
 
 /// `user.Info`.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -240,8 +242,7 @@ impl Authenticator {
     /// What the request's bearer token may be once what it names is looked up (`None`: it
     /// is no credential kapi knows); see [`Pending`].
     pub fn pending_token(&self, headers: &[(String, String)], now: jiff::Timestamp) -> Option<Result<Pending, String>> {
-        let header = headers.iter().find(|(k, _)| k.eq_ignore_ascii_case("Authorization")).map(|(_, v)| v.as_str())?;
-        self.review_token(bearer_token(header)?, None, now)
+        self.review_token(request_bearer_token(headers)?, None, now)
     }
 
     /// What `token` may be, for a TokenReview meant for `audiences` (`--api-audiences` when
@@ -269,6 +270,11 @@ impl Authenticator {
     pub fn is_credential_header(&self, name: &str) -> bool {
         name.eq_ignore_ascii_case("Authorization") || is_remote_header(name) || self.request_header.as_ref().is_some_and(|rh| rh.reads(name))
     }
+}
+
+/// The bearer token of a request's `Authorization` header.
+pub fn request_bearer_token(headers: &[(String, String)]) -> Option<&str> {
+    bearer_token(headers.iter().find(|(k, _)| k.eq_ignore_ascii_case("Authorization"))?.1.as_str())
 }
 
 /// The token of an `Authorization: Bearer <token>` header.

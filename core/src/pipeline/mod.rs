@@ -83,6 +83,8 @@ pub struct Server {
     /// `--max-requests-inflight` and `--max-mutating-requests-inflight`, and the requests
     /// holding their seats.
     pub in_flight: InFlight,
+    /// The bearer tokens confirmed in the last 10 seconds, and whom they stand for.
+    pub token_cache: crate::auth::TokenCache,
 }
 
 impl Server {
@@ -95,6 +97,7 @@ impl Server {
             max_body_bytes: DEFAULT_MAX_BODY_BYTES,
             consistent_list_from_cache: true,
             in_flight: InFlight::new(DEFAULT_MAX_READONLY_IN_FLIGHT, DEFAULT_MAX_MUTATING_IN_FLIGHT),
+            token_cache: crate::auth::TokenCache::default(),
         }
     }
 
@@ -383,8 +386,10 @@ impl RequestMachine {
                 Err(e) => return self.fail(&e),
             }
         }
+        let cached = || crate::auth::request_bearer_token(&self.req.headers).and_then(|t| self.server.token_cache.get(t, now));
         self.user = match self.server.authenticator.authenticate(&self.req.headers, &self.req.peer) {
             Ok(u) => u,
+            Err(_) if let Some(user) = cached() => user,
             Err(e) => {
                 // A service account or bootstrap token is known once what it names is looked up.
                 return match self.server.authenticator.pending_token(&self.req.headers, now) {

@@ -197,6 +197,9 @@ impl RequestMachine {
             }
             AfterLookups::Authenticate { pending, info, query } => match pending.confirm(&l.found, now) {
                 Ok(user) => {
+                    if let Some(token) = crate::auth::request_bearer_token(&self.req.headers) {
+                        self.server.token_cache.put(token, &user, now);
+                    }
                     self.user = user;
                     self.stage = Stage::Done;
                     self.authenticated(now, *info, query);
