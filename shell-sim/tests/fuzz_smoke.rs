@@ -66,6 +66,11 @@ fn random_rbac_changes_are_decided_as_kubes_walk_decides() {
 }
 
 #[test]
+fn random_rbac_changes_over_http_are_decided_by_the_server_as_kubes_walk_decides() {
+    random_inputs(60, 1024, kapi_sim::fuzzing::rbac_served);
+}
+
+#[test]
 fn random_pods_and_volumes_give_nodes_what_kubes_graph_gives_them() {
     random_inputs(2000, 1024, kapi_sim::fuzzing::node_graph);
 }

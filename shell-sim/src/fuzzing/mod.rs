@@ -8,6 +8,8 @@
 //! [`cel_rules`] (in `cel_rules.rs`) CEL validation rules on generated schemas;
 //! [`conversion`] (in `conversion.rs`) CRD conversion webhooks that answer anything;
 //! [`rbac`] (in `rbac.rs`) RBAC objects changing, decided by kapi's index and by kube's walk;
+//! [`rbac_served`] (in `rbac_served.rs`) RBAC objects changing over HTTP, each answer of the
+//! server checked against kube's walk of what it holds;
 //! [`node_graph`] (in `node_graph.rs`) pods and volumes changing, the Node authorizer's graph
 //! checked against kube's paths;
 //! [`tokens`] (in `tokens.rs`) service account tokens as bearer credentials.
@@ -25,6 +27,7 @@ mod cel_rules;
 mod conversion;
 mod node_graph;
 mod rbac;
+mod rbac_served;
 mod schemas;
 mod tokens;
 mod writes;
@@ -34,6 +37,7 @@ pub use cel_rules::cel_rules;
 pub use conversion::conversion;
 pub use node_graph::node_graph;
 pub use rbac::rbac;
+pub use rbac_served::rbac_served;
 pub use schemas::{THROUGH_THE_PIPELINE, custom_resources};
 pub use tokens::tokens;
 pub use writes::{apply, patch};

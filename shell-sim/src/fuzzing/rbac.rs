@@ -13,8 +13,8 @@ use kapi_core::authz::rbac::{Kind, Rule};
 use kapi_core::authz::{Attributes, Policy, Verdict};
 use serde_json::{Value, json};
 
-const NAMES: &[&str] = &["a", "b", "c"];
-const NAMESPACES: &[&str] = &["dev", "prod"];
+pub(super) const NAMES: &[&str] = &["a", "b", "c"];
+pub(super) const NAMESPACES: &[&str] = &["dev", "prod"];
 const USERS: &[&str] = &["alice", "bob", "system:serviceaccount:dev:robot", "system:serviceaccount:prod:robot"];
 const GROUPS: &[&str] = &["team", "ops", "system:authenticated"];
 const VERBS: &[&str] = &["get", "list", "create", "*"];
@@ -24,7 +24,7 @@ const SUBRESOURCES: &[&str] = &["", "log", "status"];
 const URLS: &[&str] = &["/healthz", "/apis/*", "/api**", "*"];
 const PATHS: &[&str] = &["/healthz", "/apis/apps", "/api", "/metrics"];
 
-fn pick<'a>(u: &mut Unstructured, from: &[&'a str]) -> arbitrary::Result<&'a str> {
+pub(super) fn pick<'a>(u: &mut Unstructured, from: &[&'a str]) -> arbitrary::Result<&'a str> {
     Ok(from[u.choose_index(from.len())?])
 }
 
@@ -33,7 +33,7 @@ fn some(u: &mut Unstructured, from: &[&str]) -> arbitrary::Result<Vec<String>> {
     (0..u.int_in_range(0u8..=3)?).map(|_| pick(u, from).map(str::to_string)).collect()
 }
 
-fn rules(u: &mut Unstructured) -> arbitrary::Result<Value> {
+pub(super) fn rules(u: &mut Unstructured) -> arbitrary::Result<Value> {
     let mut rules = Vec::new();
     for _ in 0..u.int_in_range(0u8..=2)? {
         let mut rule = json!({"verbs": some(u, VERBS)?});
@@ -51,7 +51,7 @@ fn rules(u: &mut Unstructured) -> arbitrary::Result<Value> {
     Ok(Value::Array(rules))
 }
 
-fn subjects(u: &mut Unstructured) -> arbitrary::Result<Value> {
+pub(super) fn subjects(u: &mut Unstructured) -> arbitrary::Result<Value> {
     let mut subjects = Vec::new();
     for _ in 0..u.int_in_range(0u8..=3)? {
         subjects.push(match u.int_in_range(0u8..=3)? {
@@ -65,9 +65,9 @@ fn subjects(u: &mut Unstructured) -> arbitrary::Result<Value> {
 }
 
 /// The objects as stored, by kind, namespace (empty for the cluster's) and name.
-type Objects = BTreeMap<(usize, String, String), Value>;
+pub(super) type Objects = BTreeMap<(usize, String, String), Value>;
 
-const KINDS: [Kind; 4] = [Kind::Role, Kind::ClusterRole, Kind::RoleBinding, Kind::ClusterRoleBinding];
+pub(super) const KINDS: [Kind; 4] = [Kind::Role, Kind::ClusterRole, Kind::RoleBinding, Kind::ClusterRoleBinding];
 
 pub fn rbac(data: &[u8]) {
     let mut u = Unstructured::new(data);
@@ -117,7 +117,7 @@ fn change(u: &mut Unstructured, policy: &mut Policy, objects: &mut Objects) -> a
     Ok(())
 }
 
-fn request(u: &mut Unstructured) -> arbitrary::Result<(UserInfo, Attributes)> {
+pub(super) fn request(u: &mut Unstructured) -> arbitrary::Result<(UserInfo, Attributes)> {
     let user = UserInfo { name: pick(u, USERS)?.to_string(), groups: some(u, GROUPS)?, ..Default::default() };
     let attrs = if u.ratio(1, 4)? {
         Attributes { verb: pick(u, VERBS)?.to_string(), path: pick(u, PATHS)?.to_string(), ..Default::default() }
@@ -137,7 +137,7 @@ fn request(u: &mut Unstructured) -> arbitrary::Result<(UserInfo, Attributes)> {
 
 /// kube's RBAC authorizer, walking every binding: the verdict, the binding that allows (as
 /// its reason names it), and whether a binding named a role that does not exist.
-fn reference(objects: &Objects, user: &UserInfo, attrs: &Attributes) -> (Verdict, Option<String>, bool) {
+pub(super) fn reference(objects: &Objects, user: &UserInfo, attrs: &Attributes) -> (Verdict, Option<String>, bool) {
     let s = |v: &Value, k: &str| v.get(k).and_then(Value::as_str).unwrap_or_default().to_string();
     let bindings = objects.iter().filter(|((k, ns, _), _)| match KINDS[*k] {
         Kind::ClusterRoleBinding => true,
