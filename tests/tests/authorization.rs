@@ -1,6 +1,7 @@
 //! `--authorization-mode=RBAC` driven with kubectl: a user holds nothing but what Roles,
 //! ClusterRoles and their bindings grant, gets kube's 403 for the rest, and loses a grant when
-//! its binding goes; `kubectl auth can-i` answers from the same decisions.
+//! its binding goes; `kubectl auth can-i` answers from the same decisions. Under the default
+//! `Node,RBAC`, a kubelet's certificate reads what its pods need and nothing else.
 
 use std::path::Path;
 use std::process::{Command, Output};
@@ -262,4 +263,61 @@ fn a_bootstrap_token_authenticates_with_curl_while_its_secret_vouches_for_it() {
     assert_eq!(code, 403);
     k.ok(&["delete", "secret", "bootstrap-token-07401b", "-n", "kube-system"]);
     assert!(eventually(Duration::from_secs(20), || anonymous_curl(&k, &args, "/apis/authentication.k8s.io/v1/selfsubjectreviews").0 == 401));
+}
+
+#[test]
+fn a_kubelet_reads_what_its_pods_need_under_the_default_node_and_rbac() {
+    let k = Kapi::start();
+    let dir = tempfile::tempdir().unwrap();
+    // The kubelet of n1: a client certificate from the cluster's CA, as kubeadm gives one.
+    let pki = k.data_dir().join("pki");
+    let openssl = |args: &[&str]| assert!(Command::new("openssl").args(args).current_dir(dir.path()).status().unwrap().success());
+    openssl(&[
+        "req",
+        "-newkey",
+        "ec",
+        "-pkeyopt",
+        "ec_paramgen_curve:P-256",
+        "-nodes",
+        "-subj",
+        "/O=system:nodes/CN=system:node:n1",
+        "-keyout",
+        "n1.key",
+        "-out",
+        "n1.csr",
+    ]);
+    let (ca, ca_key) = (pki.join("ca.crt"), pki.join("ca.key"));
+    std::fs::write(dir.path().join("n1.ext"), "basicConstraints=CA:FALSE\nextendedKeyUsage=clientAuth\n").unwrap();
+    let (ca_path, ca_key_path) = (ca.to_str().unwrap(), ca_key.to_str().unwrap());
+    openssl(&["x509", "-req", "-in", "n1.csr", "-CA", ca_path, "-CAkey", ca_key_path, "-CAcreateserial", "-days", "1", "-extfile", "n1.ext", "-out", "n1.crt"]);
+    let kubelet = |args: &[&str]| {
+        let (crt, key) = (dir.path().join("n1.crt"), dir.path().join("n1.key"));
+        let server = k.url("");
+        let mut a = vec!["--kubeconfig=/dev/null", "--server", &server, "--certificate-authority", ca.to_str().unwrap()];
+        let (crt, key) = (format!("--client-certificate={}", crt.display()), format!("--client-key={}", key.display()));
+        a.extend([crt.as_str(), key.as_str()]);
+        a.extend_from_slice(args);
+        Command::new("kubectl").args(&a).output().expect("kubectl runs")
+    };
+    k.ok(&["create", "secret", "generic", "app", "--from-literal=k=v"]);
+    k.ok(&["create", "secret", "generic", "other", "--from-literal=k=v"]);
+    let pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "web"},
+        "spec": {"nodeName": "n1", "containers": [{"name": "c", "image": "busybox"}], "volumes": [{"name": "s", "secret": {"secretName": "app"}}]}});
+    k.kubectl_in(&["create", "-f", "-"], &pod.to_string());
+
+    let who = kubelet(&["auth", "whoami", "-o", "jsonpath={.status.userInfo.username}"]);
+    assert_eq!(String::from_utf8_lossy(&who.stdout), "system:node:n1", "{}", stderr(&who));
+    assert!(eventually(Duration::from_secs(10), || kubelet(&["get", "secret", "app"]).status.success()), "its pod's secret");
+    let out = kubelet(&["get", "secret", "other"]);
+    assert!(
+        stderr(&out).contains("secrets \"other\" is forbidden: User \"system:node:n1\" cannot get resource \"secrets\" in API group \"\" in the namespace \"default\": no relationship found between node 'n1' and this object"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(kubelet(&["get", "pods", "-A", "--field-selector", "spec.nodeName=n1"]).status.success());
+    let out = kubelet(&["get", "pods", "-A"]);
+    assert!(stderr(&out).contains("can only list/watch pods with spec.nodeName field selector"), "{}", stderr(&out));
+    // Its pod gone, so is its access.
+    k.ok(&["delete", "pod", "web", "--grace-period=0", "--force"]);
+    assert!(eventually(Duration::from_secs(10), || !kubelet(&["get", "secret", "app"]).status.success()));
 }
