@@ -423,6 +423,16 @@ impl World {
     }
 
     /// Runs a request to its response, then lets the controllers react to it.
+    /// A request with `token` as its bearer token (and `body` as JSON).
+    pub fn call_with_token(&mut self, token: &str, method: &str, path: &str, body: Option<serde_json::Value>) -> Response {
+        let mut headers = vec![("Authorization".to_string(), format!("Bearer {token}"))];
+        if body.is_some() {
+            headers.push(("Content-Type".into(), "application/json".into()));
+        }
+        let body = body.map(|b| Bytes::from(b.to_string())).unwrap_or_default();
+        self.request(Request { method: method.into(), path: path.into(), headers, body, ..Default::default() })
+    }
+
     pub fn request(&mut self, req: Request) -> Response {
         let resp = self.run(req);
         self.settle();

@@ -9,18 +9,9 @@ use serde_json::{Value, json};
 const TOKEN: &str = "abcdef.0123456789abcdef";
 const SECRET: &str = "/api/v1/namespaces/kube-system/secrets/bootstrap-token-abcdef";
 
-fn with_token(w: &mut World, token: &str, method: &str, path: &str, body: Option<Value>) -> Response {
-    let mut headers = vec![("Authorization".to_string(), format!("Bearer {token}"))];
-    if body.is_some() {
-        headers.push(("Content-Type".into(), "application/json".into()));
-    }
-    let body = body.map(|b| bytes::Bytes::from(b.to_string())).unwrap_or_default();
-    w.request(kapi_core::pipeline::Request { method: method.into(), path: path.into(), headers, body, ..Default::default() })
-}
-
 fn whoami(w: &mut World, token: &str) -> Response {
     let review = json!({"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"});
-    with_token(w, token, "POST", "/apis/authentication.k8s.io/v1/selfsubjectreviews", Some(review))
+    w.call_with_token(token, "POST", "/apis/authentication.k8s.io/v1/selfsubjectreviews", Some(review))
 }
 
 /// Puts the token's Secret in place, and lets the 10 s pass for which an answer is kept.

@@ -130,19 +130,9 @@ fn a_token_bound_to_a_pod_names_it_and_its_node() {
     assert_eq!(claims(r.json()["status"]["token"].as_str().unwrap())["kubernetes.io"]["node"], json!({"name": "n9"}));
 }
 
-/// A request with `token` as its bearer token.
-fn with_token(w: &mut World, token: &str, method: &str, path: &str, body: Option<Value>) -> Response {
-    let mut headers = vec![("Authorization".to_string(), format!("Bearer {token}"))];
-    if body.is_some() {
-        headers.push(("Content-Type".into(), "application/json".into()));
-    }
-    let body = body.map(|b| bytes::Bytes::from(b.to_string())).unwrap_or_default();
-    w.request(kapi_core::pipeline::Request { method: method.into(), path: path.into(), headers, body, ..Default::default() })
-}
-
 fn whoami(w: &mut World, token: &str) -> Response {
     let review = json!({"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"});
-    with_token(w, token, "POST", "/apis/authentication.k8s.io/v1/selfsubjectreviews", Some(review))
+    w.call_with_token(token, "POST", "/apis/authentication.k8s.io/v1/selfsubjectreviews", Some(review))
 }
 
 fn token(w: &mut World, spec: Value) -> String {
@@ -163,7 +153,7 @@ fn a_token_authenticates_as_its_service_account_while_what_it_names_exists() {
     assert_eq!(user["groups"], json!(["system:serviceaccounts", "system:serviceaccounts:default", "system:authenticated"]));
     let jti = claims(&t)["jti"].as_str().unwrap().to_string();
     assert_eq!(user["extra"]["authentication.kubernetes.io/credential-id"], json!([format!("JTI={jti}")]));
-    assert_eq!(with_token(&mut w, &t, "GET", "/api/v1/namespaces/default/configmaps", None).head.status, 200);
+    assert_eq!(w.call_with_token(&t, "GET", "/api/v1/namespaces/default/configmaps", None).head.status, 200);
 
     // Bound to a pod: the pod and its node are in the user's extra, until the pod is gone.
     post(&mut w, "/api/v1/nodes", json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n1"}}));
