@@ -302,6 +302,10 @@ fn split_unescaped(s: &str, sep: char) -> Vec<String> {
             out.last_mut().expect("never empty").push(c);
         }
     }
+    // A backslash at the very end stays, for the value's unescaping to refuse.
+    if escaped {
+        out.last_mut().expect("never empty").push('\\');
+    }
     out
 }
 
@@ -350,6 +354,7 @@ mod tests {
         assert_eq!(FieldSelector::parse("a=b!=c").unwrap_err(), "invalid field selector: unescaped character in value: 61");
         assert_eq!(FieldSelector::parse("a=b\\x").unwrap_err(), "invalid field selector: invalid escape sequence: \\x");
         assert!(FieldSelector::parse("spec.nodeName =n1").unwrap().required_value("spec.nodeName").is_none());
+        assert_eq!(FieldSelector::parse("metadata.name=foo\\").unwrap_err(), "invalid field selector: invalid escape sequence: \\");
         assert_eq!(FieldSelector::parse("a==x\\=y").unwrap().required_value("a"), Some("x=y"));
     }
 }

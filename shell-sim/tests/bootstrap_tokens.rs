@@ -53,6 +53,9 @@ fn a_bootstrap_token_is_its_id_while_its_secret_vouches_for_it() {
     assert_eq!((status["authenticated"].clone(), status["audiences"].clone()), (json!(true), json!(["https://kubernetes.default.svc.cluster.local"])));
     assert_eq!(status["user"]["username"], "system:bootstrap:abcdef");
     assert_eq!(review(&mut w, json!(["vault"])), json!({"user": {}, "error": "invalid bearer token"}));
+    let empty = json!({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview", "spec": {"token": ""}});
+    let r = w.call("POST", "/apis/authentication.k8s.io/v1/tokenreviews", "", Some(&empty), "application/json");
+    assert_eq!((r.head.status, r.json()["message"].clone()), (400, json!("token is required for TokenReview in authentication")));
 
     // Not for authentication, expired, or gone: nobody.
     put_secret(&mut w, json!({"token-id": "abcdef", "token-secret": "0123456789abcdef", "usage-bootstrap-signing": "true"}));

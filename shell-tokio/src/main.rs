@@ -457,7 +457,6 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         tracing::warn!("{e:#}; trying again");
         tokio::time::sleep(std::time::Duration::from_secs(1)).await;
     }
-    state.bootstrapped.store(true, Ordering::Relaxed);
     // kube-apiserver's system namespaces and kubernetes service controllers: what bootstrap
     // made is made again, once a minute, if it was deleted.
     let (again, state_again, address) = (server.clone(), state.clone(), advertise.to_string());
@@ -483,6 +482,16 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let (discovered, discoveries) = tokio::sync::mpsc::unbounded_channel();
     tokio::spawn(controllers::run(state.clone(), c, discovered));
     tokio::spawn(catalog::run(state.clone(), Catalog::clone(&served.catalog), discoveries));
+    // Ready once the authorizers read the bootstrap RBAC policy just written (the catalog task
+    // takes it in from the caches), so that no request after /readyz says ok meets an older one.
+    if server.authorizer.uses_rbac() {
+        let policy = kapi_core::authz::bootstrap::policy();
+        let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(30);
+        while !kapi_core::authz::bootstrap::in_effect(&state.served.load().authz.rbac, &policy) && tokio::time::Instant::now() < deadline {
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        }
+    }
+    state.bootstrapped.store(true, Ordering::Relaxed);
 
     println!("kapi is serving the Kubernetes API on {server_url} ({store_name})");
     println!("Use it with kubectl:\n  export KUBECONFIG={}\n  kubectl get namespaces", kubeconfig_path.display());

@@ -23,7 +23,7 @@ use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 const POLL: Duration = Duration::from_secs(1);
 
 /// A certificate and key file, and the names it serves (those of `--tls-sni-cert-key`'s
-/// `:names`, else its certificate's common name and DNS names).
+/// `:names`, as written, else its certificate's common name and DNS names, lower-cased).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct CertKeyFiles {
     pub cert: PathBuf,
@@ -36,7 +36,9 @@ impl CertKeyFiles {
     /// `NamedCertKey` syntax; `*.example.com` names a wildcard).
     pub fn parse_sni(flag: &str) -> Result<CertKeyFiles, String> {
         let (files, names) = match flag.split_once(':') {
-            Some((files, names)) => (files, names.split(',').map(|n| n.trim().to_ascii_lowercase()).filter(|n| !n.is_empty()).collect()),
+            // Names as written: one with capitals never matches a client's (lower-cased) name, as in kube.
+            Some((_, "")) => return Err("empty names list is not allowed".into()),
+            Some((files, names)) => (files, names.split(',').map(|n| n.trim().to_string()).collect()),
             None => (flag, Vec::new()),
         };
         match files.split(',').map(str::trim).collect::<Vec<_>>()[..] {
@@ -158,8 +160,9 @@ mod tests {
     fn sni_flags_parse_as_kubes() {
         assert_eq!(
             CertKeyFiles::parse_sni("a.crt,a.key:*.Example.com, foo.org").unwrap(),
-            CertKeyFiles { cert: "a.crt".into(), key: "a.key".into(), names: vec!["*.example.com".into(), "foo.org".into()] }
+            CertKeyFiles { cert: "a.crt".into(), key: "a.key".into(), names: vec!["*.Example.com".into(), "foo.org".into()] }
         );
+        assert_eq!(CertKeyFiles::parse_sni("a.crt,a.key:").unwrap_err(), "empty names list is not allowed");
         assert_eq!(CertKeyFiles::parse_sni("a.crt,a.key").unwrap().names, Vec::<String>::new());
         assert!(CertKeyFiles::parse_sni("a.crt").is_err());
         assert!(CertKeyFiles::parse_sni("a.crt,").is_err());

@@ -42,6 +42,9 @@ pub fn tls13_only(flag: &str) -> Result<bool, String> {
 /// are not chosen (as in Go, where naming them changes nothing). A suite Go knows and rustls
 /// does not serve (CBC, RSA key exchange, 3DES, RC4) is refused rather than dropped.
 pub fn cipher_suites(flag: &str) -> Result<CipherSuites, String> {
+    if flag.is_empty() {
+        return Ok(CipherSuites(None));
+    }
     use rustls::CipherSuite as S;
     const GO_ONLY: [&str; 16] = [
         "TLS_RSA_WITH_RC4_128_SHA",
@@ -62,7 +65,7 @@ pub fn cipher_suites(flag: &str) -> Result<CipherSuites, String> {
         "TLS_ECDHE_RSA_WITH_AES_128_CBC_SHA256",
     ];
     let mut out = Vec::new();
-    for name in flag.split(',').map(str::trim).filter(|n| !n.is_empty()) {
+    for name in flag.split(',') {
         let suite = match name {
             "TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256" => S::TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256,
             "TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256" => S::TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256,
@@ -78,12 +81,13 @@ pub fn cipher_suites(flag: &str) -> Result<CipherSuites, String> {
         };
         out.push(suite);
     }
-    Ok(CipherSuites(out))
+    Ok(CipherSuites(Some(out)))
 }
 
-/// The TLS 1.2 suites `--tls-cipher-suites` names; all of kapi's when empty.
+/// The TLS 1.2 suites `--tls-cipher-suites` names (none: TLS 1.2 is not served, as Go serves
+/// it with only TLS 1.3's named); all of kapi's when the flag is not given.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct CipherSuites(pub Vec<rustls::CipherSuite>);
+pub struct CipherSuites(pub Option<Vec<rustls::CipherSuite>>);
 
 /// What `--tls-min-version` and `--tls-cipher-suites` allow.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -95,8 +99,7 @@ pub struct TlsOptions {
 /// kapi's suites, less the TLS 1.2 ones `options` leaves out.
 pub(crate) fn server_provider(options: &TlsOptions) -> CryptoProvider {
     let mut provider = provider();
-    let wanted = &options.cipher_suites.0;
-    if !wanted.is_empty() {
+    if let Some(wanted) = &options.cipher_suites.0 {
         provider.cipher_suites.retain(|s| s.version().version == rustls::ProtocolVersion::TLSv1_3 || wanted.contains(&s.suite()));
     }
     provider
@@ -149,7 +152,9 @@ pub fn server_config(
 ) -> anyhow::Result<ServerConfig> {
     let provider = Arc::new(server_provider(options));
     let both = format!("{client_ca_pem}\n{}", request_header_ca_pem.unwrap_or_default());
-    let versions: &[&rustls::SupportedProtocolVersion] = if options.tls13_only { &[&rustls::version::TLS13] } else { rustls::DEFAULT_VERSIONS };
+    let no_tls12_suite = options.cipher_suites.0.as_ref().is_some_and(Vec::is_empty);
+    let versions: &[&rustls::SupportedProtocolVersion] =
+        if options.tls13_only || no_tls12_suite { &[&rustls::version::TLS13] } else { rustls::DEFAULT_VERSIONS };
     let mut config = ServerConfig::builder_with_provider(provider.clone())
         .with_protocol_versions(versions)?
         .with_client_cert_verifier(verifier(&both, "client CA", &provider)?)

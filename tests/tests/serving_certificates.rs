@@ -35,6 +35,11 @@ fn the_lowest_version_and_the_cipher_suites_are_what_the_flags_allow() {
     assert_eq!(curl(&k, &ca, &["--tls-max", "1.2", "--ciphers", "ECDHE-ECDSA-AES128-GCM-SHA256"], None), 0, "a suite not named");
     assert_eq!(curl(&k, &ca, &[], None), 200, "TLS 1.3's suites are not chosen");
     drop(k);
+    let k = Kapi::start_with(&["--tls-cipher-suites", "TLS_AES_128_GCM_SHA256"]);
+    let ca = k.data_dir().join("pki/ca.crt");
+    assert_eq!(curl(&k, &ca, &["--tls-max", "1.2"], None), 0, "only TLS 1.3's named: no TLS 1.2, as Go");
+    assert_eq!(curl(&k, &ca, &[], None), 200);
+    drop(k);
 
     let out = Command::new(kapi_tests::binary()).args(["serve", "--tls-cipher-suites", "TLS_RSA_WITH_AES_128_CBC_SHA"]).output().unwrap();
     assert!(String::from_utf8_lossy(&out.stderr).contains("cipher suite TLS_RSA_WITH_AES_128_CBC_SHA is not served by kapi"));

@@ -47,10 +47,11 @@ impl BootstrapToken {
         if meta::deletion_timestamp(secret).is_some() || meta::str_at(secret, &["type"]) != Some(SECRET_TYPE) {
             return None;
         }
+        // Go's string(bytes): what is not UTF-8 is kept (and then fails to parse or compare).
         let data = |key: &str| -> Option<String> {
             let encoded = secret.get("data")?.get(key)?.as_str()?;
             let bytes = base64::Engine::decode(&base64::engine::general_purpose::STANDARD, encoded).ok()?;
-            String::from_utf8(bytes).ok()
+            Some(String::from_utf8_lossy(&bytes).into_owned())
         };
         // Compared without an early exit, as kube's ConstantTimeCompare.
         let stored = data("token-secret").unwrap_or_default();
@@ -59,8 +60,8 @@ impl BootstrapToken {
             return None;
         }
         if let Some(expiration) = data("expiration").filter(|e| !e.is_empty()) {
-            // An expiration that does not parse counts as past.
-            let until = expiration.parse::<Timestamp>().ok()?;
+            // An expiration that is not RFC 3339 (as Go's time.RFC3339 reads it) counts as past.
+            let until = rfc3339(&expiration)?;
             if until <= now {
                 return None;
             }
@@ -80,6 +81,41 @@ impl BootstrapToken {
         groups.push(AUTHENTICATED_GROUP.into());
         Some(UserInfo { name: format!("system:bootstrap:{}", self.id), groups, ..Default::default() })
     }
+}
+
+/// A time as Go's `time.Parse(time.RFC3339, ...)` takes it: `YYYY-MM-DDTHH:MM:SS`, optional
+/// fractional seconds, then `Z` or `±HH:MM`.
+fn rfc3339(text: &str) -> Option<Timestamp> {
+    let b = text.as_bytes();
+    let digits = |r: std::ops::Range<usize>| b.get(r).is_some_and(|d| d.iter().all(u8::is_ascii_digit));
+    let shape = b.len() >= 20
+        && digits(0..4)
+        && b[4] == b'-'
+        && digits(5..7)
+        && b[7] == b'-'
+        && digits(8..10)
+        && b[10] == b'T'
+        && digits(11..13)
+        && b[13] == b':'
+        && digits(14..16)
+        && b[16] == b':'
+        && digits(17..19);
+    if !shape {
+        return None;
+    }
+    let mut rest = &text[19..];
+    if let Some(fraction) = rest.strip_prefix('.') {
+        let n = fraction.bytes().take_while(u8::is_ascii_digit).count();
+        if n == 0 {
+            return None;
+        }
+        rest = &fraction[n..];
+    }
+    let zone = rest == "Z" || (rest.len() == 6 && matches!(rest.as_bytes()[0], b'+' | b'-') && rest.as_bytes()[3] == b':');
+    if !zone {
+        return None;
+    }
+    text.parse::<Timestamp>().ok()
 }
 
 /// kube's `ValidateBootstrapGroupName`: `system:bootstrappers:` then `[a-z0-9:-]{0,255}`
@@ -128,6 +164,8 @@ mod tests {
         assert!(with(&[("expiration", "2030-01-01T00:00:00Z")]).is_some());
         assert!(with(&[("expiration", "2025-01-01T00:00:00Z")]).is_none(), "expired");
         assert!(with(&[("expiration", "soon")]).is_none(), "an expiration that does not parse is past");
+        assert!(with(&[("expiration", "2030-01-01 00:00:00Z")]).is_none(), "RFC 3339 only");
+        assert!(with(&[("expiration", "2030-01-01T00:00:00.5+02:00")]).is_some());
         assert!(with(&[("auth-extra-groups", "system:masters")]).is_none(), "extra groups are bootstrappers' only");
         assert!(with(&[("token-secret", "fedcba9876543210")]).is_none(), "another secret");
         assert!(with(&[("usage-bootstrap-authentication", "false")]).is_none());

@@ -239,6 +239,11 @@ impl Authenticator {
         }
     }
 
+    /// Whether `--token-auth-file` (or the loopback token) names `token`.
+    pub fn is_static_token(&self, token: &str) -> bool {
+        self.loopback.as_deref() == Some(token) || self.tokens.as_ref().is_some_and(|t| t.tokens.contains_key(token))
+    }
+
     /// What the request's bearer token may be once what it names is looked up (`None`: it
     /// is no credential kapi knows); see [`Pending`].
     pub fn pending_token(&self, headers: &[(String, String)], now: jiff::Timestamp) -> Option<Result<Pending, String>> {

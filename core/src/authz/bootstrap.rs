@@ -48,6 +48,15 @@ pub fn policy() -> Vec<PolicyObject> {
     out
 }
 
+/// Whether `held` (the policy the authorizer reads) has every one of `objects` (the bootstrap
+/// policy's), so that requests are decided by it.
+pub fn in_effect(held: &super::Policy, objects: &[PolicyObject]) -> bool {
+    objects.iter().all(|o| {
+        let text = |k: &str| meta::str_at(&o.object, &["metadata", k]).unwrap_or_default();
+        held.holds(o.kind, text("namespace"), text("name"))
+    })
+}
+
 /// What an object of the policy that exists needs.
 #[derive(Debug, PartialEq)]
 pub enum Reconciled {

@@ -269,6 +269,16 @@ impl Policy {
         }
     }
 
+    /// Whether the policy holds the `kind` object `namespace`/`name`.
+    pub fn holds(&self, kind: Kind, namespace: &str, name: &str) -> bool {
+        match kind {
+            Kind::Role => self.roles.get(namespace).is_some_and(|r| r.contains_key(name)),
+            Kind::ClusterRole => self.cluster_roles.contains_key(name),
+            Kind::RoleBinding => self.bindings.get(namespace).is_some_and(|b| b.contains_key(name)),
+            Kind::ClusterRoleBinding => self.bindings.get("").is_some_and(|b| b.contains_key(name)),
+        }
+    }
+
     /// The rules of the ClusterRole (`cluster`) or the Role of `namespace` called `name`.
     pub fn role_rules(&self, cluster: bool, namespace: &str, name: &str) -> Option<Arc<[Rule]>> {
         if cluster { self.cluster_roles.get(name) } else { self.roles.get(namespace).and_then(|roles| roles.get(name)) }.cloned()

@@ -278,3 +278,16 @@ fn rbac_writes_grant_only_what_the_writer_holds() {
     let admin = user("root", &["system:masters"]);
     assert_eq!(check.check(&Write { kind: Kind::ClusterRole, user: &admin, namespace: "", url_name: "" }, &aggregated, None), Ok(()));
 }
+
+#[test]
+fn the_bootstrap_policy_is_in_effect_once_every_object_is_held() {
+    let objects = bootstrap::policy();
+    let mut held = Policy::default();
+    assert!(!bootstrap::in_effect(&held, &objects));
+    for o in &objects {
+        held.put(o.kind, &o.object);
+    }
+    assert!(bootstrap::in_effect(&held, &objects));
+    held.remove(Kind::RoleBinding, "kube-public", "system:controller:bootstrap-signer");
+    assert!(!bootstrap::in_effect(&held, &objects));
+}

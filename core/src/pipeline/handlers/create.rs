@@ -31,10 +31,16 @@ impl RequestMachine {
                 // A service account or bootstrap token is reviewed for the audiences asked (the server's by
                 // default), once what it names is looked up.
                 let token = meta::str_at(&obj, &["spec", "token"]).filter(|_| res.info.kind == "TokenReview").unwrap_or_default().to_string();
+                if res.info.kind == "TokenReview" && token.is_empty() {
+                    return Err(ApiError::bad_request("token is required for TokenReview in authentication"));
+                }
                 let asked: Vec<String> =
                     obj.pointer("/spec/audiences").and_then(Value::as_array).into_iter().flatten().filter_map(Value::as_str).map(str::to_string).collect();
                 let audiences = (!asked.is_empty()).then_some(asked.as_slice());
-                match self.server.authenticator.review_token(&token, audiences, now) {
+                // The token file is asked first, as kube's union of token authenticators does.
+                let pending =
+                    if self.server.authenticator.is_static_token(&token) { None } else { self.server.authenticator.review_token(&token, audiences, now) };
+                match pending {
                     Some(Ok(pending)) => {
                         let lookups = pending.lookups();
                         let then = AfterLookups::TokenReview { pending: Box::new(pending), review: obj, res, output };
