@@ -250,11 +250,12 @@ fn rbac(c: &mut Criterion) {
         ..Default::default()
     };
     let (allowed, denied) = (read("deployments"), read("statefulsets"));
+    let (asked, now) = (kapi_core::authz::Asked::default(), jiff::Timestamp::UNIX_EPOCH);
     for (namespaces, cluster) in [(10, 10), (1_000, 1_000)] {
         let p = Snapshot { rbac: rbac_policy(namespaces, cluster), ..Default::default() };
         let bindings = format!("{}", namespaces * 10 + cluster);
-        g.bench_with_input(BenchmarkId::new("allowed", &bindings), &p, |b, p| b.iter(|| authorizer.authorize(p, &user, &allowed)));
-        g.bench_with_input(BenchmarkId::new("denied", &bindings), &p, |b, p| b.iter(|| authorizer.authorize(p, &user, &denied)));
+        g.bench_with_input(BenchmarkId::new("allowed", &bindings), &p, |b, p| b.iter(|| authorizer.decide(p, &user, &allowed, &asked, now)));
+        g.bench_with_input(BenchmarkId::new("denied", &bindings), &p, |b, p| b.iter(|| authorizer.decide(p, &user, &denied, &asked, now)));
     }
     g.finish();
 }

@@ -4,6 +4,7 @@
 
 pub mod admission;
 pub mod aggregator;
+pub mod answers;
 pub mod apiextensions;
 pub mod auth;
 pub mod authz;

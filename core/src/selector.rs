@@ -263,6 +263,11 @@ impl FieldSelector {
         Ok(FieldSelector { terms })
     }
 
+    /// The terms: a field, whether it must equal (else differ from) the value, and the value.
+    pub fn terms(&self) -> &[(String, bool, String)] {
+        &self.terms
+    }
+
     /// The fields named, to check them against what a kind supports.
     pub fn fields(&self) -> impl Iterator<Item = &str> {
         self.terms.iter().map(|(k, _, _)| k.as_str())

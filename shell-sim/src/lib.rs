@@ -128,6 +128,7 @@ pub fn server_with(settings: &Settings) -> Setup {
         anonymous: false,
         service_accounts: Some(Arc::new(token_config())),
         bootstrap_tokens: true,
+        webhook: None,
     };
     let server = Server::new(auth, Authorizer::always_allow(), "/registry", "127.0.0.1:6443");
     Setup { server: Arc::new(server), served: Served::new(catalog(settings)) }
@@ -422,7 +423,6 @@ impl World {
         self.request(Request { method: method.into(), path: path.into(), query: query.into(), headers, body, ..Default::default() })
     }
 
-    /// Runs a request to its response, then lets the controllers react to it.
     /// A request with `token` as its bearer token (and `body` as JSON).
     pub fn call_with_token(&mut self, token: &str, method: &str, path: &str, body: Option<serde_json::Value>) -> Response {
         let mut headers = vec![("Authorization".to_string(), format!("Bearer {token}"))];
@@ -433,6 +433,7 @@ impl World {
         self.request(Request { method: method.into(), path: path.into(), headers, body, ..Default::default() })
     }
 
+    /// Runs a request to its response, then lets the controllers react to it.
     pub fn request(&mut self, req: Request) -> Response {
         let resp = self.run(req);
         self.settle();

@@ -15,6 +15,7 @@ mod serving;
 mod store;
 mod tls;
 mod webhook;
+mod webhook_flags;
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
@@ -158,10 +159,12 @@ struct ServeArgs {
     /// The most mutating requests in flight at once; beyond it, 429 (0: no limit).
     #[arg(long, default_value_t = kapi_core::pipeline::DEFAULT_MAX_MUTATING_IN_FLIGHT)]
     max_mutating_requests_inflight: usize,
-    /// Authorization modes, in order (AlwaysAllow, AlwaysDeny, Node, RBAC); members of
-    /// system:masters are always allowed.
+    /// Authorization modes, in order (AlwaysAllow, AlwaysDeny, Node, RBAC, Webhook); members
+    /// of system:masters are always allowed.
     #[arg(long, default_value = "Node,RBAC", value_parser = Authorizer::parse)]
     authorization_mode: Authorizer,
+    #[command(flatten)]
+    webhooks: webhook_flags::WebhookArgs,
     /// The issuer written in service account tokens (the first) and accepted in them (all).
     #[arg(long, default_value = "https://kubernetes.default.svc.cluster.local")]
     service_account_issuer: Vec<String>,
@@ -225,7 +228,6 @@ fn list_flag(flag: &str, value: &str) -> anyhow::Result<Vec<String>> {
     Ok(values)
 }
 
-/// A Go-style duration (`1h`, `30m`, `1h30m`, `90s`) in seconds.
 /// The configuration of service account tokens the flags give, the signing key made on
 /// first start when none is given.
 fn service_account_tokens(args: &ServeArgs) -> anyhow::Result<kapi_core::serviceaccount::TokenConfig> {
@@ -256,6 +258,7 @@ fn service_account_tokens(args: &ServeArgs) -> anyhow::Result<kapi_core::service
     })
 }
 
+/// A Go-style duration (`1h`, `30m`, `1h30m`, `90s`) in seconds.
 fn parse_duration(s: &str) -> anyhow::Result<i64> {
     // As Go's, "0" needs no unit.
     if s == "0" {
@@ -422,9 +425,11 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         anonymous,
         service_accounts,
         bootstrap_tokens: args.enable_bootstrap_token_auth,
+        webhook: args.webhooks.token_webhook()?.map(Arc::new),
     };
+    let authorizer = args.authorization_mode.clone().with_webhook(args.webhooks.authorization_webhook()?).map_err(anyhow::Error::msg)?;
     let served = Served::new(catalog(&settings));
-    let mut server = Server::new(authenticator, args.authorization_mode.clone(), &args.etcd_prefix, &format!("{advertise}:{}", args.secure_port));
+    let mut server = Server::new(authenticator, authorizer, &args.etcd_prefix, &format!("{advertise}:{}", args.secure_port));
     server.max_body_bytes = args.max_request_body_bytes;
     server.in_flight = kapi_core::pipeline::InFlight::new(args.max_requests_inflight, args.max_mutating_requests_inflight);
     server.consistent_list_from_cache = store.ordered_progress();

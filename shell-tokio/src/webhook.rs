@@ -1,7 +1,8 @@
-//! The core's [`WebhookCall`]s: an HTTPS POST of JSON to a webhook, with no client
-//! certificate, its server checked against the webhook's CA bundle (the system's roots without
-//! one), within the call's timeout, the answer's body read up to [`MAX_ANSWER_BYTES`]. Only
-//! transport lives here: what the call carries and what its answer means are the core's.
+//! The core's [`WebhookCall`]s: an HTTPS POST of JSON to a webhook, with the client
+//! certificate and bearer token of the call's credentials if it has any, its server checked
+//! against the webhook's CA bundle (the system's roots without one), within the call's
+//! timeout, the answer's body read up to [`MAX_ANSWER_BYTES`]. Only transport lives here: what
+//! the call carries and what its answer means are the core's.
 
 use std::sync::Arc;
 
@@ -9,6 +10,8 @@ use bytes::Bytes;
 use http_body_util::{BodyExt, Full, Limited};
 use kapi_core::webhook::{MAX_ANSWER_BYTES, WebhookAnswer, WebhookCall};
 use rustls::RootCertStore;
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 
 /// Makes webhook calls.
 #[derive(Clone)]
@@ -36,14 +39,21 @@ impl WebhookClient {
     }
 
     async fn post(&self, call: WebhookCall) -> Result<WebhookAnswer, String> {
-        let config = crate::proxy::tls(&call.target, &self.system_roots, None)?;
-        let request = http::Request::builder()
-            .method("POST")
-            .uri(&call.path)
-            .header("Content-Type", "application/json")
-            .header("Accept", "application/json, */*")
-            .body(Full::new(call.body))
-            .map_err(|e| e.to_string())?;
+        let client = match call.credentials.as_ref().and_then(|c| c.client.as_ref()) {
+            Some((cert, key)) => {
+                let chain: Vec<CertificateDer<'static>> =
+                    CertificateDer::pem_slice_iter(cert.as_bytes()).collect::<Result<_, _>>().map_err(|e| e.to_string())?;
+                Some((chain, PrivateKeyDer::from_pem_slice(key.as_bytes()).map_err(|e| e.to_string())?))
+            }
+            None => None,
+        };
+        let config = crate::proxy::tls(&call.target, &self.system_roots, client.as_ref().map(|(c, k)| (c.as_slice(), k)))?;
+        let mut request =
+            http::Request::builder().method("POST").uri(&call.path).header("Content-Type", "application/json").header("Accept", "application/json, */*");
+        if let Some(token) = call.credentials.as_ref().and_then(|c| c.token.as_ref()) {
+            request = request.header("Authorization", format!("Bearer {token}"));
+        }
+        let request = request.body(Full::new(call.body)).map_err(|e| e.to_string())?;
         let response = crate::proxy::send(&call.target, config, request).await?;
         let status = response.status().as_u16();
         let body: Bytes = Limited::new(response.into_body(), MAX_ANSWER_BYTES).collect().await.map_err(|e| e.to_string())?.to_bytes();

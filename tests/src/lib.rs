@@ -287,3 +287,46 @@ pub fn openssl_pki(dir: &Path, leaves: &[(&str, &str)]) {
         run(&["x509", "-req", "-in", &csr, "-CA", "ca.crt", "-CAkey", "ca.key", "-CAcreateserial", "-days", "2", "-extfile", &ext_file, "-out", &crt]);
     }
 }
+
+/// What every test webhook server runs: Python's HTTP server behind TLS (`hook.crt`, `hook.key`
+/// of its directory), on the port of its first argument, asking for a client certificate
+/// signed by `ca.crt` when its second is `client-ca`. Each POST's JSON body is handed to the
+/// test's `answer(handler, review)`, and what that returns is the JSON answer.
+const PYTHON_WEBHOOK: &str = r#"
+import http.server, json, ssl, sys
+class Hook(http.server.BaseHTTPRequestHandler):
+    def do_POST(self):
+        review = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        body = json.dumps(answer(self, review)).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+    def log_message(self, *args):
+        pass
+ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+ctx.load_cert_chain("hook.crt", "hook.key")
+if sys.argv[2] == "client-ca":
+    ctx.verify_mode = ssl.CERT_REQUIRED
+    ctx.load_verify_locations("ca.crt")
+server = http.server.ThreadingHTTPServer(("127.0.0.1", int(sys.argv[1])), Hook)
+server.socket = ctx.wrap_socket(server.socket, server_side=True)
+server.serve_forever()
+"#;
+
+/// A webhook server in `dir` (whose `hook.crt`, `hook.key` and, with `client_ca`, `ca.crt` it
+/// serves with) on `port`, answering with what `answer`, Python defining
+/// `answer(handler, review)`, returns; running until dropped.
+pub fn python_webhook(dir: &Path, port: u16, answer: &str, client_ca: bool) -> Running {
+    std::fs::write(dir.join("hook.py"), format!("{answer}\n{PYTHON_WEBHOOK}")).unwrap();
+    let child = Command::new("python3")
+        .args(["hook.py", &port.to_string(), if client_ca { "client-ca" } else { "none" }])
+        .current_dir(dir)
+        .stdout(Stdio::null())
+        .spawn()
+        .expect("python3 runs");
+    let running = Running(child);
+    assert!(eventually(Duration::from_secs(10), || std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()), "the webhook listens");
+    running
+}

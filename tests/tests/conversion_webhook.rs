@@ -4,65 +4,37 @@
 //! a webhook that cannot be reached fails reads of the other version with kube's message.
 
 use std::path::Path;
-use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use base64::Engine;
-use kapi_tests::{Kapi, Running, eventually, free_port, openssl_pki};
+use kapi_tests::{Kapi, Running, eventually, free_port, openssl_pki, python_webhook};
 use serde_json::{Value, json};
 
 /// The webhook: v1 calls the schedule `cron`, v2 `schedule`; every review is logged.
 const WEBHOOK: &str = r#"
-import http.server, json, ssl, sys
-port, cert, key, log = int(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4]
-class Hook(http.server.BaseHTTPRequestHandler):
-    def do_POST(self):
-        review = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        req = review["request"]
-        desired = req["desiredAPIVersion"]
-        out = []
-        for o in req["objects"]:
-            o["apiVersion"] = desired
-            spec = o.setdefault("spec", {})
-            src, dst = ("cron", "schedule") if desired.endswith("/v2") else ("schedule", "cron")
-            if src in spec:
-                spec[dst] = spec.pop(src)
-            out.append(o)
-        with open(log, "a") as f:
-            f.write("%s %s %d %s\n" % (self.path, desired, len(out), self.headers["Content-Type"]))
-        body = json.dumps({"apiVersion": "apiextensions.k8s.io/v1", "kind": "ConversionReview",
-            "response": {"uid": req["uid"], "result": {"status": "Success"}, "convertedObjects": out}}).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-    def log_message(self, *args):
-        pass
-ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-ctx.load_cert_chain(cert, key)
-server = http.server.ThreadingHTTPServer(("127.0.0.1", port), Hook)
-server.socket = ctx.wrap_socket(server.socket, server_side=True)
-server.serve_forever()
+import json
+def answer(h, review):
+    req = review["request"]
+    desired = req["desiredAPIVersion"]
+    out = []
+    for o in req["objects"]:
+        o["apiVersion"] = desired
+        spec = o.setdefault("spec", {})
+        src, dst = ("cron", "schedule") if desired.endswith("/v2") else ("schedule", "cron")
+        if src in spec:
+            spec[dst] = spec.pop(src)
+        out.append(o)
+    with open("calls.log", "a") as f:
+        f.write("%s %s %d %s\n" % (h.path, desired, len(out), h.headers["Content-Type"]))
+    return {"apiVersion": "apiextensions.k8s.io/v1", "kind": "ConversionReview",
+        "response": {"uid": req["uid"], "result": {"status": "Success"}, "convertedObjects": out}}
 "#;
 
-/// A CA and a serving certificate for 127.0.0.1 it signs (`hook.crt`), in `dir`.
-fn certificates(dir: &Path) {
-    openssl_pki(dir, &[("hook", "subjectAltName=IP:127.0.0.1\nbasicConstraints=CA:FALSE")]);
-}
-
-/// The webhook server, running until dropped.
+/// The webhook server, its certificate for 127.0.0.1 signed by a CA (`ca.crt`) in `dir`,
+/// running until dropped.
 fn webhook(dir: &Path, port: u16) -> Running {
-    std::fs::write(dir.join("hook.py"), WEBHOOK).unwrap();
-    let child = Command::new("python3")
-        .args(["hook.py", &port.to_string(), "hook.crt", "hook.key", "calls.log"])
-        .current_dir(dir)
-        .stdout(Stdio::null())
-        .spawn()
-        .expect("python3 runs");
-    let running = Running(child);
-    assert!(eventually(Duration::from_secs(10), || std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()), "the webhook listens");
-    running
+    openssl_pki(dir, &[("hook", "subjectAltName=IP:127.0.0.1\nbasicConstraints=CA:FALSE")]);
+    python_webhook(dir, port, WEBHOOK, false)
 }
 
 fn crd(port: u16, ca: &str) -> Value {
@@ -79,7 +51,6 @@ fn crd(port: u16, ca: &str) -> Value {
 #[test]
 fn a_webhook_converts_custom_resources_between_versions() {
     let dir = tempfile::tempdir().unwrap();
-    certificates(dir.path());
     let port = free_port();
     let hook = webhook(dir.path(), port);
     let k = Kapi::start();

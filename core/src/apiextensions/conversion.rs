@@ -141,7 +141,7 @@ impl Conversion {
         });
         // client-go puts its client's timeout in the query.
         let path = format!("{path}{}timeout={}s", if path.contains('?') { '&' } else { '?' }, TIMEOUT.as_secs());
-        Ok(WebhookCall { target, path, body: Bytes::from(serde_json::to_vec(&review).expect("JSON trees serialize")), timeout: TIMEOUT })
+        Ok(WebhookCall { target, path, body: Bytes::from(serde_json::to_vec(&review).expect("JSON trees serialize")), timeout: TIMEOUT, credentials: None })
     }
 
     /// The converted objects, in order, from the webhook's answer; or the error every object

@@ -12,6 +12,7 @@ mod impersonation;
 mod requestheader;
 mod serviceaccount;
 mod token_cache;
+pub mod webhook;
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -39,7 +40,8 @@ pub struct UserInfo {
 pub const AUTHENTICATED_GROUP: &str = "system:authenticated";
 
 impl UserInfo {
-    fn authenticated(mut self) -> UserInfo {
+    /// The user with `system:authenticated` among its groups (kube's authenticated-group adder).
+    pub fn authenticated(mut self) -> UserInfo {
         if !self.groups.iter().any(|g| g == AUTHENTICATED_GROUP) {
             self.groups.push(AUTHENTICATED_GROUP.to_string());
         }
@@ -122,6 +124,9 @@ pub struct Authenticator {
     pub service_accounts: Option<Arc<crate::serviceaccount::TokenConfig>>,
     /// `--enable-bootstrap-token-auth`: bootstrap tokens are credentials.
     pub bootstrap_tokens: bool,
+    /// `--authentication-token-webhook-config-file`: the webhook asked about bearer tokens no
+    /// other authenticator recognizes.
+    pub webhook: Option<Arc<webhook::TokenWebhook>>,
 }
 
 /// A bearer token that may be a credential once the objects it names are looked up: a
@@ -237,6 +242,11 @@ impl Authenticator {
             }
             None => Err(ApiError::unauthorized()),
         }
+    }
+
+    /// `--api-audiences` (none where the server issues no service account tokens).
+    pub fn api_audiences(&self) -> &[String] {
+        self.service_accounts.as_deref().map(|c| c.audiences.as_slice()).unwrap_or_default()
     }
 
     /// Whether `--token-auth-file` (or the loopback token) names `token`.

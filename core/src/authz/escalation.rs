@@ -8,23 +8,49 @@
 
 use std::collections::BTreeSet;
 
+use jiff::Timestamp;
 use serde_json::Value;
 
 use super::coverage::uncovered;
 use super::rbac::{Kind, Rule, Wording};
-use super::{Attributes, Authorizer, PRIVILEGED_GROUP, Snapshot};
+use super::{Asked, Attributes, Authorizer, PRIVILEGED_GROUP, Snapshot};
 use crate::auth::UserInfo;
 use crate::meta;
 use crate::status::{ApiError, GroupResource, quote};
 
 const GROUP: &str = "rbac.authorization.k8s.io";
 
-/// What the checks read: the authorizer chain (for `escalate` and `bind`) and the RBAC
-/// objects as they are when the request came.
+/// What the checks read: the authorizer chain (for `escalate` and `bind`, with what the
+/// authorization webhook answered the request: see [`question`]) and the RBAC objects as they
+/// are when the request came.
 #[derive(Clone, Debug)]
 pub struct Escalation {
     pub authorizer: Authorizer,
     pub state: Snapshot,
+    pub asked: Asked,
+    pub now: Timestamp,
+}
+
+/// What the check of a write of `kind` asks the chain first (kube's `RoleEscalationAuthorized`
+/// and `BindingAuthorized`): whether the user may `escalate` the role the URL names, or `bind`
+/// the role `obj` refers to; `None` for a binding whose object is not known (a patch's) or whose
+/// role reference's kind is not a role's. A request with an authorization webhook asks it
+/// before the write, so that the check finds its answer.
+pub fn question(kind: Kind, namespace: &str, url_name: &str, obj: Option<&Value>) -> Option<Attributes> {
+    match kind {
+        Kind::Role | Kind::ClusterRole => {
+            Some(Attributes { version: "*".into(), ..Attributes::resource("escalate", GROUP, kind.resource(), "", namespace, url_name) })
+        }
+        Kind::RoleBinding | Kind::ClusterRoleBinding => {
+            let role_ref = |k: &str| meta::str_at(obj?, &["roleRef", k]).map(str::to_string);
+            let resource = match role_ref("kind")?.as_str() {
+                "Role" => "roles",
+                "ClusterRole" => "clusterroles",
+                _ => return None,
+            };
+            Some(Attributes::resource("bind", &role_ref("apiGroup").unwrap_or_default(), resource, "", namespace, &role_ref("name").unwrap_or_default()))
+        }
+    }
 }
 
 /// The request's part in a check.
@@ -48,7 +74,7 @@ impl Escalation {
         let forbidden = |why: &str| ApiError::forbidden(&gr, name, why);
         match w.kind {
             Kind::Role | Kind::ClusterRole => {
-                if self.allowed(w.user, "escalate", GROUP, w.kind.resource(), w.url_name, w.namespace) {
+                if question(w.kind, w.namespace, w.url_name, None).is_some_and(|q| self.allowed(w.user, &q)) {
                     return Ok(());
                 }
                 self.confirm(w.user, w.namespace, &rules_of(obj)).map_err(|e| forbidden(&e))?;
@@ -66,25 +92,24 @@ impl Escalation {
             Kind::RoleBinding | Kind::ClusterRoleBinding => {
                 let role_ref = |k: &str| meta::str_at(obj, &["roleRef", k]).unwrap_or_default();
                 let (kind, role) = (role_ref("kind"), role_ref("name"));
-                let resource = match kind {
-                    "Role" => "roles",
-                    "ClusterRole" => "clusterroles",
-                    other => return Err(ApiError::internal(format!("unsupported role reference kind: {}", quote(other)))),
+                let Some(q) = question(w.kind, w.namespace, w.url_name, Some(obj)) else {
+                    return Err(ApiError::internal(format!("unsupported role reference kind: {}", quote(kind))));
                 };
-                if self.allowed(w.user, "bind", role_ref("apiGroup"), resource, role, w.namespace) {
+                if self.allowed(w.user, &q) {
                     return Ok(());
                 }
+                let resource = q.resource;
                 let rules = self.state.rbac.role_rules(kind == "ClusterRole", w.namespace, role);
-                let rules = rules.ok_or_else(|| ApiError::not_found(&GroupResource { group: GROUP.into(), resource: resource.into() }, role))?;
+                let rules = rules.ok_or_else(|| ApiError::not_found(&GroupResource { group: GROUP.into(), resource }, role))?;
                 self.confirm(w.user, w.namespace, &rules).map_err(|e| forbidden(&e))
             }
         }
     }
 
-    /// Whether the chain allows `user` to `verb` the role (or roles) named.
-    fn allowed(&self, user: &UserInfo, verb: &str, group: &str, resource: &str, name: &str, namespace: &str) -> bool {
-        let attrs = Attributes::resource(verb, group, resource, "", namespace, name);
-        self.authorizer.authorize(&self.state, user, &attrs).allowed
+    /// Whether the chain allows `user` to do `q` (a webhook's decision the request did not ask
+    /// for beforehand does not allow it).
+    fn allowed(&self, user: &UserInfo, q: &Attributes) -> bool {
+        self.authorizer.decide(&self.state, user, q, &self.asked, self.now).is_ok_and(|d| d.allowed)
     }
 
     /// kube's `ConfirmNoEscalation`: `user` holds every rule of `rules` in `namespace`, or the

@@ -18,6 +18,12 @@ pub mod node;
 pub mod rbac;
 #[cfg(test)]
 mod tests;
+pub mod webhook;
+
+use std::cell::RefCell;
+use std::sync::Arc;
+
+use jiff::Timestamp;
 
 use crate::auth::UserInfo;
 use crate::cache::Objects;
@@ -26,6 +32,7 @@ use crate::status::{ApiError, GroupResource, quote};
 
 pub use graph::NodeGraph;
 pub use rbac::Policy;
+pub use webhook::{Ask, Asked, WebhookAuthorizer};
 
 /// The group whose members may do anything (`user.SystemPrivilegedGroup`).
 pub const PRIVILEGED_GROUP: &str = "system:masters";
@@ -35,6 +42,8 @@ pub const PRIVILEGED_GROUP: &str = "system:masters";
 pub struct Attributes {
     pub verb: String,
     pub group: String,
+    /// The API version the request is for (what a webhook is told).
+    pub version: String,
     pub resource: String,
     pub subresource: String,
     pub namespace: String,
@@ -52,6 +61,7 @@ impl Attributes {
         Attributes {
             verb: verb.into(),
             group: group.into(),
+            version: String::new(),
             resource: resource.into(),
             subresource: subresource.into(),
             namespace: namespace.into(),
@@ -129,6 +139,7 @@ pub enum Mode {
     AlwaysDeny,
     Node,
     Rbac,
+    Webhook,
 }
 
 impl Mode {
@@ -138,18 +149,20 @@ impl Mode {
             Mode::AlwaysDeny => "AlwaysDeny",
             Mode::Node => "Node",
             Mode::Rbac => "RBAC",
+            Mode::Webhook => "Webhook",
         }
     }
 }
 
 /// The modes kube-apiserver knows and kapi does not implement yet: named so that they are
 /// refused as unimplemented rather than unknown.
-const NOT_YET: [&str; 2] = ["ABAC", "Webhook"];
+const NOT_YET: [&str; 1] = ["ABAC"];
 
-/// `--authorization-mode`: the chain, in order.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// `--authorization-mode`: the chain, in order, and the webhook of its `Webhook` mode.
+#[derive(Clone, Debug)]
 pub struct Authorizer {
     modes: Vec<Mode>,
+    webhook: Option<Arc<WebhookAuthorizer>>,
 }
 
 impl Default for Authorizer {
@@ -158,25 +171,46 @@ impl Default for Authorizer {
     }
 }
 
-/// What one authorizer says (none of kapi's denies outright: the chain goes on).
+/// What one authorizer says: allow or deny (the chain stops), or no opinion (it goes on).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Verdict {
     Allow,
+    Deny,
     NoOpinion,
 }
 
 /// The chain's decision and its reason (what a SubjectAccessReview's status says; a
-/// forbidden request's message ends with it).
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// forbidden request's message ends with it), and the authorizers' errors (a request not
+/// allowed with errors is a 500, as kube's authorization filter answers it).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Decision {
     pub allowed: bool,
+    pub denied: bool,
     pub reason: String,
+    pub error: String,
 }
 
 impl Authorizer {
     /// `--authorization-mode=AlwaysAllow`.
     pub fn always_allow() -> Authorizer {
-        Authorizer { modes: vec![Mode::AlwaysAllow] }
+        Authorizer { modes: vec![Mode::AlwaysAllow], webhook: None }
+    }
+
+    /// The chain with the webhook its `Webhook` mode asks; kube's errors for a webhook
+    /// without the mode or the mode without a webhook.
+    pub fn with_webhook(mut self, webhook: Option<WebhookAuthorizer>) -> Result<Authorizer, String> {
+        match (self.modes.contains(&Mode::Webhook), &webhook) {
+            (true, None) => return Err("authorization-mode Webhook's authorization config file not passed".into()),
+            (false, Some(_)) => return Err("cannot specify --authorization-webhook-config-file without mode Webhook".into()),
+            _ => {}
+        }
+        self.webhook = webhook.map(Arc::new);
+        Ok(self)
+    }
+
+    /// The webhook of the `Webhook` mode.
+    pub fn webhook(&self) -> Option<&WebhookAuthorizer> {
+        self.webhook.as_deref()
     }
 
     /// The chain `--authorization-mode` names (comma-separated), checked as kube checks it.
@@ -188,6 +222,7 @@ impl Authorizer {
                 "AlwaysDeny" => Mode::AlwaysDeny,
                 "Node" => Mode::Node,
                 "RBAC" => Mode::Rbac,
+                "Webhook" => Mode::Webhook,
                 n if NOT_YET.contains(&n) => return Err(format!("authorization-mode {n:?} is not implemented by kapi yet")),
                 n => return Err(format!("authorization-mode {n:?} is not a valid mode")),
             };
@@ -200,7 +235,7 @@ impl Authorizer {
             let names: Vec<String> = modes.iter().map(|m| format!("{:?}", m.name())).collect();
             return Err(format!("authorization-mode [{}] has mode specified more than once", names.join(" ")));
         }
-        Ok(Authorizer { modes })
+        Ok(Authorizer { modes, webhook: None })
     }
 
     /// Whether `AlwaysAllow` is one of the modes (kube then turns anonymous requests off).
@@ -226,29 +261,74 @@ impl Authorizer {
     }
 
     /// The decision on `user` doing `attrs`, with `state` what the authorizers read as it is
-    /// now.
-    pub fn authorize(&self, state: &Snapshot, user: &UserInfo, attrs: &Attributes) -> Decision {
+    /// now and `asked` what the webhook answered this request; or the review the webhook must
+    /// answer first.
+    pub fn decide(&self, state: &Snapshot, user: &UserInfo, attrs: &Attributes, asked: &Asked, now: Timestamp) -> Result<Decision, Ask> {
         if user.groups.iter().any(|g| g == PRIVILEGED_GROUP) {
-            return Decision { allowed: true, reason: String::new() };
+            return Ok(Decision { allowed: true, ..Decision::default() });
         }
-        let mut reasons = Vec::new();
+        let (mut reasons, mut errors) = (Vec::new(), Vec::new());
         for mode in &self.modes {
-            let (verdict, reason) = match mode {
-                Mode::AlwaysAllow => (Verdict::Allow, String::new()),
-                Mode::AlwaysDeny => (Verdict::NoOpinion, "Everything is forbidden.".to_string()),
-                Mode::Node => node::authorize(&state.nodes, user, attrs),
-                Mode::Rbac => state.rbac.authorize(user, attrs),
+            let (verdict, reason, error) = match mode {
+                Mode::AlwaysAllow => (Verdict::Allow, String::new(), String::new()),
+                Mode::AlwaysDeny => (Verdict::NoOpinion, "Everything is forbidden.".to_string(), String::new()),
+                Mode::Node => {
+                    let (verdict, reason) = node::authorize(&state.nodes, user, attrs);
+                    (verdict, reason, String::new())
+                }
+                Mode::Rbac => {
+                    let (verdict, reason) = state.rbac.authorize(user, attrs);
+                    (verdict, reason, String::new())
+                }
+                Mode::Webhook => {
+                    let webhook = self.webhook.as_ref().expect("the Webhook mode has its webhook");
+                    let said = webhook.decide(user, attrs, asked, now)?;
+                    (said.verdict, said.reason, said.error)
+                }
             };
-            if verdict == Verdict::Allow {
-                // The allowing authorizer's reason alone; those of the others before it, joined,
-                // when no one allows.
-                return Decision { allowed: true, reason };
+            if verdict != Verdict::NoOpinion {
+                // The deciding authorizer's reason and error alone; those of all of them, joined,
+                // when no one decides.
+                return Ok(Decision { allowed: verdict == Verdict::Allow, denied: verdict == Verdict::Deny, reason, error });
             }
             if !reason.is_empty() {
                 reasons.push(reason);
             }
+            if !error.is_empty() {
+                errors.push(error);
+            }
         }
-        Decision { allowed: false, reason: reasons.join("\n") }
+        Ok(Decision { reason: reasons.join("\n"), error: rbac::aggregate(&errors), ..Decision::default() })
+    }
+}
+
+/// The chain put to one or more questions where no webhook call can be made in between (an
+/// impersonation's checks, a review's, a role write's): each decision the webhook must make
+/// first is not allowed, and the first such review is kept ([`Self::wanted`]), for the request
+/// to ask and put the questions again.
+pub struct Decider<'a> {
+    pub authorizer: &'a Authorizer,
+    pub state: &'a Snapshot,
+    pub asked: &'a Asked,
+    pub now: Timestamp,
+    wanted: RefCell<Option<Ask>>,
+}
+
+impl<'a> Decider<'a> {
+    pub fn new(authorizer: &'a Authorizer, state: &'a Snapshot, asked: &'a Asked, now: Timestamp) -> Decider<'a> {
+        Decider { authorizer, state, asked, now, wanted: RefCell::new(None) }
+    }
+
+    pub fn authorize(&self, user: &UserInfo, attrs: &Attributes) -> Decision {
+        self.authorizer.decide(self.state, user, attrs, self.asked, self.now).unwrap_or_else(|ask| {
+            self.wanted.borrow_mut().get_or_insert(ask);
+            Decision::default()
+        })
+    }
+
+    /// The review the webhook must answer before the answers given are the chain's.
+    pub fn wanted(self) -> Option<Ask> {
+        self.wanted.into_inner()
     }
 }
 
@@ -285,6 +365,11 @@ impl Authorizer {
                         review.incomplete = true;
                         errors.push("node authorizer does not support user rule resolution".to_string());
                     }
+                    Vec::new()
+                }
+                Mode::Webhook => {
+                    review.incomplete = true;
+                    errors.push("webhook authorizer does not support user rule resolution".to_string());
                     Vec::new()
                 }
                 Mode::Rbac => {

@@ -347,7 +347,8 @@ fn not_found(binding: &Binding, wording: Wording) -> String {
 }
 
 /// Go's aggregate of errors: the one, or `[<error>, ...]`; empty for none.
-pub(super) fn aggregate(errors: &[String]) -> String {
+/// Go's `utilerrors.NewAggregate(errors).Error()`: one error as it is, more in brackets.
+pub fn aggregate(errors: &[String]) -> String {
     match errors {
         [] => String::new(),
         [one] => one.clone(),

@@ -15,6 +15,17 @@ fn path(verb: &str, path: &str) -> Attributes {
     Attributes { verb: verb.into(), path: path.into(), ..Default::default() }
 }
 
+/// The chain's decision where no webhook is asked.
+trait Decides {
+    fn authorize(&self, state: &Snapshot, user: &UserInfo, attrs: &Attributes) -> Decision;
+}
+
+impl Decides for Authorizer {
+    fn authorize(&self, state: &Snapshot, user: &UserInfo, attrs: &Attributes) -> Decision {
+        self.decide(state, user, attrs, &Asked::default(), Timestamp::UNIX_EPOCH).expect("no webhook in the chain")
+    }
+}
+
 #[test]
 fn a_rule_covers_verbs_groups_resources_subresources_names_and_paths_as_kube_matches_them() {
     let rule = Rule::read(
@@ -120,7 +131,7 @@ fn the_chain_allows_masters_first_and_a_request_no_mode_allows_is_forbidden_with
     assert!(rbac.authorize(&state(&p), &masters, &resource("delete", "", "nodes", "", "", "n1")).allowed);
     let alice = user("alice", &[]);
     let d = rbac.authorize(&state(&p), &alice, &resource("get", "", "pods", "log", "dev", "web"));
-    assert_eq!(d, Decision { allowed: false, reason: "Everything is forbidden.".into() });
+    assert_eq!(d, Decision { reason: "Everything is forbidden.".into(), ..Decision::default() });
     let e = forbidden(&alice, &resource("get", "", "pods", "log", "dev", "web"), &d.reason);
     assert_eq!(
         (e.code, e.message.as_str()),
@@ -139,14 +150,19 @@ fn the_chain_allows_masters_first_and_a_request_no_mode_allows_is_forbidden_with
     let d = rbac.authorize(&state(&p), &auditor, &resource("list", "", "pods", "", "", ""));
     assert_eq!(
         d,
-        Decision { allowed: true, reason: "RBAC: allowed by ClusterRoleBinding \"auditors-read\" of ClusterRole \"reader\" to Group \"auditors\"".into() },
+        Decision {
+            allowed: true,
+            reason: "RBAC: allowed by ClusterRoleBinding \"auditors-read\" of ClusterRole \"reader\" to Group \"auditors\"".into(),
+            ..Decision::default()
+        },
         "the reason of the mode that allows, alone"
     );
     assert!(Authorizer::parse("RBAC").unwrap().authorize(&state(&p), &alice, &resource("get", "", "pods", "", "dev", "x")).allowed);
     assert!(Authorizer::always_allow().authorize(&Snapshot::default(), &alice, &path("get", "/metrics")).allowed);
 
     assert_eq!(Authorizer::parse("RBAC,Bogus").unwrap_err(), "authorization-mode \"Bogus\" is not a valid mode");
-    assert_eq!(Authorizer::parse("Webhook,RBAC").unwrap_err(), "authorization-mode \"Webhook\" is not implemented by kapi yet");
+    assert_eq!(Authorizer::parse("ABAC,RBAC").unwrap_err(), "authorization-mode \"ABAC\" is not implemented by kapi yet");
+    assert_eq!(Authorizer::parse("Webhook,RBAC").unwrap().with_webhook(None).unwrap_err(), "authorization-mode Webhook's authorization config file not passed");
     assert_eq!(Authorizer::parse("RBAC,RBAC").unwrap_err(), "authorization-mode [\"RBAC\" \"RBAC\"] has mode specified more than once");
     assert_eq!(Authorizer::parse("").unwrap_err(), "at least one authorization-mode must be passed");
 }
@@ -233,7 +249,8 @@ fn rbac_writes_grant_only_what_the_writer_holds() {
         Kind::RoleBinding,
         &json!({"metadata": {"name": "alice-binds", "namespace": "dev"}, "roleRef": {"kind": "ClusterRole", "name": "binder"}, "subjects": [{"kind": "User", "name": "alice"}]}),
     );
-    let check = Escalation { authorizer: Authorizer::parse("RBAC").unwrap(), state: Snapshot { rbac: p, ..Default::default() } };
+    let state = Snapshot { rbac: p, ..Default::default() };
+    let check = Escalation { authorizer: Authorizer::parse("RBAC").unwrap(), state, asked: Asked::default(), now: Timestamp::UNIX_EPOCH };
     let alice = user("alice", &["system:authenticated"]);
     let write = |kind: Kind| Write { kind, user: &alice, namespace: "dev", url_name: "" };
     let role = |rules: Value| json!({"metadata": {"name": "r", "namespace": "dev"}, "rules": rules});

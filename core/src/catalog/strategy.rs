@@ -76,9 +76,9 @@ impl Candidates {
 pub struct ReviewContext<'a> {
     pub user: &'a crate::auth::UserInfo,
     pub authenticator: &'a crate::auth::Authenticator,
-    pub authorizer: &'a crate::authz::Authorizer,
-    /// What the authorizers read, as the request started with it.
-    pub authz: &'a crate::authz::Snapshot,
+    /// The authorizer chain over what it read as the request started (a decision the
+    /// authorization webhook must make first is kept for the request to ask).
+    pub decider: &'a crate::authz::Decider<'a>,
 }
 
 /// How a kind's create and update treat `status` and `metadata.generation` (the common shapes

@@ -29,6 +29,7 @@ impl RequestInfo {
         crate::authz::Attributes {
             verb: self.verb.clone(),
             group: self.api_group.clone(),
+            version: self.api_version.clone(),
             resource: self.resource.clone(),
             subresource: self.subresource.clone(),
             namespace: self.namespace.clone(),

@@ -331,6 +331,8 @@ pub struct RequestMachine {
     pretty: Option<pretty::Pretty>,
     /// What the compressor let out, to be polled before anything else.
     ready: VecDeque<Effect>,
+    /// The authorization webhook's answers to this request's questions.
+    asked: crate::authz::Asked,
 }
 
 impl RequestMachine {
@@ -353,6 +355,7 @@ impl RequestMachine {
             compressor: None,
             pretty: None,
             ready: VecDeque::new(),
+            asked: crate::authz::Asked::default(),
         };
         m.start(now);
         m
@@ -391,14 +394,17 @@ impl RequestMachine {
             Ok(u) => u,
             Err(_) if let Some(user) = cached() => user,
             Err(e) => {
-                // A service account or bootstrap token is known once what it names is looked up.
+                // A service account or bootstrap token is known once what it names is looked up;
+                // a token no one else recognizes, once the authentication webhook says.
+                let Some(token) = crate::auth::request_bearer_token(&self.req.headers).map(str::to_string) else { return self.fail(&e) };
                 return match self.server.authenticator.pending_token(&self.req.headers, now) {
                     Some(Ok(pending)) => {
                         let lookups = pending.lookups();
                         let then = handlers::AfterLookups::Authenticate { pending: Box::new(pending), info: Box::new(info), query };
                         self.stage = handlers::Stage::Lookups(Box::new(handlers::Lookups::new(lookups, then)));
                     }
-                    Some(Err(_)) | None => self.fail(&e),
+                    Some(Err(why)) => self.ask_authenticator(&token, &[], vec![why], handlers::Authenticating::Request { info: Box::new(info), query }, now),
+                    None => self.ask_authenticator(&token, &[], Vec::new(), handlers::Authenticating::Request { info: Box::new(info), query }, now),
                 };
             }
         };
@@ -406,22 +412,20 @@ impl RequestMachine {
     }
 
     /// The rest of [`Self::start`], once the request is authenticated (`self.user`):
-    /// impersonation, the in-flight limit, authorization, then serving it.
+    /// impersonation, the in-flight limit, then [`Self::authorize`].
     fn authenticated(&mut self, now: Timestamp, info: RequestInfo, query: Query) {
         let authenticator = &self.server.authenticator;
         self.req.headers.retain(|(k, _)| !authenticator.is_credential_header(k));
-        let authorize = |user: &UserInfo, attrs: &crate::authz::Attributes| self.server.authorizer.authorize(&self.served.authz, user, attrs);
-        match crate::auth::impersonate(&self.req.headers, &self.user, authorize) {
+        let decider = crate::authz::Decider::new(&self.server.authorizer, &self.served.authz, &self.asked, now);
+        let impersonated = crate::auth::impersonate(&self.req.headers, &self.user, |user, attrs| decider.authorize(user, attrs));
+        if let Some(ask) = decider.wanted() {
+            return self.ask_authorizer(ask, handlers::Resume::Authenticated, info, query);
+        }
+        match impersonated {
             Ok(Some(user)) => self.user = user,
             Ok(None) => {}
             Err(Refused::Forbidden(e)) => return self.fail(&e),
-            Err(Refused::WithoutUser(why)) => {
-                // kube's plain-text internal error, naming the request as Go's %q does.
-                let uri = if self.req.query.is_empty() { self.raw_path.clone() } else { format!("{}?{}", self.raw_path, self.req.query) };
-                let text =
-                    format!("Internal Server Error: {}: {why}", crate::status::quote(&uri)).replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;");
-                return self.respond(Head::new(500, "text/plain; charset=utf-8"), Bytes::from(format!("{text}\n")));
-            }
+            Err(Refused::WithoutUser(why)) => return self.internal_error_text(&why),
         }
         self.req.headers.retain(|(k, _)| !crate::auth::is_impersonation_header(k));
         match self.server.in_flight.admit(&info, &self.user.groups) {
@@ -431,10 +435,25 @@ impl RequestMachine {
                 return self.respond(head, body);
             }
         }
+        self.authorize(now, info, query);
+    }
+
+    /// Authorization, then serving the request: 403 when the chain does not allow it, 500
+    /// (kube's plain-text internal error) when it does not for an authorizer's error.
+    fn authorize(&mut self, now: Timestamp, info: RequestInfo, query: Query) {
         let attrs = info.attributes();
-        let decision = self.server.authorizer.authorize(&self.served.authz, &self.user, &attrs);
+        let decision = match self.server.authorizer.decide(&self.served.authz, &self.user, &attrs, &self.asked, now) {
+            Ok(decision) => decision,
+            Err(ask) => return self.ask_authorizer(ask, handlers::Resume::Authorized, info, query),
+        };
+        if !decision.allowed && !decision.error.is_empty() {
+            return self.internal_error_text(&decision.error);
+        }
         if !decision.allowed {
             return self.fail(&crate::authz::forbidden(&self.user, &attrs, &decision.reason));
+        }
+        if let Some(ask) = self.escalation_ask(&info, now) {
+            return self.ask_authorizer(ask, handlers::Resume::Authorized, info, query);
         }
         if let Some(api) = self.served.api_services.route(&self.req.path).cloned() {
             if self.req.body_too_large {
@@ -469,6 +488,14 @@ impl RequestMachine {
             return self.fail(&ApiError::request_entity_too_large(&format!("limit is {limit}")));
         }
         self.resource_request(now, info, query);
+    }
+
+    /// kube's plain-text internal error (`responsewriters.InternalError`), naming the request as
+    /// Go's %q does, HTML-escaped.
+    fn internal_error_text(&mut self, why: &str) {
+        let uri = if self.req.query.is_empty() { self.raw_path.clone() } else { format!("{}?{}", self.raw_path, self.req.query) };
+        let text = format!("Internal Server Error: {}: {why}", crate::status::quote(&uri)).replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;");
+        self.respond(Head::new(500, "text/plain; charset=utf-8"), Bytes::from(format!("{text}\n")));
     }
 
     /// Queues a complete answer.

@@ -50,6 +50,11 @@ pub fn token_review_status(user: Result<&UserInfo, &str>, audiences: &[String]) 
     }
 }
 
+/// The audiences a TokenReview asks about (`spec.audiences`; none: the API server's).
+pub fn review_audiences(review: &Value) -> Vec<String> {
+    review.pointer("/spec/audiences").and_then(Value::as_array).into_iter().flatten().filter_map(Value::as_str).map(str::to_string).collect()
+}
+
 /// A TokenReview answered with `status` (as [`Strategy::review`] answers reviews).
 pub fn reviewed(mut obj: Value, status: Value) -> Value {
     obj["status"] = status;
@@ -233,6 +238,7 @@ fn attributes(spec: &Value) -> (Attributes, SelectorParse) {
             let attributes = Attributes {
                 verb: s(r, "verb"),
                 group: s(r, "group"),
+                version: s(r, "version"),
                 resource: s(r, "resource"),
                 subresource: s(r, "subresource"),
                 namespace: s(r, "namespace"),
@@ -269,16 +275,23 @@ impl Strategy for Review {
                     _ => ctx.user.clone(),
                 };
                 let (attributes, parse) = attributes(&spec);
-                let d = ctx.authorizer.authorize(ctx.authz, &subject, &attributes);
+                let d = ctx.decider.authorize(&subject, &attributes);
                 let mut st = json!({"allowed": d.allowed});
+                if d.denied {
+                    st["denied"] = json!(true);
+                }
                 if !d.reason.is_empty() {
                     st["reason"] = json!(d.reason);
                 }
-                // kube's `BuildEvaluationError` (kapi's authorizers report no errors of their own).
+                // kube's `BuildEvaluationError`: the authorizers' errors, then the selector's.
+                let mut errors = vec![d.error].into_iter().filter(|e| !e.is_empty()).collect::<Vec<_>>();
                 match parse {
                     SelectorParse::Whole => {}
-                    SelectorParse::Partial => st["evaluationError"] = json!("spec.resourceAttributes.fieldSelector partially ignored due to parse error"),
-                    SelectorParse::Ignored => st["evaluationError"] = json!("spec.resourceAttributes.fieldSelector ignored due to parse error"),
+                    SelectorParse::Partial => errors.push("spec.resourceAttributes.fieldSelector partially ignored due to parse error".into()),
+                    SelectorParse::Ignored => errors.push("spec.resourceAttributes.fieldSelector ignored due to parse error".into()),
+                }
+                if !errors.is_empty() {
+                    st["evaluationError"] = json!(errors.join("; "));
                 }
                 st
             }
@@ -287,7 +300,7 @@ impl Strategy for Review {
                 if namespace.is_empty() {
                     return Err(ApiError::bad_request("no namespace on request"));
                 }
-                let review = ctx.authorizer.rules_for(ctx.authz, ctx.user, namespace);
+                let review = ctx.decider.authorizer.rules_for(ctx.decider.state, ctx.user, namespace);
                 let mut st = json!({
                     "resourceRules": review.resource_rules.iter().map(resource_rule).collect::<Vec<_>>(),
                     "nonResourceRules": review.non_resource_rules.iter().map(|r| json!({"verbs": r.verbs, "nonResourceURLs": r.non_resource_urls})).collect::<Vec<_>>(),

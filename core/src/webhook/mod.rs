@@ -4,7 +4,10 @@
 //! shell makes for a core machine ([`WebhookCall`]), its answer coming back as a
 //! [`WebhookAnswer`]. The core never opens a connection.
 
+pub mod kubeconfig;
 pub mod validation;
+
+use std::sync::Arc;
 
 use base64::Engine;
 use bytes::Bytes;
@@ -81,8 +84,8 @@ fn host_port(host: &str, port: i64) -> String {
 }
 
 /// An HTTPS POST of a JSON body (`Content-Type` and `Accept` `application/json`) the shell
-/// makes, with no client certificate, within `timeout`; it reports a [`WebhookAnswer`], or why
-/// there is none in the words of Go's HTTP client.
+/// makes within `timeout`, presenting `credentials` if any; it reports a [`WebhookAnswer`], or
+/// why there is none in the words of Go's HTTP client.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct WebhookCall {
     pub target: ProxyTarget,
@@ -90,6 +93,23 @@ pub struct WebhookCall {
     pub path: String,
     pub body: Bytes,
     pub timeout: SignedDuration,
+    pub credentials: Option<Arc<Credentials>>,
+}
+
+/// How the server presents itself to a webhook its kubeconfig names
+/// ([`kubeconfig::read`]): a client certificate, a bearer token, or both.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Credentials {
+    /// The certificate chain and its key, PEM.
+    pub client: Option<(String, String)>,
+    /// Sent as `Authorization: Bearer <token>`.
+    pub token: Option<String>,
+}
+
+impl std::fmt::Debug for Credentials {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Credentials").field("client", &self.client.is_some()).field("token", &self.token.is_some()).finish()
+    }
 }
 
 /// The most of an answer's body a shell reads (kube's webhook clients read at most what a
@@ -101,6 +121,60 @@ pub const MAX_ANSWER_BYTES: usize = 30 * 1024 * 1024;
 pub struct WebhookAnswer {
     pub status: u16,
     pub body: Bytes,
+}
+
+/// `--authentication-token-webhook-version`, `--authorization-webhook-version`: the version of
+/// the reviews sent and read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReviewVersion {
+    V1,
+    V1beta1,
+}
+
+impl ReviewVersion {
+    /// The flag's value, as kube checks it (`what`: the flag's subject).
+    pub fn parse(flag: &str, what: &str) -> Result<ReviewVersion, String> {
+        match flag {
+            "v1" => Ok(ReviewVersion::V1),
+            "v1beta1" => Ok(ReviewVersion::V1beta1),
+            other => Err(format!("unsupported {what} version {other:?}, supported versions are \"v1\" and \"v1beta1\"")),
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            ReviewVersion::V1 => "v1",
+            ReviewVersion::V1beta1 => "v1beta1",
+        }
+    }
+}
+
+/// How long a call to an authentication or authorization webhook may take (the timeout of
+/// kube's webhook clients).
+pub const TIMEOUT: SignedDuration = SignedDuration::from_secs(30);
+
+/// What kube's REST client makes of a webhook's answer that is not a 2xx and not a `Status`
+/// (`errors.NewGenericServerResponse`'s message), or the `Status`'s message.
+pub fn unexpected_status(answer: &WebhookAnswer) -> String {
+    let status: Option<Value> = serde_json::from_slice(&answer.body).ok();
+    if let Some(message) = status.as_ref().filter(|s| s.get("kind").and_then(Value::as_str) == Some("Status")).and_then(|s| s.get("message")?.as_str()) {
+        return message.to_string();
+    }
+    let body = String::from_utf8_lossy(&answer.body);
+    match answer.status {
+        400 => "the server rejected our request for an unknown reason".into(),
+        401 => "the server has asked for the client to provide credentials".into(),
+        403 => "the server does not allow access to the requested resource".into(),
+        404 => "the server could not find the requested resource".into(),
+        405 => "the server does not allow this method on the requested resource".into(),
+        409 => "the server reported a conflict".into(),
+        422 => "the server rejected our request due to an error in our request".into(),
+        429 => "the server has received too many requests and has asked us to try again later".into(),
+        503 => "the server is currently unable to handle the request".into(),
+        504 => "the server was unable to return a response in the time allotted, but may still be processing the request".into(),
+        s if s >= 500 => format!("an error on the server ({}) has prevented the request from succeeding", crate::status::quote(&body)),
+        s => format!("the server responded with the status code {s} but did not return more information"),
+    }
 }
 
 #[cfg(test)]

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use jiff::Timestamp;
 use serde_json::Value;
 
-use super::{AfterLookups, Lookups, PendingWrite, Stage};
+use super::{AfterLookups, Authenticating, Lookups, PendingWrite, Stage};
 use crate::admission::{self, Admission, Operation};
 use crate::catalog::{Backing, Resource, ReviewContext};
 use crate::codec::negotiate::{self, Target};
@@ -16,7 +16,7 @@ use crate::pipeline::params;
 use crate::pipeline::query::Query;
 use crate::pipeline::{RequestInfo, RequestMachine};
 use crate::registry::{EvictionOp, FieldValidation, TokenRequestOp, TokenResources, WriteContext, WriteKind, WriteOp};
-use crate::resources::reviews::{reviewed, token_review_status};
+use crate::resources::reviews::review_audiences;
 use crate::status::ApiError;
 
 impl RequestMachine {
@@ -28,40 +28,21 @@ impl RequestMachine {
             Backing::Review => {
                 let (mut obj, _) = self.decode_body(&res, FieldValidation::Ignore)?;
                 crate::schema::normalize::normalize(crate::schema::schema(), &res.info.definition, &mut obj).map_err(ApiError::bad_request)?;
-                // A service account or bootstrap token is reviewed for the audiences asked (the server's by
-                // default), once what it names is looked up.
-                let token = meta::str_at(&obj, &["spec", "token"]).filter(|_| res.info.kind == "TokenReview").unwrap_or_default().to_string();
-                if res.info.kind == "TokenReview" && token.is_empty() {
-                    return Err(ApiError::bad_request("token is required for TokenReview in authentication"));
-                }
-                let asked: Vec<String> =
-                    obj.pointer("/spec/audiences").and_then(Value::as_array).into_iter().flatten().filter_map(Value::as_str).map(str::to_string).collect();
-                let audiences = (!asked.is_empty()).then_some(asked.as_slice());
-                // The token file is asked first, as kube's union of token authenticators does.
-                let pending =
-                    if self.server.authenticator.is_static_token(&token) { None } else { self.server.authenticator.review_token(&token, audiences, now) };
-                match pending {
-                    Some(Ok(pending)) => {
-                        let lookups = pending.lookups();
-                        let then = AfterLookups::TokenReview { pending: Box::new(pending), review: obj, res, output };
-                        self.stage = Stage::Lookups(Box::new(Lookups::new(lookups, then)));
-                        return Ok(());
-                    }
-                    Some(Err(why)) => {
-                        let answer = reviewed(obj, token_review_status(Err(&why), &[]));
-                        self.respond_object(&res, &answer, output, 201, "", now);
-                        return Ok(());
-                    }
-                    None => {}
-                }
-                let ctx = ReviewContext {
-                    user: &self.user,
-                    authenticator: &self.server.authenticator,
-                    authorizer: &self.server.authorizer,
-                    authz: &self.served.authz,
+                let obj = match res.info.kind == "TokenReview" {
+                    true => match self.review_token(now, obj, res.clone(), output)? {
+                        Some(obj) => obj,
+                        None => return Ok(()),
+                    },
+                    false => obj,
                 };
-                let answer = res.strategy.review(obj, &ctx)?;
-                self.respond_object(&res, &answer, output, 201, "", now);
+                let decider = crate::authz::Decider::new(&self.server.authorizer, &self.served.authz, &self.asked, now);
+                let ctx = ReviewContext { user: &self.user, authenticator: &self.server.authenticator, decider: &decider };
+                let answer = res.strategy.review(obj, &ctx);
+                if let Some(ask) = decider.wanted() {
+                    self.ask_authorizer(ask, super::Resume::Authorized, info.clone(), query.clone());
+                    return Ok(());
+                }
+                self.respond_object(&res, &answer?, output, 201, "", now);
                 return Ok(());
             }
             Backing::ActionOn { resource, subresource } => {
@@ -92,6 +73,33 @@ impl RequestMachine {
         let lookups = admission::lookups(&res.info, Operation::Create, None, namespace.as_deref(), Some(&obj));
         self.start_write(PendingWrite { res, output, ctx, kind: WriteKind::Create(obj) }, lookups);
         Ok(())
+    }
+
+    /// A TokenReview: a token of `--token-auth-file` is reviewed as the others are
+    /// ([`crate::catalog::Strategy::review`]: the review is given back); a service account or
+    /// bootstrap token for the audiences asked (the server's by default) once what it names is
+    /// looked up; any other by the authentication webhook, last, as kube's union of token
+    /// authenticators asks them.
+    fn review_token(&mut self, now: Timestamp, review: Value, res: Arc<Resource>, output: Output) -> Result<Option<Value>, ApiError> {
+        let token = meta::str_at(&review, &["spec", "token"]).unwrap_or_default().to_string();
+        if token.is_empty() {
+            return Err(ApiError::bad_request("token is required for TokenReview in authentication"));
+        }
+        if self.server.authenticator.is_static_token(&token) {
+            return Ok(Some(review));
+        }
+        let asked = review_audiences(&review);
+        let audiences = (!asked.is_empty()).then_some(asked.as_slice());
+        match self.server.authenticator.review_token(&token, audiences, now) {
+            Some(Ok(pending)) => {
+                let lookups = pending.lookups();
+                let then = AfterLookups::TokenReview { pending: Box::new(pending), review, res, output };
+                self.stage = Stage::Lookups(Box::new(Lookups::new(lookups, then)));
+            }
+            Some(Err(why)) => self.ask_authenticator(&token, &asked, vec![why], Authenticating::TokenReview { review, res, output }, now),
+            None => self.ask_authenticator(&token, &asked, Vec::new(), Authenticating::TokenReview { review, res, output }, now),
+        }
+        Ok(None)
     }
 
     /// The body of a create on a subresource that changes its parent (`pods/binding`).

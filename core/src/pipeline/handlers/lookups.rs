@@ -12,16 +12,17 @@ use bytes::Bytes;
 use jiff::Timestamp;
 use serde_json::Value;
 
-use super::{PendingWrite, Stage};
+use super::{Authenticating, PendingWrite, Stage};
 use crate::admission::{Admission, Lookup};
 use crate::auth::Pending;
 use crate::cache::{ReadRequest, ReadResult};
 use crate::catalog::Resource;
 use crate::codec::Output;
+use crate::meta;
 use crate::pipeline::query::Query;
 use crate::pipeline::{Effect, RequestInfo, RequestMachine};
 use crate::registry::{self, WriteOp};
-use crate::resources::reviews::{reviewed, token_review_status};
+use crate::resources::reviews::{review_audiences, reviewed, token_review_status};
 use crate::status::ApiError;
 use crate::storage::{Outcome, StorageEffect, StorageEvent, StorageOp, StorageRequest};
 
@@ -204,13 +205,22 @@ impl RequestMachine {
                     self.stage = Stage::Done;
                     self.authenticated(now, *info, query);
                 }
-                Err(_) => self.fail(&ApiError::unauthorized()),
+                Err(why) => {
+                    let token = crate::auth::request_bearer_token(&self.req.headers).unwrap_or_default().to_string();
+                    self.ask_authenticator(&token, &[], vec![why], Authenticating::Request { info, query }, now);
+                }
             },
-            AfterLookups::TokenReview { pending, review, res, output } => {
-                let user = pending.confirm(&l.found, now);
-                let answer = reviewed(review, token_review_status(user.as_ref().map_err(String::as_str), pending.audiences()));
-                self.respond_object(&res, &answer, output, 201, "", now);
-            }
+            AfterLookups::TokenReview { pending, review, res, output } => match pending.confirm(&l.found, now) {
+                Ok(user) => {
+                    let answer = reviewed(review, token_review_status(Ok(&user), pending.audiences()));
+                    self.respond_object(&res, &answer, output, 201, "", now);
+                }
+                Err(why) => {
+                    let token = meta::str_at(&review, &["spec", "token"]).unwrap_or_default().to_string();
+                    let audiences = review_audiences(&review);
+                    self.ask_authenticator(&token, &audiences, vec![why], Authenticating::TokenReview { review, res, output }, now);
+                }
+            },
         }
     }
 }

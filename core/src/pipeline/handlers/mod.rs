@@ -11,6 +11,7 @@ mod list;
 mod lookups;
 mod proxy;
 mod update;
+mod webhooks;
 mod write;
 
 use std::collections::VecDeque;
@@ -35,6 +36,7 @@ use crate::status::ApiError;
 use crate::storage::{Outcome, StorageEffect, StorageEvent, StorageOp};
 use crate::table::IncludeObject;
 pub(crate) use lookups::{AfterLookups, Lookups};
+pub(super) use webhooks::{Authenticating, Resume};
 
 /// A LIST being served: what to filter, from which key, how to answer.
 #[derive(Clone)]
@@ -79,6 +81,10 @@ pub(super) struct DeleteCollection {
 
 pub(super) enum Stage {
     Done,
+    /// The authorization webhook's answer awaited.
+    Authorizing(Box<webhooks::Authorizing>),
+    /// The authentication webhook's answer awaited.
+    Authenticating(Box<webhooks::TokenAsking>),
     /// A conversion webhook's Service is read from the watch cache, to resolve it ...
     ConvertResolve(Box<convert::Converting>),
     /// ... then the webhook's answer awaited.
@@ -245,7 +251,12 @@ impl RequestMachine {
     pub(super) fn step(&mut self, now: Timestamp) -> bool {
         match std::mem::replace(&mut self.stage, Stage::Done) {
             Stage::Done => false,
-            waiting @ (Stage::Health { .. } | Stage::Components { .. } | Stage::ProxyResolve { .. } | Stage::Proxying) => {
+            waiting @ (Stage::Health { .. }
+            | Stage::Components { .. }
+            | Stage::ProxyResolve { .. }
+            | Stage::Proxying
+            | Stage::Authorizing(_)
+            | Stage::Authenticating(_)) => {
                 self.stage = waiting;
                 false
             }
@@ -436,6 +447,14 @@ impl RequestMachine {
             (Stage::ConvertResolve(_), Event::Cache(result)) => {
                 let Stage::ConvertResolve(converting) = std::mem::replace(&mut self.stage, Stage::Done) else { unreachable!() };
                 self.conversion_resolved(converting, result, now);
+            }
+            (Stage::Authorizing(_), Event::Called(answer)) => {
+                let Stage::Authorizing(a) = std::mem::replace(&mut self.stage, Stage::Done) else { unreachable!() };
+                self.authorizer_answered(a, answer, now);
+            }
+            (Stage::Authenticating(_), Event::Called(answer)) => {
+                let Stage::Authenticating(a) = std::mem::replace(&mut self.stage, Stage::Done) else { unreachable!() };
+                self.authenticator_answered(*a, answer, now);
             }
             (Stage::Converting(_), Event::Called(answer)) => {
                 let Stage::Converting(converting) = std::mem::replace(&mut self.stage, Stage::Done) else { unreachable!() };

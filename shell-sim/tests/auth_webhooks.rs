@@ -1,0 +1,215 @@
+//! The authentication and authorization webhooks (`--authentication-token-webhook-config-file`,
+//! `--authorization-mode=...,Webhook`): a token no other authenticator knows is whoever the
+//! webhook's TokenReview says; a request RBAC does not allow is what the webhook's
+//! SubjectAccessReview decides; both answers are kept for their time, and a webhook that fails
+//! makes the request 401 (authentication) or 500 (authorization), as kube-apiserver answers.
+
+use std::cell::RefCell;
+use std::rc::Rc;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use jiff::SignedDuration;
+use kapi_core::aggregator::ProxyTarget;
+use kapi_core::auth::webhook::{CACHE_TTL, TokenWebhook};
+use kapi_core::authz::webhook::{AUTHORIZED_TTL, UNAUTHORIZED_TTL};
+use kapi_core::authz::{Authorizer, WebhookAuthorizer};
+use kapi_core::pipeline::Server;
+use kapi_core::webhook::kubeconfig::Endpoint;
+use kapi_core::webhook::{ReviewVersion, WebhookAnswer};
+use kapi_sim::{Setup, World, default_server, epoch};
+use serde_json::{Value, json};
+
+const TOKEN: &str = "opaque-token-of-jane";
+
+fn endpoint(path: &str) -> Endpoint {
+    let target = ProxyTarget { url: "https://127.0.0.1:9443".into(), server_name: "127.0.0.1".into(), ca_bundle: None, insecure_skip_tls_verify: false };
+    Endpoint { target, path: format!("{path}?timeout=30s"), credentials: None }
+}
+
+/// A server whose tokens the `/authenticate` webhook reviews and whose requests `modes`
+/// authorizes (with the `/authorize` webhook for `Webhook`).
+fn server(modes: &str) -> Setup {
+    let Setup { server, served } = default_server();
+    let mut authenticator = server.authenticator.clone();
+    authenticator.webhook = Some(Arc::new(TokenWebhook::new(endpoint("/authenticate"), ReviewVersion::V1, CACHE_TTL)));
+    let webhook = modes.contains("Webhook").then(|| WebhookAuthorizer::new(endpoint("/authorize"), ReviewVersion::V1, AUTHORIZED_TTL, UNAUTHORIZED_TTL));
+    let authorizer = Authorizer::parse(modes).unwrap().with_webhook(webhook).unwrap();
+    Setup { server: Arc::new(Server::new(authenticator, authorizer, "/registry", "127.0.0.1:6443")), served }
+}
+
+/// The reviews the webhooks were sent, and what they answer: jane's token is jane (in `dev`);
+/// jane may get anything and is denied deletes; `/authorize` fails while `down` is set.
+#[derive(Default)]
+struct Hooks {
+    sent: Vec<(String, Value)>,
+    down: bool,
+}
+
+fn install(w: &mut World) -> Rc<RefCell<Hooks>> {
+    let hooks = Rc::new(RefCell::new(Hooks::default()));
+    let seen = hooks.clone();
+    w.webhook = Some(Box::new(move |call| {
+        let review: Value = serde_json::from_slice(&call.body).unwrap();
+        let path = call.path.split('?').next().unwrap().to_string();
+        let mut h = seen.borrow_mut();
+        h.sent.push((path.clone(), review.clone()));
+        let status = match path.as_str() {
+            "/authenticate" if review["spec"]["token"] == TOKEN => json!({"authenticated": true, "user": {"username": "jane", "uid": "7", "groups": ["dev"]}}),
+            "/authenticate" => json!({"authenticated": false}),
+            "/authorize" if h.down => return Err(format!("Post \"{}{}\": dial tcp: connect: connection refused", call.target.url, call.path)),
+            _ if review["spec"]["user"] != "jane" => json!({"allowed": false}),
+            _ if review["spec"]["resourceAttributes"]["verb"] == "delete" => json!({"allowed": false, "denied": true, "reason": "jane never deletes"}),
+            _ => json!({"allowed": true, "reason": "jane may"}),
+        };
+        let answer = json!({"apiVersion": review["apiVersion"], "kind": review["kind"], "status": status});
+        Ok(WebhookAnswer { status: 200, body: Bytes::from(answer.to_string()) })
+    }));
+    hooks
+}
+
+fn sent(hooks: &Rc<RefCell<Hooks>>, path: &str) -> Vec<Value> {
+    hooks.borrow().sent.iter().filter(|(p, _)| p == path).map(|(_, r)| r.clone()).collect()
+}
+
+fn text(r: &kapi_sim::Response) -> String {
+    String::from_utf8_lossy(&r.body).into_owned()
+}
+
+#[test]
+fn a_token_only_the_webhook_knows_is_whom_its_review_says_and_the_answer_is_kept() {
+    let mut w = World::new(server("AlwaysAllow"), epoch(), 1);
+    let hooks = install(&mut w);
+    let whoami = json!({"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"});
+    let r = w.call_with_token(TOKEN, "POST", "/apis/authentication.k8s.io/v1/selfsubjectreviews", Some(whoami.clone()));
+    assert_eq!(r.head.status, 201, "{}", text(&r));
+    assert_eq!(r.json()["status"]["userInfo"], json!({"username": "jane", "uid": "7", "groups": ["dev", "system:authenticated"]}));
+    let reviews = sent(&hooks, "/authenticate");
+    assert_eq!(reviews.len(), 1);
+    assert_eq!(reviews[0]["apiVersion"], "authentication.k8s.io/v1");
+    assert_eq!(reviews[0]["spec"], json!({"token": TOKEN, "audiences": ["https://kubernetes.default.svc.cluster.local"]}));
+
+    // Kept for two minutes: not asked again until then.
+    w.advance(SignedDuration::from_secs(100));
+    assert_eq!(w.call_with_token(TOKEN, "POST", "/apis/authentication.k8s.io/v1/selfsubjectreviews", Some(whoami.clone())).head.status, 201);
+    assert_eq!(sent(&hooks, "/authenticate").len(), 1);
+    w.advance(SignedDuration::from_secs(20));
+    assert_eq!(w.call_with_token(TOKEN, "GET", "/api/v1/namespaces", None).head.status, 200);
+    assert_eq!(sent(&hooks, "/authenticate").len(), 2);
+
+    // A token the webhook does not know is 401, and so is its refusal, kept.
+    assert_eq!(w.call_with_token("nobody", "GET", "/api/v1/namespaces", None).head.status, 401);
+    assert_eq!(w.call_with_token("nobody", "GET", "/api/v1/namespaces", None).head.status, 401);
+    assert_eq!(sent(&hooks, "/authenticate").len(), 3);
+
+    // A TokenReview asks the webhook too, for the audiences asked.
+    let review = |token: &str, audiences: Value| json!({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview", "spec": {"token": token, "audiences": audiences}});
+    let r = w.call(
+        "POST",
+        "/apis/authentication.k8s.io/v1/tokenreviews",
+        "",
+        Some(&review(TOKEN, json!(["https://kubernetes.default.svc.cluster.local"]))),
+        "application/json",
+    );
+    assert_eq!(r.head.status, 201, "{}", text(&r));
+    assert_eq!(
+        r.json()["status"],
+        json!({"authenticated": true, "user": {"username": "jane", "uid": "7", "groups": ["dev", "system:authenticated"]}, "audiences": ["https://kubernetes.default.svc.cluster.local"]})
+    );
+    let r = w.call("POST", "/apis/authentication.k8s.io/v1/tokenreviews", "", Some(&review("nobody", json!([]))), "application/json");
+    assert_eq!(r.json()["status"], json!({"user": {}, "error": "invalid bearer token"}));
+    // An audience the webhook does not vouch for (it names none: the API server's count).
+    let r = w.call("POST", "/apis/authentication.k8s.io/v1/tokenreviews", "", Some(&review(TOKEN, json!(["vault"]))), "application/json");
+    assert_eq!(r.json()["status"], json!({"user": {}, "error": "invalid bearer token"}));
+
+    // A webhook that cannot be reached: 401, never anonymous; the TokenReview says why.
+    w.webhook = None;
+    assert_eq!(w.call_with_token("another", "GET", "/api/v1/namespaces", None).head.status, 401);
+    let r = w.call("POST", "/apis/authentication.k8s.io/v1/tokenreviews", "", Some(&review("another", json!([]))), "application/json");
+    assert_eq!(r.json()["status"]["error"], "Post \"https://127.0.0.1:9443/authenticate?timeout=30s\": dial tcp: connect: connection refused");
+}
+
+#[test]
+fn what_rbac_does_not_allow_the_webhook_decides_and_its_failure_is_a_500() {
+    let mut w = World::new(server("RBAC,Webhook"), epoch(), 2);
+    let hooks = install(&mut w);
+    let r = w.call_with_token(TOKEN, "GET", "/api/v1/namespaces/default/pods", None);
+    assert_eq!(r.head.status, 200, "{}", text(&r));
+    let reviews = sent(&hooks, "/authorize");
+    assert_eq!(reviews.len(), 1);
+    assert_eq!(
+        reviews[0],
+        json!({"kind": "SubjectAccessReview", "apiVersion": "authorization.k8s.io/v1", "metadata": {"creationTimestamp": null},
+            "spec": {"resourceAttributes": {"namespace": "default", "verb": "list", "version": "v1", "resource": "pods"}, "user": "jane",
+                "groups": ["dev", "system:authenticated"], "uid": "7"},
+            "status": {"allowed": false}})
+    );
+    // Allowed answers are kept five minutes.
+    w.advance(SignedDuration::from_secs(299));
+    assert_eq!(w.call_with_token(TOKEN, "GET", "/api/v1/namespaces/default/pods", None).head.status, 200);
+    assert_eq!(sent(&hooks, "/authorize").len(), 1);
+
+    // RBAC allows what it allows without the webhook (discovery, to everyone authenticated).
+    assert_eq!(w.call_with_token(TOKEN, "GET", "/api", None).head.status, 200);
+    assert_eq!(sent(&hooks, "/authorize").len(), 1);
+
+    // A denial is a 403 with the webhook's reason.
+    let r = w.call_with_token(TOKEN, "DELETE", "/api/v1/namespaces/default/configmaps/x", None);
+    assert_eq!(r.head.status, 403);
+    assert_eq!(
+        r.json()["message"],
+        "configmaps \"x\" is forbidden: User \"jane\" cannot delete resource \"configmaps\" in API group \"\" in the namespace \"default\": jane never deletes"
+    );
+
+    // The webhook down: what it would decide is a 500, kube's plain-text internal error; what it
+    // decided lately still holds.
+    hooks.borrow_mut().down = true;
+    let r = w.call_with_token(TOKEN, "GET", "/api/v1/namespaces/default/secrets", None);
+    assert_eq!((r.head.status, text(&r)), (500, "Internal Server Error: \"/api/v1/namespaces/default/secrets\": Post \"https://127.0.0.1:9443/authorize?timeout=30s\": dial tcp: connect: connection refused\n".to_string()));
+    assert_eq!(w.call_with_token(TOKEN, "GET", "/api/v1/namespaces/default/pods", None).head.status, 200);
+    hooks.borrow_mut().down = false;
+
+    // can-i: the same chain; a rules review cannot list the webhook's rules.
+    let ssar = json!({"apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectAccessReview", "spec": {"resourceAttributes": {"verb": "delete", "resource": "pods", "namespace": "default"}}});
+    let r = w.call_with_token(TOKEN, "POST", "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews", Some(ssar));
+    assert_eq!(r.head.status, 201, "{}", text(&r));
+    assert_eq!(r.json()["status"], json!({"allowed": false, "denied": true, "reason": "jane never deletes"}));
+    let ssrr = json!({"apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectRulesReview", "spec": {"namespace": "default"}});
+    let r = w.call_with_token(TOKEN, "POST", "/apis/authorization.k8s.io/v1/selfsubjectrulesreviews", Some(ssrr));
+    assert_eq!(r.head.status, 201, "{}", text(&r));
+    assert_eq!(
+        (r.json()["status"]["incomplete"].clone(), r.json()["status"]["evaluationError"].clone()),
+        (json!(true), json!("webhook authorizer does not support user rule resolution"))
+    );
+}
+
+#[test]
+fn the_webhook_authorizes_impersonation_and_binding_a_role_jane_does_not_hold() {
+    let mut w = World::new(server("RBAC,Webhook"), epoch(), 3);
+    let hooks = install(&mut w);
+    let mut req = kapi_core::pipeline::Request {
+        method: "GET".into(),
+        path: "/api/v1/namespaces/default/configmaps".into(),
+        headers: vec![("Authorization".into(), format!("Bearer {TOKEN}")), ("Impersonate-User".into(), "bob".into())],
+        ..Default::default()
+    };
+    // jane may impersonate bob (the webhook allows it); bob may not list config maps.
+    let r = w.request(req.clone());
+    assert_eq!(r.head.status, 403, "{}", text(&r));
+    assert!(text(&r).contains("User \\\"bob\\\" cannot list resource \\\"configmaps\\\""), "{}", text(&r));
+    let verbs: Vec<Value> = sent(&hooks, "/authorize").iter().map(|r| r["spec"]["resourceAttributes"]["verb"].clone()).collect();
+    assert_eq!(verbs, vec![json!("impersonate"), json!("list")]);
+    req.headers[1].1 = "jane".into();
+    assert_eq!(w.request(req).head.status, 200);
+
+    // RBAC grants jane nothing; the webhook lets her bind cluster-admin.
+    let binding = json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding", "metadata": {"name": "jane-admin"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "cluster-admin"}, "subjects": [{"kind": "User", "name": "jane"}]});
+    let r = w.call_with_token(TOKEN, "POST", "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings", Some(binding));
+    assert_eq!(r.head.status, 201, "{}", text(&r));
+    let bind = sent(&hooks, "/authorize").into_iter().find(|r| r["spec"]["resourceAttributes"]["verb"] == "bind").expect("bind asked");
+    assert_eq!(
+        bind["spec"]["resourceAttributes"],
+        json!({"verb": "bind", "group": "rbac.authorization.k8s.io", "resource": "clusterroles", "name": "cluster-admin"})
+    );
+}
