@@ -164,6 +164,35 @@ pub fn server_authorizing(modes: &str) -> Setup {
     Setup { server: Arc::new(authorizing), served }
 }
 
+/// Where the simulated authentication webhook (`/authenticate`) and authorization webhook
+/// (`/authorize`) are: [`World::webhook`] answers their calls.
+pub fn webhook_endpoint(path: &str) -> kapi_core::webhook::kubeconfig::Endpoint {
+    let target = kapi_core::aggregator::ProxyTarget {
+        url: "https://127.0.0.1:9443".into(),
+        server_name: "127.0.0.1".into(),
+        ca_bundle: None,
+        insecure_skip_tls_verify: false,
+    };
+    kapi_core::webhook::kubeconfig::Endpoint { target, path: format!("{path}?timeout=30s"), credentials: None }
+}
+
+/// A server like [`default_server`] whose bearer tokens the `/authenticate` webhook reviews
+/// (TokenReview v1) and whose requests `modes` authorize (`Webhook` asking `/authorize`,
+/// SubjectAccessReview v1), with kube's cache times.
+pub fn server_with_webhooks(modes: &str) -> Setup {
+    use kapi_core::auth::webhook::{CACHE_TTL, TokenWebhook};
+    use kapi_core::authz::WebhookAuthorizer;
+    use kapi_core::authz::webhook::{AUTHORIZED_TTL, UNAUTHORIZED_TTL};
+    use kapi_core::webhook::ReviewVersion;
+    let Setup { server, served } = default_server();
+    let mut authenticator = server.authenticator.clone();
+    authenticator.webhook = Some(Arc::new(TokenWebhook::new(webhook_endpoint("/authenticate"), ReviewVersion::V1, CACHE_TTL)));
+    let webhook =
+        modes.contains("Webhook").then(|| WebhookAuthorizer::new(webhook_endpoint("/authorize"), ReviewVersion::V1, AUTHORIZED_TTL, UNAUTHORIZED_TTL));
+    let authorizer = Authorizer::parse(modes).expect("valid modes").with_webhook(webhook).expect("a webhook for the Webhook mode");
+    Setup { server: Arc::new(Server::new(authenticator, authorizer, "/registry", "127.0.0.1:6443")), served }
+}
+
 /// The simulation's epoch.
 pub fn epoch() -> Timestamp {
     "2024-01-01T00:00:00Z".parse().expect("a valid timestamp")

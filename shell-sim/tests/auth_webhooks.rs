@@ -6,37 +6,14 @@
 
 use std::cell::RefCell;
 use std::rc::Rc;
-use std::sync::Arc;
 
 use bytes::Bytes;
 use jiff::SignedDuration;
-use kapi_core::aggregator::ProxyTarget;
-use kapi_core::auth::webhook::{CACHE_TTL, TokenWebhook};
-use kapi_core::authz::webhook::{AUTHORIZED_TTL, UNAUTHORIZED_TTL};
-use kapi_core::authz::{Authorizer, WebhookAuthorizer};
-use kapi_core::pipeline::Server;
-use kapi_core::webhook::kubeconfig::Endpoint;
-use kapi_core::webhook::{ReviewVersion, WebhookAnswer};
-use kapi_sim::{Setup, World, default_server, epoch};
+use kapi_core::webhook::WebhookAnswer;
+use kapi_sim::{World, epoch, server_with_webhooks};
 use serde_json::{Value, json};
 
 const TOKEN: &str = "opaque-token-of-jane";
-
-fn endpoint(path: &str) -> Endpoint {
-    let target = ProxyTarget { url: "https://127.0.0.1:9443".into(), server_name: "127.0.0.1".into(), ca_bundle: None, insecure_skip_tls_verify: false };
-    Endpoint { target, path: format!("{path}?timeout=30s"), credentials: None }
-}
-
-/// A server whose tokens the `/authenticate` webhook reviews and whose requests `modes`
-/// authorizes (with the `/authorize` webhook for `Webhook`).
-fn server(modes: &str) -> Setup {
-    let Setup { server, served } = default_server();
-    let mut authenticator = server.authenticator.clone();
-    authenticator.webhook = Some(Arc::new(TokenWebhook::new(endpoint("/authenticate"), ReviewVersion::V1, CACHE_TTL)));
-    let webhook = modes.contains("Webhook").then(|| WebhookAuthorizer::new(endpoint("/authorize"), ReviewVersion::V1, AUTHORIZED_TTL, UNAUTHORIZED_TTL));
-    let authorizer = Authorizer::parse(modes).unwrap().with_webhook(webhook).unwrap();
-    Setup { server: Arc::new(Server::new(authenticator, authorizer, "/registry", "127.0.0.1:6443")), served }
-}
 
 /// The reviews the webhooks were sent, and what they answer: jane's token is jane (in `dev`);
 /// jane may get anything and is denied deletes; `/authorize` fails while `down` is set.
@@ -78,7 +55,7 @@ fn text(r: &kapi_sim::Response) -> String {
 
 #[test]
 fn a_token_only_the_webhook_knows_is_whom_its_review_says_and_the_answer_is_kept() {
-    let mut w = World::new(server("AlwaysAllow"), epoch(), 1);
+    let mut w = World::new(server_with_webhooks("AlwaysAllow"), epoch(), 1);
     let hooks = install(&mut w);
     let whoami = json!({"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"});
     let r = w.call_with_token(TOKEN, "POST", "/apis/authentication.k8s.io/v1/selfsubjectreviews", Some(whoami.clone()));
@@ -131,7 +108,7 @@ fn a_token_only_the_webhook_knows_is_whom_its_review_says_and_the_answer_is_kept
 
 #[test]
 fn what_rbac_does_not_allow_the_webhook_decides_and_its_failure_is_a_500() {
-    let mut w = World::new(server("RBAC,Webhook"), epoch(), 2);
+    let mut w = World::new(server_with_webhooks("RBAC,Webhook"), epoch(), 2);
     let hooks = install(&mut w);
     let r = w.call_with_token(TOKEN, "GET", "/api/v1/namespaces/default/pods", None);
     assert_eq!(r.head.status, 200, "{}", text(&r));
@@ -185,7 +162,7 @@ fn what_rbac_does_not_allow_the_webhook_decides_and_its_failure_is_a_500() {
 
 #[test]
 fn the_webhook_authorizes_impersonation_and_binding_a_role_jane_does_not_hold() {
-    let mut w = World::new(server("RBAC,Webhook"), epoch(), 3);
+    let mut w = World::new(server_with_webhooks("RBAC,Webhook"), epoch(), 3);
     let hooks = install(&mut w);
     let mut req = kapi_core::pipeline::Request {
         method: "GET".into(),

@@ -79,3 +79,8 @@ fn random_pods_and_volumes_give_nodes_what_kubes_graph_gives_them() {
 fn random_bearer_tokens_authenticate_only_as_the_server_signed_them() {
     random_inputs(2000, 512, kapi_sim::fuzzing::tokens);
 }
+
+#[test]
+fn webhooks_that_answer_anything_never_let_in_what_they_did_not_vouch_for() {
+    random_inputs(1000, 512, kapi_sim::fuzzing::auth_webhooks);
+}

@@ -12,7 +12,9 @@
 //! server checked against kube's walk of what it holds;
 //! [`node_graph`] (in `node_graph.rs`) pods and volumes changing, the Node authorizer's graph
 //! checked against kube's paths;
-//! [`tokens`] (in `tokens.rs`) service account tokens as bearer credentials.
+//! [`tokens`] (in `tokens.rs`) service account tokens as bearer credentials;
+//! [`auth_webhooks`] (in `auth_webhooks.rs`) authentication and authorization webhooks that
+//! answer anything.
 
 use std::cell::RefCell;
 
@@ -23,6 +25,7 @@ use kapi_core::pipeline::Request;
 use crate::{ADMIN_TOKEN, World, default_server, epoch};
 
 mod aggregation;
+mod auth_webhooks;
 mod cel_rules;
 mod conversion;
 mod node_graph;
@@ -33,6 +36,7 @@ mod tokens;
 mod writes;
 
 pub use aggregation::aggregation;
+pub use auth_webhooks::auth_webhooks;
 pub use cel_rules::cel_rules;
 pub use conversion::conversion;
 pub use node_graph::node_graph;
