@@ -40,7 +40,7 @@ fn install(w: &mut World) -> Rc<RefCell<Hooks>> {
             _ => json!({"allowed": true, "reason": "jane may"}),
         };
         let answer = json!({"apiVersion": review["apiVersion"], "kind": review["kind"], "status": status});
-        Ok(WebhookAnswer { status: 200, body: Bytes::from(answer.to_string()) })
+        Ok(WebhookAnswer { status: 200, body: Bytes::from(answer.to_string()), ..Default::default() })
     }));
     hooks
 }

@@ -65,7 +65,7 @@ fn world(fail: Rc<RefCell<bool>>) -> (World, Calls) {
             json!({"uid": request["uid"], "result": {"status": "Success"}, "convertedObjects": converted})
         };
         let body = json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "ConversionReview", "response": response});
-        Ok(WebhookAnswer { status: 200, body: Bytes::from(serde_json::to_vec(&body).unwrap()) })
+        Ok(WebhookAnswer { status: 200, body: Bytes::from(serde_json::to_vec(&body).unwrap()), ..Default::default() })
     }));
     (w, calls)
 }

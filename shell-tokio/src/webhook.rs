@@ -30,11 +30,13 @@ impl WebhookClient {
     /// (`Post "<url>": <error>`).
     pub async fn call(&self, call: WebhookCall) -> Result<WebhookAnswer, String> {
         let url = format!("{}{}", call.target.url, call.path);
+        // Go's HTTP client names the method as `Post` and `Get`.
+        let verb = if call.method == http::Method::GET { "Get" } else { "Post" };
         let timeout = std::time::Duration::try_from(call.timeout).unwrap_or_default();
         match tokio::time::timeout(timeout, self.post(call)).await {
             Ok(Ok(answer)) => Ok(answer),
-            Ok(Err(e)) => Err(format!("Post {url:?}: {e}")),
-            Err(_) => Err(format!("Post {url:?}: context deadline exceeded (Client.Timeout exceeded while awaiting headers)")),
+            Ok(Err(e)) => Err(format!("{verb} {url:?}: {e}")),
+            Err(_) => Err(format!("{verb} {url:?}: context deadline exceeded (Client.Timeout exceeded while awaiting headers)")),
         }
     }
 
@@ -56,7 +58,8 @@ impl WebhookClient {
         let request = request.body(Full::new(call.body)).map_err(|e| e.to_string())?;
         let response = crate::proxy::send(&call.target, config, request).await?;
         let status = response.status().as_u16();
+        let content_type = response.headers().get(http::header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or_default().to_string();
         let body: Bytes = Limited::new(response.into_body(), MAX_ANSWER_BYTES).collect().await.map_err(|e| e.to_string())?.to_bytes();
-        Ok(WebhookAnswer { status, body })
+        Ok(WebhookAnswer { status, body, content_type })
     }
 }

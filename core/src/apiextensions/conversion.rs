@@ -141,7 +141,14 @@ impl Conversion {
         });
         // client-go puts its client's timeout in the query.
         let path = format!("{path}{}timeout={}s", if path.contains('?') { '&' } else { '?' }, TIMEOUT.as_secs());
-        Ok(WebhookCall { target, path, body: Bytes::from(serde_json::to_vec(&review).expect("JSON trees serialize")), timeout: TIMEOUT, credentials: None })
+        Ok(WebhookCall {
+            method: http::Method::POST,
+            target,
+            path,
+            body: Bytes::from(serde_json::to_vec(&review).expect("JSON trees serialize")),
+            timeout: TIMEOUT,
+            credentials: None,
+        })
     }
 
     /// The converted objects, in order, from the webhook's answer; or the error every object
@@ -333,7 +340,7 @@ mod tests {
     }
 
     fn answer(review: Value) -> Result<WebhookAnswer, String> {
-        Ok(WebhookAnswer { status: 200, body: Bytes::from(serde_json::to_vec(&review).unwrap()) })
+        Ok(WebhookAnswer { status: 200, body: Bytes::from(serde_json::to_vec(&review).unwrap()), ..Default::default() })
     }
 
     fn success(objects: Value) -> Value {

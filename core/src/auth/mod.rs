@@ -40,9 +40,11 @@ pub struct UserInfo {
 pub const AUTHENTICATED_GROUP: &str = "system:authenticated";
 
 impl UserInfo {
-    /// The user with `system:authenticated` among its groups (kube's authenticated-group adder).
+    /// The user with `system:authenticated` among its groups (kube's authenticated-group adder:
+    /// not for `system:anonymous`, nor a user in `system:unauthenticated`).
     pub fn authenticated(mut self) -> UserInfo {
-        if !self.groups.iter().any(|g| g == AUTHENTICATED_GROUP) {
+        let unauthenticated = self.name == ANONYMOUS_USER || self.groups.iter().any(|g| g == UNAUTHENTICATED_GROUP);
+        if !unauthenticated && !self.groups.iter().any(|g| g == AUTHENTICATED_GROUP) {
             self.groups.push(AUTHENTICATED_GROUP.to_string());
         }
         self
@@ -328,6 +330,15 @@ mod tests {
         assert_eq!(anonymous.authenticate(&bearer("Basic YTpi"), &Peer::default()).unwrap().name, ANONYMOUS_USER);
         assert_eq!(anonymous.authenticate(&bearer("Bearer nope"), &Peer::default()).unwrap_err().code, 401);
         assert_eq!(anonymous.authenticate(&bearer("Bearer secret"), &Peer::default()).unwrap().name, "alice");
+    }
+
+    #[test]
+    fn authenticated_users_join_system_authenticated_but_the_anonymous_do_not() {
+        let user = |name: &str, groups: &[&str]| UserInfo { name: name.into(), groups: groups.iter().map(|g| g.to_string()).collect(), ..Default::default() };
+        assert_eq!(user("jane", &["dev"]).authenticated().groups, vec!["dev", AUTHENTICATED_GROUP]);
+        assert_eq!(user("jane", &[AUTHENTICATED_GROUP]).authenticated().groups, vec![AUTHENTICATED_GROUP]);
+        assert!(user(ANONYMOUS_USER, &[]).authenticated().groups.is_empty());
+        assert_eq!(user("x", &[UNAUTHENTICATED_GROUP]).authenticated().groups, vec![UNAUTHENTICATED_GROUP]);
     }
 
     #[test]

@@ -82,6 +82,7 @@ impl TokenWebhook {
     /// The call that asks `ask`.
     pub fn call(&self, ask: &TokenAsk) -> WebhookCall {
         WebhookCall {
+            method: http::Method::POST,
             target: self.endpoint.target.clone(),
             path: self.endpoint.path.clone(),
             body: ask.body.clone(),
@@ -94,7 +95,7 @@ impl TokenWebhook {
     /// `implicit` the API server's audiences; kept when it is an answer.
     pub fn answered(&self, ask: &TokenAsk, answer: Result<WebhookAnswer, String>, implicit: &[String], now: Timestamp) -> Result<Reviewed, String> {
         let answer = answer?;
-        if !(200..300).contains(&answer.status) {
+        if !answer.succeeded() {
             return Err(crate::webhook::unexpected_status(&answer));
         }
         let review: Value = serde_json::from_slice(&answer.body).map_err(|e| format!("unable to decode the webhook's answer: {e}"))?;
@@ -104,9 +105,11 @@ impl TokenWebhook {
         let audiences = if ask.audiences.is_empty() {
             Vec::new()
         } else {
+            // kube's `Intersect`: the audiences the webhook names (else the API server's), in their
+            // order, that were asked.
             let said = strings(status.get("audiences"));
             let good = if said.is_empty() { implicit } else { &said[..] };
-            ask.audiences.iter().filter(|a| good.contains(a)).cloned().collect()
+            good.iter().filter(|a| ask.audiences.contains(a)).cloned().collect()
         };
         let reviewed = if !ask.audiences.is_empty() && audiences.is_empty() {
             None
@@ -140,7 +143,7 @@ mod tests {
     }
 
     fn ok(status: Value) -> Result<WebhookAnswer, String> {
-        Ok(WebhookAnswer { status: 200, body: Bytes::from(json!({"status": status}).to_string()) })
+        Ok(WebhookAnswer { status: 200, body: Bytes::from(json!({"status": status}).to_string()), ..Default::default() })
     }
 
     #[test]
@@ -170,7 +173,7 @@ mod tests {
         let ask = w.review("err", &api, now).unwrap_err();
         assert_eq!(w.answered(&ask, ok(json!({"error": "token expired"})), &api, now), Err("token expired".into()));
         assert!(w.review("err", &api, now).is_err());
-        let failed = Ok(WebhookAnswer { status: 500, body: Bytes::from_static(b"boom") });
+        let failed = Ok(WebhookAnswer { status: 500, body: Bytes::from_static(b"boom"), ..Default::default() });
         assert_eq!(w.answered(&ask, failed, &api, now), Err("an error on the server (\"boom\") has prevented the request from succeeding".into()));
     }
 }

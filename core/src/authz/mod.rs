@@ -280,11 +280,13 @@ impl Authorizer {
                     let (verdict, reason) = state.rbac.authorize(user, attrs);
                     (verdict, reason, String::new())
                 }
-                Mode::Webhook => {
-                    let webhook = self.webhook.as_ref().expect("the Webhook mode has its webhook");
-                    let said = webhook.decide(user, attrs, asked, now)?;
-                    (said.verdict, said.reason, said.error)
-                }
+                Mode::Webhook => match &self.webhook {
+                    Some(webhook) => {
+                        let said = webhook.decide(user, attrs, asked, now)?;
+                        (said.verdict, said.reason, said.error)
+                    }
+                    None => (Verdict::NoOpinion, String::new(), "no authorization webhook is configured".into()),
+                },
             };
             if verdict != Verdict::NoOpinion {
                 // The deciding authorizer's reason and error alone; those of all of them, joined,

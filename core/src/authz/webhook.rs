@@ -107,6 +107,7 @@ impl WebhookAuthorizer {
     /// The call that asks `ask`.
     pub fn call(&self, ask: &Ask) -> WebhookCall {
         WebhookCall {
+            method: http::Method::POST,
             target: self.endpoint.target.clone(),
             path: self.endpoint.path.clone(),
             body: ask.body.clone(),
@@ -131,8 +132,8 @@ impl WebhookAuthorizer {
         asked.said.push((ask.key, said));
     }
 
-    /// The review's spec, as kube's webhook authorizer fills it (Go's field order, empty
-    /// fields left out).
+    /// The review's spec, as kube's webhook authorizer fills it (empty fields left out; the
+    /// keys, as serde_json writes maps, in their sorted order rather than Go's).
     fn spec(&self, user: &UserInfo, attrs: &Attributes) -> Value {
         let mut spec = Map::new();
         let put = |m: &mut Map<String, Value>, k: &str, v: &str| {
@@ -181,7 +182,7 @@ impl WebhookAuthorizer {
 /// The decision a webhook's answer holds and whether it allowed, or the error it is (kube's
 /// REST client's words for an answer that is not a 2xx, or not a review).
 fn read_answer(answer: &WebhookAnswer) -> Result<(Said, bool), String> {
-    if !(200..300).contains(&answer.status) {
+    if !answer.succeeded() {
         return Err(crate::webhook::unexpected_status(answer));
     }
     let review: Value = serde_json::from_slice(&answer.body).map_err(|e| format!("unable to decode the webhook's answer: {e}"))?;

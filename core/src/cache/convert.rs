@@ -253,7 +253,7 @@ mod tests {
                 .collect();
             let result = if ok { json!({"status": "Success"}) } else { json!({"status": "Failure", "message": "down"}) };
             let review = json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "ConversionReview", "response": {"uid": c.uid, "result": result, "convertedObjects": objects}});
-            let answer = Ok(WebhookAnswer { status: 200, body: Bytes::from(review.to_string()) });
+            let answer = Ok(WebhookAnswer { status: 200, body: Bytes::from(review.to_string()), ..Default::default() });
             self.cache.handle(self.now, CacheEvent::Called { uid: uid.to_string(), answer });
             self.pump();
         }

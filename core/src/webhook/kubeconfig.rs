@@ -58,7 +58,13 @@ struct User {
     client_key: String,
     client_key_data: String,
     token: String,
+    #[serde(rename = "tokenFile")]
     token_file: String,
+    /// What kapi does not present to a webhook (refused rather than left out).
+    username: String,
+    exec: Option<serde_json::Value>,
+    #[serde(rename = "auth-provider")]
+    auth_provider: Option<serde_json::Value>,
 }
 
 #[derive(Deserialize, Default)]
@@ -120,10 +126,15 @@ pub fn read(text: &str, read_file: &dyn Fn(&str) -> Result<Vec<u8>, String>) -> 
         Some(u) => {
             let certificate = pem(&u.client_certificate_data, &u.client_certificate, "client-certificate")?;
             let key = pem(&u.client_key_data, &u.client_key, "client-key")?;
-            let token = if u.token.is_empty() && !u.token_file.is_empty() {
-                String::from_utf8_lossy(&read_file(&u.token_file)?).trim().to_string()
-            } else {
+            if !u.username.is_empty() || u.exec.is_some() || u.auth_provider.is_some() {
+                return Err(format!("user {user_name:?}: basic authentication, exec and auth-provider credentials are not implemented by kapi yet"));
+            }
+            // A token file wins over a token, as client-go's round tripper reads it.
+            let token = if u.token_file.is_empty() {
                 u.token.clone()
+            } else {
+                let bytes = read_file(&u.token_file).map_err(|e| format!("invalid configuration: unable to read tokenFile {} due to {e}", u.token_file))?;
+                String::from_utf8_lossy(&bytes).trim().to_string()
             };
             let client = match (certificate, key) {
                 (Some(c), Some(k)) => Some((c, k)),
@@ -144,7 +155,14 @@ pub fn read(text: &str, read_file: &dyn Fn(&str) -> Result<Vec<u8>, String>) -> 
         }
     };
     // Go's path.Join of the URL's path (its query is not kept), and the client's timeout.
-    let segments: Vec<&str> = uri.path().split('/').filter(|s| !s.is_empty() && *s != ".").collect();
+    let mut segments: Vec<&str> = Vec::new();
+    for segment in uri.path().split('/').filter(|s| !s.is_empty() && *s != ".") {
+        if segment == ".." {
+            segments.pop();
+        } else {
+            segments.push(segment);
+        }
+    }
     let path = format!("/{}?timeout=30s", segments.join("/"));
     Ok(Endpoint { target, path, credentials })
 }
@@ -171,13 +189,17 @@ clusters:
     certificate-authority: ca.pem
 users:
 - name: apiserver
-  user: {token: s3cret, client-certificate-data: Q0VSVA==, client-key-data: S0VZ}
+  user: {token: s3cret, tokenFile: token.txt, client-certificate-data: Q0VSVA==, client-key-data: S0VZ}
 contexts:
 - name: webhook
   context: {cluster: hook, user: apiserver}
 current-context: webhook
 "#;
-        let files = |p: &str| if p == "ca.pem" { Ok(b"CA".to_vec()) } else { no_files(p) };
+        let files = |p: &str| match p {
+            "ca.pem" => Ok(b"CA".to_vec()),
+            "token.txt" => Ok(b"from-file\n".to_vec()),
+            _ => no_files(p),
+        };
         let e = read(text, &files).unwrap();
         assert_eq!(
             (e.target.url.as_str(), e.target.server_name.as_str(), e.path.as_str()),
@@ -185,14 +207,14 @@ current-context: webhook
         );
         assert_eq!(e.target.ca_bundle.as_deref(), Some("CA"));
         let c = e.credentials.unwrap();
-        assert_eq!((c.token.as_deref(), c.client.clone()), (Some("s3cret"), Some(("CERT".to_string(), "KEY".to_string()))));
+        assert_eq!((c.token.as_deref(), c.client.clone()), (Some("from-file"), Some(("CERT".to_string(), "KEY".to_string()))));
     }
 
     #[test]
     fn only_the_current_context_counts_and_mistakes_are_named_as_kube_names_them() {
         let config =
             |cluster: &str| format!("clusters:\n- name: c\n  cluster: {cluster}\ncontexts:\n- name: x\n  context: {{cluster: c}}\ncurrent-context: x\n");
-        let e = read(&config("{server: 'https://[::1]:8443/a//b/'}"), &no_files).unwrap();
+        let e = read(&config("{server: 'https://[::1]:8443/a//x/../b/'}"), &no_files).unwrap();
         assert_eq!((e.target.url.as_str(), e.target.server_name.as_str(), e.path.as_str()), ("https://[::1]:8443", "::1", "/a/b?timeout=30s"));
         assert!(e.credentials.is_none());
         let lone = "clusters:\n- name: c\n  cluster: {server: 'https://h'}\n";

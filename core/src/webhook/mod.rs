@@ -83,11 +83,14 @@ fn host_port(host: &str, port: i64) -> String {
     if host.contains(':') { format!("[{host}]:{port}") } else { format!("{host}:{port}") }
 }
 
-/// An HTTPS POST of a JSON body (`Content-Type` and `Accept` `application/json`) the shell
-/// makes within `timeout`, presenting `credentials` if any; it reports a [`WebhookAnswer`], or
-/// why there is none in the words of Go's HTTP client.
+/// An HTTPS POST of a JSON body (`Content-Type` and `Accept` `application/json`), or a GET
+/// (an OIDC issuer's discovery document and keys), the shell makes within `timeout`,
+/// presenting `credentials` if any; it reports a [`WebhookAnswer`], or why there is none in the
+/// words of Go's HTTP client.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct WebhookCall {
+    /// POST, or GET (with no body).
+    pub method: http::Method,
     pub target: ProxyTarget,
     /// Path and query.
     pub path: String,
@@ -116,11 +119,19 @@ impl std::fmt::Debug for Credentials {
 /// request may be: 3 MiB, and more for a list).
 pub const MAX_ANSWER_BYTES: usize = 30 * 1024 * 1024;
 
-/// What a webhook answered: the status and the body.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// What a webhook answered: the status, the body and its `Content-Type` (empty: none).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct WebhookAnswer {
     pub status: u16,
     pub body: Bytes,
+    pub content_type: String,
+}
+
+impl WebhookAnswer {
+    /// Whether kube's REST client takes the answer as a success (200 to 206).
+    pub fn succeeded(&self) -> bool {
+        (200..=206).contains(&self.status)
+    }
 }
 
 /// `--authentication-token-webhook-version`, `--authorization-webhook-version`: the version of
@@ -137,7 +148,7 @@ impl ReviewVersion {
         match flag {
             "v1" => Ok(ReviewVersion::V1),
             "v1beta1" => Ok(ReviewVersion::V1beta1),
-            other => Err(format!("unsupported {what} version {other:?}, supported versions are \"v1\" and \"v1beta1\"")),
+            other => Err(format!("unsupported {what} version {other:?}, supported versions are \"v1\", \"v1beta1\"")),
         }
     }
 
@@ -153,14 +164,16 @@ impl ReviewVersion {
 /// kube's webhook clients).
 pub const TIMEOUT: SignedDuration = SignedDuration::from_secs(30);
 
-/// What kube's REST client makes of a webhook's answer that is not a 2xx and not a `Status`
-/// (`errors.NewGenericServerResponse`'s message), or the `Status`'s message.
+/// What kube's REST client makes of a webhook's answer that is not a success and not a
+/// `Status` (`errors.NewGenericServerResponse`'s message, quoting the body only when it is
+/// text, trimmed), or the `Status`'s message.
 pub fn unexpected_status(answer: &WebhookAnswer) -> String {
     let status: Option<Value> = serde_json::from_slice(&answer.body).ok();
     if let Some(message) = status.as_ref().filter(|s| s.get("kind").and_then(Value::as_str) == Some("Status")).and_then(|s| s.get("message")?.as_str()) {
         return message.to_string();
     }
-    let body = String::from_utf8_lossy(&answer.body);
+    let text = answer.content_type.is_empty() || answer.content_type.to_ascii_lowercase().starts_with("text/");
+    let body = if text { String::from_utf8_lossy(&answer.body).trim().to_string() } else { "unknown".to_string() };
     match answer.status {
         400 => "the server rejected our request for an unknown reason".into(),
         401 => "the server has asked for the client to provide credentials".into(),

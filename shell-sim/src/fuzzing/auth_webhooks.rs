@@ -82,7 +82,7 @@ fn answer(u: &mut Unstructured) -> arbitrary::Result<Result<WebhookAnswer, Strin
             Bytes::from(json!({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview", "status": status}).to_string())
         }
     };
-    Ok(Ok(WebhookAnswer { status, body }))
+    Ok(Ok(WebhookAnswer { status, body, ..Default::default() }))
 }
 
 /// What the stand-in webhooks have said so far.

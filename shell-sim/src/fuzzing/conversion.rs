@@ -82,7 +82,7 @@ impl Answer {
         let request = &review["request"];
         let body = match self {
             Answer::Unreachable(e) => return Err(e.clone()),
-            Answer::Raw { status, body } => return Ok(WebhookAnswer { status: *status, body: Bytes::from(body.clone()) }),
+            Answer::Raw { status, body } => return Ok(WebhookAnswer { status: *status, body: Bytes::from(body.clone()), ..Default::default() }),
             Answer::Review { same_uid, success, bends, drop_one } => {
                 let desired = request["desiredAPIVersion"].clone();
                 let mut objects: Vec<Value> = request["objects"].as_array().cloned().unwrap_or_default();
@@ -100,7 +100,7 @@ impl Answer {
                 json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "ConversionReview", "response": {"uid": uid, "result": result, "convertedObjects": objects}})
             }
         };
-        Ok(WebhookAnswer { status: 200, body: Bytes::from(body.to_string()) })
+        Ok(WebhookAnswer { status: 200, body: Bytes::from(body.to_string()), ..Default::default() })
     }
 }
 
