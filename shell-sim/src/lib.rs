@@ -128,6 +128,7 @@ pub fn server_with(settings: &Settings) -> Setup {
         anonymous: false,
         service_accounts: Some(Arc::new(token_config())),
         bootstrap_tokens: true,
+        oidc: None,
         webhook: None,
     };
     let server = Server::new(auth, Authorizer::always_allow(), "/registry", "127.0.0.1:6443");

@@ -2,6 +2,7 @@
 //! 127.0.0.1:6443 from an embedded SQLite store in `./kapi-data`, and writes an admin
 //! kubeconfig there.
 
+mod auth_flags;
 mod caches;
 mod catalog;
 mod certs;
@@ -15,7 +16,6 @@ mod serving;
 mod store;
 mod tls;
 mod webhook;
-mod webhook_flags;
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
@@ -164,7 +164,7 @@ struct ServeArgs {
     #[arg(long, default_value = "Node,RBAC", value_parser = Authorizer::parse)]
     authorization_mode: Authorizer,
     #[command(flatten)]
-    webhooks: webhook_flags::WebhookArgs,
+    auth: auth_flags::AuthArgs,
     /// The issuer written in service account tokens (the first) and accepted in them (all).
     #[arg(long, default_value = "https://kubernetes.default.svc.cluster.local")]
     service_account_issuer: Vec<String>,
@@ -418,6 +418,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         tracing::warn!("AnonymousAuth is not allowed with the AlwaysAllow authorizer. Resetting AnonymousAuth to false. You should use a different authorizer");
     }
     let service_accounts = Some(Arc::new(service_account_tokens(&args)?));
+    let oidc = args.auth.oidc()?.map(Arc::new);
     let authenticator = Authenticator {
         tokens,
         loopback: Some(loopback.clone()),
@@ -425,9 +426,10 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         anonymous,
         service_accounts,
         bootstrap_tokens: args.enable_bootstrap_token_auth,
-        webhook: args.webhooks.token_webhook()?.map(Arc::new),
+        oidc: oidc.clone(),
+        webhook: args.auth.token_webhook()?.map(Arc::new),
     };
-    let authorizer = args.authorization_mode.clone().with_webhook(args.webhooks.authorization_webhook()?).map_err(anyhow::Error::msg)?;
+    let authorizer = args.authorization_mode.clone().with_webhook(args.auth.authorization_webhook()?).map_err(anyhow::Error::msg)?;
     let served = Served::new(catalog(&settings));
     let mut server = Server::new(authenticator, authorizer, &args.etcd_prefix, &format!("{advertise}:{}", args.secure_port));
     server.max_body_bytes = args.max_request_body_bytes;
@@ -437,6 +439,9 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let resources: Vec<_> = served.catalog.resources().filter(|r| r.info.stored()).map(|r| (r.clone(), format!("{}/", server.storage_root(r)))).collect();
     let stall = std::time::Duration::from_secs(parse_duration(&args.watch_stall_timeout)?.max(1) as u64);
     let webhooks = webhook::WebhookClient::default();
+    if let Some(oidc) = oidc {
+        tokio::spawn(auth_flags::fetch_oidc_keys(oidc, webhooks.clone()));
+    }
     let caches = caches::Caches::start(resources.into_iter(), store.clone(), stall, webhooks.clone());
     let state = Arc::new(http::State {
         server: server.clone(),

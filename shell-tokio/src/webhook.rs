@@ -1,4 +1,5 @@
-//! The core's [`WebhookCall`]s: an HTTPS POST of JSON to a webhook, with the client
+//! The core's [`WebhookCall`]s: an HTTPS POST of JSON to a webhook (or a GET: an OIDC
+//! issuer's discovery document and keys), with the client
 //! certificate and bearer token of the call's credentials if it has any, its server checked
 //! against the webhook's CA bundle (the system's roots without one), within the call's
 //! timeout, the answer's body read up to [`MAX_ANSWER_BYTES`]. Only transport lives here: what
@@ -27,20 +28,20 @@ impl Default for WebhookClient {
 
 impl WebhookClient {
     /// Makes `call`; the answer, or why there is none as Go's HTTP client says it
-    /// (`Post "<url>": <error>`).
+    /// (`Post "<url>": <error>`, `Get ...`).
     pub async fn call(&self, call: WebhookCall) -> Result<WebhookAnswer, String> {
         let url = format!("{}{}", call.target.url, call.path);
         // Go's HTTP client names the method as `Post` and `Get`.
         let verb = if call.method == http::Method::GET { "Get" } else { "Post" };
         let timeout = std::time::Duration::try_from(call.timeout).unwrap_or_default();
-        match tokio::time::timeout(timeout, self.post(call)).await {
+        match tokio::time::timeout(timeout, self.send(call)).await {
             Ok(Ok(answer)) => Ok(answer),
             Ok(Err(e)) => Err(format!("{verb} {url:?}: {e}")),
             Err(_) => Err(format!("{verb} {url:?}: context deadline exceeded (Client.Timeout exceeded while awaiting headers)")),
         }
     }
 
-    async fn post(&self, call: WebhookCall) -> Result<WebhookAnswer, String> {
+    async fn send(&self, call: WebhookCall) -> Result<WebhookAnswer, String> {
         let client = match call.credentials.as_ref().and_then(|c| c.client.as_ref()) {
             Some((cert, key)) => {
                 let chain: Vec<CertificateDer<'static>> =
@@ -50,8 +51,10 @@ impl WebhookClient {
             None => None,
         };
         let config = crate::proxy::tls(&call.target, &self.system_roots, client.as_ref().map(|(c, k)| (c.as_slice(), k)))?;
-        let mut request =
-            http::Request::builder().method("POST").uri(&call.path).header("Content-Type", "application/json").header("Accept", "application/json, */*");
+        let mut request = http::Request::builder().method(call.method.clone()).uri(&call.path).header("Accept", "application/json, */*");
+        if call.method == http::Method::POST {
+            request = request.header("Content-Type", "application/json");
+        }
         if let Some(token) = call.credentials.as_ref().and_then(|c| c.token.as_ref()) {
             request = request.header("Authorization", format!("Bearer {token}"));
         }

@@ -291,12 +291,16 @@ pub fn openssl_pki(dir: &Path, leaves: &[(&str, &str)]) {
 /// What every test webhook server runs: Python's HTTP server behind TLS (`hook.crt`, `hook.key`
 /// of its directory), on the port of its first argument, asking for a client certificate
 /// signed by `ca.crt` when its second is `client-ca`. Each POST's JSON body is handed to the
-/// test's `answer(handler, review)`, and what that returns is the JSON answer.
+/// test's `answer(handler, review)` (a GET's as `None`), and what that returns is the JSON
+/// answer.
 const PYTHON_WEBHOOK: &str = r#"
 import http.server, json, ssl, sys
 class Hook(http.server.BaseHTTPRequestHandler):
     def do_POST(self):
-        review = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        self.reply(json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
+    def do_GET(self):
+        self.reply(None)
+    def reply(self, review):
         body = json.dumps(answer(self, review)).encode()
         self.send_response(200)
         self.send_header("Content-Type", "application/json")

@@ -9,6 +9,8 @@
 
 mod bootstrap_token;
 mod impersonation;
+pub mod oidc;
+pub mod oidc_keys;
 mod requestheader;
 mod serviceaccount;
 mod token_cache;
@@ -126,6 +128,8 @@ pub struct Authenticator {
     pub service_accounts: Option<Arc<crate::serviceaccount::TokenConfig>>,
     /// `--enable-bootstrap-token-auth`: bootstrap tokens are credentials.
     pub bootstrap_tokens: bool,
+    /// `--oidc-issuer-url` and the other `--oidc-*` flags: JWTs of an OpenID Connect issuer.
+    pub oidc: Option<Arc<oidc::Oidc>>,
     /// `--authentication-token-webhook-config-file`: the webhook asked about bearer tokens no
     /// other authenticator recognizes.
     pub webhook: Option<Arc<webhook::TokenWebhook>>,
@@ -271,15 +275,28 @@ impl Authenticator {
             return Some(claimed.map(Pending::ServiceAccount));
         }
         let token = BootstrapToken::parse(token).filter(|_| self.bootstrap_tokens)?;
-        let api = self.service_accounts.as_deref().map(|c| c.audiences.as_slice()).unwrap_or_default();
-        let audiences: Vec<String> = match audiences {
+        let audiences = self.agnostic_audiences(audiences)?;
+        Some(Ok(Pending::Bootstrap { token, audiences }))
+    }
+
+    /// What an audience-agnostic authenticator's token (a bootstrap token's, an OIDC issuer's)
+    /// is good for, of `asked` (`--api-audiences` when `None`): the API server's audiences
+    /// among them, as kube's `WrapAudienceAgnosticToken` has it; `None` when that leaves none.
+    fn agnostic_audiences(&self, asked: Option<&[String]>) -> Option<Vec<String>> {
+        let api = self.api_audiences();
+        let audiences: Vec<String> = match asked {
             Some(asked) if !api.is_empty() => api.iter().filter(|a| asked.contains(a)).cloned().collect(),
             _ => api.to_vec(),
         };
-        if audiences.is_empty() && !api.is_empty() {
-            return None;
-        }
-        Some(Ok(Pending::Bootstrap { token, audiences }))
+        (!audiences.is_empty() || api.is_empty()).then_some(audiences)
+    }
+
+    /// The user an OIDC token stands for and the audiences it is good for (of `asked`, as
+    /// [`Self::agnostic_audiences`]); `None` when it is not the OIDC issuer's token.
+    pub fn oidc_user(&self, token: &str, asked: Option<&[String]>, now: jiff::Timestamp) -> Option<Result<(UserInfo, Vec<String>), String>> {
+        let found = self.oidc.as_deref()?.authenticate(token, now)?;
+        let audiences = self.agnostic_audiences(asked)?;
+        Some(found.map(|user| (user, audiences)))
     }
 
     /// Whether `name` is a credential header, which kube removes from a request once it is

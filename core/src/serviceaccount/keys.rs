@@ -97,6 +97,35 @@ impl PublicKey {
         Ok(keys)
     }
 
+    /// A key of a JWKS (RFC 7517: `kty` `RSA` with `n` and `e`, or `EC` on `P-256` with `x` and
+    /// `y`), known by its `kid`; `None` for a key of another type or curve, or one meant for
+    /// another use or algorithm than signatures of RS256 or ES256.
+    pub fn from_jwk(jwk: &Value) -> Option<PublicKey> {
+        let text = |k: &str| jwk.get(k).and_then(Value::as_str);
+        let bytes = |k: &str| text(k).and_then(|v| URL_SAFE_NO_PAD.decode(v.trim_end_matches('=')).ok());
+        if text("use").is_some_and(|u| u != "sig") {
+            return None;
+        }
+        let key = match (text("kty")?, text("alg")) {
+            ("RSA", None | Some("RS256")) => {
+                let (n, e) = (bytes("n")?, bytes("e")?);
+                let n = rsa::BoxedUint::from_be_slice_vartime(&n);
+                let e = rsa::BoxedUint::from_be_slice_vartime(&e);
+                Public::Rsa(rsa::PublicKey::new(n, e).ok()?)
+            }
+            ("EC", None | Some("ES256")) if text("crv") == Some("P-256") => {
+                let (x, y) = (bytes("x")?, bytes("y")?);
+                if x.len() != 32 || y.len() != 32 {
+                    return None;
+                }
+                let point = [&[4u8][..], &x, &y].concat();
+                Public::Ec(p256::ecdsa::VerifyingKey::from_sec1_bytes(&point).ok()?)
+            }
+            _ => return None,
+        };
+        Some(PublicKey { key, kid: text("kid").unwrap_or_default().to_string() })
+    }
+
     /// The JWS algorithm its signatures are made with.
     pub fn algorithm(&self) -> &'static str {
         match self.key {

@@ -56,11 +56,18 @@ pub(in crate::pipeline) struct TokenAsking {
 }
 
 impl RequestMachine {
-    /// Puts `token` to the authentication webhook, for `audiences` (the API server's when
-    /// none), after the other authenticators' `errors`: its kept answer, or the call; without
-    /// a webhook, the token stands for no one.
-    pub(in crate::pipeline) fn ask_authenticator(&mut self, token: &str, audiences: &[String], errors: Vec<String>, then: Authenticating, now: Timestamp) {
+    /// Puts `token` to the last of kube's token authenticators, for `audiences` (the API
+    /// server's when none), after the other authenticators' `errors`: the OIDC issuer's (its
+    /// keys at hand), then the authentication webhook (its kept answer, or the call); without
+    /// either, the token stands for no one.
+    pub(in crate::pipeline) fn ask_authenticator(&mut self, token: &str, audiences: &[String], mut errors: Vec<String>, then: Authenticating, now: Timestamp) {
         let authenticator = &self.server.authenticator;
+        // An OIDC issuer's token is known without a call; the webhook is asked last.
+        match authenticator.oidc_user(token, (!audiences.is_empty()).then_some(audiences), now) {
+            Some(Ok(found)) => return self.token_reviewed(Ok(Some(found)), errors, then, now),
+            Some(Err(why)) => errors.push(why),
+            None => {}
+        }
         let Some(webhook) = authenticator.webhook.clone() else { return self.token_reviewed(Ok(None), errors, then, now) };
         let audiences = if audiences.is_empty() { authenticator.api_audiences() } else { audiences };
         match webhook.review(token, audiences, now) {

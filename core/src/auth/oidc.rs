@@ -1,0 +1,356 @@
+//! OpenID Connect tokens (`--oidc-issuer-url` and the other `--oidc-*` flags), as
+//! kube-apiserver's JWT authenticator checks them: a bearer JWT whose `iss` is the issuer's
+//! (any other is not this authenticator's), signed with one of the issuer's keys (its JWKS,
+//! fetched by [`super::oidc_keys`]) in one of `--oidc-signing-algs`, meant for
+//! `--oidc-client-id` (`aud`), not expired, with the required claims; the user is its username
+//! claim (prefixed) and its groups claim (prefixed). Like kube's, it is audience-agnostic: a
+//! token it accepts is good for the API server's audiences.
+//!
+//! The keys are an immutable list swapped whole when fetched again ([`Oidc::set_keys`]); a
+//! token signed with a key the list lacks asks for a fetch ([`Oidc::wants_keys`]), as go-oidc's
+//! remote key set fetches again for an unknown key id.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use arc_swap::ArcSwapOption;
+use jiff::Timestamp;
+use serde_json::{Map, Value};
+
+use super::UserInfo;
+use crate::serviceaccount::jwt;
+use crate::serviceaccount::keys::PublicKey;
+
+/// The algorithms kapi verifies (kube's `--oidc-signing-algs` default is RS256) ...
+pub const SUPPORTED_ALGS: [&str; 2] = ["RS256", "ES256"];
+/// ... of those kube's verifies.
+const KUBE_ALGS: [&str; 9] = ["RS256", "RS384", "RS512", "ES256", "ES384", "ES512", "PS256", "PS384", "PS512"];
+
+/// The `--oidc-*` flags, checked.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OidcConfig {
+    pub issuer: String,
+    pub client_id: String,
+    pub username_claim: String,
+    /// Resolved: the issuer's URL and `#` unless the flag says otherwise or the claim is
+    /// `email`; empty for `-`.
+    pub username_prefix: String,
+    pub groups_claim: String,
+    pub groups_prefix: String,
+    pub required_claims: Vec<(String, String)>,
+    pub signing_algs: Vec<String>,
+    /// `--oidc-ca-file`, PEM: what the issuer's certificate is checked against (the system's
+    /// roots without it).
+    pub ca_bundle: Option<String>,
+}
+
+/// The `--oidc-*` flags as given.
+#[derive(Clone, Debug, Default)]
+pub struct OidcFlags {
+    pub issuer_url: String,
+    pub client_id: String,
+    pub username_claim: String,
+    pub username_prefix: Option<String>,
+    pub groups_claim: String,
+    pub groups_prefix: String,
+    /// `key=value` each.
+    pub required_claims: Vec<String>,
+    pub signing_algs: Vec<String>,
+    pub ca_bundle: Option<String>,
+}
+
+impl OidcConfig {
+    /// The configuration the flags give, or kube's error for them.
+    pub fn from_flags(flags: OidcFlags) -> Result<OidcConfig, String> {
+        if flags.issuer_url.is_empty() || flags.client_id.is_empty() {
+            return Err("oidc-issuer-url and oidc-client-id must be specified together when any oidc-* flags are set".into());
+        }
+        let uri: http::Uri = flags.issuer_url.parse().map_err(|e| format!("oidc-issuer-url: invalid URL {:?}: {e}", flags.issuer_url))?;
+        if uri.scheme_str() != Some("https") {
+            return Err(format!("invalid authentication configuration: jwt[0].issuer.url: Invalid value: {:?}: URL scheme must be https", flags.issuer_url));
+        }
+        if flags.username_claim.is_empty() {
+            return Err("invalid authentication configuration: jwt[0].claimMappings.username: Required value: claim or expression is required".into());
+        }
+        for alg in &flags.signing_algs {
+            if !KUBE_ALGS.contains(&alg.as_str()) {
+                return Err(format!("oidc: unsupported signing alg: {alg:?}"));
+            }
+            if !SUPPORTED_ALGS.contains(&alg.as_str()) {
+                return Err(format!("oidc-signing-algs: {alg:?} is not implemented by kapi yet (RS256 and ES256 are)"));
+            }
+        }
+        let mut required_claims = Vec::new();
+        for claim in &flags.required_claims {
+            let (k, v) = claim.split_once('=').ok_or_else(|| format!("oidc-required-claim: {claim:?} is not key=value"))?;
+            required_claims.push((k.to_string(), v.to_string()));
+        }
+        let username_prefix = match flags.username_prefix.as_deref() {
+            Some("-") => String::new(),
+            Some(p) if !p.is_empty() => p.to_string(),
+            _ if flags.username_claim == "email" => String::new(),
+            _ => format!("{}#", flags.issuer_url),
+        };
+        Ok(OidcConfig {
+            issuer: flags.issuer_url,
+            client_id: flags.client_id,
+            username_claim: flags.username_claim,
+            username_prefix,
+            groups_claim: flags.groups_claim,
+            groups_prefix: flags.groups_prefix,
+            required_claims,
+            signing_algs: if flags.signing_algs.is_empty() { vec!["RS256".into()] } else { flags.signing_algs },
+            ca_bundle: flags.ca_bundle,
+        })
+    }
+}
+
+/// The OIDC authenticator: its configuration and the issuer's keys as last fetched.
+pub struct Oidc {
+    pub config: OidcConfig,
+    keys: ArcSwapOption<Vec<PublicKey>>,
+    /// A token named a key the list lacks (or there is none yet): fetch them again.
+    pub(super) stale: AtomicBool,
+}
+
+impl std::fmt::Debug for Oidc {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Oidc").field("config", &self.config).finish()
+    }
+}
+
+impl Oidc {
+    pub fn new(config: OidcConfig) -> Oidc {
+        Oidc { config, keys: ArcSwapOption::empty(), stale: AtomicBool::new(true) }
+    }
+
+    /// The issuer's keys, fetched.
+    pub fn set_keys(&self, keys: Vec<PublicKey>) {
+        self.keys.store(Some(Arc::new(keys)));
+        self.stale.store(false, Ordering::Relaxed);
+    }
+
+    /// Whether the keys should be fetched (again).
+    pub fn wants_keys(&self) -> bool {
+        self.stale.load(Ordering::Relaxed)
+    }
+
+    /// The user `token` stands for; `None` when it is no JWT of this issuer (another
+    /// authenticator's); why not, in kube's words, when it is one and fails a check.
+    pub fn authenticate(&self, token: &str, now: Timestamp) -> Option<Result<UserInfo, String>> {
+        let (header, stated) = jwt::unverified(token)?;
+        if stated.get("iss").and_then(Value::as_str) != Some(self.config.issuer.as_str()) {
+            return None;
+        }
+        Some(self.check(token, &header, &stated, now))
+    }
+
+    /// go-oidc's checks, in its order: the claims it reads (audience, expiry, not-before), then
+    /// the algorithm and the signature.
+    fn check(&self, token: &str, header: &Map<String, Value>, stated: &Map<String, Value>, now: Timestamp) -> Result<UserInfo, String> {
+        let keys = self.keys.load_full().ok_or("oidc: authenticator not initialized")?;
+        let audiences = match stated.get("aud") {
+            Some(Value::String(a)) => vec![a.clone()],
+            Some(Value::Array(a)) => a.iter().filter_map(Value::as_str).map(str::to_string).collect(),
+            _ => Vec::new(),
+        };
+        if !audiences.contains(&self.config.client_id) {
+            return Err(format!("oidc: verify token: oidc: expected audience {:?} got {}", self.config.client_id, go_strings(&audiences)));
+        }
+        let seconds = |k: &str| stated.get(k).and_then(Value::as_f64);
+        let now_s = now.as_second() as f64;
+        let expiry = seconds("exp").unwrap_or(GO_ZERO_TIME);
+        if expiry < now_s {
+            return Err(format!("oidc: verify token: oidc: token is expired (Token Expiry: {})", go_time(expiry)));
+        }
+        if let Some(nbf) = seconds("nbf").filter(|nbf| now_s + NBF_LEEWAY_SECONDS < *nbf) {
+            return Err(format!("oidc: verify token: oidc: current time {} before the nbf (not before) time: {}", go_time(now_s), go_time(nbf)));
+        }
+        let alg = header.get("alg").and_then(Value::as_str).unwrap_or_default();
+        if !self.config.signing_algs.iter().any(|a| a == alg) {
+            return Err(format!(
+                "oidc: verify token: oidc: id token signed with unsupported algorithm, expected {} got {alg:?}",
+                go_strings(&self.config.signing_algs)
+            ));
+        }
+        let kid = header.get("kid").and_then(Value::as_str);
+        if kid.is_some_and(|kid| !keys.iter().any(|k| k.kid == kid)) {
+            self.stale.store(true, Ordering::Relaxed);
+        }
+        let claims =
+            jwt::verify(token, &keys).map_err(|_| "oidc: verify token: failed to verify signature: failed to verify id token signature".to_string())?;
+        self.user(&claims)
+    }
+
+    /// The user the verified `claims` name, as kube maps them.
+    fn user(&self, claims: &Map<String, Value>) -> Result<UserInfo, String> {
+        let c = &self.config;
+        let username = match claims.get(&c.username_claim) {
+            Some(Value::String(u)) => u.clone(),
+            Some(_) => return Err(format!("oidc: parse username claims {:?}: claim is not a string", c.username_claim)),
+            None => return Err(format!("oidc: parse username claims {:?}: claim not present", c.username_claim)),
+        };
+        if c.username_claim == "email" {
+            match claims.get("email_verified") {
+                None | Some(Value::Bool(true)) => {}
+                Some(Value::Bool(false)) => return Err("oidc: email not verified".into()),
+                Some(_) => return Err("oidc: parse 'email_verified' claim: claim is not a boolean".into()),
+            }
+        }
+        let groups = match (c.groups_claim.as_str(), claims.get(&c.groups_claim)) {
+            ("", _) | (_, None) => Vec::new(),
+            (_, Some(Value::String(g))) => vec![g.clone()],
+            (_, Some(Value::Array(items))) => {
+                let groups: Option<Vec<String>> = items.iter().map(|g| g.as_str().map(str::to_string)).collect();
+                groups.ok_or_else(|| format!("oidc: parse groups claim {:?}: claim is not a string or a list of strings", c.groups_claim))?
+            }
+            (_, Some(_)) => return Err(format!("oidc: parse groups claim {:?}: claim is not a string or a list of strings", c.groups_claim)),
+        };
+        for (key, want) in &c.required_claims {
+            match claims.get(key) {
+                None => return Err(format!("oidc: required claim {key} not present in ID token")),
+                Some(Value::String(got)) if got == want => {}
+                Some(Value::String(got)) => return Err(format!("oidc: required claim {key} value does not match. Got = {got}, want = {want}")),
+                Some(_) => return Err(format!("oidc: parse claim {key}: claim is not a string")),
+            }
+        }
+        let mut extra = std::collections::BTreeMap::new();
+        if let Some(jti) = claims.get("jti").and_then(Value::as_str) {
+            extra.insert("authentication.kubernetes.io/credential-id".to_string(), vec![format!("JTI={jti}")]);
+        }
+        Ok(UserInfo {
+            name: format!("{}{username}", c.username_prefix),
+            groups: groups.into_iter().map(|g| format!("{}{g}", c.groups_prefix)).collect(),
+            extra,
+            ..Default::default()
+        })
+    }
+}
+
+/// How far in the future a token's `nbf` may be (go-oidc's leeway).
+const NBF_LEEWAY_SECONDS: f64 = 60.0;
+/// A missing `exp` reads as Go's zero time, long past.
+const GO_ZERO_TIME: f64 = -62_135_596_800.0;
+
+/// A time as Go's `%v` prints one (`2026-01-02 15:04:05 +0000 UTC`).
+fn go_time(seconds: f64) -> String {
+    Timestamp::from_second(seconds as i64)
+        .map(|t| t.strftime("%Y-%m-%d %H:%M:%S +0000 UTC").to_string())
+        .unwrap_or_else(|_| "0001-01-01 00:00:00 +0000 UTC".into())
+}
+
+/// A list of strings as Go's `%q` prints one (`["a" "b"]`).
+fn go_strings(items: &[String]) -> String {
+    format!("[{}]", items.iter().map(|i| format!("{i:?}")).collect::<Vec<_>>().join(" "))
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::serviceaccount::keys::SigningKey;
+
+    const ISSUER: &str = "https://issuer.example";
+
+    fn key() -> SigningKey {
+        SigningKey::from_pem(include_str!("../../../testdata/serviceaccount/ec.key")).unwrap()
+    }
+
+    fn oidc(flags: OidcFlags) -> Oidc {
+        let base = OidcFlags {
+            issuer_url: ISSUER.into(),
+            client_id: "kapi".into(),
+            username_claim: "sub".into(),
+            signing_algs: vec!["ES256".into()],
+            groups_claim: "groups".into(),
+            ..Default::default()
+        };
+        let flags = OidcFlags { required_claims: flags.required_claims, username_claim: flags.username_claim, username_prefix: flags.username_prefix, ..base };
+        let o = Oidc::new(OidcConfig::from_flags(flags).unwrap());
+        // The key as an issuer publishes it: through its JWK.
+        o.set_keys(vec![PublicKey::from_jwk(&key().public().jwk()).unwrap()]);
+        o
+    }
+
+    fn token(claims: Value) -> String {
+        jwt::sign(&key(), &claims)
+    }
+
+    fn now() -> Timestamp {
+        Timestamp::from_second(1_800_000_000).unwrap()
+    }
+
+    fn claims(extra: Value) -> Value {
+        let mut c = json!({"iss": ISSUER, "aud": "kapi", "sub": "jane", "exp": 1_800_000_600, "groups": ["dev", "ops"], "jti": "j1"});
+        for (k, v) in extra.as_object().unwrap() {
+            c[k] = v.clone();
+        }
+        c
+    }
+
+    #[test]
+    fn a_token_of_the_issuer_is_its_user_prefixed_with_groups() {
+        let o = oidc(OidcFlags { username_claim: "sub".into(), ..Default::default() });
+        let u = o.authenticate(&token(claims(json!({}))), now()).unwrap().unwrap();
+        assert_eq!(u.name, "https://issuer.example#jane");
+        assert_eq!(u.groups, vec!["dev", "ops"]);
+        assert_eq!(u.extra["authentication.kubernetes.io/credential-id"], vec!["JTI=j1"]);
+        // Another issuer's token, or no JWT: not this authenticator's.
+        assert!(o.authenticate(&token(claims(json!({"iss": "https://other"}))), now()).is_none());
+        assert!(o.authenticate("opaque", now()).is_none());
+        let err = |c: Value| o.authenticate(&token(claims(c)), now()).unwrap().unwrap_err();
+        assert_eq!(err(json!({"aud": ["x", "y"]})), "oidc: verify token: oidc: expected audience \"kapi\" got [\"x\" \"y\"]");
+        assert_eq!(err(json!({"exp": 1_799_999_999})), "oidc: verify token: oidc: token is expired (Token Expiry: 2027-01-15 07:59:59 +0000 UTC)");
+        assert!(err(json!({"nbf": 1_800_000_061})).starts_with("oidc: verify token: oidc: current time 2027-01-15 08:00:00 +0000 UTC before the nbf"));
+        assert!(o.authenticate(&token(claims(json!({"nbf": 1_800_000_060}))), now()).unwrap().is_ok(), "a minute's leeway");
+        assert_eq!(err(json!({"groups": 7})), "oidc: parse groups claim \"groups\": claim is not a string or a list of strings");
+        assert_eq!(o.authenticate(&token(claims(json!({"groups": "solo"}))), now()).unwrap().unwrap().groups, vec!["solo"]);
+        // A signature of another key.
+        let forged = token(claims(json!({})));
+        let (input, _) = forged.rsplit_once('.').unwrap();
+        assert_eq!(
+            o.authenticate(&format!("{input}.AAAA"), now()).unwrap().unwrap_err(),
+            "oidc: verify token: failed to verify signature: failed to verify id token signature"
+        );
+        // Before any keys are fetched.
+        let fresh = Oidc::new(o.config.clone());
+        assert!(fresh.wants_keys());
+        assert_eq!(fresh.authenticate(&token(claims(json!({}))), now()).unwrap().unwrap_err(), "oidc: authenticator not initialized");
+    }
+
+    #[test]
+    fn email_usernames_need_verifying_and_required_claims_must_hold() {
+        let o = oidc(OidcFlags { username_claim: "email".into(), required_claims: vec!["tenant=a".into()], ..Default::default() });
+        let ok = claims(json!({"email": "jane@example.com", "tenant": "a"}));
+        assert_eq!(o.authenticate(&token(ok.clone()), now()).unwrap().unwrap().name, "jane@example.com", "no prefix for email");
+        let err = |c: Value| o.authenticate(&token(c), now()).unwrap().unwrap_err();
+        let mut unverified = ok.clone();
+        unverified["email_verified"] = json!(false);
+        assert_eq!(err(unverified), "oidc: email not verified");
+        assert_eq!(err(claims(json!({"email": "jane@example.com"}))), "oidc: required claim tenant not present in ID token");
+        assert_eq!(err(claims(json!({"email": "j", "tenant": "b"}))), "oidc: required claim tenant value does not match. Got = b, want = a");
+        assert_eq!(err(claims(json!({"tenant": "a"}))), "oidc: parse username claims \"email\": claim not present");
+        let plain = oidc(OidcFlags { username_claim: "sub".into(), username_prefix: Some("-".into()), ..Default::default() });
+        assert_eq!(plain.authenticate(&token(claims(json!({}))), now()).unwrap().unwrap().name, "jane");
+    }
+
+    #[test]
+    fn the_flags_are_checked_as_kube_checks_them() {
+        let flags = |issuer: &str, client: &str, algs: &[&str]| OidcFlags {
+            issuer_url: issuer.into(),
+            client_id: client.into(),
+            username_claim: "sub".into(),
+            signing_algs: algs.iter().map(|a| a.to_string()).collect(),
+            ..Default::default()
+        };
+        assert_eq!(
+            OidcConfig::from_flags(flags(ISSUER, "", &[])).unwrap_err(),
+            "oidc-issuer-url and oidc-client-id must be specified together when any oidc-* flags are set"
+        );
+        assert!(OidcConfig::from_flags(flags("http://issuer", "kapi", &[])).unwrap_err().ends_with("URL scheme must be https"));
+        assert_eq!(OidcConfig::from_flags(flags(ISSUER, "kapi", &["HS256"])).unwrap_err(), "oidc: unsupported signing alg: \"HS256\"");
+        assert!(OidcConfig::from_flags(flags(ISSUER, "kapi", &["PS256"])).unwrap_err().contains("not implemented by kapi"));
+        assert_eq!(OidcConfig::from_flags(flags(ISSUER, "kapi", &[])).unwrap().signing_algs, vec!["RS256"]);
+    }
+}

@@ -1,0 +1,116 @@
+//! OpenID Connect tokens (`--oidc-*`) against a real HTTPS issuer the test starts (Python's
+//! HTTP server behind TLS, serving its discovery document and JWKS), with tokens the test signs
+//! with openssl (RS256), independently of kapi: a token of the issuer is its user (username and
+//! groups claims, prefixed) for kubectl and curl, RBAC authorizes it by its groups, and an
+//! expired, foreign-audience or forged one is 401.
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use base64::Engine;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use kapi_tests::{Kapi, Running, eventually, free_port, openssl_pki, python_webhook, status_and_body};
+use serde_json::{Value, json};
+
+/// The issuer: its discovery document and keys, read from the files the test writes.
+const ISSUER: &str = r#"
+import json
+def answer(h, review):
+    name = "discovery.json" if h.path == "/.well-known/openid-configuration" else "jwks.json"
+    with open(name) as f:
+        return json.load(f)
+"#;
+
+fn openssl(dir: &Path, args: &[&str], stdin: &[u8]) -> Vec<u8> {
+    let mut child = Command::new("openssl").args(args).current_dir(dir).stdin(Stdio::piped()).stdout(Stdio::piped()).spawn().expect("openssl runs");
+    std::io::Write::write_all(child.stdin.as_mut().unwrap(), stdin).unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "openssl {args:?}");
+    out.stdout
+}
+
+/// The issuer's RSA key (`oidc.key`) and its JWK.
+fn signing_key(dir: &Path) -> Value {
+    openssl(dir, &["genrsa", "-out", "oidc.key", "2048"], b"");
+    let modulus = String::from_utf8(openssl(dir, &["rsa", "-in", "oidc.key", "-noout", "-modulus"], b"")).unwrap();
+    let hex = modulus.trim().trim_start_matches("Modulus=");
+    let n: Vec<u8> = (0..hex.len()).step_by(2).map(|i| u8::from_str_radix(&hex[i..i + 2], 16).unwrap()).collect();
+    json!({"kty": "RSA", "use": "sig", "alg": "RS256", "kid": "k1", "n": URL_SAFE_NO_PAD.encode(n), "e": "AQAB"})
+}
+
+/// `claims` signed RS256 with `oidc.key`.
+fn sign(dir: &Path, claims: &Value) -> String {
+    let header = URL_SAFE_NO_PAD.encode(json!({"alg": "RS256", "kid": "k1", "typ": "JWT"}).to_string());
+    let input = format!("{header}.{}", URL_SAFE_NO_PAD.encode(claims.to_string()));
+    let signature = openssl(dir, &["dgst", "-sha256", "-sign", "oidc.key"], input.as_bytes());
+    format!("{input}.{}", URL_SAFE_NO_PAD.encode(signature))
+}
+
+#[test]
+fn a_token_of_the_oidc_issuer_is_its_user() {
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let issuer = format!("https://127.0.0.1:{port}");
+    openssl_pki(dir.path(), &[("hook", "subjectAltName=IP:127.0.0.1\nbasicConstraints=CA:FALSE")]);
+    let jwk = signing_key(dir.path());
+    std::fs::write(dir.path().join("discovery.json"), json!({"issuer": issuer, "jwks_uri": format!("{issuer}/keys")}).to_string()).unwrap();
+    std::fs::write(dir.path().join("jwks.json"), json!({"keys": [jwk]}).to_string()).unwrap();
+    let _issuer: Running = python_webhook(dir.path(), port, ISSUER, false);
+    let ca = dir.path().join("ca.crt");
+    let k = Kapi::start_with(&[
+        "--oidc-issuer-url",
+        &issuer,
+        "--oidc-client-id",
+        "kapi",
+        "--oidc-ca-file",
+        ca.to_str().unwrap(),
+        "--oidc-groups-claim",
+        "groups",
+        "--oidc-groups-prefix",
+        "oidc:",
+        "--authorization-mode",
+        "RBAC",
+    ]);
+    let now = jiff::Timestamp::now().as_second();
+    let claims = |extra: Value| {
+        let mut c = json!({"iss": issuer, "aud": "kapi", "sub": "jane", "groups": ["dev"], "iat": now, "exp": now + 600});
+        for (key, v) in extra.as_object().unwrap() {
+            c[key] = v.clone();
+        }
+        c
+    };
+    let token = sign(dir.path(), &claims(json!({})));
+    let as_user = |token: &str, args: &[&str]| {
+        let (server, kapi_ca) = (k.url(""), k.data_dir().join("pki/ca.crt"));
+        let mut a = vec!["--kubeconfig=/dev/null", "--server", &server, "--certificate-authority", kapi_ca.to_str().unwrap(), "--token", token];
+        a.extend_from_slice(args);
+        Command::new("kubectl").args(&a).output().expect("kubectl runs")
+    };
+    // The keys are fetched once kapi is up: the token works within a few seconds.
+    assert!(eventually(Duration::from_secs(20), || as_user(&token, &["auth", "whoami"]).status.success()), "the token authenticates");
+    let who: Value = serde_json::from_slice(&as_user(&token, &["auth", "whoami", "-o", "json"]).stdout).unwrap();
+    assert_eq!(who["status"]["userInfo"]["username"], format!("{issuer}#jane"));
+    assert_eq!(who["status"]["userInfo"]["groups"], json!(["oidc:dev", "system:authenticated"]));
+
+    // RBAC by the token's group.
+    let out = as_user(&token, &["get", "pods"]);
+    assert!(String::from_utf8_lossy(&out.stderr).contains(&format!("User \"{issuer}#jane\" cannot list resource \"pods\"")), "{out:?}");
+    k.ok(&["create", "clusterrolebinding", "oidc-dev-view", "--clusterrole=view", "--group=oidc:dev"]);
+    assert!(eventually(Duration::from_secs(10), || as_user(&token, &["get", "pods"]).status.success()));
+
+    // curl: expired, another audience, forged: 401.
+    let curl = |token: &str| {
+        let kapi_ca = k.data_dir().join("pki/ca.crt");
+        let out = Command::new("curl")
+            .args(["-sS", "--cacert", kapi_ca.to_str().unwrap(), "-H", &format!("Authorization: Bearer {token}"), "-w", "\n%{http_code}", &k.url("/api")])
+            .output()
+            .expect("curl runs");
+        status_and_body(&out).0
+    };
+    assert_eq!(curl(&token), 200);
+    assert_eq!(curl(&sign(dir.path(), &claims(json!({"exp": now - 10})))), 401);
+    assert_eq!(curl(&sign(dir.path(), &claims(json!({"aud": "someone-else"})))), 401);
+    let (input, _) = token.rsplit_once('.').unwrap();
+    assert_eq!(curl(&format!("{input}.{}", URL_SAFE_NO_PAD.encode([7u8; 256]))), 401);
+}
