@@ -15,6 +15,8 @@ use kapi_core::auth::webhook::TokenWebhook;
 use kapi_core::authz::WebhookAuthorizer;
 use kapi_core::webhook::ReviewVersion;
 use kapi_core::webhook::kubeconfig::{self, Endpoint};
+use rustls::pki_types::CertificateDer;
+use rustls::pki_types::pem::PemObject;
 
 use crate::clock;
 use crate::webhook::WebhookClient;
@@ -31,9 +33,9 @@ pub struct AuthArgs {
     /// not given).
     #[arg(long)]
     oidc_ca_file: Option<PathBuf>,
-    /// The claim that names the user.
-    #[arg(long, default_value = "sub")]
-    oidc_username_claim: String,
+    /// The claim that names the user (default sub).
+    #[arg(long)]
+    oidc_username_claim: Option<String>,
     /// Put before usernames (default: the issuer URL and '#', unless the claim is email; '-':
     /// none).
     #[arg(long)]
@@ -44,9 +46,9 @@ pub struct AuthArgs {
     /// Put before group names.
     #[arg(long)]
     oidc_groups_prefix: Option<String>,
-    /// The signing algorithms accepted (RS256, ES256), comma-separated.
-    #[arg(long, value_delimiter = ',', default_value = "RS256")]
-    oidc_signing_algs: Vec<String>,
+    /// The signing algorithms accepted (RS256, ES256), comma-separated (default RS256).
+    #[arg(long, value_delimiter = ',')]
+    oidc_signing_algs: Option<Vec<String>>,
     /// key=value: a claim every token must have with that value (repeatable).
     #[arg(long)]
     oidc_required_claim: Vec<String>,
@@ -75,11 +77,14 @@ pub struct AuthArgs {
 }
 
 impl AuthArgs {
-    /// The OIDC authenticator, if the flags name an issuer.
-    pub fn oidc(&self) -> anyhow::Result<Option<Oidc>> {
+    /// The OIDC authenticator, if the flags name an issuer (`service_account_issuers`: the
+    /// issuers it must not be).
+    pub fn oidc(&self, service_account_issuers: &[String]) -> anyhow::Result<Option<Oidc>> {
         let any = self.oidc_issuer_url.is_some()
             || self.oidc_client_id.is_some()
             || self.oidc_ca_file.is_some()
+            || self.oidc_username_claim.is_some()
+            || self.oidc_signing_algs.is_some()
             || self.oidc_username_prefix.is_some()
             || self.oidc_groups_claim.is_some()
             || self.oidc_groups_prefix.is_some()
@@ -87,20 +92,29 @@ impl AuthArgs {
         if !any {
             return Ok(None);
         }
+        if self.oidc_issuer_url.is_none() || self.oidc_client_id.is_none() {
+            anyhow::bail!("oidc-issuer-url and oidc-client-id must be specified together when any oidc-* flags are set");
+        }
         let ca_bundle = match &self.oidc_ca_file {
             Some(f) => Some(std::fs::read_to_string(f).with_context(|| format!("reading {}", f.display()))?),
             None => None,
         };
+        if ca_bundle.as_ref().is_some_and(|pem| CertificateDer::pem_slice_iter(pem.as_bytes()).flatten().next().is_none()) {
+            anyhow::bail!(
+                "invalid authentication configuration: jwt[0].issuer.certificateAuthority: Invalid value: \"<omitted>\": data does not contain any valid RSA or ECDSA certificates"
+            );
+        }
         let flags = OidcFlags {
             issuer_url: self.oidc_issuer_url.clone().unwrap_or_default(),
             client_id: self.oidc_client_id.clone().unwrap_or_default(),
-            username_claim: self.oidc_username_claim.clone(),
+            username_claim: self.oidc_username_claim.clone().unwrap_or_else(|| "sub".into()),
             username_prefix: self.oidc_username_prefix.clone(),
             groups_claim: self.oidc_groups_claim.clone().unwrap_or_default(),
             groups_prefix: self.oidc_groups_prefix.clone().unwrap_or_default(),
             required_claims: self.oidc_required_claim.clone(),
-            signing_algs: self.oidc_signing_algs.clone(),
+            signing_algs: self.oidc_signing_algs.clone().unwrap_or_default(),
             ca_bundle,
+            disallowed_issuers: service_account_issuers.to_vec(),
         };
         Ok(Some(Oidc::new(OidcConfig::from_flags(flags).map_err(anyhow::Error::msg)?)))
     }

@@ -418,7 +418,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         tracing::warn!("AnonymousAuth is not allowed with the AlwaysAllow authorizer. Resetting AnonymousAuth to false. You should use a different authorizer");
     }
     let service_accounts = Some(Arc::new(service_account_tokens(&args)?));
-    let oidc = args.auth.oidc()?.map(Arc::new);
+    let oidc = args.auth.oidc(&args.service_account_issuer)?.map(Arc::new);
     let authenticator = Authenticator {
         tokens,
         loopback: Some(loopback.clone()),

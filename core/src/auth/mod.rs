@@ -294,8 +294,8 @@ impl Authenticator {
     /// The user an OIDC token stands for and the audiences it is good for (of `asked`, as
     /// [`Self::agnostic_audiences`]); `None` when it is not the OIDC issuer's token.
     pub fn oidc_user(&self, token: &str, asked: Option<&[String]>, now: jiff::Timestamp) -> Option<Result<(UserInfo, Vec<String>), String>> {
-        let found = self.oidc.as_deref()?.authenticate(token, now)?;
         let audiences = self.agnostic_audiences(asked)?;
+        let found = self.oidc.as_deref()?.authenticate(token, now)?;
         Some(found.map(|user| (user, audiences)))
     }
 

@@ -57,6 +57,8 @@ pub struct OidcFlags {
     pub required_claims: Vec<String>,
     pub signing_algs: Vec<String>,
     pub ca_bundle: Option<String>,
+    /// `--service-account-issuer`s, whose tokens are not an OIDC issuer's.
+    pub disallowed_issuers: Vec<String>,
 }
 
 impl OidcConfig {
@@ -66,13 +68,26 @@ impl OidcConfig {
             return Err("oidc-issuer-url and oidc-client-id must be specified together when any oidc-* flags are set".into());
         }
         let uri: http::Uri = flags.issuer_url.parse().map_err(|e| format!("oidc-issuer-url: invalid URL {:?}: {e}", flags.issuer_url))?;
+        let invalid = |why: &str| format!("invalid authentication configuration: jwt[0].issuer.url: Invalid value: {:?}: {why}", flags.issuer_url);
         if uri.scheme_str() != Some("https") {
-            return Err(format!("invalid authentication configuration: jwt[0].issuer.url: Invalid value: {:?}: URL scheme must be https", flags.issuer_url));
+            return Err(invalid("URL scheme must be https"));
+        }
+        if uri.authority().is_some_and(|a| a.as_str().contains('@')) {
+            return Err(invalid("URL must not contain a username or password"));
+        }
+        if uri.query().is_some() {
+            return Err(invalid("URL must not contain a query"));
+        }
+        if flags.issuer_url.contains('#') {
+            return Err(invalid("URL must not contain a fragment"));
+        }
+        if flags.disallowed_issuers.contains(&flags.issuer_url) {
+            return Err(invalid(&format!("URL must not overlap with disallowed issuers: [{}]", flags.disallowed_issuers.join(" "))));
         }
         if flags.username_claim.is_empty() {
             return Err("invalid authentication configuration: jwt[0].claimMappings.username: Required value: claim or expression is required".into());
         }
-        for alg in &flags.signing_algs {
+        for alg in flags.signing_algs.iter().filter(|a| !a.is_empty()) {
             if !KUBE_ALGS.contains(&alg.as_str()) {
                 return Err(format!("oidc: unsupported signing alg: {alg:?}"));
             }
@@ -80,9 +95,16 @@ impl OidcConfig {
                 return Err(format!("oidc-signing-algs: {alg:?} is not implemented by kapi yet (RS256 and ES256 are)"));
             }
         }
-        let mut required_claims = Vec::new();
+        // A map, as kube keeps them: the last value of a key counts.
+        let mut required_claims: Vec<(String, String)> = Vec::new();
         for claim in &flags.required_claims {
             let (k, v) = claim.split_once('=').ok_or_else(|| format!("oidc-required-claim: {claim:?} is not key=value"))?;
+            if k.is_empty() {
+                return Err(
+                    "invalid authentication configuration: jwt[0].claimValidationRules[0].claim: Required value: claim or expression is required".into()
+                );
+            }
+            required_claims.retain(|(key, _)| key != k);
             required_claims.push((k.to_string(), v.to_string()));
         }
         let username_prefix = match flags.username_prefix.as_deref() {
@@ -99,7 +121,10 @@ impl OidcConfig {
             groups_claim: flags.groups_claim,
             groups_prefix: flags.groups_prefix,
             required_claims,
-            signing_algs: if flags.signing_algs.is_empty() { vec!["RS256".into()] } else { flags.signing_algs },
+            signing_algs: match flags.signing_algs.into_iter().filter(|a| !a.is_empty()).collect::<Vec<_>>() {
+                algs if algs.is_empty() => vec!["RS256".into()],
+                algs => algs,
+            },
             ca_bundle: flags.ca_bundle,
         })
     }
@@ -145,26 +170,32 @@ impl Oidc {
         Some(self.check(token, &header, &stated, now))
     }
 
-    /// go-oidc's checks, in its order: the claims it reads (audience, expiry, not-before), then
-    /// the algorithm and the signature.
+    /// go-oidc's checks, in its order: the claims it reads (typed as its `idToken` reads them;
+    /// audience, expiry, not-before), then the algorithm and the signature.
     fn check(&self, token: &str, header: &Map<String, Value>, stated: &Map<String, Value>, now: Timestamp) -> Result<UserInfo, String> {
         let keys = self.keys.load_full().ok_or("oidc: authenticator not initialized")?;
-        let audiences = match stated.get("aud") {
+        let unmarshal = |what: &str| format!("oidc: verify token: oidc: failed to unmarshal claims: json: cannot unmarshal {what}");
+        let audiences: Vec<String> = match stated.get("aud") {
+            None | Some(Value::Null) => Vec::new(),
             Some(Value::String(a)) => vec![a.clone()],
-            Some(Value::Array(a)) => a.iter().filter_map(Value::as_str).map(str::to_string).collect(),
-            _ => Vec::new(),
+            Some(Value::Array(a)) => a.iter().map(|x| x.as_str().map(str::to_string)).collect::<Option<_>>().ok_or_else(|| unmarshal("into audience"))?,
+            Some(_) => return Err(unmarshal("into audience")),
         };
+        if stated.get("sub").is_some_and(|v| !v.is_string() && !v.is_null()) {
+            return Err(unmarshal("into Go struct field idToken.sub of type string"));
+        }
+        let time = |k: &str| go_json_time(stated.get(k)).ok_or_else(|| unmarshal(&format!("into Go struct field idToken.{k}")));
+        let (expiry, not_before) = (time("exp")?, time("nbf")?);
         if !audiences.contains(&self.config.client_id) {
             return Err(format!("oidc: verify token: oidc: expected audience {:?} got {}", self.config.client_id, go_strings(&audiences)));
         }
-        let seconds = |k: &str| stated.get(k).and_then(Value::as_f64);
-        let now_s = now.as_second() as f64;
-        let expiry = seconds("exp").unwrap_or(GO_ZERO_TIME);
-        if expiry < now_s {
+        let now_ns = now.as_nanosecond();
+        let expiry = expiry.unwrap_or(GO_ZERO_TIME);
+        if i128::from(expiry) * NANOS < now_ns {
             return Err(format!("oidc: verify token: oidc: token is expired (Token Expiry: {})", go_time(expiry)));
         }
-        if let Some(nbf) = seconds("nbf").filter(|nbf| now_s + NBF_LEEWAY_SECONDS < *nbf) {
-            return Err(format!("oidc: verify token: oidc: current time {} before the nbf (not before) time: {}", go_time(now_s), go_time(nbf)));
+        if let Some(nbf) = not_before.filter(|nbf| now_ns + i128::from(NBF_LEEWAY_SECONDS) * NANOS < i128::from(*nbf) * NANOS) {
+            return Err(format!("oidc: verify token: oidc: current time {} before the nbf (not before) time: {}", go_time(now.as_second()), go_time(nbf)));
         }
         let alg = header.get("alg").and_then(Value::as_str).unwrap_or_default();
         if !self.config.signing_algs.iter().any(|a| a == alg) {
@@ -173,12 +204,12 @@ impl Oidc {
                 go_strings(&self.config.signing_algs)
             ));
         }
-        let kid = header.get("kid").and_then(Value::as_str);
-        if kid.is_some_and(|kid| !keys.iter().any(|k| k.kid == kid)) {
+        // A signature none of the keys verifies may be of a key the issuer has since rotated in:
+        // the keys are fetched again (go-oidc's remote key set does so on a failed verification).
+        let claims = jwt::verify(token, &keys).map_err(|_| {
             self.stale.store(true, Ordering::Relaxed);
-        }
-        let claims =
-            jwt::verify(token, &keys).map_err(|_| "oidc: verify token: failed to verify signature: failed to verify id token signature".to_string())?;
+            "oidc: verify token: failed to verify signature: failed to verify id token signature".to_string()
+        })?;
         self.user(&claims)
     }
 
@@ -187,18 +218,19 @@ impl Oidc {
         let c = &self.config;
         let username = match claims.get(&c.username_claim) {
             Some(Value::String(u)) => u.clone(),
+            Some(Value::Null) => String::new(),
             Some(_) => return Err(format!("oidc: parse username claims {:?}: claim is not a string", c.username_claim)),
             None => return Err(format!("oidc: parse username claims {:?}: claim not present", c.username_claim)),
         };
         if c.username_claim == "email" {
             match claims.get("email_verified") {
                 None | Some(Value::Bool(true)) => {}
-                Some(Value::Bool(false)) => return Err("oidc: email not verified".into()),
+                Some(Value::Bool(false) | Value::Null) => return Err("oidc: email not verified".into()),
                 Some(_) => return Err("oidc: parse 'email_verified' claim: claim is not a boolean".into()),
             }
         }
         let groups = match (c.groups_claim.as_str(), claims.get(&c.groups_claim)) {
-            ("", _) | (_, None) => Vec::new(),
+            ("", _) | (_, None | Some(Value::Null)) => Vec::new(),
             (_, Some(Value::String(g))) => vec![g.clone()],
             (_, Some(Value::Array(items))) => {
                 let groups: Option<Vec<String>> = items.iter().map(|g| g.as_str().map(str::to_string)).collect();
@@ -210,12 +242,14 @@ impl Oidc {
             match claims.get(key) {
                 None => return Err(format!("oidc: required claim {key} not present in ID token")),
                 Some(Value::String(got)) if got == want => {}
+                Some(Value::Null) if want.is_empty() => {}
+                Some(Value::Null) => return Err(format!("oidc: required claim {key} value does not match. Got = , want = {want}")),
                 Some(Value::String(got)) => return Err(format!("oidc: required claim {key} value does not match. Got = {got}, want = {want}")),
                 Some(_) => return Err(format!("oidc: parse claim {key}: claim is not a string")),
             }
         }
         let mut extra = std::collections::BTreeMap::new();
-        if let Some(jti) = claims.get("jti").and_then(Value::as_str) {
+        if let Some(jti) = claims.get("jti").and_then(Value::as_str).filter(|j| !j.is_empty()) {
             extra.insert("authentication.kubernetes.io/credential-id".to_string(), vec![format!("JTI={jti}")]);
         }
         Ok(UserInfo {
@@ -227,16 +261,33 @@ impl Oidc {
     }
 }
 
-/// How far in the future a token's `nbf` may be (go-oidc's leeway).
-const NBF_LEEWAY_SECONDS: f64 = 60.0;
+/// How far in the future a token's `nbf` may be (go-oidc's leeway), in seconds.
+const NBF_LEEWAY_SECONDS: i64 = 60;
+const NANOS: i128 = 1_000_000_000;
 /// A missing `exp` reads as Go's zero time, long past.
-const GO_ZERO_TIME: f64 = -62_135_596_800.0;
+const GO_ZERO_TIME: i64 = -62_135_596_800;
+
+/// A time claim as go-oidc's `jsonTime` reads one: absent or null is none; a number (or a
+/// quoted one) is its seconds, a fraction truncated and a number beyond an int64 read as Go's
+/// conversion on amd64 reads it (the least int64); anything else does not unmarshal (`None`).
+fn go_json_time(v: Option<&Value>) -> Option<Option<i64>> {
+    let number = match v {
+        None | Some(Value::Null) => return Some(None),
+        Some(Value::Number(n)) => n.clone(),
+        Some(Value::String(s)) => serde_json::from_str::<serde_json::Number>(s).ok()?,
+        Some(_) => return None,
+    };
+    let seconds = match (number.as_i64(), number.as_f64()) {
+        (Some(i), _) => i,
+        (None, Some(f)) if (-9.223_372_036_854_775_808e18..9.223_372_036_854_775_808e18).contains(&f) => f as i64,
+        _ => i64::MIN,
+    };
+    Some(Some(seconds))
+}
 
 /// A time as Go's `%v` prints one (`2026-01-02 15:04:05 +0000 UTC`).
-fn go_time(seconds: f64) -> String {
-    Timestamp::from_second(seconds as i64)
-        .map(|t| t.strftime("%Y-%m-%d %H:%M:%S +0000 UTC").to_string())
-        .unwrap_or_else(|_| "0001-01-01 00:00:00 +0000 UTC".into())
+fn go_time(seconds: i64) -> String {
+    Timestamp::from_second(seconds).map(|t| t.strftime("%Y-%m-%d %H:%M:%S +0000 UTC").to_string()).unwrap_or_else(|_| "0001-01-01 00:00:00 +0000 UTC".into())
 }
 
 /// A list of strings as Go's `%q` prints one (`["a" "b"]`).
@@ -313,6 +364,15 @@ mod tests {
             o.authenticate(&format!("{input}.AAAA"), now()).unwrap().unwrap_err(),
             "oidc: verify token: failed to verify signature: failed to verify id token signature"
         );
+        // Claims typed as go-oidc reads them.
+        assert!(o.authenticate(&token(claims(json!({"exp": "1800000600"}))), now()).unwrap().is_ok(), "a quoted number");
+        assert!(err(json!({"exp": 1e300})).starts_with("oidc: verify token: oidc: token is expired"), "beyond an int64");
+        assert!(err(json!({"exp": "soon"})).starts_with("oidc: verify token: oidc: failed to unmarshal claims"));
+        assert!(err(json!({"aud": ["kapi", 1]})).starts_with("oidc: verify token: oidc: failed to unmarshal claims"));
+        let u = o.authenticate(&token(claims(json!({"groups": null, "jti": ""}))), now()).unwrap().unwrap();
+        assert!(u.groups.is_empty() && u.extra.is_empty(), "{u:?}");
+        // A failed signature asks for the keys again (the issuer may have rotated them).
+        assert!(o.wants_keys());
         // Before any keys are fetched.
         let fresh = Oidc::new(o.config.clone());
         assert!(fresh.wants_keys());
@@ -352,5 +412,12 @@ mod tests {
         assert_eq!(OidcConfig::from_flags(flags(ISSUER, "kapi", &["HS256"])).unwrap_err(), "oidc: unsupported signing alg: \"HS256\"");
         assert!(OidcConfig::from_flags(flags(ISSUER, "kapi", &["PS256"])).unwrap_err().contains("not implemented by kapi"));
         assert_eq!(OidcConfig::from_flags(flags(ISSUER, "kapi", &[])).unwrap().signing_algs, vec!["RS256"]);
+        assert_eq!(OidcConfig::from_flags(flags(ISSUER, "kapi", &[""])).unwrap().signing_algs, vec!["RS256"]);
+        assert!(OidcConfig::from_flags(flags("https://issuer.example?x=1", "kapi", &[])).unwrap_err().ends_with("URL must not contain a query"));
+        assert!(OidcConfig::from_flags(flags("https://issuer.example#x", "kapi", &[])).unwrap_err().ends_with("URL must not contain a fragment"));
+        let overlap = OidcFlags { disallowed_issuers: vec![ISSUER.into()], ..flags(ISSUER, "kapi", &[]) };
+        assert!(OidcConfig::from_flags(overlap).unwrap_err().contains("URL must not overlap with disallowed issuers"));
+        let twice = OidcFlags { required_claims: vec!["t=a".into(), "t=b".into()], ..flags(ISSUER, "kapi", &[]) };
+        assert_eq!(OidcConfig::from_flags(twice).unwrap().required_claims, vec![("t".to_string(), "b".to_string())]);
     }
 }

@@ -105,6 +105,9 @@ impl KeyFetcher {
                     return Err(format!("oidc: issuer did not match the issuer returned by provider, expected {:?} got {issuer:?}", oidc.config.issuer));
                 }
                 let jwks = doc.get("jwks_uri").and_then(Value::as_str).filter(|u| !u.is_empty()).ok_or("oidc: discovery document has no jwks_uri")?;
+                if !jwks.starts_with("https://") {
+                    return Err(format!("oidc: jwks_uri {jwks:?}: kapi fetches keys only over https"));
+                }
                 self.step = Step::Keys(jwks.to_string());
             }
             Step::Keys(_) => {

@@ -53,7 +53,8 @@ pub fn unverified(token: &str) -> Option<(Map<String, Value>, Map<String, Value>
 pub fn verify(token: &str, keys: &[PublicKey]) -> Result<Map<String, Value>, String> {
     let header = header(token).ok_or("not a JWT")?;
     let alg = header.get("alg").and_then(Value::as_str).unwrap_or_default();
-    let kid = header.get("kid").and_then(Value::as_str);
+    // An empty key id names no key: every key is tried, as go-jose's key sets try them.
+    let kid = header.get("kid").and_then(Value::as_str).filter(|kid| !kid.is_empty());
     let (input, signature) = token.rsplit_once('.').ok_or("not a JWT")?;
     let signature = URL_SAFE_NO_PAD.decode(signature).map_err(|_| "invalid signature encoding")?;
     let signed = keys.iter().filter(|k| k.algorithm() == alg && kid.is_none_or(|kid| kid == k.kid)).any(|k| k.verifies(input.as_bytes(), &signature));

@@ -6,13 +6,18 @@
 //! an issuer and an audience of the server's, within its times, and is confirmed only by
 //! objects whose uids are the ones it names. Bootstrap tokens likewise: any text, and tokens
 //! of the bootstrap form against Secrets with any data; one is accepted only where its Secret
-//! holds its id and secret, is of the bootstrap type and is marked for authentication.
+//! holds its id and secret, is of the bootstrap type and is marked for authentication. And
+//! OIDC: the same tokens put to an OIDC authenticator whose issuer key is the server's, with
+//! its keys read from JWKs of any shape; one is accepted only if that key signed it, its
+//! issuer is the OIDC issuer, its audiences hold the client id and it has not expired.
 
 use arbitrary::{Arbitrary, Unstructured};
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use kapi_core::admission::Lookup;
+use kapi_core::auth::oidc::{Oidc, OidcConfig, OidcFlags};
 use kapi_core::auth::{BOOTSTRAPPERS_GROUP, BootstrapToken, check_token};
+use kapi_core::serviceaccount::keys::PublicKey;
 use kapi_core::serviceaccount::{TokenConfig, jwt};
 use serde_json::{Value, json};
 
@@ -140,6 +145,33 @@ fn bootstrap(u: &mut Unstructured, now: jiff::Timestamp) -> arbitrary::Result<()
     Ok(())
 }
 
+/// The OIDC authenticator: the second issuer, the `vault` audience, the server's key (read
+/// back from its JWK), and before it keys of JWKs of any shape.
+fn oidc(u: &mut Unstructured, config: &TokenConfig) -> arbitrary::Result<Oidc> {
+    let flags = OidcFlags {
+        issuer_url: ISSUERS[1].into(),
+        client_id: "vault".into(),
+        username_claim: "jti".into(),
+        signing_algs: vec!["ES256".into(), "RS256".into()],
+        ..Default::default()
+    };
+    let oidc = Oidc::new(OidcConfig::from_flags(flags).expect("valid flags"));
+    let mut keys = Vec::new();
+    for _ in 0..u.int_in_range(0u8..=3)? {
+        let mut jwk = config.signing_key.public().jwk();
+        let field = pick(u, &["kty", "crv", "x", "y", "n", "e", "alg", "use", "kid"])?;
+        jwk[field] = match u.int_in_range(0u8..=2)? {
+            0 => json!(String::arbitrary(u)?),
+            1 => json!(URL_SAFE_NO_PAD.encode(Vec::<u8>::arbitrary(u)?)),
+            _ => any_value(u, NAMES)?,
+        };
+        keys.extend(PublicKey::from_jwk(&jwk));
+    }
+    keys.extend(PublicKey::from_jwk(&config.signing_key.public().jwk()));
+    oidc.set_keys(keys);
+    Ok(oidc)
+}
+
 /// Tokens checked per input (each signed one costs a signature and its check).
 const TOKENS_PER_INPUT: usize = 8;
 
@@ -147,11 +179,21 @@ pub fn tokens(data: &[u8]) {
     let mut u = Unstructured::new(data);
     let config = token_config();
     let now = jiff::Timestamp::from_second(NOW).expect("a valid time");
+    let Ok(oidc) = oidc(&mut u, &config) else { return };
     for _ in 0..TOKENS_PER_INPUT {
         if bootstrap(&mut u, now).is_err() {
             return;
         }
         let Ok((token, signed)) = token(&mut u, &config) else { return };
+        if let Some(Ok(user)) = oidc.authenticate(&token, now) {
+            assert!(signed, "an OIDC token no key signed was accepted: {token}");
+            let claims = jwt::verify(&token, &config.public_keys).expect("an accepted token verifies");
+            assert_eq!(claims.get("iss").and_then(Value::as_str), Some(ISSUERS[1]));
+            let aud = &claims["aud"];
+            assert!(aud == "vault" || aud.as_array().is_some_and(|a| a.iter().any(|x| x == "vault")), "{aud}");
+            assert!(claims.get("exp").and_then(Value::as_f64).is_some_and(|exp| exp >= NOW as f64), "{claims:?}");
+            assert_eq!(user.name, format!("{}#{}", ISSUERS[1], claims["jti"].as_str().unwrap_or_default()));
+        }
         let Some(Ok(claimed)) = check_token(&config, &token, None, now) else { continue };
         assert!(signed, "a token the server did not sign was accepted: {token}");
         let verified = jwt::verify(&token, &config.public_keys).expect("an accepted token verifies");
