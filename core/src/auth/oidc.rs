@@ -279,7 +279,7 @@ fn go_json_time(v: Option<&Value>) -> Option<Option<i64>> {
     };
     let seconds = match (number.as_i64(), number.as_f64()) {
         (Some(i), _) => i,
-        (None, Some(f)) if (-9.223_372_036_854_775_808e18..9.223_372_036_854_775_808e18).contains(&f) => f as i64,
+        (None, Some(f)) if (i64::MIN as f64..-(i64::MIN as f64)).contains(&f) => f as i64,
         _ => i64::MIN,
     };
     Some(Some(seconds))
