@@ -423,7 +423,9 @@ impl World {
     /// Starts the built-in controllers; from now on they act after every request and tick.
     pub fn start_controllers(&mut self, enabled: Enabled) {
         let token = self.server.authenticator.loopback.clone().expect("the server has a loopback token");
-        self.controllers = Some(Controllers::new(enabled, &self.served.catalog, &token, SIM_CA, self.now));
+        let mut controllers = Controllers::new(enabled, &self.served.catalog, &token, SIM_CA, self.now);
+        controllers.sign_legacy_tokens(self.server.authenticator.service_accounts.as_deref(), self.now);
+        self.controllers = Some(controllers);
         self.settle();
     }
 

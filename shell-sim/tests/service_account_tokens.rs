@@ -3,6 +3,7 @@
 //! bounds and bindings, and kube's refusals.
 
 use base64::Engine;
+use kapi_core::controllers::Enabled;
 use kapi_sim::{Response, World, default_server, epoch, token_config};
 use serde_json::{Value, json};
 
@@ -233,4 +234,110 @@ fn a_token_review_says_whom_a_token_stands_for() {
         json!({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview", "spec": {"token": t}}),
     );
     assert_eq!(review.json()["status"], json!({"user": {}, "error": "serviceaccounts \"robot\" not found"}));
+}
+
+const SECRETS: &str = "/api/v1/namespaces/default/secrets";
+
+fn token_secret(name: &str, annotations: Value) -> Value {
+    json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": name, "annotations": annotations}, "type": "kubernetes.io/service-account-token"})
+}
+
+fn secret(w: &mut World, name: &str) -> Response {
+    w.call("GET", &format!("{SECRETS}/{name}"), "", None, "")
+}
+
+fn data(secret: &Value, key: &str) -> String {
+    String::from_utf8(base64::engine::general_purpose::STANDARD.decode(secret["data"][key].as_str().unwrap_or_default()).unwrap()).unwrap()
+}
+
+fn review_error(w: &mut World, token: &str) -> Value {
+    let review = json!({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview", "spec": {"token": token}});
+    post(w, "/apis/authentication.k8s.io/v1/tokenreviews", review).json()["status"]["error"].clone()
+}
+
+#[test]
+fn a_secret_gets_its_accounts_legacy_token_which_authenticates_while_the_secret_holds_it() {
+    let (mut w, account) = world();
+    w.start_controllers(Enabled::ALL);
+    let uid = account["metadata"]["uid"].as_str().unwrap().to_string();
+    assert_eq!(post(&mut w, SECRETS, token_secret("robot-token", json!({"kubernetes.io/service-account.name": "robot"}))).head.status, 201);
+    let filled = secret(&mut w, "robot-token").json();
+    assert_eq!(filled["metadata"]["annotations"]["kubernetes.io/service-account.uid"], uid.as_str());
+    assert_eq!(data(&filled, "namespace"), "default");
+    assert!(data(&filled, "ca.crt").contains("BEGIN CERTIFICATE"), "the root CA");
+    let token = data(&filled, "token");
+    assert_eq!(
+        claims(&token),
+        json!({"iss": "kubernetes/serviceaccount", "sub": "system:serviceaccount:default:robot",
+            "kubernetes.io/serviceaccount/namespace": "default", "kubernetes.io/serviceaccount/secret.name": "robot-token",
+            "kubernetes.io/serviceaccount/service-account.name": "robot", "kubernetes.io/serviceaccount/service-account.uid": uid})
+    );
+
+    let r = whoami(&mut w, &token);
+    assert_eq!(r.head.status, 201, "{}", String::from_utf8_lossy(&r.body));
+    let user = &r.json()["status"]["userInfo"];
+    assert_eq!((user["username"].as_str(), user["uid"].as_str()), (Some("system:serviceaccount:default:robot"), Some(uid.as_str())));
+    assert_eq!(user["groups"], json!(["system:serviceaccounts", "system:serviceaccounts:default", "system:authenticated"]));
+    assert_eq!(user.get("extra"), None, "a legacy token has no credential id");
+    let warning = |r: &Response| r.head.headers.iter().find(|(k, _)| k == "Warning").map(|(_, v)| v.clone());
+    assert_eq!(warning(&r), None, "a secret made by hand earns no warning");
+
+    // Listed in the account's secrets (as a controller of old made them): kube's warning, also
+    // with the answer kept for 10 s.
+    let mut listed = w.call("GET", &format!("{ACCOUNTS}/robot"), "", None, "").json();
+    listed["secrets"] = json!([{"name": "robot-token"}]);
+    assert_eq!(w.call("PUT", &format!("{ACCOUNTS}/robot"), "", Some(&listed), "application/json").head.status, 200);
+    w.advance(jiff::SignedDuration::from_secs(10));
+    let expected = Some(
+        "299 - \"Use tokens from the TokenRequest API or manually created secret-based tokens instead of auto-generated secret-based tokens.\"".to_string(),
+    );
+    assert_eq!(warning(&whoami(&mut w, &token)), expected);
+    assert_eq!(warning(&whoami(&mut w, &token)), expected);
+
+    // Marked invalid: refused, with kube's words.
+    let mut marked = secret(&mut w, "robot-token").json();
+    marked["metadata"]["labels"] = json!({"kubernetes.io/legacy-token-invalid-since": "2026-01-01"});
+    assert_eq!(w.call("PUT", &format!("{SECRETS}/robot-token"), "", Some(&marked), "application/json").head.status, 200);
+    assert_eq!(
+        review_error(&mut w, &token),
+        "the token in secret default/robot-token for service account default/robot has been marked invalid. Use tokens from the TokenRequest API or manually created secret-based tokens, or remove the 'kubernetes.io/legacy-token-invalid-since' label from the secret to temporarily allow use of this token"
+    );
+    w.advance(jiff::SignedDuration::from_secs(10));
+    assert_eq!(whoami(&mut w, &token).head.status, 401);
+
+    // A token the Secret no longer holds, or a Secret that is gone.
+    let other = token_secret("other", json!({"kubernetes.io/service-account.name": "robot"}));
+    post(&mut w, SECRETS, other);
+    let replaced = data(&secret(&mut w, "other").json(), "token");
+    assert_ne!(replaced, token);
+    let mut tampered: Vec<String> = replaced.split('.').map(str::to_string).collect();
+    tampered[1] = token.split('.').nth(1).unwrap().to_string();
+    assert_eq!(review_error(&mut w, &tampered.join(".")).as_str().map(|e| e.contains("verif") || e.contains("signature")), Some(true));
+    w.call("DELETE", &format!("{SECRETS}/other"), "", None, "");
+    assert_eq!(review_error(&mut w, &replaced), "Token has been invalidated");
+    assert_eq!(
+        w.call("GET", &format!("{ACCOUNTS}/robot"), "", None, "").json()["secrets"],
+        json!([{"name": "robot-token"}]),
+        "only listed secrets are unlisted"
+    );
+    w.call("DELETE", &format!("{SECRETS}/robot-token"), "", None, "");
+    assert_eq!(w.call("GET", &format!("{ACCOUNTS}/robot"), "", None, "").json()["secrets"], json!([]), "a deleted secret is taken out of the account's list");
+}
+
+#[test]
+fn token_secrets_go_with_their_account() {
+    let (mut w, _) = world();
+    w.start_controllers(Enabled::ALL);
+    post(&mut w, SECRETS, token_secret("robot-token", json!({"kubernetes.io/service-account.name": "robot"})));
+    // Naming an account that does not exist, or another account of the same name.
+    post(&mut w, SECRETS, token_secret("nobody-token", json!({"kubernetes.io/service-account.name": "nobody"})));
+    post(&mut w, SECRETS, token_secret("stale-token", json!({"kubernetes.io/service-account.name": "robot", "kubernetes.io/service-account.uid": "u-old"})));
+    assert_eq!(secret(&mut w, "nobody-token").head.status, 404);
+    assert_eq!(secret(&mut w, "stale-token").head.status, 404);
+    let token = data(&secret(&mut w, "robot-token").json(), "token");
+    assert_eq!(whoami(&mut w, &token).head.status, 201);
+    // The account goes: so do its token Secrets, and the token with them.
+    assert_eq!(w.call("DELETE", &format!("{ACCOUNTS}/robot"), "", None, "").head.status, 200);
+    assert_eq!(secret(&mut w, "robot-token").head.status, 404);
+    assert_eq!(review_error(&mut w, &token), "Token has been invalidated");
 }

@@ -489,6 +489,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     // The CRD controllers run whatever --controllers says; the others as it says.
     let mut c = Controllers::new(args.controllers.clone(), &served.catalog, &loopback, &root_ca, clock::now());
     c.publish_authentication_trust(trust, clock::now());
+    c.sign_legacy_tokens(server.authenticator.service_accounts.as_deref(), clock::now());
     let (discovered, discoveries) = tokio::sync::mpsc::unbounded_channel();
     tokio::spawn(controllers::run(state.clone(), c, discovered));
     tokio::spawn(catalog::run(state.clone(), Catalog::clone(&served.catalog), discoveries));

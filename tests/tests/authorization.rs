@@ -7,6 +7,7 @@ use std::path::Path;
 use std::process::{Command, Output};
 use std::time::Duration;
 
+use base64::Engine;
 use kapi_tests::{Kapi, eventually};
 use serde_json::json;
 
@@ -209,14 +210,15 @@ fn anonymous_requests_get_what_kubes_policy_gives_the_unauthenticated() {
 fn service_account_tokens_authenticate_and_rbac_authorizes_them() {
     let k = Kapi::start_with(&["--authorization-mode", "RBAC"]);
     k.ok(&["create", "serviceaccount", "robot"]);
-    let token = k.ok(&["create", "token", "robot", "--duration=1h"]).trim().to_string();
-    let as_robot = |args: &[&str]| {
+    let bound = k.ok(&["create", "token", "robot", "--duration=1h"]).trim().to_string();
+    let with_token = |token: &str, args: &[&str]| {
         let server = k.url("");
         let ca = k.data_dir().join("pki/ca.crt");
-        let mut a = vec!["--kubeconfig=/dev/null", "--server", &server, "--certificate-authority", ca.to_str().unwrap(), "--token", &token];
+        let mut a = vec!["--kubeconfig=/dev/null", "--server", &server, "--certificate-authority", ca.to_str().unwrap(), "--token", token];
         a.extend_from_slice(args);
         Command::new("kubectl").args(&a).output().expect("kubectl runs")
     };
+    let as_robot = |args: &[&str]| with_token(&bound, args);
     let who: serde_json::Value = serde_json::from_slice(&as_robot(&["auth", "whoami", "-o", "json"]).stdout).unwrap();
     assert_eq!(who["status"]["userInfo"]["username"], "system:serviceaccount:default:robot");
     let out = as_robot(&["get", "pods"]);
@@ -226,9 +228,25 @@ fn service_account_tokens_authenticate_and_rbac_authorizes_them() {
     // The discovery of its issuer is the service accounts' to read.
     let config: serde_json::Value = serde_json::from_slice(&as_robot(&["get", "--raw", "/.well-known/openid-configuration"]).stdout).unwrap();
     assert_eq!(config["issuer"], "https://kubernetes.default.svc.cluster.local");
-    // A deleted account's tokens stop working (once the 10 s kube keeps a token's answer pass).
+
+    // A legacy token: a Secret that names the account gets it from the tokens controller.
+    let secret = r#"{"apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/service-account-token",
+        "metadata": {"name": "robot-token", "annotations": {"kubernetes.io/service-account.name": "robot"}}}"#;
+    k.kubectl_in(&["apply", "-f", "-"], secret);
+    let mut legacy = String::new();
+    assert!(eventually(Duration::from_secs(10), || {
+        legacy = k.ok(&["get", "secret", "robot-token", "-o", "jsonpath={.data.token}"]);
+        !legacy.is_empty()
+    }));
+    let legacy = String::from_utf8(base64::engine::general_purpose::STANDARD.decode(legacy.trim()).unwrap()).unwrap();
+    assert!(with_token(&legacy, &["get", "pods"]).status.success(), "a legacy token is the account's too");
+
+    // A deleted account's tokens stop working (once the 10 s kube keeps a token's answer pass),
+    // and its token Secret goes with it.
     k.ok(&["delete", "serviceaccount", "robot"]);
     assert!(eventually(Duration::from_secs(20), || stderr(&as_robot(&["get", "pods"])).contains("Unauthorized")));
+    assert!(eventually(Duration::from_secs(10), || !k.kubectl(&["get", "secret", "robot-token"]).status.success()));
+    assert!(eventually(Duration::from_secs(20), || stderr(&with_token(&legacy, &["get", "pods"])).contains("Unauthorized")));
 }
 
 #[test]

@@ -15,6 +15,7 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use base64::Engine;
 use kapi_tests::k8s::Component;
 use kapi_tests::{Kapi, eventually};
 use serde_json::{Value, json};
@@ -168,7 +169,15 @@ fn the_real_controller_manager_and_scheduler_run_a_cluster_on_kapi() {
     };
     let mut kcm = Component::start(
         "kube-controller-manager",
-        &common(&["--controllers=*", "--node-monitor-period=2s", "--node-monitor-grace-period=16s", "--concurrent-gc-syncs=5", "--v=1"]),
+        &common(&[
+            "--controllers=*",
+            "--node-monitor-period=2s",
+            "--node-monitor-grace-period=16s",
+            "--concurrent-gc-syncs=5",
+            "--v=1",
+            // Its tokens controller signs with kapi's service account key, as kubeadm sets it up.
+            &format!("--service-account-private-key-file={}", k.data_dir().join("pki/sa.key").display()),
+        ]),
         logs.path(),
     );
     let mut scheduler = Component::start("kube-scheduler", &common(&["--v=1"]), logs.path());
@@ -197,6 +206,49 @@ fn the_real_controller_manager_and_scheduler_run_a_cluster_on_kapi() {
         eventually(Duration::from_secs(60), || k.ok(&["get", "serviceaccount", "default", "-n", "default"]).contains("default")),
         "{}",
         report("the service account controller makes default")
+    );
+
+    // v1.20's tokens controller makes each account a token Secret and lists it in the
+    // account's `secrets`: kapi takes its token (a legacy one, issuer kubernetes/serviceaccount),
+    // with kube's warning for an auto-generated one.
+    let mut token = String::new();
+    assert!(
+        eventually(Duration::from_secs(60), || {
+            let account = k.json(&["get", "serviceaccount", "default", "-n", "default"]);
+            let Some(name) = account["secrets"][0]["name"].as_str() else { return false };
+            let secret = k.json(&["get", "secret", name, "-n", "default"]);
+            let data = secret["data"]["token"].as_str().unwrap_or_default();
+            token = String::from_utf8(base64::engine::general_purpose::STANDARD.decode(data).unwrap()).unwrap();
+            !token.is_empty()
+        }),
+        "{}",
+        report("the tokens controller fills the default account's token Secret")
+    );
+    let server = k.url("");
+    let ca = k.data_dir().join("pki/ca.crt");
+    let whoami = Command::new("kubectl")
+        .args([
+            "--kubeconfig=/dev/null",
+            "--server",
+            &server,
+            "--certificate-authority",
+            ca.to_str().unwrap(),
+            "--token",
+            &token,
+            "auth",
+            "whoami",
+            "-o",
+            "json",
+        ])
+        .output()
+        .unwrap();
+    assert!(whoami.status.success(), "{whoami:?}");
+    let user: Value = serde_json::from_slice(&whoami.stdout).unwrap();
+    assert_eq!(user["status"]["userInfo"]["username"], "system:serviceaccount:default:default");
+    assert!(
+        String::from_utf8_lossy(&whoami.stderr)
+            .contains("Warning: Use tokens from the TokenRequest API or manually created secret-based tokens instead of auto-generated secret-based tokens."),
+        "{whoami:?}"
     );
 
     // A CronJob first: its Job comes at the next minute.

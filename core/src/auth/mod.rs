@@ -27,7 +27,7 @@ pub use requestheader::{
     FRONT_PROXY_CLIENT_NAME, RequestHeader, STANDARD_EXTRA_PREFIX, STANDARD_GROUP, STANDARD_UID, STANDARD_USERNAME, escape_extra_key, is_remote_header,
     starts_with_ignore_case,
 };
-pub use serviceaccount::{Claimed, check_token};
+pub use serviceaccount::{AUTO_GENERATED_WARNING, Claimed, Confirmed, INVALID_SINCE_LABEL, LEGACY_ISSUER, check_token};
 pub use token_cache::TokenCache;
 
 /// `user.Info`.
@@ -159,10 +159,13 @@ impl Pending {
     /// The user the token stands for, given what [`Self::lookups`] found (in order), or why
     /// not, in kube's words (a bootstrap token's Secret that does not vouch for it: the
     /// bearer token authenticator's `invalid bearer token`).
-    pub fn confirm(&self, found: &[(crate::admission::Lookup, Option<serde_json::Value>)], now: jiff::Timestamp) -> Result<UserInfo, String> {
+    pub fn confirm(&self, found: &[(crate::admission::Lookup, Option<serde_json::Value>)], now: jiff::Timestamp) -> Result<Confirmed, String> {
         match self {
             Pending::ServiceAccount(claimed) => claimed.confirm(found, now),
-            Pending::Bootstrap { token, .. } => token.confirm(found, now).ok_or_else(|| "invalid bearer token".to_string()),
+            Pending::Bootstrap { token, .. } => {
+                let user = token.confirm(found, now).ok_or_else(|| "invalid bearer token".to_string())?;
+                Ok(Confirmed { user, warning: None })
+            }
         }
     }
 

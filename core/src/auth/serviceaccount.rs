@@ -5,6 +5,12 @@
 //! gives). Then what it names ([`Claimed::confirm`]): the service account, and the pod, secret
 //! or node it is bound to, must exist with the uids it names, and not have been deleted more
 //! than a minute ago; so a token stops working when what it is bound to is deleted.
+//!
+//! A token of the legacy issuer `kubernetes/serviceaccount` (one a `kubernetes.io/service-account-token`
+//! Secret holds, made by the tokens controller) is checked as kube's legacy validator checks
+//! it: it has no times; the Secret it names must still hold exactly this token and not be
+//! marked invalid (`kubernetes.io/legacy-token-invalid-since`), and the account must exist
+//! with the uid it names.
 
 use std::collections::BTreeMap;
 
@@ -21,6 +27,11 @@ const LEEWAY: i64 = 60;
 
 const EXTRA_PREFIX: &str = "authentication.kubernetes.io/";
 
+/// kube's `serviceaccount.LegacyIssuer`: the issuer of the tokens Secrets hold.
+pub const LEGACY_ISSUER: &str = "kubernetes/serviceaccount";
+/// The label that marks a Secret's token as no longer good (kube's legacy token cleaner sets it).
+pub const INVALID_SINCE_LABEL: &str = "kubernetes.io/legacy-token-invalid-since";
+
 /// A token whose signature, issuer, audiences and times check; who it names.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Claimed {
@@ -28,11 +39,27 @@ pub struct Claimed {
     pub audiences: Vec<String>,
     namespace: String,
     account: (String, String),
-    pod: Option<(String, String)>,
-    secret: Option<(String, String)>,
-    node: Option<(String, String)>,
-    jti: String,
+    kind: Kind,
 }
+
+#[derive(Clone, Debug, PartialEq)]
+enum Kind {
+    /// A TokenRequest's token, and what it is bound to.
+    Bound { pod: Option<(String, String)>, secret: Option<(String, String)>, node: Option<(String, String)>, jti: String },
+    /// A Secret's token: the Secret's name, and the token it must still hold.
+    Legacy { secret: String, token: String },
+}
+
+/// What confirming a token found: the user, and what the client is warned of.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Confirmed {
+    pub user: UserInfo,
+    pub warning: Option<&'static str>,
+}
+
+/// kube's warning to a client authenticated by a token its service account's `secrets` lists.
+pub const AUTO_GENERATED_WARNING: &str =
+    "Use tokens from the TokenRequest API or manually created secret-based tokens instead of auto-generated secret-based tokens.";
 
 /// What `token` claims, if it is a service account token of this server's issuers: `None`
 /// for a token that is not (other authenticators may know it), `Err` with kube's reason for
@@ -41,15 +68,25 @@ pub struct Claimed {
 pub fn check_token(config: &TokenConfig, token: &str, audiences: Option<&[String]>, now: Timestamp) -> Option<Result<Claimed, String>> {
     let unverified = unverified_claims(token)?;
     let issuer = unverified.get("iss").and_then(Value::as_str)?;
+    let requested = audiences.unwrap_or(&config.audiences);
+    // kube tries the legacy authenticator first.
+    if issuer == LEGACY_ISSUER {
+        return Some(signed(config, token, requested).and_then(|(claims, meant)| legacy(claims, meant, token)));
+    }
     if !config.issuers.iter().any(|i| i == issuer) {
         return None;
     }
-    Some(verified(config, token, audiences.unwrap_or(&config.audiences), now))
+    Some(signed(config, token, requested).and_then(|(claims, meant)| bound(claims, meant, now)))
 }
 
-fn verified(config: &TokenConfig, token: &str, requested: &[String], now: Timestamp) -> Result<Claimed, String> {
+fn string(v: Option<&Value>) -> String {
+    v.and_then(Value::as_str).unwrap_or_default().to_string()
+}
+
+/// The claims of a token one of the keys signed, and the audiences it is meant for among
+/// those `requested` (a token that names none is meant for the API server).
+fn signed(config: &TokenConfig, token: &str, requested: &[String]) -> Result<(Map<String, Value>, Vec<String>), String> {
     let claims = jwt::verify(token, &config.public_keys)?;
-    let string = |v: Option<&Value>| v.and_then(Value::as_str).unwrap_or_default().to_string();
     let mut audiences: Vec<String> = match claims.get("aud") {
         Some(Value::String(a)) => vec![a.clone()],
         Some(Value::Array(a)) => a.iter().filter_map(Value::as_str).map(str::to_string).collect(),
@@ -63,6 +100,46 @@ fn verified(config: &TokenConfig, token: &str, requested: &[String], now: Timest
     if meant.is_empty() {
         return Err(format!("token audiences {} is invalid for the target audiences {}", go_list(&audiences), go_list(requested)));
     }
+    Ok((claims, meant))
+}
+
+/// A legacy token's claims, checked as kube's legacy validator checks them before lookups.
+fn legacy(claims: Map<String, Value>, meant: Vec<String>, token: &str) -> Result<Claimed, String> {
+    let claim = |k: &str| string(claims.get(&format!("kubernetes.io/serviceaccount/{k}")));
+    let subject = string(claims.get("sub"));
+    if subject.is_empty() {
+        return Err("sub claim is missing".into());
+    }
+    let required = [
+        ("namespace", "namespace"),
+        ("secret.name", "secretName"),
+        ("service-account.name", "serviceAccountName"),
+        ("service-account.uid", "serviceAccountUID"),
+    ];
+    let mut values = Vec::new();
+    for (key, what) in required {
+        let value = claim(key);
+        if value.is_empty() {
+            return Err(format!("{what} claim is missing"));
+        }
+        values.push(value);
+    }
+    let [namespace, secret, name, uid] = <[String; 4]>::try_from(values).expect("four claims");
+    if split_username(&subject) != Some((namespace.as_str(), name.as_str())) {
+        return Err("sub claim is invalid".into());
+    }
+    Ok(Claimed { audiences: meant, namespace, account: (name, uid), kind: Kind::Legacy { secret, token: token.to_string() } })
+}
+
+/// The namespace and name of a service account's user name, if it is one (kube's `SplitUsername`).
+fn split_username(user: &str) -> Option<(&str, &str)> {
+    let (namespace, name) = user.strip_prefix("system:serviceaccount:")?.split_once(':')?;
+    let valid = !name.contains(':') && crate::validation::dns1123_label(namespace).is_empty() && crate::validation::dns1123_subdomain(name).is_empty();
+    valid.then_some((namespace, name))
+}
+
+/// A bound token's claims, checked as kube's validator checks them before lookups.
+fn bound(claims: Map<String, Value>, meant: Vec<String>, now: Timestamp) -> Result<Claimed, String> {
     // NumericDates: numbers (go-jose takes fractions); anything else makes the claims invalid.
     let time = |k: &str| match claims.get(k) {
         None | Some(Value::Null) => Ok(None),
@@ -88,10 +165,7 @@ fn verified(config: &TokenConfig, token: &str, requested: &[String], now: Timest
         audiences: meant,
         namespace: string(kubernetes.get("namespace")),
         account,
-        pod: reference("pod"),
-        secret: reference("secret"),
-        node: reference("node"),
-        jti: string(claims.get("jti")),
+        kind: Kind::Bound { pod: reference("pod"), secret: reference("secret"), node: reference("node"), jti: string(claims.get("jti")) },
     })
 }
 
@@ -110,13 +184,18 @@ impl Claimed {
     /// to (a pod-bound token's node is taken as it says).
     pub fn lookups(&self) -> Vec<Lookup> {
         let ns = || self.namespace.clone();
-        let mut out = vec![Lookup::ServiceAccount { namespace: ns(), name: self.account.0.clone() }];
-        if let Some((name, _)) = &self.secret {
+        let account = Lookup::ServiceAccount { namespace: ns(), name: self.account.0.clone() };
+        let (pod, secret, node) = match &self.kind {
+            Kind::Bound { pod, secret, node, .. } => (pod, secret, node),
+            Kind::Legacy { secret, .. } => return vec![Lookup::Secret { namespace: ns(), name: secret.clone() }, account],
+        };
+        let mut out = vec![account];
+        if let Some((name, _)) = secret {
             out.push(Lookup::Secret { namespace: ns(), name: name.clone() });
         }
-        if let Some((name, _)) = &self.pod {
+        if let Some((name, _)) = pod {
             out.push(Lookup::Pod { namespace: ns(), name: name.clone() });
-        } else if let Some((name, _)) = &self.node {
+        } else if let Some((name, _)) = node {
             out.push(Lookup::Node(name.clone()));
         }
         out
@@ -124,21 +203,43 @@ impl Claimed {
 
     /// The user the token stands for, given what its [`Self::lookups`] found (in order), or
     /// why it no longer does, in kube's words (its validator's checks, in its order).
-    pub fn confirm(&self, found: &[(Lookup, Option<Value>)], now: Timestamp) -> Result<UserInfo, String> {
+    pub fn confirm(&self, found: &[(Lookup, Option<Value>)], now: Timestamp) -> Result<Confirmed, String> {
+        let (extra, warning) = match &self.kind {
+            Kind::Bound { pod, secret, node, jti } => (self.confirm_bound(found, now, [pod, secret, node], jti)?, None),
+            Kind::Legacy { secret, token } => (BTreeMap::new(), self.confirm_legacy(found, secret, token)?),
+        };
+        let user = UserInfo {
+            name: format!("system:serviceaccount:{}:{}", self.namespace, self.account.0),
+            uid: self.account.1.clone(),
+            groups: vec!["system:serviceaccounts".into(), format!("system:serviceaccounts:{}", self.namespace), AUTHENTICATED_GROUP.into()],
+            extra,
+        };
+        Ok(Confirmed { user, warning })
+    }
+
+    /// A bound token's objects: each must exist with the uid claimed and not have been deleted
+    /// more than a minute ago. The user's extra values say what the token is bound to.
+    fn confirm_bound(
+        &self,
+        found: &[(Lookup, Option<Value>)],
+        now: Timestamp,
+        [pod, secret, node]: [&Option<(String, String)>; 3],
+        jti: &str,
+    ) -> Result<BTreeMap<String, Vec<String>>, String> {
         const INVALIDATED: &str = "service account token has been invalidated";
         let deleted_before = now.as_second() - LEEWAY;
         for (lookup, object) in found {
             let (what, claimed) = match lookup {
                 Lookup::ServiceAccount { .. } => ("service account", Some(&self.account)),
-                Lookup::Secret { .. } => ("secret", self.secret.as_ref()),
-                Lookup::Pod { .. } => ("pod", self.pod.as_ref()),
-                Lookup::Node(_) => ("node", self.node.as_ref()),
+                Lookup::Secret { .. } => ("secret", secret.as_ref()),
+                Lookup::Pod { .. } => ("pod", pod.as_ref()),
+                Lookup::Node(_) => ("node", node.as_ref()),
                 Lookup::Namespace(_) => continue,
             };
             let Some((name, claimed_uid)) = claimed else { continue };
             let account = matches!(lookup, Lookup::ServiceAccount { .. });
             let Some(object) = object else {
-                return Err(if account { format!("serviceaccounts {} not found", crate::status::quote(name)) } else { INVALIDATED.into() });
+                return Err(if account { account_not_found(name) } else { INVALIDATED.into() });
             };
             let uid = meta::uid(object);
             if uid != claimed_uid {
@@ -154,26 +255,65 @@ impl Claimed {
         let mut put = |k: &str, v: String| {
             extra.insert(format!("{EXTRA_PREFIX}{k}"), vec![v]);
         };
-        if let Some((name, uid)) = self.pod.as_ref().filter(|(n, u)| !n.is_empty() && !u.is_empty()) {
+        if let Some((name, uid)) = pod.as_ref().filter(|(n, u)| !n.is_empty() && !u.is_empty()) {
             put("pod-name", name.clone());
             put("pod-uid", uid.clone());
         }
-        if !self.jti.is_empty() {
-            put("credential-id", format!("JTI={}", self.jti));
+        if !jti.is_empty() {
+            put("credential-id", format!("JTI={jti}"));
         }
-        if let Some((name, uid)) = self.node.as_ref().filter(|(n, _)| !n.is_empty()) {
+        if let Some((name, uid)) = node.as_ref().filter(|(n, _)| !n.is_empty()) {
             put("node-name", name.clone());
             if !uid.is_empty() {
                 put("node-uid", uid.clone());
             }
         }
-        Ok(UserInfo {
-            name: format!("system:serviceaccount:{}:{}", self.namespace, self.account.0),
-            uid: self.account.1.clone(),
-            groups: vec!["system:serviceaccounts".into(), format!("system:serviceaccounts:{}", self.namespace), AUTHENTICATED_GROUP.into()],
-            extra,
-        })
+        Ok(extra)
     }
+
+    /// A legacy token's Secret and account, in kube's order and words: the Secret must exist,
+    /// not be deleting, hold this very token and not be marked invalid; the account must exist,
+    /// not be deleting, and have the uid claimed. A Secret the account lists (one made for it
+    /// automatically) earns kube's warning.
+    fn confirm_legacy(&self, found: &[(Lookup, Option<Value>)], secret_name: &str, token: &str) -> Result<Option<&'static str>, String> {
+        const INVALIDATED: &str = "Token has been invalidated";
+        let object = |secret: bool| found.iter().find(|(l, _)| matches!(l, Lookup::Secret { .. }) == secret).and_then(|(_, o)| o.as_ref());
+        let secret = object(true).filter(|s| meta::deletion_timestamp(s).is_none()).ok_or(INVALIDATED)?;
+        let held =
+            secret.pointer("/data/token").and_then(Value::as_str).and_then(|t| base64::Engine::decode(&base64::engine::general_purpose::STANDARD, t).ok());
+        if !held.is_some_and(|held| same_bytes(&held, token.as_bytes())) {
+            return Err("Token does not match server's copy".into());
+        }
+        let (name, uid) = &self.account;
+        let account = object(false).ok_or_else(|| account_not_found(name))?;
+        if meta::deletion_timestamp(account).is_some() {
+            return Err(format!("ServiceAccount {}/{name} has been deleted", self.namespace));
+        }
+        if meta::uid(account) != uid {
+            return Err(format!("ServiceAccount UID ({}) does not match claim ({uid})", meta::uid(account)));
+        }
+        if meta::labels(secret).iter().any(|(k, v)| *k == INVALID_SINCE_LABEL && !v.is_empty()) {
+            let ns = &self.namespace;
+            return Err(format!(
+                "the token in secret {ns}/{secret_name} for service account {ns}/{name} has been marked invalid. Use tokens from the TokenRequest API or manually created secret-based tokens, or remove the '{INVALID_SINCE_LABEL}' label from the secret to temporarily allow use of this token"
+            ));
+        }
+        let listed = account
+            .get("secrets")
+            .and_then(Value::as_array)
+            .is_some_and(|refs| refs.iter().any(|r| r.get("name").and_then(Value::as_str) == Some(secret_name)));
+        Ok(listed.then_some(AUTO_GENERATED_WARNING))
+    }
+}
+
+/// What a lookup of a missing service account says (the API's NotFound).
+fn account_not_found(name: &str) -> String {
+    format!("serviceaccounts {} not found", crate::status::quote(name))
+}
+
+/// Whether two byte strings are equal, in a time that does not depend on where they differ.
+fn same_bytes(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
 /// A list of strings as Go's `%q` prints it: `["a" "b"]`.

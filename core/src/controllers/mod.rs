@@ -2,6 +2,8 @@
 //! the parts of kube-controller-manager a client notices first:
 //! - `serviceaccount`: every namespace gets a `default` service account (pods need one);
 //! - `root-ca-cert-publisher`: every namespace gets the `kube-root-ca.crt` configmap;
+//! - `serviceaccount-token`: Secrets of type `kubernetes.io/service-account-token` get their
+//!   account's legacy token (`tokens.rs`), when the server signs service account tokens;
 //! - `namespace`: a deleted namespace is emptied, then its `kubernetes` finalizer is removed so
 //!   it goes away. Pods bound to nodes that do not exist are deleted at once, as kube's pod
 //!   garbage collector does (no kubelet will ever finish them).
@@ -32,6 +34,7 @@ mod crds;
 mod namespace;
 mod namespace_steps;
 mod reflector;
+mod tokens;
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
@@ -49,6 +52,7 @@ use self::crds::{CRDS, CrdStep};
 use self::namespace::Collection;
 use self::namespace_steps::Step;
 pub use self::reflector::{Change, Get, Reflector};
+use self::tokens::{TOKEN_SECRETS, TokenStep, Tokens};
 use crate::catalog::Catalog;
 use crate::pipeline::Request;
 
@@ -67,14 +71,16 @@ const FINALIZER: &str = "kubernetes";
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Enabled {
     pub service_accounts: bool,
+    pub service_account_tokens: bool,
     pub root_ca: bool,
     pub namespaces: bool,
     pub cluster_role_aggregation: bool,
 }
 
 impl Enabled {
-    pub const ALL: Enabled = Enabled { service_accounts: true, root_ca: true, namespaces: true, cluster_role_aggregation: true };
-    pub const NONE: Enabled = Enabled { service_accounts: false, root_ca: false, namespaces: false, cluster_role_aggregation: false };
+    pub const ALL: Enabled = Enabled { service_accounts: true, service_account_tokens: true, root_ca: true, namespaces: true, cluster_role_aggregation: true };
+    pub const NONE: Enabled =
+        Enabled { service_accounts: false, service_account_tokens: false, root_ca: false, namespaces: false, cluster_role_aggregation: false };
 
     /// Parses `--controllers`: `*` (all), `none`, or a comma-separated list of names, as
     /// kube-controller-manager's flag of the same name (without its `-name` negation).
@@ -85,11 +91,14 @@ impl Enabled {
                 "*" => e = Enabled::ALL,
                 "none" => e = Enabled::NONE,
                 "serviceaccount" => e.service_accounts = true,
+                "serviceaccount-token" => e.service_account_tokens = true,
                 "root-ca-cert-publisher" => e.root_ca = true,
                 "namespace" => e.namespaces = true,
                 "clusterrole-aggregation" => e.cluster_role_aggregation = true,
                 other => {
-                    return Err(format!("unknown controller {other:?}: known are serviceaccount, root-ca-cert-publisher, namespace, clusterrole-aggregation"));
+                    return Err(format!(
+                        "unknown controller {other:?}: known are serviceaccount, serviceaccount-token, root-ca-cert-publisher, namespace, clusterrole-aggregation"
+                    ));
                 }
             }
         }
@@ -143,6 +152,10 @@ enum Watched {
     /// Services and Endpoints, which the APIServices backed by them are checked again on.
     ServicesOfApiServices,
     ClusterRoles,
+    /// Secrets of type `kubernetes.io/service-account-token`, for the tokens controller.
+    TokenSecrets,
+    /// Every service account, for the tokens controller.
+    TokenAccounts,
 }
 
 const ROOT_CA: &str = "kube-root-ca.crt";
@@ -170,6 +183,13 @@ enum Asker {
     },
     Trust {
         step: TrustStep,
+        status: u16,
+        body: Vec<u8>,
+    },
+    /// A request of the tokens controller's for a token Secret (namespace and name).
+    Tokens {
+        key: (String, String),
+        step: TokenStep,
         status: u16,
         body: Vec<u8>,
     },
@@ -207,6 +227,8 @@ pub struct Controllers {
     api_checks: BTreeMap<String, Timestamp>,
     /// The clusterrole-aggregation controller's state.
     aggregation: Aggregation,
+    /// The tokens controller's state, once it has a key to sign with.
+    tokens: Option<Tokens>,
     /// What this server publishes in `extension-apiserver-authentication`, and when it looks next.
     trust: Option<Publishing>,
     /// When the CRD versions' APIServices are brought in line again after a write failed.
@@ -260,6 +282,7 @@ impl Controllers {
             api_services: BTreeMap::new(),
             api_checks: BTreeMap::new(),
             aggregation: Aggregation::default(),
+            tokens: None,
             trust: None,
             registration_retry: None,
             work: BTreeMap::new(),
@@ -270,6 +293,16 @@ impl Controllers {
             effects: VecDeque::new(),
             next_id: 0,
         }
+    }
+
+    /// Runs the `serviceaccount-token` controller, if enabled and the server signs service
+    /// account tokens, with the server's key (kube-controller-manager's
+    /// `--service-account-private-key-file`).
+    pub fn sign_legacy_tokens(&mut self, config: Option<&crate::serviceaccount::TokenConfig>, now: Timestamp) {
+        let Some(config) = config.filter(|_| self.enabled.service_account_tokens) else { return };
+        self.tokens = Some(Tokens::new(config.signing_key.clone()));
+        self.reflectors.push((Watched::TokenSecrets, Reflector::new("/api/v1/secrets", TOKEN_SECRETS, now)));
+        self.reflectors.push((Watched::TokenAccounts, Reflector::new("/api/v1/serviceaccounts", "", now)));
     }
 
     /// The server serves another catalog: namespaces are emptied of its collections (custom
@@ -309,6 +342,7 @@ impl Controllers {
                     | Asker::Crd { status, .. }
                     | Asker::ApiService { status, .. }
                     | Asker::Trust { status, .. }
+                    | Asker::Tokens { status, .. }
                     | Asker::Aggregation { status, .. }
                     | Asker::Registration { status, .. },
                 ) => *status = code,
@@ -316,9 +350,13 @@ impl Controllers {
             },
             ControllerEvent::Body { id, chunk } => match self.in_flight.get_mut(&id) {
                 Some(Asker::Reflector(i)) => self.reflectors[*i].1.body(&chunk),
-                Some(Asker::Namespace { body, .. } | Asker::Crd { body, .. } | Asker::ApiService { body, .. } | Asker::Trust { body, .. }) => {
-                    body.extend_from_slice(&chunk)
-                }
+                Some(
+                    Asker::Namespace { body, .. }
+                    | Asker::Crd { body, .. }
+                    | Asker::ApiService { body, .. }
+                    | Asker::Trust { body, .. }
+                    | Asker::Tokens { body, .. },
+                ) => body.extend_from_slice(&chunk),
                 Some(Asker::Registration { .. } | Asker::Aggregation { .. }) | None => {}
             },
             ControllerEvent::End { id } => match self.in_flight.remove(&id) {
@@ -345,6 +383,7 @@ impl Controllers {
                 }
                 Some(Asker::ApiService { name, step, status, body }) => self.api_service_answered(now, &name, step, status, &body),
                 Some(Asker::Trust { step, status, body }) => self.trust_answered(now, step, status, &body),
+                Some(Asker::Tokens { key, step, status, body }) => self.token_answered(now, key, step, status, &body),
                 Some(Asker::Registration { status, .. }) if !(200..300).contains(&status) => {
                     self.registration_retry = Some(now + REGISTRATION_RETRY);
                 }
@@ -372,6 +411,8 @@ impl Controllers {
                     Watched::ApiServices => self.api_service_changed(now, change),
                     Watched::ServicesOfApiServices => self.service_changed(now, &change),
                     Watched::ClusterRoles => self.cluster_role_changed(change),
+                    Watched::TokenSecrets => self.token_secret_changed(change),
+                    Watched::TokenAccounts => self.token_account_changed(change),
                 }
             }
         }
@@ -398,6 +439,10 @@ impl Controllers {
             self.aggregation.retry = None;
             self.aggregate_all();
         }
+        if let Some(tokens) = self.tokens.as_mut().filter(|t| t.retry.is_some_and(|at| at <= now)) {
+            tokens.retry = None;
+            self.plan_all_tokens();
+        }
         // A namespace busy with its last requests keeps its retry until they are answered.
         let due: Vec<String> = self.retry.iter().filter(|(ns, at)| **at <= now && !self.busy(ns)).map(|(ns, _)| ns.clone()).collect();
         for ns in due {
@@ -418,6 +463,7 @@ impl Controllers {
             .chain(self.trust_wake())
             .chain(self.registration_retry)
             .chain(self.aggregation.retry)
+            .chain(self.tokens.as_ref().and_then(|t| t.retry))
             .chain(self.reflectors.iter().filter_map(|(_, r)| r.wake_at()))
             .min()
     }

@@ -392,7 +392,10 @@ impl RequestMachine {
         let cached = || crate::auth::request_bearer_token(&self.req.headers).and_then(|t| self.server.token_cache.get(t, now));
         self.user = match self.server.authenticator.authenticate(&self.req.headers, &self.req.peer) {
             Ok(u) => u,
-            Err(_) if let Some(user) = cached() => user,
+            Err(_) if let Some(cached) = cached() => {
+                self.warnings.extend(cached.warning.map(str::to_string));
+                cached.user
+            }
             Err(e) => {
                 // A service account or bootstrap token is known once what it names is looked up;
                 // a token no one else recognizes, once the authentication webhook says.

@@ -10,13 +10,16 @@
 //! OIDC: the same tokens put to an OIDC authenticator whose issuer key is the server's, with
 //! its keys read from JWKs of any shape; one is accepted only if that key signed it, its
 //! issuer is the OIDC issuer, its audiences hold the client id and it has not expired.
+//! Legacy tokens (issuer `kubernetes/serviceaccount`, the claims a Secret's token has) are
+//! confirmed only by a Secret that holds that very token, is not deleting and is not marked
+//! invalid, and by an account that is not deleting.
 
 use arbitrary::{Arbitrary, Unstructured};
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use kapi_core::admission::Lookup;
 use kapi_core::auth::oidc::{Oidc, OidcConfig, OidcFlags};
-use kapi_core::auth::{BOOTSTRAPPERS_GROUP, BootstrapToken, check_token};
+use kapi_core::auth::{BOOTSTRAPPERS_GROUP, BootstrapToken, Confirmed, INVALID_SINCE_LABEL, LEGACY_ISSUER, check_token};
 use kapi_core::serviceaccount::keys::PublicKey;
 use kapi_core::serviceaccount::{TokenConfig, jwt};
 use serde_json::{Value, json};
@@ -71,8 +74,19 @@ fn claims(u: &mut Unstructured) -> arbitrary::Result<Value> {
         }
     }
     let aud = if bool::arbitrary(u)? { json!([pick(u, AUDIENCES)?]) } else { any_value(u, AUDIENCES)? };
-    Ok(json!({"iss": pick(u, ISSUERS)?, "aud": aud, "exp": time(u)?, "nbf": time(u)?, "iat": time(u)?,
-        "jti": pick(u, UIDS)?, "kubernetes.io": if bool::arbitrary(u)? { kubernetes } else { any_value(u, NAMES)? }}))
+    let mut claims = json!({"iss": pick(u, ISSUERS)?, "aud": aud, "exp": time(u)?, "nbf": time(u)?, "iat": time(u)?,
+        "jti": pick(u, UIDS)?, "kubernetes.io": if bool::arbitrary(u)? { kubernetes } else { any_value(u, NAMES)? }});
+    // A legacy token's claims.
+    if bool::arbitrary(u)? {
+        claims["sub"] =
+            json!(pick(u, &["system:serviceaccount:default:robot", "system:serviceaccount:default:web", "system:serviceaccount:default:", "robot", ""])?);
+        for (key, from) in [("namespace", &["default", ""][..]), ("secret.name", NAMES), ("service-account.name", NAMES), ("service-account.uid", UIDS)] {
+            if u.ratio(7, 8)? {
+                claims[format!("kubernetes.io/serviceaccount/{key}")] = if u.ratio(7, 8)? { json!(pick(u, from)?) } else { any_value(u, from)? };
+            }
+        }
+    }
+    Ok(claims)
 }
 
 /// A bearer token as a client may send it, and whether the server's key signed it.
@@ -89,14 +103,25 @@ fn token(u: &mut Unstructured, config: &TokenConfig) -> arbitrary::Result<(Strin
     })
 }
 
-/// An object a lookup may find: none, or one with any uid, deleted or not.
-fn found(u: &mut Unstructured) -> arbitrary::Result<Option<Value>> {
+/// An object a lookup may find: none, or one with any uid, deleted or not; a Secret holding
+/// `token` or another, marked invalid or not; an account listing secrets or not.
+fn found(u: &mut Unstructured, token: &str) -> arbitrary::Result<Option<Value>> {
     if bool::arbitrary(u)? {
         return Ok(None);
     }
     let mut object = json!({"metadata": {"name": pick(u, NAMES)?, "uid": pick(u, UIDS)?}});
     if bool::arbitrary(u)? {
         object["metadata"]["deletionTimestamp"] = json!(pick(u, &["2023-11-14T22:13:20Z", "2000-01-01T00:00:00Z", "not a time"])?);
+    }
+    if bool::arbitrary(u)? {
+        let held = if bool::arbitrary(u)? { token } else { pick(u, &["", "other", "%%"])? };
+        object["data"] = json!({"token": base64::engine::general_purpose::STANDARD.encode(held)});
+    }
+    if bool::arbitrary(u)? {
+        object["metadata"]["labels"] = json!({INVALID_SINCE_LABEL: pick(u, &["2024-01-01", ""])?});
+    }
+    if bool::arbitrary(u)? {
+        object["secrets"] = json!([{"name": pick(u, NAMES)?}]);
     }
     Ok(Some(object))
 }
@@ -197,19 +222,27 @@ pub fn tokens(data: &[u8]) {
         let Some(Ok(claimed)) = check_token(&config, &token, None, now) else { continue };
         assert!(signed, "a token the server did not sign was accepted: {token}");
         let verified = jwt::verify(&token, &config.public_keys).expect("an accepted token verifies");
-        assert!(config.issuers.iter().any(|i| verified.get("iss").and_then(Value::as_str) == Some(i.as_str())));
+        let issuer = verified.get("iss").and_then(Value::as_str).unwrap_or_default();
+        assert!(issuer == LEGACY_ISSUER || config.issuers.iter().any(|i| i == issuer), "{issuer}");
         let mut answers = Vec::new();
         for lookup in claimed.lookups() {
-            let Ok(object) = found(&mut u) else { return };
+            let Ok(object) = found(&mut u, &token) else { return };
             answers.push((lookup, object));
         }
-        if let Ok(user) = claimed.confirm(&answers, now) {
+        if let Ok(Confirmed { user, .. }) = claimed.confirm(&answers, now) {
             assert!(user.name.starts_with("system:serviceaccount:"), "{user:?}");
             for (lookup, object) in &answers {
                 let object = object.as_ref().unwrap_or_else(|| panic!("confirmed without {lookup:?}"));
                 let uid = object["metadata"]["uid"].as_str().unwrap_or_default();
                 if matches!(lookup, Lookup::ServiceAccount { .. }) {
                     assert_eq!(uid, user.uid, "the account's uid is the one claimed");
+                }
+                if issuer == LEGACY_ISSUER {
+                    assert!(object["metadata"].get("deletionTimestamp").is_none(), "a deleting {lookup:?} confirmed a legacy token");
+                    if matches!(lookup, Lookup::Secret { .. }) {
+                        assert_eq!(object["data"]["token"], base64::engine::general_purpose::STANDARD.encode(&token), "the Secret holds the token");
+                        assert!(object["metadata"]["labels"][INVALID_SINCE_LABEL].as_str().unwrap_or_default().is_empty(), "marked invalid");
+                    }
                 }
             }
         }

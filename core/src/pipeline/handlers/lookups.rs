@@ -14,7 +14,7 @@ use serde_json::Value;
 
 use super::{Authenticating, PendingWrite, Stage};
 use crate::admission::{Admission, Lookup};
-use crate::auth::Pending;
+use crate::auth::{Confirmed, Pending};
 use crate::cache::{ReadRequest, ReadResult};
 use crate::catalog::Resource;
 use crate::codec::Output;
@@ -197,11 +197,12 @@ impl RequestMachine {
                 self.stage = Stage::Write { op: Box::new(op), res: w.res, output: w.output, action: false };
             }
             AfterLookups::Authenticate { pending, info, query } => match pending.confirm(&l.found, now) {
-                Ok(user) => {
+                Ok(confirmed) => {
                     if let Some(token) = crate::auth::request_bearer_token(&self.req.headers) {
-                        self.server.token_cache.put(token, &user, now);
+                        self.server.token_cache.put(token, &confirmed, now);
                     }
-                    self.user = user;
+                    self.warnings.extend(confirmed.warning.map(str::to_string));
+                    self.user = confirmed.user;
                     self.stage = Stage::Done;
                     self.authenticated(now, *info, query);
                 }
@@ -211,7 +212,8 @@ impl RequestMachine {
                 }
             },
             AfterLookups::TokenReview { pending, review, res, output } => match pending.confirm(&l.found, now) {
-                Ok(user) => {
+                Ok(Confirmed { user, warning }) => {
+                    self.warnings.extend(warning.map(str::to_string));
                     let answer = reviewed(review, token_review_status(Ok(&user), pending.audiences()));
                     self.respond_object(&res, &answer, output, 201, "", now);
                 }
