@@ -340,4 +340,21 @@ fn token_secrets_go_with_their_account() {
     assert_eq!(w.call("DELETE", &format!("{ACCOUNTS}/robot"), "", None, "").head.status, 200);
     assert_eq!(secret(&mut w, "robot-token").head.status, 404);
     assert_eq!(review_error(&mut w, &token), "Token has been invalidated");
+
+    // An account name that is empty is refused; one no request could name is left alone.
+    let r = post(&mut w, SECRETS, token_secret("empty", json!({"kubernetes.io/service-account.name": ""})));
+    assert_eq!(r.head.status, 422, "{}", String::from_utf8_lossy(&r.body));
+    post(&mut w, SECRETS, token_secret("odd", json!({"kubernetes.io/service-account.name": "a/b"})));
+    assert_eq!(secret(&mut w, "odd").json()["data"], Value::Null);
+    // A Secret that cannot be filled (immutable) is tried again a few times, then left alone.
+    post(&mut w, ACCOUNTS, json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "robot"}}));
+    let mut frozen = token_secret("frozen", json!({"kubernetes.io/service-account.name": "robot"}));
+    frozen["immutable"] = json!(true);
+    assert_eq!(post(&mut w, SECRETS, frozen).head.status, 201);
+    for _ in 0..15 {
+        w.advance(jiff::SignedDuration::from_secs(5));
+    }
+    let frozen = secret(&mut w, "frozen").json();
+    assert_eq!(frozen["data"], Value::Null);
+    assert_eq!(frozen["metadata"]["resourceVersion"], secret(&mut w, "frozen").json()["metadata"]["resourceVersion"]);
 }

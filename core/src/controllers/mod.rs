@@ -439,10 +439,7 @@ impl Controllers {
             self.aggregation.retry = None;
             self.aggregate_all();
         }
-        if let Some(tokens) = self.tokens.as_mut().filter(|t| t.retry.is_some_and(|at| at <= now)) {
-            tokens.retry = None;
-            self.plan_all_tokens();
-        }
+        self.token_retries_due(now);
         // A namespace busy with its last requests keeps its retry until they are answered.
         let due: Vec<String> = self.retry.iter().filter(|(ns, at)| **at <= now && !self.busy(ns)).map(|(ns, _)| ns.clone()).collect();
         for ns in due {
@@ -463,7 +460,7 @@ impl Controllers {
             .chain(self.trust_wake())
             .chain(self.registration_retry)
             .chain(self.aggregation.retry)
-            .chain(self.tokens.as_ref().and_then(|t| t.retry))
+            .chain(self.tokens.as_ref().and_then(Tokens::wake_at))
             .chain(self.reflectors.iter().filter_map(|(_, r)| r.wake_at()))
             .min()
     }

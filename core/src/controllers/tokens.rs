@@ -8,7 +8,11 @@
 //! account's `secrets`. As in kube v1.33, no Secret is made for an account that has none.
 //!
 //! Writes go from the watched copy (its resource version a precondition): one that meets a
-//! newer copy conflicts, and the newer copy's watch event plans again.
+//! newer copy conflicts, and the newer copy's watch event plans again. A request that fails
+//! otherwise is tried again 5 s later, at most 10 times (kube's `maxRetries`). Taking a Secret
+//! out of its account's `secrets` reads the account afresh and tries again on a conflict, up
+//! to 10 times, as kube's `RetryOnConflict` does. A Secret whose account name could not be
+//! part of a path is left alone, as client-go refuses to ask for it.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -27,8 +31,9 @@ pub(super) const TOKEN_SECRETS: &str = "fieldSelector=type%3Dkubernetes.io%2Fser
 const NAME_ANNOTATION: &str = "kubernetes.io/service-account.name";
 const UID_ANNOTATION: &str = "kubernetes.io/service-account.uid";
 
-/// How long after a failed request the token Secrets are looked at again.
+/// How long after a failed request a token Secret is looked at again, and how many times.
 const RETRY: SignedDuration = SignedDuration::from_secs(5);
+const MAX_RETRIES: u32 = 10;
 
 /// A namespace and a name.
 type Key = (String, String);
@@ -41,21 +46,40 @@ pub(super) struct Tokens {
     /// Secrets with a request in flight, and those that changed meanwhile.
     busy: BTreeSet<Key>,
     stale: BTreeSet<Key>,
-    /// When every token Secret is looked at again after a request failed.
-    pub(super) retry: Option<Timestamp>,
+    /// Secrets whose last requests failed, how many times in a row; and when to try again.
+    failures: BTreeMap<Key, u32>,
+    retry_at: BTreeMap<Key, Timestamp>,
 }
 
 /// What a request of the controller's is for.
 pub(super) enum TokenStep {
     /// The account the Secret names, which the watch has not shown: a GET.
     Account,
-    /// The Secret filled, or deleted; or its account without it.
+    /// The Secret filled, or deleted.
     Write,
+    /// The account of a deleted Secret, read afresh to take the Secret out of its `secrets`;
+    /// `attempt` counts conflicts.
+    Unlist { account: String, uid: String, attempt: u32 },
+    /// That account written without it.
+    Unlisted { account: String, uid: String, attempt: u32 },
 }
 
 impl Tokens {
     pub(super) fn new(key: SigningKey) -> Tokens {
-        Tokens { key, accounts: BTreeMap::new(), secrets: BTreeMap::new(), busy: BTreeSet::new(), stale: BTreeSet::new(), retry: None }
+        Tokens {
+            key,
+            accounts: BTreeMap::new(),
+            secrets: BTreeMap::new(),
+            busy: BTreeSet::new(),
+            stale: BTreeSet::new(),
+            failures: BTreeMap::new(),
+            retry_at: BTreeMap::new(),
+        }
+    }
+
+    /// When the next failed Secret is tried again.
+    pub(super) fn wake_at(&self) -> Option<Timestamp> {
+        self.retry_at.iter().filter(|(k, _)| !self.busy.contains(*k)).map(|(_, at)| *at).min()
     }
 
     /// The token Secrets of the account `(namespace, name)` with this uid.
@@ -67,6 +91,12 @@ impl Tokens {
 
 fn annotation<'a>(object: &'a Value, key: &str) -> &'a str {
     meta::str_at(object, &["metadata", "annotations", key]).unwrap_or_default()
+}
+
+/// The account a Secret names, if a request can name it (client-go's path segment check).
+fn account_name(secret: &Value) -> Option<&str> {
+    let name = annotation(secret, NAME_ANNOTATION);
+    (!name.is_empty() && name != "." && name != ".." && !name.contains(['/', '%'])).then_some(name)
 }
 
 fn key_of(object: &Value) -> Key {
@@ -124,6 +154,13 @@ impl Controllers {
         self.tokens.as_mut().expect("only the tokens controller's watches and requests call here")
     }
 
+    fn send_token(&mut self, key: Key, step: TokenStep, method: &str, path: String, body: Option<Value>) {
+        self.tokens_mut().busy.insert(key.clone());
+        self.send(Asker::Tokens { key, step, status: 0, body: Vec::new() }, method, path, "", body);
+    }
+
+    /// An account came or changed: its Secrets are looked at. It went: its Secrets are
+    /// deleted (kube's `deleteTokens`).
     pub(super) fn token_account_changed(&mut self, change: Change) {
         let (namespace, name) = key_of(&change.object);
         let uid = meta::uid(&change.object).to_string();
@@ -134,7 +171,13 @@ impl Controllers {
             tokens.accounts.insert((namespace.clone(), name.clone()), change.object);
         }
         for secret in tokens.secrets_of(&namespace, &name, &uid) {
-            self.plan_token(secret);
+            match self.tokens_mut().secrets.get(&secret).map(meta::uid).map(str::to_string) {
+                Some(secret_uid) if change.deleted && !self.tokens_mut().busy.contains(&secret) => {
+                    let path = secret_path(&secret);
+                    self.send_token(secret, TokenStep::Write, "DELETE", path, Some(delete_options(&secret_uid)));
+                }
+                _ => self.plan_token(secret),
+            }
         }
     }
 
@@ -142,35 +185,23 @@ impl Controllers {
         let key = key_of(&change.object);
         if change.deleted {
             self.tokens_mut().secrets.remove(&key);
-            self.forget_token(&change.object);
+            self.tokens_mut().failures.remove(&key);
+            self.tokens_mut().retry_at.remove(&key);
+            self.unlist(&change.object, 0);
         } else {
             self.tokens_mut().secrets.insert(key.clone(), change.object);
         }
         self.plan_token(key);
     }
 
-    /// Takes a deleted Secret out of its account's `secrets`.
-    fn forget_token(&mut self, secret: &Value) {
+    /// Reads the account of the deleted Secret `secret` afresh, to take the Secret out of its
+    /// `secrets`.
+    fn unlist(&mut self, secret: &Value, attempt: u32) {
+        let Some(account) = account_name(secret).map(str::to_string) else { return };
         let (namespace, name) = key_of(secret);
-        let account_key = (namespace.clone(), annotation(secret, NAME_ANNOTATION).to_string());
-        let Some(account) = self.tokens_mut().accounts.get(&account_key) else { return };
-        let uid = annotation(secret, UID_ANNOTATION);
-        let Some(refs) = account.get("secrets").and_then(Value::as_array) else { return };
-        if (!uid.is_empty() && uid != meta::uid(account)) || !refs.iter().any(|r| r.get("name").and_then(Value::as_str) == Some(&name)) {
-            return;
-        }
-        let kept: Vec<Value> = refs.iter().filter(|r| r.get("name").and_then(Value::as_str) != Some(&name)).cloned().collect();
-        let mut account = account.clone();
-        account["secrets"] = json!(kept);
-        let key = (namespace.clone(), name);
-        self.tokens_mut().busy.insert(key.clone());
-        self.send(
-            Asker::Tokens { key, step: TokenStep::Write, status: 0, body: Vec::new() },
-            "PUT",
-            account_path(&namespace, &account_key.1),
-            "",
-            Some(account),
-        );
+        let path = account_path(&namespace, &account);
+        let step = TokenStep::Unlist { account, uid: annotation(secret, UID_ANNOTATION).to_string(), attempt };
+        self.send_token((namespace, name), step, "GET", path, None);
     }
 
     /// Brings the Secret `key` in line with its account: fills it, deletes it, or asks
@@ -183,7 +214,8 @@ impl Controllers {
             return;
         }
         let Some(secret) = tokens.secrets.get(&key) else { return };
-        let account_key = (key.0.clone(), annotation(secret, NAME_ANNOTATION).to_string());
+        let Some(name) = account_name(secret) else { return };
+        let account_key = (key.0.clone(), name.to_string());
         let uid = annotation(secret, UID_ANNOTATION);
         let account = tokens.accounts.get(&account_key).filter(|a| uid.is_empty() || meta::uid(a) == uid);
         let (method, path, body, step) = match account {
@@ -193,51 +225,83 @@ impl Controllers {
             },
             None => ("GET", account_path(&account_key.0, &account_key.1), None, TokenStep::Account),
         };
-        tokens.busy.insert(key.clone());
-        self.send(Asker::Tokens { key, step, status: 0, body: Vec::new() }, method, path, "", body);
+        self.send_token(key, step, method, path, body);
     }
 
     /// The answer to a request for the Secret `key`.
     pub(super) fn token_answered(&mut self, now: Timestamp, key: Key, step: TokenStep, status: u16, body: &[u8]) {
         let ca_pem = self.ca_pem.clone();
         let tokens = self.tokens_mut();
-        let secret = match step {
-            TokenStep::Account => tokens.secrets.get(&key).cloned(),
-            TokenStep::Write => None,
-        };
-        let next = match secret {
-            Some(secret) => {
-                let uid = annotation(&secret, UID_ANNOTATION);
-                let account: Value = serde_json::from_slice(body).unwrap_or(Value::Null);
+        tokens.busy.remove(&key);
+        let answer = || serde_json::from_slice::<Value>(body).unwrap_or(Value::Null);
+        let next = match step {
+            TokenStep::Account => tokens.secrets.get(&key).and_then(|secret| {
+                let uid = annotation(secret, UID_ANNOTATION);
+                let account = answer();
                 match status {
-                    200 if uid.is_empty() || meta::uid(&account) == uid => filled(&secret, &account, &ca_pem, &tokens.key).map(|f| ("PUT", f)),
+                    200 if uid.is_empty() || meta::uid(&account) == uid => {
+                        filled(secret, &account, &ca_pem, &tokens.key).map(|f| ("PUT", Some(f), TokenStep::Write))
+                    }
                     // The account is gone, or is another one: so is the token.
-                    200 | 404 => Some(("DELETE", json!({"apiVersion": "v1", "kind": "DeleteOptions", "preconditions": {"uid": meta::uid(&secret)}}))),
+                    200 | 404 => Some(("DELETE", Some(delete_options(meta::uid(secret))), TokenStep::Write)),
                     _ => None,
                 }
+            }),
+            TokenStep::Write => None,
+            TokenStep::Unlist { account: name, uid, attempt } => {
+                let mut account = answer();
+                let listed = |r: &Value| r.get("name").and_then(Value::as_str) == Some(key.1.as_str());
+                let refs = account.get("secrets").and_then(Value::as_array).cloned().unwrap_or_default();
+                if status == 200 && (uid.is_empty() || uid == meta::uid(&account)) && refs.iter().any(listed) {
+                    account["secrets"] = json!(refs.into_iter().filter(|r| !listed(r)).collect::<Vec<_>>());
+                    let path = account_path(&key.0, &name);
+                    return self.send_token(key, TokenStep::Unlisted { account: name, uid, attempt }, "PUT", path, Some(account));
+                }
+                None
             }
-            None => None,
+            TokenStep::Unlisted { account, uid, attempt } => {
+                if status == 409 && attempt + 1 < MAX_RETRIES {
+                    let secret = json!({"metadata": {"namespace": key.0, "name": key.1, "annotations": {NAME_ANNOTATION: account, UID_ANNOTATION: uid}}});
+                    return self.unlist(&secret, attempt + 1);
+                }
+                None
+            }
         };
+        let tokens = self.tokens_mut();
         // A write that conflicted or found nothing is no news: the watch brings what changed.
-        if !(200..300).contains(&status) && status != 404 && status != 409 {
-            tokens.retry = Some(now + RETRY);
+        // Any other failure is tried again a while later, a few times.
+        if (200..300).contains(&status) || status == 404 || status == 409 {
+            tokens.failures.remove(&key);
+        } else {
+            let count = tokens.failures.entry(key.clone()).or_default();
+            *count += 1;
+            if *count <= MAX_RETRIES {
+                tokens.retry_at.insert(key.clone(), now + RETRY);
+            } else {
+                tokens.failures.remove(&key);
+            }
         }
-        if let Some((method, body)) = next {
+        if let Some((method, body, step)) = next {
             let path = secret_path(&key);
-            self.send(Asker::Tokens { key, step: TokenStep::Write, status: 0, body: Vec::new() }, method, path, "", Some(body));
+            self.send_token(key, step, method, path, body);
             return;
         }
-        tokens.busy.remove(&key);
-        if tokens.stale.remove(&key) {
+        if self.tokens_mut().stale.remove(&key) {
             self.plan_token(key);
         }
     }
 
-    /// Looks at every token Secret again (after a failure).
-    pub(super) fn plan_all_tokens(&mut self) {
-        let keys: Vec<Key> = self.tokens_mut().secrets.keys().cloned().collect();
-        for key in keys {
+    /// Looks again at the Secrets whose last request failed, when their time comes.
+    pub(super) fn token_retries_due(&mut self, now: Timestamp) {
+        let Some(tokens) = self.tokens.as_mut() else { return };
+        let due: Vec<Key> = tokens.retry_at.iter().filter(|(k, at)| **at <= now && !tokens.busy.contains(*k)).map(|(k, _)| k.clone()).collect();
+        for key in due {
+            self.tokens_mut().retry_at.remove(&key);
             self.plan_token(key);
         }
     }
+}
+
+fn delete_options(uid: &str) -> Value {
+    json!({"apiVersion": "v1", "kind": "DeleteOptions", "preconditions": {"uid": uid}})
 }

@@ -68,7 +68,8 @@ impl Strategy for Secrets {
                 errs.push(FieldError::required(format!("data[{key}]"), ""));
             }
         }
-        if ty == "kubernetes.io/service-account-token" && meta::at(obj, &["metadata", "annotations", "kubernetes.io/service-account.name"]).is_none() {
+        let account = meta::str_at(obj, &["metadata", "annotations", "kubernetes.io/service-account.name"]);
+        if ty == "kubernetes.io/service-account-token" && account.is_none_or(str::is_empty) {
             errs.push(FieldError::required("metadata.annotations[kubernetes.io/service-account.name]", ""));
         }
         if ty == "kubernetes.io/basic-auth" {
