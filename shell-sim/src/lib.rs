@@ -543,6 +543,7 @@ impl World {
         let mut head = None;
         let mut body = Vec::new();
         let mut relayed = Bytes::new();
+        let mut loopback = Vec::new();
         loop {
             match m.poll(self.now) {
                 Some(Effect::Kv(req)) => {
@@ -597,8 +598,13 @@ impl World {
                 }
                 Some(Effect::Respond(h)) => head = Some(h),
                 Some(Effect::Body(b)) => body.extend_from_slice(&b),
+                Some(Effect::Loopback(request)) => loopback.push(*request),
                 Some(Effect::End) | None => break,
             }
+        }
+        // The server's own requests, once this one is answered.
+        for request in loopback {
+            self.run(request);
         }
         Response { head: head.expect("every request is answered"), body: Bytes::from(body), watch: None }
     }

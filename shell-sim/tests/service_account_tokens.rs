@@ -281,6 +281,13 @@ fn a_secret_gets_its_accounts_legacy_token_which_authenticates_while_the_secret_
     assert_eq!(user.get("extra"), None, "a legacy token has no credential id");
     let warning = |r: &Response| r.head.headers.iter().find(|(k, _)| k == "Warning").map(|(_, v)| v.clone());
     assert_eq!(warning(&r), None, "a secret made by hand earns no warning");
+    // The server dates the Secret as used today (UTC), once a day.
+    let today = kapi_sim::epoch().to_zoned(jiff::tz::TimeZone::UTC).date().to_string();
+    let used = secret(&mut w, "robot-token").json();
+    assert_eq!(used["metadata"]["labels"]["kubernetes.io/legacy-token-last-used"], today.as_str());
+    w.advance(jiff::SignedDuration::from_secs(10));
+    whoami(&mut w, &token);
+    assert_eq!(secret(&mut w, "robot-token").json()["metadata"]["resourceVersion"], used["metadata"]["resourceVersion"], "dated once a day");
 
     // Listed in the account's secrets (as a controller of old made them): kube's warning, also
     // with the answer kept for 10 s.

@@ -190,6 +190,13 @@ async fn handle(state: Arc<State>, peer: Peer, req: hyper::Request<Incoming>) ->
     call(state, request, switch).await
 }
 
+/// Runs `request` as a request of its own, its answer dropped (the server's own writes).
+fn spawn_call(state: Arc<State>, request: Request) {
+    tokio::spawn(async move {
+        call(state, request, None).await;
+    });
+}
+
 /// Serves one request: runs its request machine until it answers. An answer whose body is
 /// complete by then (most are: one object, one status) goes out whole; a longer one (a list)
 /// streams from a task that goes on running the machine, a chunk at a time.
@@ -234,6 +241,7 @@ pub async fn call(state: Arc<State>, request: Request, switch: Option<OnUpgrade>
                 }
             }
             Some(Effect::Call(call)) => event = within(m.poll_timeout(), state.webhooks.call(*call)).await.map(Event::Called),
+            Some(Effect::Loopback(request)) => spawn_call(state.clone(), *request),
             Some(Effect::Respond(head)) => {
                 return match upstream.take() {
                     Some(Upstream { switched: Some(server), .. }) if head.status == 101 => match switch {

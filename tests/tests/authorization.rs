@@ -240,6 +240,11 @@ fn service_account_tokens_authenticate_and_rbac_authorizes_them() {
     }));
     let legacy = String::from_utf8(base64::engine::general_purpose::STANDARD.decode(legacy.trim()).unwrap()).unwrap();
     assert!(with_token(&legacy, &["get", "pods"]).status.success(), "a legacy token is the account's too");
+    let label = "jsonpath={.metadata.labels.kubernetes\\.io/legacy-token-last-used}";
+    assert!(
+        eventually(Duration::from_secs(10), || k.ok(&["get", "secret", "robot-token", "-o", label]).trim().len() == "2026-01-01".len()),
+        "the Secret is dated as used"
+    );
 
     // A deleted account's tokens stop working (once the 10 s kube keeps a token's answer pass),
     // and its token Secret goes with it.

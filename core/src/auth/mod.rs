@@ -27,7 +27,7 @@ pub use requestheader::{
     FRONT_PROXY_CLIENT_NAME, RequestHeader, STANDARD_EXTRA_PREFIX, STANDARD_GROUP, STANDARD_UID, STANDARD_USERNAME, escape_extra_key, is_remote_header,
     starts_with_ignore_case,
 };
-pub use serviceaccount::{AUTO_GENERATED_WARNING, Claimed, Confirmed, INVALID_SINCE_LABEL, LEGACY_ISSUER, check_token};
+pub use serviceaccount::{AUTO_GENERATED_WARNING, Claimed, Confirmed, INVALID_SINCE_LABEL, LAST_USED_LABEL, LEGACY_ISSUER, check_token};
 pub use token_cache::TokenCache;
 
 /// `user.Info`.
@@ -166,6 +166,15 @@ impl Pending {
                 let user = token.confirm(found, now).ok_or_else(|| "invalid bearer token".to_string())?;
                 Ok(Confirmed { user, warning: None })
             }
+        }
+    }
+
+    /// The write that dates a legacy token's Secret as used today, if it is due (see
+    /// [`Claimed::last_used`]): the Secret's path and a merge patch.
+    pub fn last_used(&self, found: &[(crate::admission::Lookup, Option<serde_json::Value>)], now: jiff::Timestamp) -> Option<(String, serde_json::Value)> {
+        match self {
+            Pending::ServiceAccount(claimed) => claimed.last_used(found, now),
+            Pending::Bootstrap { .. } => None,
         }
     }
 

@@ -15,7 +15,7 @@
 use std::collections::BTreeMap;
 
 use jiff::Timestamp;
-use serde_json::{Map, Value};
+use serde_json::{Map, Value, json};
 
 use super::{AUTHENTICATED_GROUP, UserInfo};
 use crate::admission::Lookup;
@@ -31,6 +31,8 @@ const EXTRA_PREFIX: &str = "authentication.kubernetes.io/";
 pub const LEGACY_ISSUER: &str = "kubernetes/serviceaccount";
 /// The label that marks a Secret's token as no longer good (kube's legacy token cleaner sets it).
 pub const INVALID_SINCE_LABEL: &str = "kubernetes.io/legacy-token-invalid-since";
+/// The label that dates a Secret's token's last use (the day, UTC).
+pub const LAST_USED_LABEL: &str = "kubernetes.io/legacy-token-last-used";
 
 /// A token whose signature, issuer, audiences and times check; who it names.
 #[derive(Clone, Debug, PartialEq)]
@@ -276,6 +278,23 @@ impl Claimed {
     /// not be deleting, and have the uid claimed. A Secret the account lists (one made for it
     /// automatically) earns kube's warning.
     fn confirm_legacy(&self, found: &[(Lookup, Option<Value>)], secret_name: &str, token: &str) -> Result<Option<&'static str>, String> {
+        let (secret, account) = self.legacy_objects(found, token)?;
+        if invalid_since(secret) {
+            let (ns, name) = (&self.namespace, &self.account.0);
+            return Err(format!(
+                "the token in secret {ns}/{secret_name} for service account {ns}/{name} has been marked invalid. Use tokens from the TokenRequest API or manually created secret-based tokens, or remove the '{INVALID_SINCE_LABEL}' label from the secret to temporarily allow use of this token"
+            ));
+        }
+        let listed = account
+            .get("secrets")
+            .and_then(Value::as_array)
+            .is_some_and(|refs| refs.iter().any(|r| r.get("name").and_then(Value::as_str) == Some(secret_name)));
+        Ok(listed.then_some(AUTO_GENERATED_WARNING))
+    }
+
+    /// The Secret and the account of a legacy token, if they still vouch for it (all of
+    /// [`Self::confirm_legacy`]'s checks but the invalid mark).
+    fn legacy_objects<'a>(&self, found: &'a [(Lookup, Option<Value>)], token: &str) -> Result<(&'a Value, &'a Value), String> {
         const INVALIDATED: &str = "Token has been invalidated";
         let object = |secret: bool| found.iter().find(|(l, _)| matches!(l, Lookup::Secret { .. }) == secret).and_then(|(_, o)| o.as_ref());
         let secret = object(true).filter(|s| meta::deletion_timestamp(s).is_none()).ok_or(INVALIDATED)?;
@@ -292,18 +311,30 @@ impl Claimed {
         if meta::uid(account) != uid {
             return Err(format!("ServiceAccount UID ({}) does not match claim ({uid})", meta::uid(account)));
         }
-        if meta::labels(secret).iter().any(|(k, v)| *k == INVALID_SINCE_LABEL && !v.is_empty()) {
-            let ns = &self.namespace;
-            return Err(format!(
-                "the token in secret {ns}/{secret_name} for service account {ns}/{name} has been marked invalid. Use tokens from the TokenRequest API or manually created secret-based tokens, or remove the '{INVALID_SINCE_LABEL}' label from the secret to temporarily allow use of this token"
-            ));
-        }
-        let listed = account
-            .get("secrets")
-            .and_then(Value::as_array)
-            .is_some_and(|refs| refs.iter().any(|r| r.get("name").and_then(Value::as_str) == Some(secret_name)));
-        Ok(listed.then_some(AUTO_GENERATED_WARNING))
+        Ok((secret, account))
     }
+
+    /// For a legacy token its Secret and account vouch for (marked invalid or not), the merge
+    /// patch that dates the Secret's `kubernetes.io/legacy-token-last-used` label today (UTC),
+    /// unless it says today or tomorrow already: the Secret's path and the patch, as kube's
+    /// validator writes it.
+    pub fn last_used(&self, found: &[(Lookup, Option<Value>)], now: Timestamp) -> Option<(String, Value)> {
+        let Kind::Legacy { secret, token } = &self.kind else { return None };
+        let (object, _) = self.legacy_objects(found, token).ok()?;
+        let today = now.to_zoned(jiff::tz::TimeZone::UTC).date();
+        let tomorrow = today.tomorrow().ok()?;
+        let last_used = meta::labels(object).into_iter().find(|(k, _)| *k == LAST_USED_LABEL).map(|(_, v)| v);
+        if last_used.is_some_and(|v| v == today.to_string() || v == tomorrow.to_string()) {
+            return None;
+        }
+        let patch = json!({"kind": "Secret", "apiVersion": "v1",
+            "metadata": {"name": secret, "namespace": self.namespace, "uid": meta::uid(object), "labels": {LAST_USED_LABEL: today.to_string()}}});
+        Some((format!("/api/v1/namespaces/{}/secrets/{secret}", self.namespace), patch))
+    }
+}
+
+fn invalid_since(secret: &Value) -> bool {
+    meta::labels(secret).iter().any(|(k, v)| *k == INVALID_SINCE_LABEL && !v.is_empty())
 }
 
 /// What a lookup of a missing service account says (the API's NotFound).

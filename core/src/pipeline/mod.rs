@@ -267,6 +267,10 @@ pub enum Effect {
     /// Make this webhook call (a CRD's conversion webhook) and report its answer with
     /// [`Event::Called`].
     Call(Box<WebhookCall>),
+    /// Run this request through the pipeline as a request of its own, without waiting for its
+    /// answer (the server's own write as a side effect, as kube's loopback client makes it:
+    /// a legacy token's Secret dated as used). Nothing is fed back.
+    Loopback(Box<Request>),
     Respond(Head),
     Body(Bytes),
     End,

@@ -183,9 +183,27 @@ impl RequestMachine {
         }
     }
 
+    /// Has the server write `last_used` (a Secret's path and a merge patch), as its own
+    /// request, with the loopback token.
+    fn date_legacy_token(&mut self, last_used: Option<(String, Value)>) {
+        let (Some((path, patch)), Some(token)) = (last_used, self.server.authenticator.loopback.as_deref()) else { return };
+        let headers = vec![
+            ("Authorization".to_string(), format!("Bearer {token}")),
+            ("Content-Type".to_string(), "application/merge-patch+json".to_string()),
+            ("User-Agent".to_string(), "kube-apiserver/kapi".to_string()),
+            ("Accept".to_string(), "application/json".to_string()),
+        ];
+        let body = Bytes::from(serde_json::to_vec(&patch).expect("JSON trees serialize"));
+        let request = crate::pipeline::Request { method: "PATCH".into(), path, headers, body, ..Default::default() };
+        self.out.push_back(Effect::Loopback(Box::new(request)));
+    }
+
     /// Every lookup is answered: the write with what admission needs, or the request as the
     /// user its token stands for (401 if the token no longer does).
     fn lookups_done(&mut self, now: Timestamp, l: Lookups) {
+        if let AfterLookups::Authenticate { pending, .. } | AfterLookups::TokenReview { pending, .. } = &l.then {
+            self.date_legacy_token(pending.last_used(&l.found, now));
+        }
         match l.then {
             AfterLookups::Write(w) => {
                 let w = *w;
