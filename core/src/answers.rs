@@ -5,7 +5,9 @@
 //! An [`AnswerCache`] is read on every request that needs one of its answers and written when
 //! an answer comes: a lock-free map (papaya) keyed by a SHA-256 of the question (never the
 //! question itself: a token is not kept), and bounded: past [`MAX_ENTRIES`], expired answers
-//! are dropped, then all of them.
+//! are dropped, then the half that would expire soonest (the oldest, among answers kept as
+//! long: so a flood of new questions pushes out old answers a half at a time, rather than
+//! every answer at once).
 
 use jiff::{SignedDuration, Timestamp};
 use sha2::{Digest, Sha256};
@@ -64,8 +66,11 @@ impl<V: Clone> AnswerCache<V> {
         let at = now.as_millisecond();
         if entries.len() >= MAX_ENTRIES {
             entries.retain(|_, k| k.until_ms > at);
-            if entries.len() >= MAX_ENTRIES {
-                entries.clear();
+            let mut untils: Vec<i64> = entries.iter().map(|(_, k)| k.until_ms).collect();
+            if untils.len() >= MAX_ENTRIES {
+                let half = untils.len() / 2;
+                let (_, &mut median, _) = untils.select_nth_unstable(half);
+                entries.retain(|_, k| k.until_ms > median);
             }
         }
         let until_ms = at.saturating_add(i64::try_from(ttl.as_millis()).unwrap_or(i64::MAX));
@@ -99,9 +104,15 @@ mod tests {
         cache.put(key(&[b"zero"]), "bob", SignedDuration::ZERO, now);
         assert!(cache.get(&key(&[b"zero"]), now).is_none());
         assert_ne!(key(&[b"ab", b"c"]), key(&[b"a", b"bc"]));
+        // Full: the answers that would expire soonest go, the others stay.
         for i in 0..MAX_ENTRIES + 10 {
-            cache.put(key(&[format!("token-{i}").as_bytes()]), "alice", ttl, now);
+            let at = now + SignedDuration::from_millis(i as i64);
+            cache.put(key(&[format!("token-{i}").as_bytes()]), "alice", ttl, at);
         }
         assert!(cache.len() <= MAX_ENTRIES);
+        let later = now + SignedDuration::from_millis(MAX_ENTRIES as i64 + 10);
+        assert!(cache.get(&key(&[b"token-1"]), later).is_none(), "the oldest went");
+        assert_eq!(cache.get(&key(&[format!("token-{}", MAX_ENTRIES - 1).as_bytes()]), later), Some("alice"), "the newest stayed");
+        assert!(cache.len() > MAX_ENTRIES / 4, "not all of them went");
     }
 }
