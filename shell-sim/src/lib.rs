@@ -93,6 +93,8 @@ pub struct World {
     /// The extension API servers: what each request proxied to one gets (its answer, or the
     /// transport's error). Without it, none can be reached.
     pub extension: Option<ExtensionServer>,
+    /// Reads of keys under this prefix fail, as a store that cannot be reached fails them.
+    pub unreadable: Option<String>,
     /// The webhooks (CRDs' conversion webhooks): what each call gets. Without it, none can
     /// be reached.
     pub webhook: Option<WebhookServer>,
@@ -241,6 +243,7 @@ impl World {
             api_services_seen: 0,
             authz_seen: BTreeMap::new(),
             extension: None,
+            unreadable: None,
             webhook: None,
         };
         for (key, cache) in watch_caches(&w.server, &w.served.catalog, DEFAULT_HISTORY) {
@@ -273,6 +276,11 @@ impl World {
 
     /// Serves one KV request and delivers the events it caused.
     pub fn apply(&mut self, req: &KvRequest) -> KvResult {
+        if let (KvRequest::Range(r), Some(prefix)) = (req, &self.unreadable)
+            && r.key.starts_with(prefix.as_bytes())
+        {
+            return Err(kapi_core::kv::KvError::Unavailable("the simulated store cannot read there".into()));
+        }
         let (result, events) = self.model.apply(self.now, req);
         if !events.is_empty() {
             let header_revision = self.model.revision();

@@ -348,6 +348,18 @@ fn token_secrets_go_with_their_account() {
     assert_eq!(secret(&mut w, "robot-token").head.status, 404);
     assert_eq!(review_error(&mut w, &token), "Token has been invalidated");
 
+    // What the watch cache lacks is read from storage; a read that fails refuses the token in
+    // the validator's words (a TokenReview still answers).
+    post(&mut w, ACCOUNTS, json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "robot"}}));
+    post(&mut w, SECRETS, token_secret("readable", json!({"kubernetes.io/service-account.name": "robot"})));
+    let readable = data(&secret(&mut w, "readable").json(), "token");
+    w.call("DELETE", &format!("{SECRETS}/readable"), "", None, "");
+    w.unreadable = Some("/registry/secrets/".into());
+    assert_eq!(review_error(&mut w, &readable), "Token has been invalidated");
+    assert_eq!(whoami(&mut w, &readable).head.status, 401);
+    w.unreadable = None;
+    w.call("DELETE", &format!("{ACCOUNTS}/robot"), "", None, "");
+
     // An account name that is empty is refused; one no request could name is left alone.
     let r = post(&mut w, SECRETS, token_secret("empty", json!({"kubernetes.io/service-account.name": ""})));
     assert_eq!(r.head.status, 422, "{}", String::from_utf8_lossy(&r.body));

@@ -169,6 +169,16 @@ impl Pending {
         }
     }
 
+    /// Why the token does not stand for anyone when `lookup` could not be read (`error`), in
+    /// its validator's words: an account's read error as it is; a bound or legacy token's
+    /// other objects as invalidating it; a bootstrap token's Secret's as it is.
+    pub fn unreadable(&self, lookup: &crate::admission::Lookup, error: &str) -> String {
+        match self {
+            Pending::ServiceAccount(claimed) => claimed.unreadable(lookup, error),
+            Pending::Bootstrap { .. } => error.to_string(),
+        }
+    }
+
     /// The write that dates a legacy token's Secret as used today, if it is due (see
     /// [`Claimed::last_used`]): the Secret's path and a merge patch.
     pub fn last_used(&self, found: &[(crate::admission::Lookup, Option<serde_json::Value>)], now: jiff::Timestamp) -> Option<(String, serde_json::Value)> {

@@ -314,6 +314,16 @@ impl Claimed {
         Ok((secret, account))
     }
 
+    /// Why the token does not stand for anyone when `lookup` could not be read (`error`), as
+    /// kube's validators say it.
+    pub fn unreadable(&self, lookup: &Lookup, error: &str) -> String {
+        match (lookup, &self.kind) {
+            (Lookup::ServiceAccount { .. }, _) => error.to_string(),
+            (_, Kind::Legacy { .. }) => "Token has been invalidated".into(),
+            (_, Kind::Bound { .. }) => "service account token has been invalidated".into(),
+        }
+    }
+
     /// For a legacy token its Secret and account vouch for (marked invalid or not), the merge
     /// patch that dates the Secret's `kubernetes.io/legacy-token-last-used` label today (UTC),
     /// unless it says today or tomorrow already: the Secret's path and the patch, as kube's

@@ -163,9 +163,16 @@ impl RequestMachine {
                             let error = registry::storage_error(e, &res.info.group_resource(), "");
                             match l.then {
                                 AfterLookups::Write(w) => self.fail_as(&error, w.output.format),
-                                // A token whose objects cannot be read does not authenticate.
-                                AfterLookups::Authenticate { .. } => self.fail(&ApiError::unauthorized()),
-                                AfterLookups::TokenReview { output, .. } => self.fail_as(&error, output.format),
+                                // A token whose objects cannot be read does not authenticate,
+                                // with its validator's words for why.
+                                AfterLookups::Authenticate { pending, info, query } => {
+                                    let why = pending.unreadable(&lookup, &error.message);
+                                    self.refuse_request(*info, query, why, now);
+                                }
+                                AfterLookups::TokenReview { pending, review, res, output } => {
+                                    let why = pending.unreadable(&lookup, &error.message);
+                                    self.refuse_review(review, res, output, why, now);
+                                }
                             }
                             return true;
                         }
@@ -198,6 +205,19 @@ impl RequestMachine {
         self.out.push_back(Effect::Loopback(Box::new(request)));
     }
 
+    /// The request's token does not stand for anyone, for `why`: the webhook may still know it.
+    fn refuse_request(&mut self, info: RequestInfo, query: Query, why: String, now: Timestamp) {
+        let token = crate::auth::request_bearer_token(&self.req.headers).unwrap_or_default().to_string();
+        self.ask_authenticator(&token, &[], vec![why], Authenticating::Request { info: Box::new(info), query }, now);
+    }
+
+    /// The reviewed token does not stand for anyone, for `why`: the webhook may still know it.
+    fn refuse_review(&mut self, review: Value, res: Arc<Resource>, output: Output, why: String, now: Timestamp) {
+        let token = meta::str_at(&review, &["spec", "token"]).unwrap_or_default().to_string();
+        let audiences = review_audiences(&review);
+        self.ask_authenticator(&token, &audiences, vec![why], Authenticating::TokenReview { review, res, output }, now);
+    }
+
     /// Every lookup is answered: the write with what admission needs, or the request as the
     /// user its token stands for (401 if the token no longer does).
     fn lookups_done(&mut self, now: Timestamp, l: Lookups) {
@@ -224,10 +244,7 @@ impl RequestMachine {
                     self.stage = Stage::Done;
                     self.authenticated(now, *info, query);
                 }
-                Err(why) => {
-                    let token = crate::auth::request_bearer_token(&self.req.headers).unwrap_or_default().to_string();
-                    self.ask_authenticator(&token, &[], vec![why], Authenticating::Request { info, query }, now);
-                }
+                Err(why) => self.refuse_request(*info, query, why, now),
             },
             AfterLookups::TokenReview { pending, review, res, output } => match pending.confirm(&l.found, now) {
                 Ok(Confirmed { user, warning }) => {
@@ -235,11 +252,7 @@ impl RequestMachine {
                     let answer = reviewed(review, token_review_status(Ok(&user), pending.audiences()));
                     self.respond_object(&res, &answer, output, 201, "", now);
                 }
-                Err(why) => {
-                    let token = meta::str_at(&review, &["spec", "token"]).unwrap_or_default().to_string();
-                    let audiences = review_audiences(&review);
-                    self.ask_authenticator(&token, &audiences, vec![why], Authenticating::TokenReview { review, res, output }, now);
-                }
+                Err(why) => self.refuse_review(review, res, output, why, now),
             },
         }
     }
