@@ -100,6 +100,58 @@ impl LabelSelector {
         Ok(LabelSelector { reqs })
     }
 
+    /// The requirements as a SubjectAccessReview's `labelSelector.requirements` carries them
+    /// (kube's webhook authorizer): by key, `=`, `==` and `in` as `In`, `!=` and `notin` as
+    /// `NotIn` (values sorted, each once), `Exists` and `DoesNotExist` without values; `>` and
+    /// `<` left out (requirements are AND'd: the review asks about more, never less).
+    pub fn review_requirements(&self) -> Vec<Value> {
+        let mut reqs: Vec<&Requirement> = self.reqs.iter().collect();
+        reqs.sort_by(|a, b| a.key.cmp(&b.key));
+        let set = |values: &[String]| values.iter().cloned().collect::<std::collections::BTreeSet<String>>().into_iter().collect::<Vec<_>>();
+        reqs.into_iter()
+            .filter_map(|r| {
+                let (operator, values) = match &r.op {
+                    Op::Equals(v) => ("In", vec![v.clone()]),
+                    Op::In(values) => ("In", set(values)),
+                    Op::NotEquals(v) => ("NotIn", vec![v.clone()]),
+                    Op::NotIn(values) => ("NotIn", set(values)),
+                    Op::Exists => ("Exists", Vec::new()),
+                    Op::DoesNotExist => ("DoesNotExist", Vec::new()),
+                    Op::Gt(_) | Op::Lt(_) => return None,
+                };
+                let mut requirement = serde_json::json!({"key": r.key, "operator": operator});
+                if !values.is_empty() {
+                    requirement["values"] = serde_json::json!(values);
+                }
+                Some(requirement)
+            })
+            .collect()
+    }
+
+    /// A review's `labelSelector.requirements` as kube's `labelSelectorAsSelector` reads them:
+    /// each that is no valid requirement (an unknown operator, values where there may be none
+    /// or none where there must be some, a key that is no qualified name, a value that is no
+    /// label value) dropped; the rest kept in order. Also how many were dropped.
+    pub fn from_review_requirements(requirements: &[Value]) -> (LabelSelector, usize) {
+        let mut reqs = Vec::new();
+        for r in requirements {
+            let key = r.get("key").and_then(Value::as_str).unwrap_or_default().to_string();
+            let values: Vec<String> = r.get("values").and_then(Value::as_array).into_iter().flatten().filter_map(Value::as_str).map(str::to_string).collect();
+            let op = match (r.get("operator").and_then(Value::as_str).unwrap_or_default(), values.is_empty()) {
+                ("In", false) => Op::In(values.clone()),
+                ("NotIn", false) => Op::NotIn(values.clone()),
+                ("Exists", true) => Op::Exists,
+                ("DoesNotExist", true) => Op::DoesNotExist,
+                _ => continue,
+            };
+            if qualified_name(&key).is_empty() && values.iter().all(|v| label_value(v).is_empty()) {
+                reqs.push(Requirement { key, op });
+            }
+        }
+        let dropped = requirements.len() - reqs.len();
+        (LabelSelector { reqs }, dropped)
+    }
+
     pub fn matches<K: AsRef<str>, V: AsRef<str>>(&self, labels: &[(K, V)]) -> bool {
         let get = |k: &str| labels.iter().find(|(lk, _)| lk.as_ref() == k).map(|(_, v)| v.as_ref());
         self.reqs.iter().all(|r| r.matches(&get))
@@ -240,12 +292,6 @@ impl FieldSelector {
         self.terms.is_empty()
     }
 
-    /// The selector of these terms: a field, whether it must equal (else differ from) the
-    /// value, and the value.
-    pub fn of(terms: Vec<(String, bool, String)>) -> FieldSelector {
-        FieldSelector { terms }
-    }
-
     /// `fields.ParseSelector`: terms split at unescaped commas (and sorted, so the first error
     /// is kube's), each split at the first `!=`, `==` or `=` (the field as written), the value
     /// unescaped (`\\`, `\,` and `\=` only; an unescaped `,` or `=` in it is an error).
@@ -264,6 +310,26 @@ impl FieldSelector {
     }
 
     /// The terms: a field, whether it must equal (else differ from) the value, and the value.
+    /// A review's `fieldSelector.requirements` as kube's `fieldSelectorAsSelector` reads them:
+    /// `In` and `NotIn` with one value being `=` and `!=`, each other requirement dropped; the
+    /// rest kept in order. Also how many were dropped.
+    pub fn from_review_requirements(requirements: &[Value]) -> (FieldSelector, usize) {
+        let mut terms = Vec::new();
+        for r in requirements {
+            let values: Vec<&str> = r.get("values").and_then(Value::as_array).into_iter().flatten().filter_map(Value::as_str).collect();
+            let equal = match r.get("operator").and_then(Value::as_str) {
+                Some("In") => true,
+                Some("NotIn") => false,
+                _ => continue,
+            };
+            if let [value] = values[..] {
+                terms.push((r.get("key").and_then(Value::as_str).unwrap_or_default().to_string(), equal, value.to_string()));
+            }
+        }
+        let dropped = requirements.len() - terms.len();
+        (FieldSelector { terms }, dropped)
+    }
+
     pub fn terms(&self) -> &[(String, bool, String)] {
         &self.terms
     }

@@ -190,3 +190,51 @@ fn the_webhook_authorizes_impersonation_and_binding_a_role_jane_does_not_hold() 
         json!({"verb": "bind", "group": "rbac.authorization.k8s.io", "resource": "clusterroles", "name": "cluster-admin"})
     );
 }
+
+#[test]
+fn label_selectors_are_told_to_the_webhook_as_kube_tells_them() {
+    let mut w = World::new(server_with_webhooks("Webhook"), epoch(), 4);
+    let hooks = install(&mut w);
+    // A list's: by key, `=` and `in` as In (values sorted, once), `!` as DoesNotExist, `>` left out.
+    let r = w.request(kapi_core::pipeline::Request {
+        method: "GET".into(),
+        path: "/api/v1/namespaces/default/pods".into(),
+        query: "labelSelector=tier%20in%20(b%2Ca%2Ca)%2Capp%3Dweb%2Cx%3E3%2C!gone".into(),
+        headers: vec![("Authorization".into(), format!("Bearer {TOKEN}"))],
+        ..Default::default()
+    });
+    assert_eq!(r.head.status, 200, "{}", text(&r));
+    let reviews = sent(&hooks, "/authorize");
+    assert_eq!(
+        reviews[0]["spec"]["resourceAttributes"]["labelSelector"],
+        json!({"requirements": [{"key": "app", "operator": "In", "values": ["web"]}, {"key": "gone", "operator": "DoesNotExist"},
+            {"key": "tier", "operator": "In", "values": ["a", "b"]}]})
+    );
+
+    // A review's: its requirements that do not convert are dropped and the status says so;
+    // what is left is what the webhook is told.
+    let review = |selector: Value| {
+        json!({"apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectAccessReview",
+            "spec": {"resourceAttributes": {"verb": "list", "resource": "pods", "namespace": "default", "labelSelector": selector}}})
+    };
+    let path = "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews";
+    let selector = json!({"requirements": [{"key": "app", "operator": "NotIn", "values": ["db"]}, {"key": "x", "operator": "Gt", "values": ["3"]}]});
+    let r = w.call_with_token(TOKEN, "POST", path, Some(review(selector)));
+    assert_eq!(r.head.status, 201, "{}", text(&r));
+    assert_eq!(
+        r.json()["status"],
+        json!({"allowed": true, "reason": "jane may", "evaluationError": "spec.resourceAttributes.labelSelector partially ignored due to parse error"})
+    );
+    let told = sent(&hooks, "/authorize").pop().unwrap();
+    assert_eq!(told["spec"]["resourceAttributes"]["labelSelector"], json!({"requirements": [{"key": "app", "operator": "NotIn", "values": ["db"]}]}));
+    let r = w.call_with_token(TOKEN, "POST", path, Some(review(json!({"rawSelector": "app in"}))));
+    assert_eq!(r.json()["status"]["evaluationError"], "spec.resourceAttributes.labelSelector ignored due to parse error");
+
+    // Requirements are checked as labels are.
+    let selector = json!({"requirements": [{"key": "-bad", "operator": "Exists"}, {"key": "app", "operator": "In", "values": ["a b"]}]});
+    let r = w.call_with_token(TOKEN, "POST", path, Some(review(selector)));
+    assert_eq!(r.head.status, 422);
+    let message = r.json()["message"].as_str().unwrap().to_string();
+    assert!(message.starts_with("SelfSubjectAccessReview.authorization.k8s.io \"\" is invalid: [spec.resourceAttributes.labelSelector.requirements[0].key: Invalid value: \"-bad\": name part must consist of"), "{message}");
+    assert!(message.contains("spec.resourceAttributes.labelSelector.requirements[1].values[0]: Invalid value: \"a b\": a valid label must be"), "{message}");
+}

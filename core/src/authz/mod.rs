@@ -27,7 +27,7 @@ use jiff::Timestamp;
 
 use crate::auth::UserInfo;
 use crate::cache::Objects;
-use crate::selector::FieldSelector;
+use crate::selector::{FieldSelector, LabelSelector};
 use crate::status::{ApiError, GroupResource, quote};
 
 pub use graph::NodeGraph;
@@ -53,6 +53,8 @@ pub struct Attributes {
     pub resource_request: bool,
     /// A list's, watch's or deletecollection's field selector (empty when it does not parse).
     pub field_selector: FieldSelector,
+    /// Its label selector, likewise (a webhook is told; RBAC and Node do not look).
+    pub label_selector: LabelSelector,
 }
 
 impl Attributes {
@@ -69,6 +71,7 @@ impl Attributes {
             path: String::new(),
             resource_request: true,
             field_selector: FieldSelector::default(),
+            label_selector: LabelSelector::default(),
         }
     }
 }

@@ -159,6 +159,10 @@ impl WebhookAuthorizer {
             if !requirements.is_empty() {
                 r.insert("fieldSelector".into(), json!({"requirements": requirements}));
             }
+            let requirements = attrs.label_selector.review_requirements();
+            if !requirements.is_empty() {
+                r.insert("labelSelector".into(), json!({"requirements": requirements}));
+            }
             spec.insert("resourceAttributes".into(), Value::Object(r));
         } else {
             let mut n = Map::new();

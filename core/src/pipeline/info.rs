@@ -21,6 +21,8 @@ pub struct RequestInfo {
     /// `AuthorizeWithSelectors`): empty when it does not parse, or for the deprecated
     /// `/watch/` paths.
     pub field_selector: crate::selector::FieldSelector,
+    /// Its label selector, likewise.
+    pub label_selector: crate::selector::LabelSelector,
 }
 
 impl RequestInfo {
@@ -37,6 +39,7 @@ impl RequestInfo {
             path: self.path.clone(),
             resource_request: self.is_resource_request,
             field_selector: self.field_selector.clone(),
+            label_selector: self.label_selector.clone(),
         }
     }
 }
@@ -118,6 +121,7 @@ pub fn resolve(method: &str, path: &str, query: &Query) -> RequestInfo {
     }
     if matches!(info.verb.as_str(), "list" | "watch" | "deletecollection") && !special {
         info.field_selector = query.get("fieldSelector").and_then(|fs| crate::selector::FieldSelector::parse(fs).ok()).unwrap_or_default();
+        info.label_selector = query.get("labelSelector").and_then(|ls| crate::selector::LabelSelector::parse(ls).ok()).unwrap_or_default();
     }
     info
 }

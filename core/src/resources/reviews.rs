@@ -9,7 +9,7 @@ use crate::authz::Attributes;
 use crate::authz::rbac::Rule;
 use crate::catalog::{Backing, Resource, ReviewContext, Strategy};
 use crate::meta;
-use crate::selector::FieldSelector;
+use crate::selector::{FieldSelector, LabelSelector};
 use crate::status::{ApiError, FieldError};
 
 pub fn resources() -> Vec<Resource> {
@@ -164,29 +164,40 @@ fn selector_errors(resource: &Value, errors: &mut Vec<FieldError>) {
         if raw.is_empty() && requirements.is_empty() {
             errors.push(FieldError::required(format!("{path}.requirements"), format!("when {path} is specified, requirements or rawSelector is required")));
         }
-        if which == "labelSelector" {
-            continue;
-        }
         for (i, r) in requirements.iter().enumerate() {
             let at = format!("{path}.requirements[{i}]");
-            if r.get("key").and_then(Value::as_str).unwrap_or_default().is_empty() {
+            let key = r.get("key").and_then(Value::as_str).unwrap_or_default();
+            if which == "fieldSelector" && key.is_empty() {
                 errors.push(FieldError::required(format!("{at}.key"), "must be specified"));
             }
-            let values = r.get("values").and_then(Value::as_array).map_or(0, Vec::len);
+            let values = r.get("values").and_then(Value::as_array).map(Vec::as_slice).unwrap_or_default();
             match r.get("operator").and_then(Value::as_str).unwrap_or_default() {
-                "In" | "NotIn" if values == 0 => {
+                "In" | "NotIn" if values.is_empty() => {
                     errors.push(FieldError::required(format!("{at}.values"), "must be specified when `operator` is 'In' or 'NotIn'"))
                 }
-                "Exists" | "DoesNotExist" if values > 0 => {
+                "Exists" | "DoesNotExist" if !values.is_empty() => {
                     errors.push(FieldError::forbidden(format!("{at}.values"), "may not be specified when `operator` is 'Exists' or 'DoesNotExist'"))
                 }
                 _ => {}
+            }
+            // A label requirement's key and values are checked as labels' (`ValidateLabelName`,
+            // `IsValidLabelValue`); a field requirement's are not.
+            if which == "labelSelector" {
+                for message in crate::validation::qualified_name(key) {
+                    errors.push(FieldError::invalid(format!("{at}.key"), json!(key), message));
+                }
+                for (j, value) in values.iter().enumerate() {
+                    let text = value.as_str().unwrap_or_default();
+                    for message in crate::validation::label_value(text) {
+                        errors.push(FieldError::invalid(format!("{at}.values[{j}]"), value.clone(), message));
+                    }
+                }
             }
         }
     }
 }
 
-/// What became of a review's field selector on its way to the authorizers.
+/// What became of a review's selector on its way to the authorizers.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum SelectorParse {
     Whole,
@@ -196,45 +207,47 @@ enum SelectorParse {
     Ignored,
 }
 
-/// A review's `resourceAttributes.fieldSelector` as kube's `ResourceAttributesFrom` reads it:
-/// its `rawSelector` parsed, or its requirements (`In` and `NotIn` with one value being `=`
-/// and `!=`), each that does not convert dropped and the rest kept.
-fn field_selector(v: Option<&Value>) -> (FieldSelector, SelectorParse) {
-    let Some(v) = v else { return (FieldSelector::default(), SelectorParse::Whole) };
-    let mut chosen = (FieldSelector::default(), SelectorParse::Whole);
+impl SelectorParse {
+    /// What the review's `evaluationError` says of the selector `which` (kube's
+    /// `BuildEvaluationError`).
+    fn error(self, which: &str) -> Option<String> {
+        match self {
+            SelectorParse::Whole => None,
+            SelectorParse::Partial => Some(format!("spec.resourceAttributes.{which} partially ignored due to parse error")),
+            SelectorParse::Ignored => Some(format!("spec.resourceAttributes.{which} ignored due to parse error")),
+        }
+    }
+}
+
+/// A review's `resourceAttributes.fieldSelector` or `labelSelector` as kube's
+/// `ResourceAttributesFrom` reads it: its `rawSelector` parsed (all or nothing), or its
+/// requirements, those that do not convert dropped and the rest kept.
+fn selector<S: Default>(v: Option<&Value>, parse: fn(&str) -> Result<S, String>, from_requirements: fn(&[Value]) -> (S, usize)) -> (S, SelectorParse) {
+    let Some(v) = v else { return (S::default(), SelectorParse::Whole) };
+    let mut chosen = (S::default(), SelectorParse::Whole);
     if let Some(raw) = v.get("rawSelector").and_then(Value::as_str).filter(|r| !r.is_empty()) {
-        chosen = FieldSelector::parse(raw).map_or((FieldSelector::default(), SelectorParse::Ignored), |s| (s, SelectorParse::Whole));
+        chosen = parse(raw).map_or((S::default(), SelectorParse::Ignored), |s| (s, SelectorParse::Whole));
     }
     let requirements = v.get("requirements").and_then(Value::as_array).map(Vec::as_slice).unwrap_or_default();
     if requirements.is_empty() {
         return chosen;
     }
-    let mut terms = Vec::new();
-    for r in requirements {
-        let values: Vec<&str> = r.get("values").and_then(Value::as_array).into_iter().flatten().filter_map(Value::as_str).collect();
-        let equal = match r.get("operator").and_then(Value::as_str) {
-            Some("In") => true,
-            Some("NotIn") => false,
-            _ => continue,
-        };
-        if let [value] = values[..] {
-            terms.push((r.get("key").and_then(Value::as_str).unwrap_or_default().to_string(), equal, value.to_string()));
-        }
-    }
-    let parse = match terms.len() {
-        n if n == requirements.len() => SelectorParse::Whole,
-        0 => SelectorParse::Ignored,
+    let (selector, dropped) = from_requirements(requirements);
+    let parse = match dropped {
+        0 => SelectorParse::Whole,
+        n if n == requirements.len() => SelectorParse::Ignored,
         _ => SelectorParse::Partial,
     };
-    (FieldSelector::of(terms), parse)
+    (selector, parse)
 }
 
-/// What a review asks about, and what became of its field selector.
-fn attributes(spec: &Value) -> (Attributes, SelectorParse) {
+/// What a review asks about, and what became of its field and label selectors.
+fn attributes(spec: &Value) -> (Attributes, [SelectorParse; 2]) {
     let s = |v: &Value, k: &str| v.get(k).and_then(Value::as_str).unwrap_or_default().to_string();
     match (spec.get("resourceAttributes"), spec.get("nonResourceAttributes")) {
         (Some(r), _) => {
-            let (field_selector, parse) = field_selector(r.get("fieldSelector"));
+            let (field_selector, fields) = selector(r.get("fieldSelector"), FieldSelector::parse, FieldSelector::from_review_requirements);
+            let (label_selector, labels) = selector(r.get("labelSelector"), LabelSelector::parse, LabelSelector::from_review_requirements);
             let attributes = Attributes {
                 verb: s(r, "verb"),
                 group: s(r, "group"),
@@ -246,11 +259,12 @@ fn attributes(spec: &Value) -> (Attributes, SelectorParse) {
                 path: String::new(),
                 resource_request: true,
                 field_selector,
+                label_selector,
             };
-            (attributes, parse)
+            (attributes, [fields, labels])
         }
-        (None, Some(n)) => (Attributes { verb: s(n, "verb"), path: s(n, "path"), ..Default::default() }, SelectorParse::Whole),
-        (None, None) => (Attributes::default(), SelectorParse::Whole),
+        (None, Some(n)) => (Attributes { verb: s(n, "verb"), path: s(n, "path"), ..Default::default() }, [SelectorParse::Whole; 2]),
+        (None, None) => (Attributes::default(), [SelectorParse::Whole; 2]),
     }
 }
 
@@ -274,7 +288,7 @@ impl Strategy for Review {
                     Review::Access { .. } => subject(&spec),
                     _ => ctx.user.clone(),
                 };
-                let (attributes, parse) = attributes(&spec);
+                let (attributes, [fields, labels]) = attributes(&spec);
                 let d = ctx.decider.authorize(&subject, &attributes);
                 let mut st = json!({"allowed": d.allowed});
                 if d.denied {
@@ -283,13 +297,9 @@ impl Strategy for Review {
                 if !d.reason.is_empty() {
                     st["reason"] = json!(d.reason);
                 }
-                // kube's `BuildEvaluationError`: the authorizers' errors, then the selector's.
-                let mut errors = vec![d.error].into_iter().filter(|e| !e.is_empty()).collect::<Vec<_>>();
-                match parse {
-                    SelectorParse::Whole => {}
-                    SelectorParse::Partial => errors.push("spec.resourceAttributes.fieldSelector partially ignored due to parse error".into()),
-                    SelectorParse::Ignored => errors.push("spec.resourceAttributes.fieldSelector ignored due to parse error".into()),
-                }
+                // kube's `BuildEvaluationError`: the authorizers' errors, then the selectors'.
+                let errors: Vec<String> =
+                    [Some(d.error).filter(|e| !e.is_empty()), fields.error("fieldSelector"), labels.error("labelSelector")].into_iter().flatten().collect();
                 if !errors.is_empty() {
                     st["evaluationError"] = json!(errors.join("; "));
                 }
