@@ -143,7 +143,7 @@ impl Bootstrap {
             items.push_back(Planned { res: services.clone(), namespace: None, object, existing: Existing::Keep });
         }
         // kube runs the `rbac/bootstrap-roles` hook only where RBAC authorizes.
-        if server.authorizer.uses_rbac() {
+        if server.authorizer.load().uses_rbac() {
             for PolicyObject { kind, object } in authz::bootstrap::policy() {
                 let namespace = meta::at(&object, &["metadata", "namespace"]).and_then(Value::as_str).map(str::to_string);
                 items.push_back(Planned { res: get("rbac.authorization.k8s.io", kind.resource()), namespace, object, existing: Existing::Reconcile(kind) });

@@ -13,6 +13,7 @@ pub mod cache;
 pub mod catalog;
 pub mod cel;
 pub mod codec;
+pub mod config_file;
 pub mod controllers;
 pub mod discovery;
 pub mod kv;

@@ -184,15 +184,15 @@ pub fn webhook_endpoint(path: &str) -> kapi_core::webhook::kubeconfig::Endpoint 
 /// SubjectAccessReview v1), with kube's cache times.
 pub fn server_with_webhooks(modes: &str) -> Setup {
     use kapi_core::auth::webhook::{CACHE_TTL, TokenWebhook};
-    use kapi_core::authz::WebhookAuthorizer;
     use kapi_core::authz::webhook::{AUTHORIZED_TTL, UNAUTHORIZED_TTL};
+    use kapi_core::authz::{Modes, WebhookSettings};
     use kapi_core::webhook::ReviewVersion;
     let Setup { server, served } = default_server();
     let mut authenticator = server.authenticator.clone();
     authenticator.webhook = Some(Arc::new(TokenWebhook::new(webhook_endpoint("/authenticate"), ReviewVersion::V1, CACHE_TTL)));
     let webhook =
-        modes.contains("Webhook").then(|| WebhookAuthorizer::new(webhook_endpoint("/authorize"), ReviewVersion::V1, AUTHORIZED_TTL, UNAUTHORIZED_TTL));
-    let authorizer = Authorizer::parse(modes).expect("valid modes").with_webhook(webhook).expect("a webhook for the Webhook mode");
+        modes.contains("Webhook").then(|| WebhookSettings::from_flags(webhook_endpoint("/authorize"), ReviewVersion::V1, AUTHORIZED_TTL, UNAUTHORIZED_TTL));
+    let authorizer = Authorizer::from_modes(&Modes::parse(modes).expect("valid modes"), webhook).expect("a webhook for the Webhook mode");
     Setup { server: Arc::new(Server::new(authenticator, authorizer, "/registry", "127.0.0.1:6443")), served }
 }
 
@@ -335,7 +335,7 @@ impl World {
     /// catalog task does. True when something changed.
     fn take_in_authz(&mut self) -> bool {
         let mut changed = false;
-        for source in self.server.authorizer.sources() {
+        for source in self.server.authorizer.load().sources() {
             let (group, version, resource) = source.resource();
             let key: SlotKey = (group.into(), version.into(), resource.into());
             let Some(now) = self.slots.get(&key).and_then(|s| s.cache.published()) else { continue };

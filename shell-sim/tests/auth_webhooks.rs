@@ -238,3 +238,80 @@ fn label_selectors_are_told_to_the_webhook_as_kube_tells_them() {
     assert!(message.starts_with("SelfSubjectAccessReview.authorization.k8s.io \"\" is invalid: [spec.resourceAttributes.labelSelector.requirements[0].key: Invalid value: \"-bad\": name part must consist of"), "{message}");
     assert!(message.contains("spec.resourceAttributes.labelSelector.requirements[1].values[0]: Invalid value: \"a b\": a valid label must be"), "{message}");
 }
+
+/// A server like [`server_with_webhooks`] whose chain `--authorization-config` sets (`yaml`,
+/// each webhook's kubeconfig file name the path it is asked at).
+fn server_with_authorization_config(yaml: &str) -> kapi_sim::Setup {
+    use kapi_core::authz::Authorizer;
+    use kapi_core::authz::config::Config;
+    let kapi_sim::Setup { server, served } = server_with_webhooks("AlwaysAllow");
+    let config = Config::load(yaml.as_bytes(), &|_| Ok(true), &Default::default()).unwrap();
+    let entries = config.entries(&|file| Ok(kapi_sim::webhook_endpoint(file))).unwrap();
+    let authorizer = Authorizer::from_entries(entries, None).unwrap();
+    let server = kapi_core::pipeline::Server::new(server.authenticator.clone(), authorizer, "/registry", "127.0.0.1:6443");
+    kapi_sim::Setup { server: std::sync::Arc::new(server), served }
+}
+
+/// A webhook entry of an authorization configuration.
+fn webhook_entry(name: &str, failure: &str, condition: &str) -> String {
+    format!(
+        "- type: Webhook\n  name: {name}\n  webhook:\n    timeout: 3s\n    subjectAccessReviewVersion: v1\n    matchConditionSubjectAccessReviewVersion: v1\n    failurePolicy: {failure}\n    connectionInfo:\n      type: KubeConfigFile\n      kubeConfigFile: /{name}\n    matchConditions:\n    - expression: \"{condition}\"\n"
+    )
+}
+
+#[test]
+fn an_authorization_config_asks_each_webhook_its_conditions_pick_and_fails_as_its_policy_says() {
+    let config = format!(
+        "apiVersion: apiserver.config.k8s.io/v1\nkind: AuthorizationConfiguration\nauthorizers:\n- type: RBAC\n  name: rbac\n{}{}",
+        webhook_entry("dev", "Deny", "request.resourceAttributes.namespace == 'dev'"),
+        webhook_entry("authorize", "NoOpinion", "has(request.resourceAttributes)"),
+    );
+    let mut w = World::new(server_with_authorization_config(&config), epoch(), 5);
+    let hooks = install(&mut w);
+    let timeouts = Rc::new(RefCell::new(Vec::new()));
+    let (seen, mut inner) = (timeouts.clone(), w.webhook.take().unwrap());
+    w.webhook = Some(Box::new(move |call| {
+        seen.borrow_mut().push((call.path.clone(), call.timeout));
+        inner(call)
+    }));
+
+    // In dev, the first webhook decides (it allows jane), asked within its 3 s.
+    let r = w.call_with_token(TOKEN, "GET", "/api/v1/namespaces/dev/pods", None);
+    assert_eq!(r.head.status, 200, "{}", text(&r));
+    assert_eq!(sent(&hooks, "/dev").len(), 1);
+    assert!(timeouts.borrow().contains(&("/dev?timeout=3s".to_string(), SignedDuration::from_secs(3))), "{:?}", timeouts.borrow());
+    // Elsewhere its condition is false: the next webhook is asked.
+    assert_eq!(w.call_with_token(TOKEN, "GET", "/api/v1/namespaces/default/pods", None).head.status, 200);
+    assert_eq!((sent(&hooks, "/dev").len(), sent(&hooks, "/authorize").len()), (1, 1));
+
+    // A non-resource request: the first condition fails to evaluate, and its policy (Deny)
+    // says the chain's last word, with the error: kube's 500.
+    let r = w.call_with_token(TOKEN, "GET", "/metrics", None);
+    assert_eq!(
+        (r.head.status, text(&r)),
+        (
+            500,
+            "Internal Server Error: \"/metrics\": cel evaluation error: expression 'request.resourceAttributes.namespace == 'dev'' resulted in error: no such key: resourceAttributes\n"
+                .to_string()
+        )
+    );
+
+    // The second webhook down (NoOpinion): no one allows, and the error makes it a 500; what
+    // RBAC allows is allowed all the same.
+    hooks.borrow_mut().down = true;
+    let r = w.call_with_token(TOKEN, "GET", "/api/v1/namespaces/default/secrets", None);
+    assert_eq!(r.head.status, 500, "{}", text(&r));
+    assert_eq!(w.call_with_token(TOKEN, "GET", "/api", None).head.status, 200);
+
+    // The chain swapped as a reload swaps it: the next request meets the new one, whose
+    // webhooks start with no decisions kept.
+    let reloaded = format!(
+        "apiVersion: apiserver.config.k8s.io/v1\nkind: AuthorizationConfiguration\nauthorizers:\n- type: RBAC\n  name: rbac\n{}",
+        webhook_entry("dev", "NoOpinion", "request.user == 'bob'")
+    );
+    let next = server_with_authorization_config(&reloaded);
+    w.server.authorizer.store(next.server.authorizer.load_full());
+    let r = w.call_with_token(TOKEN, "GET", "/api/v1/namespaces/dev/pods", None);
+    assert_eq!(r.head.status, 403, "{}", text(&r));
+    assert_eq!(sent(&hooks, "/dev").len(), 1, "jane is not bob: no webhook is asked");
+}

@@ -28,7 +28,7 @@ pub async fn run(state: Arc<State>, builtins: Catalog, mut discovered: mpsc::Unb
     let (crds_changed, apis_changed) = (published(CRDS).map(|(_, n)| n), published(API_SERVICES).map(|(_, n)| n));
     let (mut crds_seen, mut apis_seen) = (None, None);
     // What the authorizers read: each collection's objects as last taken in.
-    let authz_sources = state.server.authorizer.sources();
+    let authz_sources = state.server.authorizer.load().sources();
     let authz_changed: Vec<Option<Arc<Notify>>> = authz_sources.iter().map(|s| published(s.resource()).map(|(_, n)| n)).collect();
     let mut authz_seen: Vec<Objects> = vec![Objects::new(); authz_sources.len()];
     loop {

@@ -3,6 +3,7 @@
 //! kubeconfig there.
 
 mod auth_flags;
+mod authz_flags;
 mod caches;
 mod catalog;
 mod certs;
@@ -26,7 +27,6 @@ use anyhow::{Context, bail};
 use arc_swap::ArcSwap;
 use clap::{Args, Parser, Subcommand};
 use kapi_core::auth::{Authenticator, RequestHeader, TokenFile};
-use kapi_core::authz::Authorizer;
 use kapi_core::bootstrap::{Bootstrap, BootstrapEffect};
 use kapi_core::catalog::Catalog;
 use kapi_core::controllers::{AuthenticationTrust, Controllers, Enabled};
@@ -159,10 +159,8 @@ struct ServeArgs {
     /// The most mutating requests in flight at once; beyond it, 429 (0: no limit).
     #[arg(long, default_value_t = kapi_core::pipeline::DEFAULT_MAX_MUTATING_IN_FLIGHT)]
     max_mutating_requests_inflight: usize,
-    /// Authorization modes, in order (AlwaysAllow, AlwaysDeny, Node, RBAC, Webhook); members
-    /// of system:masters are always allowed.
-    #[arg(long, default_value = "Node,RBAC", value_parser = Authorizer::parse)]
-    authorization_mode: Authorizer,
+    #[command(flatten)]
+    authz: authz_flags::AuthzArgs,
     #[command(flatten)]
     auth: auth_flags::AuthArgs,
     /// The issuer written in service account tokens (the first) and accepted in them (all).
@@ -413,7 +411,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     };
     let loopback = format!("{:016x}{:016x}", clock::seed(), clock::seed());
     let trust = AuthenticationTrust { client_ca: client_ca.clone(), request_header: Some((request_header_ca.clone(), request_header.clone())) };
-    let anonymous = args.anonymous_auth && !args.authorization_mode.always_allows();
+    let anonymous = args.anonymous_auth && !args.authz.always_allows();
     if args.anonymous_auth && !anonymous {
         tracing::warn!("AnonymousAuth is not allowed with the AlwaysAllow authorizer. Resetting AnonymousAuth to false. You should use a different authorizer");
     }
@@ -429,13 +427,16 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         oidc: oidc.clone(),
         webhook: args.auth.token_webhook()?.map(Arc::new),
     };
-    let authorizer = args.authorization_mode.clone().with_webhook(args.auth.authorization_webhook()?).map_err(anyhow::Error::msg)?;
+    let authorization = args.authz.authorization()?;
     let served = Served::new(catalog(&settings));
-    let mut server = Server::new(authenticator, authorizer, &args.etcd_prefix, &format!("{advertise}:{}", args.secure_port));
+    let mut server = Server::new(authenticator, authorization.authorizer, &args.etcd_prefix, &format!("{advertise}:{}", args.secure_port));
     server.max_body_bytes = args.max_request_body_bytes;
     server.in_flight = kapi_core::pipeline::InFlight::new(args.max_requests_inflight, args.max_mutating_requests_inflight);
     server.consistent_list_from_cache = store.ordered_progress();
     let server = Arc::new(server);
+    if let Some((file, data, config)) = authorization.config {
+        tokio::spawn(authz_flags::reload(server.clone(), file, data, config));
+    }
     let resources: Vec<_> = served.catalog.resources().filter(|r| r.info.stored()).map(|r| (r.clone(), format!("{}/", server.storage_root(r)))).collect();
     let stall = std::time::Duration::from_secs(parse_duration(&args.watch_stall_timeout)?.max(1) as u64);
     let webhooks = webhook::WebhookClient::default();
@@ -495,7 +496,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     tokio::spawn(catalog::run(state.clone(), Catalog::clone(&served.catalog), discoveries));
     // Ready once the authorizers read the bootstrap RBAC policy just written (the catalog task
     // takes it in from the caches), so that no request after /readyz says ok meets an older one.
-    if server.authorizer.uses_rbac() {
+    if server.authorizer.load().uses_rbac() {
         let policy = kapi_core::authz::bootstrap::policy();
         let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(30);
         while !kapi_core::authz::bootstrap::in_effect(&state.served.load().authz.rbac, &policy) && tokio::time::Instant::now() < deadline {

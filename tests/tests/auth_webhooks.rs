@@ -7,8 +7,9 @@
 
 use std::path::Path;
 use std::process::{Command, Output};
+use std::time::Duration;
 
-use kapi_tests::{Kapi, Running, free_port, openssl_pki, python_webhook, status_and_body};
+use kapi_tests::{Kapi, Running, eventually, free_port, openssl_pki, python_webhook, status_and_body};
 use serde_json::Value;
 
 /// The webhook: `/authenticate` knows `jane-token` as jane (in `dev`), `/authorize` lets jane do
@@ -126,4 +127,73 @@ fn a_webhook_names_the_user_of_a_token_and_decides_what_rbac_does_not_allow() {
         "configmaps \"kube-root-ca.crt\" is forbidden: User \"jane\" cannot delete resource \"configmaps\" in API group \"\" in the namespace \"default\": jane never deletes"
     );
     assert_eq!(curl("someone-else", "GET", "/api/v1/namespaces").0, 401);
+}
+
+/// An `--authorization-config` file: RBAC, then the webhook for the requests of one namespace.
+fn authorization_config(kubeconfig: &str, namespace: &str) -> String {
+    format!(
+        "apiVersion: apiserver.config.k8s.io/v1\nkind: AuthorizationConfiguration\nauthorizers:\n- type: Node\n  name: node\n- type: RBAC\n  name: rbac\n- type: Webhook\n  name: jane-hook\n  webhook:\n    timeout: 3s\n    subjectAccessReviewVersion: v1\n    matchConditionSubjectAccessReviewVersion: v1\n    failurePolicy: NoOpinion\n    connectionInfo:\n      type: KubeConfigFile\n      kubeConfigFile: {kubeconfig}\n    matchConditions:\n    - expression: has(request.resourceAttributes) && request.resourceAttributes.namespace == '{namespace}'\n"
+    )
+}
+
+#[test]
+fn an_authorization_config_file_asks_a_webhook_what_its_conditions_pick_and_is_read_again_when_it_changes() {
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let _hook = webhook(dir.path(), port);
+    let authn = kubeconfig(dir.path(), "authn.kubeconfig", port, "/authenticate");
+    let authz = kubeconfig(dir.path(), "authz.kubeconfig", port, "/authorize");
+    let file = dir.path().join("authorization.yaml");
+    std::fs::write(&file, authorization_config(&authz, "kube-system")).unwrap();
+    let file = file.display().to_string();
+
+    // Refused at start: with the mode flags, and a file kube would refuse, in its words.
+    let serve = |args: &[&str]| {
+        let data = tempfile::tempdir().unwrap();
+        Command::new(kapi_tests::binary()).args(["serve", "--data-dir", data.path().to_str().unwrap()]).args(args).output().unwrap()
+    };
+    let out = serve(&["--authorization-config", &file, "--authorization-mode", "RBAC"]);
+    assert!(!out.status.success());
+    assert!(
+        stderr(&out).contains("--authorization-config can not be specified when --authorization-mode or --authorization-webhook-* flags are defined"),
+        "{}",
+        stderr(&out)
+    );
+    let bad = dir.path().join("bad.yaml");
+    std::fs::write(&bad, authorization_config(&authz, "x").replace("timeout: 3s", "timeout: 1m")).unwrap();
+    let out = serve(&["--authorization-config", bad.to_str().unwrap()]);
+    assert!(stderr(&out).contains("authorizers[2].timeout: Invalid value: \"1m0s\": must be > 0s and <= 30s"), "{}", stderr(&out));
+
+    let k = Kapi::start_with(&[
+        "--authentication-token-webhook-config-file",
+        &authn,
+        "--authentication-token-webhook-version",
+        "v1",
+        "--authorization-config",
+        &file,
+    ]);
+    let as_jane = |args: &[&str]| {
+        let (server, ca) = (k.url(""), k.data_dir().join("pki/ca.crt"));
+        let mut a = vec!["--kubeconfig=/dev/null", "--server", &server, "--certificate-authority", ca.to_str().unwrap(), "--token", "jane-token"];
+        a.extend_from_slice(args);
+        Command::new("kubectl").args(&a).output().expect("kubectl runs")
+    };
+    let out = as_jane(&["get", "configmaps", "-n", "kube-system"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let out = as_jane(&["get", "configmaps", "-n", "default"]);
+    assert!(stderr(&out).contains("User \"jane\" cannot list resource \"configmaps\" in API group \"\" in the namespace \"default\""), "{}", stderr(&out));
+    // The webhook was asked only about kube-system, within its timeout, as SubjectAccessReview v1.
+    let asked: Vec<Value> = calls(dir.path()).into_iter().filter(|c| c["path"].as_str().unwrap().starts_with("/authorize")).collect();
+    assert!(!asked.is_empty());
+    assert!(asked.iter().all(|c| c["path"] == "/authorize?timeout=3s" && c["review"]["spec"]["resourceAttributes"]["namespace"] == "kube-system"), "{asked:?}");
+    assert_eq!(asked[0]["review"]["apiVersion"], "authorization.k8s.io/v1");
+
+    // The file changes: the next requests meet the chain it makes.
+    std::fs::write(&file, authorization_config(&authz, "default")).unwrap();
+    assert!(eventually(Duration::from_secs(10), || as_jane(&["get", "configmaps", "-n", "default"]).status.success()));
+    assert!(!as_jane(&["get", "configmaps", "-n", "kube-system"]).status.success());
+    // A change that does not load (RBAC taken out, which the server started with) keeps it.
+    std::fs::write(&file, authorization_config(&authz, "kube-system").replace("- type: RBAC\n  name: rbac\n", "")).unwrap();
+    std::thread::sleep(Duration::from_secs(3));
+    assert!(as_jane(&["get", "configmaps", "-n", "default"]).status.success());
 }

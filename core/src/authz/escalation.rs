@@ -25,7 +25,7 @@ const GROUP: &str = "rbac.authorization.k8s.io";
 /// are when the request came.
 #[derive(Clone, Debug)]
 pub struct Escalation {
-    pub authorizer: Authorizer,
+    pub authorizer: std::sync::Arc<Authorizer>,
     pub state: Snapshot,
     pub asked: Asked,
     pub now: Timestamp,

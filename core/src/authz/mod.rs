@@ -11,6 +11,8 @@
 //! itself is configuration.
 
 pub mod bootstrap;
+pub mod conditions;
+pub mod config;
 pub mod coverage;
 pub mod escalation;
 pub mod graph;
@@ -32,7 +34,7 @@ use crate::status::{ApiError, GroupResource, quote};
 
 pub use graph::NodeGraph;
 pub use rbac::Policy;
-pub use webhook::{Ask, Asked, WebhookAuthorizer};
+pub use webhook::{Ask, Asked, WebhookAuthorizer, WebhookSettings};
 
 /// The group whose members may do anything (`user.SystemPrivilegedGroup`).
 pub const PRIVILEGED_GROUP: &str = "system:masters";
@@ -135,7 +137,8 @@ impl Snapshot {
     }
 }
 
-/// One authorizer of the chain (a `--authorization-mode`).
+/// One authorizer of the chain (a `--authorization-mode`, or the `type` of an
+/// `--authorization-config` entry).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Mode {
     AlwaysAllow,
@@ -146,7 +149,8 @@ pub enum Mode {
 }
 
 impl Mode {
-    fn name(self) -> &'static str {
+    /// kube's name of the mode.
+    pub fn name(self) -> &'static str {
         match self {
             Mode::AlwaysAllow => "AlwaysAllow",
             Mode::AlwaysDeny => "AlwaysDeny",
@@ -155,17 +159,95 @@ impl Mode {
             Mode::Webhook => "Webhook",
         }
     }
+
+    /// The mode kube names `name`; `None` for one it does not know, or kapi does not
+    /// implement ([`NOT_YET`]).
+    pub fn of(name: &str) -> Option<Mode> {
+        [Mode::AlwaysAllow, Mode::AlwaysDeny, Mode::Node, Mode::Rbac, Mode::Webhook].into_iter().find(|m| m.name() == name)
+    }
 }
 
 /// The modes kube-apiserver knows and kapi does not implement yet: named so that they are
 /// refused as unimplemented rather than unknown.
-const NOT_YET: [&str; 1] = ["ABAC"];
+pub const NOT_YET: [&str; 1] = ["ABAC"];
 
-/// `--authorization-mode`: the chain, in order, and the webhook of its `Webhook` mode.
+/// `--authorization-mode`: the modes, in order, as kube checks the flag.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Modes(pub Vec<Mode>);
+
+impl Modes {
+    /// The modes the flag names (comma-separated), checked as kube checks it.
+    pub fn parse(flag: &str) -> Result<Modes, String> {
+        let mut modes = Vec::new();
+        for name in flag.split(',').map(str::trim).filter(|n| !n.is_empty()) {
+            let mode = match Mode::of(name) {
+                Some(mode) => mode,
+                None if NOT_YET.contains(&name) => return Err(format!("authorization-mode {name:?} is not implemented by kapi yet")),
+                None => return Err(format!("authorization-mode {name:?} is not a valid mode")),
+            };
+            modes.push(mode);
+        }
+        if modes.is_empty() {
+            return Err("at least one authorization-mode must be passed".into());
+        }
+        if modes.iter().enumerate().any(|(i, m)| modes[..i].contains(m)) {
+            let names: Vec<String> = modes.iter().map(|m| format!("{:?}", m.name())).collect();
+            return Err(format!("authorization-mode [{}] has mode specified more than once", names.join(" ")));
+        }
+        Ok(Modes(modes))
+    }
+
+    /// Whether `AlwaysAllow` is one of the modes (kube then turns anonymous requests off).
+    pub fn always_allows(&self) -> bool {
+        self.0.contains(&Mode::AlwaysAllow)
+    }
+}
+
+/// One link of the chain: a mode, a `Webhook` with its webhook.
+#[derive(Clone, Debug)]
+enum Link {
+    AlwaysAllow,
+    AlwaysDeny,
+    Node,
+    Rbac,
+    Webhook(Arc<WebhookAuthorizer>),
+}
+
+impl Link {
+    /// The link of a mode other than `Webhook`, or of a webhook.
+    fn new(mode: Mode, webhook: &mut Option<Arc<WebhookAuthorizer>>) -> Option<Link> {
+        Some(match mode {
+            Mode::AlwaysAllow => Link::AlwaysAllow,
+            Mode::AlwaysDeny => Link::AlwaysDeny,
+            Mode::Node => Link::Node,
+            Mode::Rbac => Link::Rbac,
+            Mode::Webhook => Link::Webhook(webhook.take()?),
+        })
+    }
+
+    fn mode(&self) -> Mode {
+        match self {
+            Link::AlwaysAllow => Mode::AlwaysAllow,
+            Link::AlwaysDeny => Mode::AlwaysDeny,
+            Link::Node => Mode::Node,
+            Link::Rbac => Mode::Rbac,
+            Link::Webhook(_) => Mode::Webhook,
+        }
+    }
+}
+
+/// An entry of `--authorization-config`: a mode other than `Webhook`, or a webhook.
+#[derive(Debug)]
+pub enum Entry {
+    Mode(Mode),
+    Webhook(Box<WebhookSettings>),
+}
+
+/// The chain of authorizers, in order (`--authorization-mode` with its webhook, or the
+/// entries of `--authorization-config`).
 #[derive(Clone, Debug)]
 pub struct Authorizer {
-    modes: Vec<Mode>,
-    webhook: Option<Arc<WebhookAuthorizer>>,
+    links: Vec<Link>,
 }
 
 impl Default for Authorizer {
@@ -196,59 +278,59 @@ pub struct Decision {
 impl Authorizer {
     /// `--authorization-mode=AlwaysAllow`.
     pub fn always_allow() -> Authorizer {
-        Authorizer { modes: vec![Mode::AlwaysAllow], webhook: None }
+        Authorizer { links: vec![Link::AlwaysAllow] }
     }
 
-    /// The chain with the webhook its `Webhook` mode asks; kube's errors for a webhook
-    /// without the mode or the mode without a webhook.
-    pub fn with_webhook(mut self, webhook: Option<WebhookAuthorizer>) -> Result<Authorizer, String> {
-        match (self.modes.contains(&Mode::Webhook), &webhook) {
+    /// The chain `--authorization-mode` names, without a webhook.
+    pub fn parse(flag: &str) -> Result<Authorizer, String> {
+        Authorizer::from_modes(&Modes::parse(flag)?, None)
+    }
+
+    /// The chain of `--authorization-mode` with the webhook of `--authorization-webhook-*`;
+    /// kube's errors for a webhook without the mode or the mode without a webhook.
+    pub fn from_modes(modes: &Modes, webhook: Option<WebhookSettings>) -> Result<Authorizer, String> {
+        match (modes.0.contains(&Mode::Webhook), &webhook) {
             (true, None) => return Err("authorization-mode Webhook's authorization config file not passed".into()),
             (false, Some(_)) => return Err("cannot specify --authorization-webhook-config-file without mode Webhook".into()),
             _ => {}
         }
-        self.webhook = webhook.map(Arc::new);
-        Ok(self)
+        let mut webhook = webhook.map(|w| Arc::new(WebhookAuthorizer::new(w)));
+        Ok(Authorizer { links: modes.0.iter().filter_map(|mode| Link::new(*mode, &mut webhook)).collect() })
     }
 
-    /// The webhook of the `Webhook` mode.
-    pub fn webhook(&self) -> Option<&WebhookAuthorizer> {
-        self.webhook.as_deref()
-    }
-
-    /// The chain `--authorization-mode` names (comma-separated), checked as kube checks it.
-    pub fn parse(flag: &str) -> Result<Authorizer, String> {
-        let mut modes = Vec::new();
-        for name in flag.split(',').map(str::trim).filter(|n| !n.is_empty()) {
-            let mode = match name {
-                "AlwaysAllow" => Mode::AlwaysAllow,
-                "AlwaysDeny" => Mode::AlwaysDeny,
-                "Node" => Mode::Node,
-                "RBAC" => Mode::Rbac,
-                "Webhook" => Mode::Webhook,
-                n if NOT_YET.contains(&n) => return Err(format!("authorization-mode {n:?} is not implemented by kapi yet")),
-                n => return Err(format!("authorization-mode {n:?} is not a valid mode")),
+    /// The chain of `--authorization-config`'s entries (a mode, or a webhook), in order.
+    /// `startup`: on a reload, the chain the server started with, without whose `Node` or
+    /// `RBAC` neither may be added (what they read is followed from the start only).
+    pub fn from_entries(entries: Vec<Entry>, startup: Option<&Authorizer>) -> Result<Authorizer, String> {
+        let mut links = Vec::new();
+        for entry in entries {
+            let mut webhook = match entry {
+                Entry::Mode(mode @ (Mode::Node | Mode::Rbac)) if startup.is_some_and(|s| !s.has(mode)) => {
+                    return Err(format!("authorizer type {} is not allowed if it was not enabled at initial server startup", mode.name()));
+                }
+                Entry::Mode(mode) => {
+                    links.extend(Link::new(mode, &mut None));
+                    continue;
+                }
+                Entry::Webhook(settings) => Some(Arc::new(WebhookAuthorizer::new(*settings))),
             };
-            modes.push(mode);
+            links.extend(Link::new(Mode::Webhook, &mut webhook));
         }
-        if modes.is_empty() {
-            return Err("at least one authorization-mode must be passed".into());
-        }
-        if modes.iter().enumerate().any(|(i, m)| modes[..i].contains(m)) {
-            let names: Vec<String> = modes.iter().map(|m| format!("{:?}", m.name())).collect();
-            return Err(format!("authorization-mode [{}] has mode specified more than once", names.join(" ")));
-        }
-        Ok(Authorizer { modes, webhook: None })
+        Ok(Authorizer { links })
     }
 
-    /// Whether `AlwaysAllow` is one of the modes (kube then turns anonymous requests off).
-    pub fn always_allows(&self) -> bool {
-        self.modes.contains(&Mode::AlwaysAllow)
+    fn has(&self, mode: Mode) -> bool {
+        self.links.iter().any(|l| l.mode() == mode)
+    }
+
+    /// Whether a webhook is one of the authorizers.
+    pub fn asks_webhooks(&self) -> bool {
+        self.has(Mode::Webhook)
     }
 
     /// Whether the chain reads the RBAC objects.
     pub fn uses_rbac(&self) -> bool {
-        self.modes.contains(&Mode::Rbac)
+        self.has(Mode::Rbac)
     }
 
     /// The collections whose objects the chain reads, to follow into its [`Snapshot`].
@@ -257,39 +339,36 @@ impl Authorizer {
         if self.uses_rbac() {
             sources.extend(rbac::Kind::ALL.map(Source::Rbac));
         }
-        if self.modes.contains(&Mode::Node) {
+        if self.has(Mode::Node) {
             sources.extend([Source::Pods, Source::PersistentVolumes, Source::VolumeAttachments]);
         }
         sources
     }
 
     /// The decision on `user` doing `attrs`, with `state` what the authorizers read as it is
-    /// now and `asked` what the webhook answered this request; or the review the webhook must
+    /// now and `asked` what the webhooks answered this request; or the review a webhook must
     /// answer first.
     pub fn decide(&self, state: &Snapshot, user: &UserInfo, attrs: &Attributes, asked: &Asked, now: Timestamp) -> Result<Decision, Ask> {
         if user.groups.iter().any(|g| g == PRIVILEGED_GROUP) {
             return Ok(Decision { allowed: true, ..Decision::default() });
         }
         let (mut reasons, mut errors) = (Vec::new(), Vec::new());
-        for mode in &self.modes {
-            let (verdict, reason, error) = match mode {
-                Mode::AlwaysAllow => (Verdict::Allow, String::new(), String::new()),
-                Mode::AlwaysDeny => (Verdict::NoOpinion, "Everything is forbidden.".to_string(), String::new()),
-                Mode::Node => {
+        for link in &self.links {
+            let (verdict, reason, error) = match link {
+                Link::AlwaysAllow => (Verdict::Allow, String::new(), String::new()),
+                Link::AlwaysDeny => (Verdict::NoOpinion, "Everything is forbidden.".to_string(), String::new()),
+                Link::Node => {
                     let (verdict, reason) = node::authorize(&state.nodes, user, attrs);
                     (verdict, reason, String::new())
                 }
-                Mode::Rbac => {
+                Link::Rbac => {
                     let (verdict, reason) = state.rbac.authorize(user, attrs);
                     (verdict, reason, String::new())
                 }
-                Mode::Webhook => match &self.webhook {
-                    Some(webhook) => {
-                        let said = webhook.decide(user, attrs, asked, now)?;
-                        (said.verdict, said.reason, said.error)
-                    }
-                    None => (Verdict::NoOpinion, String::new(), "no authorization webhook is configured".into()),
-                },
+                Link::Webhook(webhook) => {
+                    let said = WebhookAuthorizer::decide(webhook, user, attrs, asked, now)?;
+                    (said.verdict, said.reason, said.error)
+                }
             };
             if verdict != Verdict::NoOpinion {
                 // The deciding authorizer's reason and error alone; those of all of them, joined,
@@ -355,8 +434,8 @@ impl Authorizer {
     pub fn rules_for(&self, state: &Snapshot, user: &UserInfo, namespace: &str) -> RulesReview {
         let mut review = RulesReview::default();
         let mut errors = Vec::new();
-        for mode in &self.modes {
-            let rules = match mode {
+        for link in &self.links {
+            let rules = match link.mode() {
                 Mode::AlwaysAllow => vec![rbac::Rule {
                     verbs: vec!["*".into()],
                     api_groups: vec!["*".into()],

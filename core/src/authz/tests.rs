@@ -162,7 +162,7 @@ fn the_chain_allows_masters_first_and_a_request_no_mode_allows_is_forbidden_with
 
     assert_eq!(Authorizer::parse("RBAC,Bogus").unwrap_err(), "authorization-mode \"Bogus\" is not a valid mode");
     assert_eq!(Authorizer::parse("ABAC,RBAC").unwrap_err(), "authorization-mode \"ABAC\" is not implemented by kapi yet");
-    assert_eq!(Authorizer::parse("Webhook,RBAC").unwrap().with_webhook(None).unwrap_err(), "authorization-mode Webhook's authorization config file not passed");
+    assert_eq!(Authorizer::parse("Webhook,RBAC").unwrap_err(), "authorization-mode Webhook's authorization config file not passed");
     assert_eq!(Authorizer::parse("RBAC,RBAC").unwrap_err(), "authorization-mode [\"RBAC\" \"RBAC\"] has mode specified more than once");
     assert_eq!(Authorizer::parse("").unwrap_err(), "at least one authorization-mode must be passed");
 }
@@ -250,7 +250,7 @@ fn rbac_writes_grant_only_what_the_writer_holds() {
         &json!({"metadata": {"name": "alice-binds", "namespace": "dev"}, "roleRef": {"kind": "ClusterRole", "name": "binder"}, "subjects": [{"kind": "User", "name": "alice"}]}),
     );
     let state = Snapshot { rbac: p, ..Default::default() };
-    let check = Escalation { authorizer: Authorizer::parse("RBAC").unwrap(), state, asked: Asked::default(), now: Timestamp::UNIX_EPOCH };
+    let check = Escalation { authorizer: std::sync::Arc::new(Authorizer::parse("RBAC").unwrap()), state, asked: Asked::default(), now: Timestamp::UNIX_EPOCH };
     let alice = user("alice", &["system:authenticated"]);
     let write = |kind: Kind| Write { kind, user: &alice, namespace: "dev", url_name: "" };
     let role = |rules: Value| json!({"metadata": {"name": "r", "namespace": "dev"}, "rules": rules});

@@ -105,6 +105,21 @@ impl Expression {
     }
 }
 
+/// A JSON tree as a CEL value, as kube hands decoded JSON to CEL without a schema: integers
+/// as `int` (beyond an int64, `double`), other numbers as `double`, objects as maps.
+pub fn to_value(v: &serde_json::Value) -> Value {
+    match v {
+        serde_json::Value::Null => Value::Null,
+        serde_json::Value::Bool(b) => Value::Bool(*b),
+        serde_json::Value::Number(n) => n.as_i64().map_or_else(|| Value::Float(n.as_f64().unwrap_or_default()), Value::Int),
+        serde_json::Value::String(s) => Value::String(Arc::new(s.clone())),
+        serde_json::Value::Array(items) => Value::List(Arc::new(items.iter().map(to_value).collect())),
+        serde_json::Value::Object(m) => {
+            Value::Map(m.iter().map(|(k, x)| (Key::from(k.as_str()), to_value(x))).collect::<std::collections::HashMap<_, _>>().into())
+        }
+    }
+}
+
 /// An error as cel-go words it: lowercase (`no such key: x`).
 fn go_style(message: &str) -> String {
     let mut chars = message.chars();

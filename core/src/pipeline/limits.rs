@@ -94,6 +94,37 @@ pub fn parse_go_duration(orig: &str) -> Result<SignedDuration, String> {
     Ok(SignedDuration::from_nanos(nanos as i64))
 }
 
+/// A duration as Go's `Duration.String` prints it (`1m0s`, `30s`, `1.5ms`, `0s`).
+pub fn go_duration_string(d: SignedDuration) -> String {
+    let nanos = d.as_nanos();
+    let sign = if nanos < 0 { "-" } else { "" };
+    let n = nanos.unsigned_abs();
+    // `n` in units of 10^-`digits`, its fraction's trailing zeros dropped.
+    let decimal = |n: u128, digits: u32| {
+        let scale = 10u128.pow(digits);
+        let frac = format!("{:0width$}", n % scale, width = digits as usize);
+        let frac = frac.trim_end_matches('0');
+        if frac.is_empty() { (n / scale).to_string() } else { format!("{}.{frac}", n / scale) }
+    };
+    let text = match n {
+        0 => return "0s".into(),
+        n if n < 1_000 => format!("{n}ns"),
+        n if n < 1_000_000 => format!("{}µs", decimal(n, 3)),
+        n if n < 1_000_000_000 => format!("{}ms", decimal(n, 6)),
+        n => {
+            let (hours, rest) = (n / 3_600_000_000_000, n % 3_600_000_000_000);
+            let (minutes, rest) = (rest / 60_000_000_000, rest % 60_000_000_000);
+            let seconds = format!("{}s", decimal(rest, 9));
+            match (hours, minutes) {
+                (0, 0) => seconds,
+                (0, m) => format!("{m}m{seconds}"),
+                (h, m) => format!("{h}h{m}m{seconds}"),
+            }
+        }
+    };
+    format!("{sign}{text}")
+}
+
 /// The seats of one kind of request (read-only or mutating); `max` 0 is no limit.
 #[derive(Debug, Default)]
 struct Seats {
@@ -166,6 +197,20 @@ impl Drop for Seat {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn go_durations_printed() {
+        let s = |text: &str| go_duration_string(parse_go_duration(text).unwrap());
+        assert_eq!(s("0"), "0s");
+        assert_eq!(s("60s"), "1m0s");
+        assert_eq!(s("30s"), "30s");
+        assert_eq!(s("1.5ms"), "1.5ms");
+        assert_eq!(s("90m"), "1h30m0s");
+        assert_eq!(s("-5m"), "-5m0s");
+        assert_eq!(s("1500us"), "1.5ms");
+        assert_eq!(s("12ns"), "12ns");
+        assert_eq!(s("2.25s"), "2.25s");
+    }
 
     #[test]
     fn go_durations_and_their_errors() {

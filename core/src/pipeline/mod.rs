@@ -27,7 +27,7 @@
 mod compress;
 mod handlers;
 mod info;
-mod limits;
+pub mod limits;
 mod nonresource;
 mod params;
 mod pretty;
@@ -69,7 +69,9 @@ pub const MIN_REQUEST_TIMEOUT_SECONDS: i64 = 1800;
 /// limits, addresses. What it serves is a [`Served`], which does change.
 pub struct Server {
     pub authenticator: Authenticator,
-    pub authorizer: Authorizer,
+    /// The chain of authorizers; a request keeps the one it started with, and a reload of
+    /// `--authorization-config` swaps in the next.
+    pub authorizer: arc_swap::ArcSwap<Authorizer>,
     /// `--etcd-prefix`.
     pub prefix: String,
     /// The address clients reach this server at (`/api`'s `serverAddressByClientCIDRs`).
@@ -91,7 +93,7 @@ impl Server {
     pub fn new(authenticator: Authenticator, authorizer: Authorizer, prefix: &str, server_address: &str) -> Server {
         Server {
             authenticator,
-            authorizer,
+            authorizer: arc_swap::ArcSwap::from_pointee(authorizer),
             prefix: prefix.to_string(),
             server_address: server_address.to_string(),
             max_body_bytes: DEFAULT_MAX_BODY_BYTES,
@@ -313,6 +315,8 @@ pub enum ProbeOutcome {
 /// One request; see the module documentation for the call order.
 pub struct RequestMachine {
     server: Arc<Server>,
+    /// The chain of authorizers when the request came.
+    authorizer: Arc<Authorizer>,
     served: Arc<Served>,
     req: Request,
     /// The path as the client wrote it (`req.path` is decoded), which a proxied request keeps.
@@ -343,6 +347,7 @@ impl RequestMachine {
     /// `seed` feeds the request's randomness (UIDs, generated names).
     pub fn new(server: Arc<Server>, served: Arc<Served>, req: Request, now: Timestamp, seed: u64) -> RequestMachine {
         let mut m = RequestMachine {
+            authorizer: server.authorizer.load_full(),
             server,
             served,
             req,
@@ -423,7 +428,7 @@ impl RequestMachine {
     fn authenticated(&mut self, now: Timestamp, info: RequestInfo, query: Query) {
         let authenticator = &self.server.authenticator;
         self.req.headers.retain(|(k, _)| !authenticator.is_credential_header(k));
-        let decider = crate::authz::Decider::new(&self.server.authorizer, &self.served.authz, &self.asked, now);
+        let decider = crate::authz::Decider::new(&self.authorizer, &self.served.authz, &self.asked, now);
         let impersonated = crate::auth::impersonate(&self.req.headers, &self.user, |user, attrs| decider.authorize(user, attrs));
         if let Some(ask) = decider.wanted() {
             return self.ask_authorizer(ask, handlers::Resume::Authenticated, info, query);
@@ -449,7 +454,7 @@ impl RequestMachine {
     /// (kube's plain-text internal error) when it does not for an authorizer's error.
     fn authorize(&mut self, now: Timestamp, info: RequestInfo, query: Query) {
         let attrs = info.attributes();
-        let decision = match self.server.authorizer.decide(&self.served.authz, &self.user, &attrs, &self.asked, now) {
+        let decision = match self.authorizer.decide(&self.served.authz, &self.user, &attrs, &self.asked, now) {
             Ok(decision) => decision,
             Err(ask) => return self.ask_authorizer(ask, handlers::Resume::Authorized, info, query),
         };
@@ -470,7 +475,7 @@ impl RequestMachine {
             return self.proxy(now, api);
         }
         if !info.is_resource_request {
-            if let Some(request) = HealthRequest::of(&self.req.method, &self.req.path, self.server.authorizer.uses_rbac()) {
+            if let Some(request) = HealthRequest::of(&self.req.method, &self.req.path, self.authorizer.uses_rbac()) {
                 self.out.push_back(Effect::Health);
                 self.stage = handlers::Stage::Health { request, query };
                 return;

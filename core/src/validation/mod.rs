@@ -2,7 +2,7 @@
 //! kube-apiserver's messages (`k8s.io/apimachinery/pkg/util/validation` and
 //! `apimachinery/pkg/api/validation`).
 
-mod names;
+pub mod names;
 mod selector;
 
 pub use names::*;

@@ -22,6 +22,15 @@ pub struct Endpoint {
     pub credentials: Option<Arc<Credentials>>,
 }
 
+impl Endpoint {
+    /// The endpoint asked by a client whose timeout is `timeout` (client-go's `?timeout=`).
+    pub fn with_timeout(mut self, timeout: jiff::SignedDuration) -> Endpoint {
+        let path = self.path.split('?').next().unwrap_or_default().to_string();
+        self.path = format!("{path}?timeout={}", crate::pipeline::limits::go_duration_string(timeout));
+        self
+    }
+}
+
 #[derive(Deserialize, Default)]
 #[serde(default)]
 struct File {

@@ -35,7 +35,7 @@ impl RequestMachine {
                     },
                     false => obj,
                 };
-                let decider = crate::authz::Decider::new(&self.server.authorizer, &self.served.authz, &self.asked, now);
+                let decider = crate::authz::Decider::new(&self.authorizer, &self.served.authz, &self.asked, now);
                 let ctx = ReviewContext { user: &self.user, authenticator: &self.server.authenticator, decider: &decider };
                 let answer = res.strategy.review(obj, &ctx);
                 if let Some(ask) = decider.wanted() {

@@ -117,15 +117,16 @@ impl RequestMachine {
 
     /// Asks the authorization webhook `ask`; the request goes on at `resume` with the answer.
     pub(in crate::pipeline) fn ask_authorizer(&mut self, ask: Ask, resume: Resume, info: RequestInfo, query: Query) {
-        let webhook = self.server.authorizer.webhook().expect("only the Webhook mode asks");
-        self.out.push_back(Effect::Call(Box::new(webhook.call(&ask))));
+        self.out.push_back(Effect::Call(Box::new(ask.call())));
         self.stage = Stage::Authorizing(Box::new(Authorizing { ask, resume, info, query }));
     }
 
     /// What the authorization webhook must answer before a write of an RBAC object is checked
     /// against privilege escalation ([`question`]), if it has not yet.
     pub(in crate::pipeline) fn escalation_ask(&self, info: &RequestInfo, now: Timestamp) -> Option<Ask> {
-        self.server.authorizer.webhook()?;
+        if !self.authorizer.asks_webhooks() {
+            return None;
+        }
         let kind = Kind::ALL.into_iter().find(|k| k.resource() == info.resource && info.api_group == "rbac.authorization.k8s.io")?;
         if !info.subresource.is_empty() || !["create", "update", "patch"].contains(&info.verb.as_str()) {
             return None;
@@ -135,15 +136,14 @@ impl RequestMachine {
             .flatten()
             .and_then(|format| crate::codec::decode(&self.req.body, format).ok());
         let q = question(kind, &info.namespace, &info.name, body.as_ref())?;
-        let decider = Decider::new(&self.server.authorizer, &self.served.authz, &self.asked, now);
+        let decider = Decider::new(&self.authorizer, &self.served.authz, &self.asked, now);
         decider.authorize(&self.user, &q);
         decider.wanted()
     }
 
     /// The webhook's answer (or why there is none).
     pub(super) fn authorizer_answered(&mut self, a: Box<Authorizing>, answer: Result<WebhookAnswer, String>, now: Timestamp) {
-        let webhook = self.server.authorizer.webhook().expect("only the Webhook mode asks");
-        webhook.answered(&a.ask, answer, &mut self.asked, now);
+        a.ask.answered(answer, &mut self.asked, now);
         let Authorizing { resume, info, query, .. } = *a;
         match resume {
             Resume::Authenticated => self.authenticated(now, info, query),

@@ -118,7 +118,7 @@ impl RequestMachine {
             prefix: self.server.prefix.clone(),
             user: self.user.clone(),
             escalation: (info.api_group == "rbac.authorization.k8s.io" && RBAC_RESOURCES.contains(&info.resource.as_str()))
-                .then(|| Box::new(Escalation { authorizer: self.server.authorizer.clone(), state: self.served.authz.clone(), asked: self.asked.clone(), now })),
+                .then(|| Box::new(Escalation { authorizer: self.authorizer.clone(), state: self.served.authz.clone(), asked: self.asked.clone(), now })),
         }
     }
 
