@@ -127,10 +127,10 @@ pub fn server_with(settings: &Settings) -> Setup {
         tokens: Some(tokens),
         loopback: Some(LOOPBACK_TOKEN.into()),
         request_header: None,
-        anonymous: false,
+        anonymous: kapi_core::auth::Anonymous::Off,
         service_accounts: Some(Arc::new(token_config())),
         bootstrap_tokens: true,
-        oidc: None,
+        jwt: Default::default(),
         webhook: None,
     };
     let server = Server::new(auth, Authorizer::always_allow(), "/registry", "127.0.0.1:6443");

@@ -1,27 +1,32 @@
-//! The flags of OIDC authentication and of the authentication webhook: the
-//! files they name read from disk (what the files say is the core's:
-//! `kapi_core::webhook::kubeconfig`), and the task that fetches the OIDC issuer's keys
-//! (`kapi_core::auth::oidc_keys`).
+//! The flags of JWT authentication (`--oidc-*`, or `--authentication-config`, with who is
+//! anonymous) and of the authentication webhook: the files they name read from disk (what the
+//! files say is the core's: `kapi_core::auth::config`, `kapi_core::webhook::kubeconfig`).
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
 use anyhow::Context;
 use clap::Args;
 use jiff::SignedDuration;
-use kapi_core::auth::oidc::{Oidc, OidcConfig, OidcFlags};
-use kapi_core::auth::oidc_keys::KeyFetcher;
+use kapi_core::auth::Anonymous;
+use kapi_core::auth::config::AuthenticationConfig;
+use kapi_core::auth::oidc::{OidcConfig, OidcFlags};
 use kapi_core::auth::webhook::TokenWebhook;
 use kapi_core::webhook::ReviewVersion;
 use kapi_core::webhook::kubeconfig::{self, Endpoint};
 use rustls::pki_types::CertificateDer;
 use rustls::pki_types::pem::PemObject;
 
-use crate::clock;
-use crate::webhook::WebhookClient;
-
 #[derive(Args, Debug, Clone)]
 pub struct AuthArgs {
+    /// An AuthenticationConfiguration file (apiserver.config.k8s.io/v1beta1): JWT
+    /// authenticators and who is anonymous; read again when it changes. Not with the --oidc-*
+    /// flags, nor --anonymous-auth where it says who is anonymous.
+    #[arg(long)]
+    authentication_config: Option<PathBuf>,
+    /// Whether a request that presents no credential is served as `system:anonymous` (kube's
+    /// default); off whatever this says when AlwaysAllow is a mode, as kube-apiserver does.
+    #[arg(long, action = clap::ArgAction::Set)]
+    anonymous_auth: Option<bool>,
     /// The URL of the OpenID Connect issuer whose JWTs are bearer credentials (https).
     #[arg(long)]
     oidc_issuer_url: Option<String>,
@@ -63,11 +68,50 @@ pub struct AuthArgs {
     authentication_token_webhook_version: String,
 }
 
+/// The JWT authenticators and who is anonymous, and the file they were read from with what
+/// it said.
+pub struct Authentication {
+    pub jwt: Vec<OidcConfig>,
+    pub anonymous: Anonymous,
+    pub config: Option<(PathBuf, Vec<u8>, AuthenticationConfig)>,
+}
+
 impl AuthArgs {
-    /// The OIDC authenticator, if the flags name an issuer (`service_account_issuers`: the
-    /// issuers it must not be).
-    pub fn oidc(&self, service_account_issuers: &[String]) -> anyhow::Result<Option<Oidc>> {
-        let any = self.oidc_issuer_url.is_some()
+    /// The JWT authenticators and who is anonymous, as kube-apiserver's options check and
+    /// make them (`always_allows`: `AlwaysAllow` is an `--authorization-mode`, which turns the
+    /// flag's anonymous requests off).
+    pub fn authentication(&self, always_allows: bool, service_account_issuers: &[String]) -> anyhow::Result<Authentication> {
+        let flag_anonymous = || {
+            let wanted = self.anonymous_auth.unwrap_or(true);
+            if wanted && always_allows {
+                tracing::warn!(
+                    "AnonymousAuth is not allowed with the AlwaysAllow authorizer. Resetting AnonymousAuth to false. You should use a different authorizer"
+                );
+            }
+            if wanted && !always_allows { Anonymous::Everywhere } else { Anonymous::Off }
+        };
+        let Some(file) = &self.authentication_config else {
+            let jwt = self.oidc(service_account_issuers)?.into_iter().collect();
+            return Ok(Authentication { jwt, anonymous: flag_anonymous(), config: None });
+        };
+        if self.any_oidc_flag() {
+            anyhow::bail!("authentication-config file and oidc-* flags are mutually exclusive");
+        }
+        let name = file.display().to_string();
+        let data = std::fs::read(file).map_err(|e| anyhow::anyhow!("failed to load authentication configuration from file {name:?}: open {name}: {e}"))?;
+        let config = AuthenticationConfig::load(&name, &data, service_account_issuers).map_err(anyhow::Error::msg)?;
+        let anonymous = match (&config.anonymous, self.anonymous_auth) {
+            (Some(_), Some(_)) => anyhow::bail!(
+                "anonymous: Forbidden: --anonymous-auth flag cannot be set when anonymous field is configured in authentication configuration file"
+            ),
+            (Some(a), None) => a.anonymous(),
+            (None, _) => flag_anonymous(),
+        };
+        Ok(Authentication { jwt: config.jwt.clone(), anonymous, config: Some((file.clone(), data, config)) })
+    }
+
+    fn any_oidc_flag(&self) -> bool {
+        self.oidc_issuer_url.is_some()
             || self.oidc_client_id.is_some()
             || self.oidc_ca_file.is_some()
             || self.oidc_username_claim.is_some()
@@ -75,8 +119,13 @@ impl AuthArgs {
             || self.oidc_username_prefix.is_some()
             || self.oidc_groups_claim.is_some()
             || self.oidc_groups_prefix.is_some()
-            || !self.oidc_required_claim.is_empty();
-        if !any {
+            || !self.oidc_required_claim.is_empty()
+    }
+
+    /// The JWT authenticator of the `--oidc-*` flags, if they name an issuer
+    /// (`service_account_issuers`: the issuers it must not be).
+    fn oidc(&self, service_account_issuers: &[String]) -> anyhow::Result<Option<OidcConfig>> {
+        if !self.any_oidc_flag() {
             return Ok(None);
         }
         if self.oidc_issuer_url.is_none() || self.oidc_client_id.is_none() {
@@ -103,7 +152,7 @@ impl AuthArgs {
             ca_bundle,
             disallowed_issuers: service_account_issuers.to_vec(),
         };
-        Ok(Some(Oidc::new(OidcConfig::from_flags(flags).map_err(anyhow::Error::msg)?)))
+        Ok(Some(OidcConfig::from_flags(flags).map_err(anyhow::Error::msg)?))
     }
 
     /// The authentication webhook, if a kubeconfig names one.
@@ -125,21 +174,4 @@ pub(crate) fn endpoint(file: &Path) -> anyhow::Result<Endpoint> {
     let dir = file.parent().map(Path::to_path_buf).unwrap_or_default();
     let read = |name: &str| std::fs::read(dir.join(name)).map_err(|e| format!("open {name}: {e}"));
     kubeconfig::read(&text, &read).map_err(|e| anyhow::anyhow!("{}: {e}", file.display()))
-}
-
-/// Fetches the OIDC issuer's keys, and again when the authenticator wants them, for as long as
-/// the server runs.
-pub async fn fetch_oidc_keys(oidc: Arc<Oidc>, client: WebhookClient) {
-    let mut fetcher = KeyFetcher::new(clock::now());
-    loop {
-        if let Some(call) = fetcher.poll(&oidc, clock::now()) {
-            let answer = client.call(call).await;
-            if let Err(e) = fetcher.handle(&oidc, answer, clock::now()) {
-                tracing::warn!("oidc authenticator: initializing plugin: {e}");
-            }
-            continue;
-        }
-        let next = fetcher.poll_timeout(clock::now()).unwrap_or_else(clock::now);
-        tokio::time::sleep_until(clock::instant_of(next)).await;
-    }
 }

@@ -11,6 +11,7 @@ mod clock;
 mod conn;
 mod controllers;
 mod http;
+mod jwt_authenticators;
 mod probe;
 mod proxy;
 mod serving;
@@ -26,6 +27,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use anyhow::{Context, bail};
 use arc_swap::ArcSwap;
 use clap::{Args, Parser, Subcommand};
+use kapi_core::auth::oidc::JwtAuthenticators;
 use kapi_core::auth::{Authenticator, RequestHeader, TokenFile};
 use kapi_core::bootstrap::{Bootstrap, BootstrapEffect};
 use kapi_core::catalog::Catalog;
@@ -188,10 +190,6 @@ struct ServeArgs {
     /// when not given (then the issuer must be an https URL for discovery to be served).
     #[arg(long)]
     service_account_jwks_uri: Option<String>,
-    /// Whether a request that presents no credential is served as `system:anonymous` (kube's
-    /// default); off whatever this says when AlwaysAllow is a mode, as kube-apiserver does.
-    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
-    anonymous_auth: bool,
     /// Whether bootstrap tokens (Secrets of type bootstrap.kubernetes.io/token in
     /// kube-system) are bearer credentials, as kubeadm's `kubeadm join` uses them.
     #[arg(long)]
@@ -411,20 +409,22 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     };
     let loopback = format!("{:016x}{:016x}", clock::seed(), clock::seed());
     let trust = AuthenticationTrust { client_ca: client_ca.clone(), request_header: Some((request_header_ca.clone(), request_header.clone())) };
-    let anonymous = args.anonymous_auth && !args.authz.always_allows();
-    if args.anonymous_auth && !anonymous {
-        tracing::warn!("AnonymousAuth is not allowed with the AlwaysAllow authorizer. Resetting AnonymousAuth to false. You should use a different authorizer");
-    }
+    let authentication = args.auth.authentication(args.authz.always_allows(), &args.service_account_issuer)?;
     let service_accounts = Some(Arc::new(service_account_tokens(&args)?));
-    let oidc = args.auth.oidc(&args.service_account_issuer)?.map(Arc::new);
+    let webhooks = webhook::WebhookClient::default();
+    let jwt = Arc::new(JwtAuthenticators::new(jwt_authenticators::start(&authentication.jwt, &webhooks)));
+    if let Some((file, data, config)) = authentication.config {
+        let issuers = args.service_account_issuer.clone();
+        tokio::spawn(jwt_authenticators::reload(jwt.clone(), file, data, config, issuers, webhooks.clone()));
+    }
     let authenticator = Authenticator {
         tokens,
         loopback: Some(loopback.clone()),
         request_header: Some(request_header),
-        anonymous,
+        anonymous: authentication.anonymous,
         service_accounts,
         bootstrap_tokens: args.enable_bootstrap_token_auth,
-        oidc: oidc.clone(),
+        jwt,
         webhook: args.auth.token_webhook()?.map(Arc::new),
     };
     let authorization = args.authz.authorization()?;
@@ -439,10 +439,6 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     }
     let resources: Vec<_> = served.catalog.resources().filter(|r| r.info.stored()).map(|r| (r.clone(), format!("{}/", server.storage_root(r)))).collect();
     let stall = std::time::Duration::from_secs(parse_duration(&args.watch_stall_timeout)?.max(1) as u64);
-    let webhooks = webhook::WebhookClient::default();
-    if let Some(oidc) = oidc {
-        tokio::spawn(auth_flags::fetch_oidc_keys(oidc, webhooks.clone()));
-    }
     let caches = caches::Caches::start(resources.into_iter(), store.clone(), stall, webhooks.clone());
     let state = Arc::new(http::State {
         server: server.clone(),

@@ -114,3 +114,140 @@ fn a_token_of_the_oidc_issuer_is_its_user() {
     let (input, _) = token.rsplit_once('.').unwrap();
     assert_eq!(curl(&format!("{input}.{}", URL_SAFE_NO_PAD.encode([7u8; 256]))), 401);
 }
+
+/// An `--authentication-config` file: one JWT authenticator of `issuer` (its CA given inline)
+/// whose username is `prefix` and the subject, and anonymous requests only for `/livez`.
+fn authentication_config(issuer: &str, ca: &str, prefix: &str) -> String {
+    let ca: String = ca.lines().map(|l| format!("      {l}\n")).collect();
+    format!(
+        r#"apiVersion: apiserver.config.k8s.io/v1beta1
+kind: AuthenticationConfiguration
+jwt:
+- issuer:
+    url: {issuer}
+    audiences: [kapi, other]
+    audienceMatchPolicy: MatchAny
+    certificateAuthority: |
+{ca}  claimValidationRules:
+  - expression: "claims.?tenant.orValue('') == 'acme'"
+    message: tenant must be acme
+  claimMappings:
+    username:
+      expression: "'{prefix}' + claims.sub"
+    groups:
+      expression: claims.roles
+    uid:
+      claim: sub
+    extra:
+    - key: acme.io/team
+      valueExpression: claims.team
+  userValidationRules:
+  - expression: "!user.username.endsWith(':root')"
+    message: no root
+anonymous:
+  enabled: true
+  conditions:
+  - path: /livez
+"#
+    )
+}
+
+#[test]
+fn an_authentication_config_maps_claims_with_cel_says_who_is_anonymous_and_is_read_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let issuer = format!("https://127.0.0.1:{port}");
+    openssl_pki(dir.path(), &[("hook", "subjectAltName=IP:127.0.0.1\nbasicConstraints=CA:FALSE")]);
+    let jwk = signing_key(dir.path());
+    std::fs::write(dir.path().join("discovery.json"), json!({"issuer": issuer, "jwks_uri": format!("{issuer}/keys")}).to_string()).unwrap();
+    std::fs::write(dir.path().join("jwks.json"), json!({"keys": [jwk]}).to_string()).unwrap();
+    let _issuer: Running = python_webhook(dir.path(), port, ISSUER, false);
+    let ca = std::fs::read_to_string(dir.path().join("ca.crt")).unwrap();
+    let file = dir.path().join("authentication.yaml");
+    std::fs::write(&file, authentication_config(&issuer, &ca, "acme:")).unwrap();
+    let file = file.display().to_string();
+
+    // Refused at start: with --oidc-* flags, or --anonymous-auth where the file says who is anonymous.
+    let serve = |args: &[&str]| {
+        let data = tempfile::tempdir().unwrap();
+        let out = Command::new(kapi_tests::binary()).args(["serve", "--data-dir", data.path().to_str().unwrap()]).args(args).output().unwrap();
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    assert!(
+        serve(&["--authentication-config", &file, "--oidc-client-id", "kapi"]).contains("authentication-config file and oidc-* flags are mutually exclusive")
+    );
+    assert!(
+        serve(&["--authentication-config", &file, "--anonymous-auth=true"])
+            .contains("anonymous: Forbidden: --anonymous-auth flag cannot be set when anonymous field is configured in authentication configuration file")
+    );
+
+    let k = Kapi::start_with(&["--authentication-config", &file, "--authorization-mode", "RBAC"]);
+    let now = jiff::Timestamp::now().as_second();
+    let claims = |extra: Value| {
+        let mut c =
+            json!({"iss": issuer, "aud": ["other"], "sub": "jane", "roles": ["viewer"], "tenant": "acme", "team": "blue", "jti": "t1", "exp": now + 600});
+        for (key, v) in extra.as_object().unwrap() {
+            c[key] = v.clone();
+        }
+        c
+    };
+    let token = sign(dir.path(), &claims(json!({})));
+    let whoami = |token: &str| {
+        let (server, kapi_ca) = (k.url(""), k.data_dir().join("pki/ca.crt"));
+        let a = [
+            "--kubeconfig=/dev/null",
+            "--server",
+            &server,
+            "--certificate-authority",
+            kapi_ca.to_str().unwrap(),
+            "--token",
+            token,
+            "auth",
+            "whoami",
+            "-o",
+            "json",
+        ];
+        let out = Command::new("kubectl").args(a).output().expect("kubectl runs");
+        serde_json::from_slice::<Value>(&out.stdout).unwrap_or(Value::Null)
+    };
+    assert!(eventually(Duration::from_secs(20), || whoami(&token) != Value::Null), "the token authenticates");
+    assert_eq!(
+        whoami(&token)["status"]["userInfo"],
+        json!({"username": "acme:jane", "uid": "jane", "groups": ["viewer", "system:authenticated"],
+            "extra": {"acme.io/team": ["blue"], "authentication.kubernetes.io/credential-id": ["JTI=t1"]}})
+    );
+
+    // A TokenReview says why a token is refused, in kube's words.
+    let review = |token: &str| {
+        let body = json!({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview", "spec": {"token": token}});
+        let out = k.kubectl_with_input(&["create", "--raw", "/apis/authentication.k8s.io/v1/tokenreviews", "-f", "-"], &body.to_string());
+        serde_json::from_slice::<Value>(&out.stdout).unwrap()["status"].clone()
+    };
+    assert_eq!(
+        review(&sign(dir.path(), &claims(json!({"tenant": "umbrella"}))))["error"],
+        "oidc: error evaluating claim validation expression: validation expression 'claims.?tenant.orValue('') == 'acme'' failed: tenant must be acme"
+    );
+    assert_eq!(
+        review(&sign(dir.path(), &claims(json!({"sub": "root"}))))["error"],
+        "oidc: error evaluating user info validation rule: validation expression '!user.username.endsWith(':root')' failed: no root"
+    );
+    assert_eq!(
+        review(&sign(dir.path(), &claims(json!({"aud": "x"}))))["error"],
+        "oidc: verify token: oidc: expected audience in [\"kapi\" \"other\"] got [\"x\"]"
+    );
+
+    // Anonymous for /livez only.
+    let anonymous = |path: &str| {
+        let kapi_ca = k.data_dir().join("pki/ca.crt");
+        let out = Command::new("curl").args(["-sS", "--cacert", kapi_ca.to_str().unwrap(), "-w", "\n%{http_code}", &k.url(path)]).output().expect("curl runs");
+        status_and_body(&out).0
+    };
+    assert_eq!(anonymous("/livez"), 200);
+    assert_eq!(anonymous("/readyz"), 401);
+
+    // The file changes: new tokens' users are the new mapping's (a confirmed token's answer is
+    // kept 10 s, as in kube).
+    std::fs::write(dir.path().join("authentication.yaml"), authentication_config(&issuer, &ca, "acme2:")).unwrap();
+    let fresh = sign(dir.path(), &claims(json!({"jti": "t2"})));
+    assert!(eventually(Duration::from_secs(20), || whoami(&fresh)["status"]["userInfo"]["username"] == "acme2:jane"));
+}

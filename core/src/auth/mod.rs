@@ -8,6 +8,8 @@
 //! certificate vouch for the user its headers name (`requestheader.rs`).
 
 mod bootstrap_token;
+pub mod claims;
+pub mod config;
 mod impersonation;
 pub mod oidc;
 pub mod oidc_keys;
@@ -122,17 +124,39 @@ pub struct Authenticator {
     /// stands for `system:apiserver` in `system:masters`. The shell makes a fresh random one
     /// at every start and never writes it down.
     pub loopback: Option<String>,
-    /// `--anonymous-auth`: a request that presents no credential is `system:anonymous`.
-    pub anonymous: bool,
+    /// Which requests that present no credential are `system:anonymous`.
+    pub anonymous: Anonymous,
     /// How service account tokens are issued and checked (`None`: they are not).
     pub service_accounts: Option<Arc<crate::serviceaccount::TokenConfig>>,
     /// `--enable-bootstrap-token-auth`: bootstrap tokens are credentials.
     pub bootstrap_tokens: bool,
-    /// `--oidc-issuer-url` and the other `--oidc-*` flags: JWTs of an OpenID Connect issuer.
-    pub oidc: Option<Arc<oidc::Oidc>>,
+    /// JWTs of OpenID Connect issuers (`--authentication-config`'s `jwt`, or the `--oidc-*` flags').
+    pub jwt: Arc<oidc::JwtAuthenticators>,
     /// `--authentication-token-webhook-config-file`: the webhook asked about bearer tokens no
     /// other authenticator recognizes.
     pub webhook: Option<Arc<webhook::TokenWebhook>>,
+}
+
+/// Which requests that present no credential are anonymous (`--anonymous-auth`, or the
+/// `anonymous` of `--authentication-config`).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum Anonymous {
+    #[default]
+    Off,
+    /// Every such request.
+    Everywhere,
+    /// Those for exactly these paths (`anonymous.conditions`).
+    Paths(Vec<String>),
+}
+
+impl Anonymous {
+    fn allows(&self, path: &str) -> bool {
+        match self {
+            Anonymous::Off => false,
+            Anonymous::Everywhere => true,
+            Anonymous::Paths(paths) => paths.iter().any(|p| p == path),
+        }
+    }
 }
 
 /// A bearer token that may be a credential once the objects it names are looked up: a
@@ -246,10 +270,10 @@ impl Peer {
 impl Authenticator {
     /// Authenticates a request from its headers and its peer, trying kube's authenticators in
     /// its order (the loopback token, a front proxy's headers, the client certificate, bearer
-    /// tokens); a request that presents none of them is anonymous where that is allowed. 401
-    /// when a credential is not recognized (never anonymous: a bad token, a front proxy's
-    /// certificate without its headers), or when nothing vouches for the request.
-    pub fn authenticate(&self, headers: &[(String, String)], peer: &Peer) -> Result<UserInfo, ApiError> {
+    /// tokens); a request (for `path`) that presents none of them is anonymous where that is
+    /// allowed. 401 when a credential is not recognized (never anonymous: a bad token, a front
+    /// proxy's certificate without its headers), or when nothing vouches for the request.
+    pub fn authenticate(&self, headers: &[(String, String)], peer: &Peer, path: &str) -> Result<UserInfo, ApiError> {
         let header = |name: &str| headers.iter().find(|(k, _)| k.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str());
         let token = header("Authorization").and_then(bearer_token);
         if token.is_some() && self.loopback.as_deref() == token {
@@ -265,7 +289,7 @@ impl Authenticator {
         }
         match token.and_then(|t| self.tokens.as_ref()?.tokens.get(t)) {
             Some(user) => Ok(user.clone().authenticated()),
-            None if self.anonymous && token.is_none() && peer.proxy_name.is_none() => {
+            None if self.anonymous.allows(path) && token.is_none() && peer.proxy_name.is_none() => {
                 Ok(UserInfo { name: ANONYMOUS_USER.into(), groups: vec![UNAUTHENTICATED_GROUP.into()], ..Default::default() })
             }
             None => Err(ApiError::unauthorized()),
@@ -317,7 +341,7 @@ impl Authenticator {
     /// [`Self::agnostic_audiences`]); `None` when it is not the OIDC issuer's token.
     pub fn oidc_user(&self, token: &str, asked: Option<&[String]>, now: jiff::Timestamp) -> Option<Result<(UserInfo, Vec<String>), String>> {
         let audiences = self.agnostic_audiences(asked)?;
-        let found = self.oidc.as_deref()?.authenticate(token, now)?;
+        let found = self.jwt.authenticate(token, now)?;
         Some(found.map(|user| (user, audiences)))
     }
 
@@ -349,26 +373,31 @@ mod tests {
         let tf = TokenFile::parse("# comment\nsecret,alice,1001,\"dev,ops\"\nother,bob,1002\n").unwrap();
         let a = Authenticator { tokens: Some(tf), loopback: Some("lo0p".into()), ..Default::default() };
         let bearer = |t: &str| vec![("authorization".to_string(), t.to_string())];
-        let u = a.authenticate(&bearer("Bearer secret"), &Peer::default()).unwrap();
+        let u = a.authenticate(&bearer("Bearer secret"), &Peer::default(), "/api").unwrap();
         assert_eq!(u.name, "alice");
         assert_eq!(u.groups, vec!["dev", "ops", "system:authenticated"]);
-        assert_eq!(a.authenticate(&bearer("Bearer nope"), &Peer::default()).unwrap_err().code, 401);
-        assert_eq!(a.authenticate(&[], &Peer::default()).unwrap_err().code, 401);
+        assert_eq!(a.authenticate(&bearer("Bearer nope"), &Peer::default(), "/api").unwrap_err().code, 401);
+        assert_eq!(a.authenticate(&[], &Peer::default(), "/api").unwrap_err().code, 401);
         assert!(TokenFile::parse("onlytoken\n").is_err());
-        let lo = a.authenticate(&bearer("Bearer lo0p"), &Peer::default()).unwrap();
+        let lo = a.authenticate(&bearer("Bearer lo0p"), &Peer::default(), "/api").unwrap();
         assert_eq!((lo.name.as_str(), lo.groups.as_slice()), ("system:apiserver", &["system:masters".to_string(), "system:authenticated".to_string()][..]));
-        assert_eq!(a.authenticate(&bearer("Bearer "), &Peer::default()).unwrap_err().code, 401);
+        assert_eq!(a.authenticate(&bearer("Bearer "), &Peer::default(), "/api").unwrap_err().code, 401);
         let no_loopback = Authenticator { loopback: None, ..a.clone() };
-        assert_eq!(no_loopback.authenticate(&bearer("Bearer lo0p"), &Peer::default()).unwrap_err().code, 401);
+        assert_eq!(no_loopback.authenticate(&bearer("Bearer lo0p"), &Peer::default(), "/api").unwrap_err().code, 401);
 
         // Anonymous: only a request that presents no credential (a bearer token that is not
         // known stays 401; a header of another scheme is no credential).
-        let anonymous = Authenticator { anonymous: true, ..a };
-        let u = anonymous.authenticate(&[], &Peer::default()).unwrap();
+        let anonymous = Authenticator { anonymous: Anonymous::Everywhere, ..a };
+        let u = anonymous.authenticate(&[], &Peer::default(), "/api").unwrap();
         assert_eq!((u.name.as_str(), u.groups.as_slice()), (ANONYMOUS_USER, &[UNAUTHENTICATED_GROUP.to_string()][..]));
-        assert_eq!(anonymous.authenticate(&bearer("Basic YTpi"), &Peer::default()).unwrap().name, ANONYMOUS_USER);
-        assert_eq!(anonymous.authenticate(&bearer("Bearer nope"), &Peer::default()).unwrap_err().code, 401);
-        assert_eq!(anonymous.authenticate(&bearer("Bearer secret"), &Peer::default()).unwrap().name, "alice");
+        assert_eq!(anonymous.authenticate(&bearer("Basic YTpi"), &Peer::default(), "/api").unwrap().name, ANONYMOUS_USER);
+        assert_eq!(anonymous.authenticate(&bearer("Bearer nope"), &Peer::default(), "/api").unwrap_err().code, 401);
+        assert_eq!(anonymous.authenticate(&bearer("Bearer secret"), &Peer::default(), "/api").unwrap().name, "alice");
+        // Only for the paths it names, exactly, when it names any.
+        let on_paths = Authenticator { anonymous: Anonymous::Paths(vec!["/livez".into()]), ..anonymous };
+        assert_eq!(on_paths.authenticate(&[], &Peer::default(), "/livez").unwrap().name, ANONYMOUS_USER);
+        assert_eq!(on_paths.authenticate(&[], &Peer::default(), "/livez/ping").unwrap_err().code, 401);
+        assert_eq!(on_paths.authenticate(&[], &Peer::default(), "/api").unwrap_err().code, 401);
     }
 
     #[test]
@@ -393,14 +422,14 @@ mod tests {
         let cert = rcgen::generate_simple_self_signed(vec![]).unwrap().cert;
         let proxy = Peer::new(Some(cert.der()), VerifiedBy { client_ca: false, request_header_ca: true }, String::new());
         let headers = vec![("X-Remote-User".to_string(), "alice".to_string()), ("X-Remote-Group".to_string(), "dev".to_string())];
-        let u = a.authenticate(&headers, &proxy).unwrap();
+        let u = a.authenticate(&headers, &proxy, "/api").unwrap();
         assert_eq!((u.name.as_str(), u.groups.as_slice()), ("alice", &["dev".to_string(), AUTHENTICATED_GROUP.to_string()][..]));
         // The same certificate from the client CA names its own subject; the headers are nobody's.
         let client = Peer::new(Some(cert.der()), VerifiedBy { client_ca: true, request_header_ca: false }, String::new());
-        assert_eq!(a.authenticate(&headers, &client).unwrap().name, "rcgen self signed cert");
+        assert_eq!(a.authenticate(&headers, &client, "/api").unwrap().name, "rcgen self signed cert");
         // A proxy certificate without the headers is no user, not even an anonymous one.
-        assert_eq!(a.authenticate(&[], &proxy).unwrap_err().code, 401);
-        assert_eq!(Authenticator { anonymous: true, ..a.clone() }.authenticate(&[], &proxy).unwrap_err().code, 401);
+        assert_eq!(a.authenticate(&[], &proxy, "/api").unwrap_err().code, 401);
+        assert_eq!(Authenticator { anonymous: Anonymous::Everywhere, ..a.clone() }.authenticate(&[], &proxy, "/api").unwrap_err().code, 401);
         assert!(a.is_credential_header("authorization") && a.is_credential_header("x-remote-extra-x") && !a.is_credential_header("Accept"));
     }
 }

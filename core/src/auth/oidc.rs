@@ -13,11 +13,12 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use arc_swap::ArcSwapOption;
+use arc_swap::{ArcSwap, ArcSwapOption};
 use jiff::Timestamp;
 use serde_json::{Map, Value};
 
 use super::UserInfo;
+use super::claims::{ClaimMapping, Source};
 use crate::serviceaccount::jwt;
 use crate::serviceaccount::keys::PublicKey;
 
@@ -26,22 +27,21 @@ pub const SUPPORTED_ALGS: [&str; 2] = ["RS256", "ES256"];
 /// ... of those kube's verifies.
 const KUBE_ALGS: [&str; 9] = ["RS256", "RS384", "RS512", "ES256", "ES384", "ES512", "PS256", "PS384", "PS512"];
 
-/// The `--oidc-*` flags, checked.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// One JWT authenticator: an `--authentication-config` `jwt` entry, or the `--oidc-*` flags,
+/// checked.
+#[derive(Clone, Debug, PartialEq)]
 pub struct OidcConfig {
     pub issuer: String,
-    pub client_id: String,
-    pub username_claim: String,
-    /// Resolved: the issuer's URL and `#` unless the flag says otherwise or the claim is
-    /// `email`; empty for `-`.
-    pub username_prefix: String,
-    pub groups_claim: String,
-    pub groups_prefix: String,
-    pub required_claims: Vec<(String, String)>,
+    /// Where the discovery document is fetched from instead of under the issuer
+    /// (`discoveryURL`).
+    pub discovery_url: Option<String>,
+    /// A token must be meant for one of these (`--oidc-client-id`: the one).
+    pub audiences: Vec<String>,
     pub signing_algs: Vec<String>,
-    /// `--oidc-ca-file`, PEM: what the issuer's certificate is checked against (the system's
-    /// roots without it).
+    /// PEM: what the issuer's certificate is checked against (the system's roots without it).
     pub ca_bundle: Option<String>,
+    /// What the claims make of the user.
+    pub mapping: ClaimMapping,
 }
 
 /// The `--oidc-*` flags as given.
@@ -113,14 +113,20 @@ impl OidcConfig {
             _ if flags.username_claim == "email" => String::new(),
             _ => format!("{}#", flags.issuer_url),
         };
+        let groups = (!flags.groups_claim.is_empty()).then(|| Source::Claim { claim: flags.groups_claim.clone(), prefix: flags.groups_prefix.clone() });
         Ok(OidcConfig {
+            mapping: ClaimMapping {
+                username: Source::Claim { claim: flags.username_claim, prefix: username_prefix },
+                groups,
+                uid: None,
+                extra: Vec::new(),
+                required_claims,
+                claim_rules: Vec::new(),
+                user_rules: Vec::new(),
+            },
             issuer: flags.issuer_url,
-            client_id: flags.client_id,
-            username_claim: flags.username_claim,
-            username_prefix,
-            groups_claim: flags.groups_claim,
-            groups_prefix: flags.groups_prefix,
-            required_claims,
+            discovery_url: None,
+            audiences: vec![flags.client_id],
             signing_algs: match flags.signing_algs.into_iter().filter(|a| !a.is_empty()).collect::<Vec<_>>() {
                 algs if algs.is_empty() => vec!["RS256".into()],
                 algs => algs,
@@ -155,6 +161,11 @@ impl Oidc {
         self.stale.store(false, Ordering::Relaxed);
     }
 
+    /// Whether the issuer's keys have been fetched.
+    pub fn has_keys(&self) -> bool {
+        self.keys.load().is_some()
+    }
+
     /// Whether the keys should be fetched (again).
     pub fn wants_keys(&self) -> bool {
         self.stale.load(Ordering::Relaxed)
@@ -186,8 +197,11 @@ impl Oidc {
         }
         let time = |k: &str| go_json_time(stated.get(k)).ok_or_else(|| unmarshal(&format!("into Go struct field idToken.{k}")));
         let (expiry, not_before) = (time("exp")?, time("nbf")?);
-        if !audiences.contains(&self.config.client_id) {
-            return Err(format!("oidc: verify token: oidc: expected audience {:?} got {}", self.config.client_id, go_strings(&audiences)));
+        // One audience: go-oidc's own check, here; several: any of them, once it verified.
+        if let [audience] = self.config.audiences.as_slice()
+            && !audiences.contains(audience)
+        {
+            return Err(format!("oidc: verify token: oidc: expected audience {audience:?} got {}", go_strings(&audiences)));
         }
         let now_ns = now.as_nanosecond();
         let expiry = expiry.unwrap_or(GO_ZERO_TIME);
@@ -210,54 +224,37 @@ impl Oidc {
             self.stale.store(true, Ordering::Relaxed);
             "oidc: verify token: failed to verify signature: failed to verify id token signature".to_string()
         })?;
-        self.user(&claims)
+        if !self.config.audiences.iter().any(|a| audiences.contains(a)) {
+            let mut wanted = self.config.audiences.clone();
+            wanted.sort();
+            return Err(format!("oidc: verify token: oidc: expected audience in {} got {}", go_strings(&wanted), go_strings(&audiences)));
+        }
+        self.config.mapping.user(&claims)
+    }
+}
+
+/// The JWT authenticators (`--authentication-config`'s `jwt` entries, or the `--oidc-*`
+/// flags'), swapped whole when the file changes; a request keeps the list it found.
+#[derive(Debug, Default)]
+pub struct JwtAuthenticators(ArcSwap<Vec<Arc<Oidc>>>);
+
+impl JwtAuthenticators {
+    pub fn new(authenticators: Vec<Arc<Oidc>>) -> JwtAuthenticators {
+        JwtAuthenticators(ArcSwap::from_pointee(authenticators))
     }
 
-    /// The user the verified `claims` name, as kube maps them.
-    fn user(&self, claims: &Map<String, Value>) -> Result<UserInfo, String> {
-        let c = &self.config;
-        let username = match claims.get(&c.username_claim) {
-            Some(Value::String(u)) => u.clone(),
-            Some(Value::Null) => String::new(),
-            Some(_) => return Err(format!("oidc: parse username claims {:?}: claim is not a string", c.username_claim)),
-            None => return Err(format!("oidc: parse username claims {:?}: claim not present", c.username_claim)),
-        };
-        if c.username_claim == "email" {
-            match claims.get("email_verified") {
-                None | Some(Value::Bool(true)) => {}
-                Some(Value::Bool(false) | Value::Null) => return Err("oidc: email not verified".into()),
-                Some(_) => return Err("oidc: parse 'email_verified' claim: claim is not a boolean".into()),
-            }
-        }
-        let groups = match (c.groups_claim.as_str(), claims.get(&c.groups_claim)) {
-            ("", _) | (_, None | Some(Value::Null)) => Vec::new(),
-            (_, Some(Value::String(g))) => vec![g.clone()],
-            (_, Some(Value::Array(items))) => {
-                let groups: Option<Vec<String>> = items.iter().map(|g| g.as_str().map(str::to_string)).collect();
-                groups.ok_or_else(|| format!("oidc: parse groups claim {:?}: claim is not a string or a list of strings", c.groups_claim))?
-            }
-            (_, Some(_)) => return Err(format!("oidc: parse groups claim {:?}: claim is not a string or a list of strings", c.groups_claim)),
-        };
-        for (key, want) in &c.required_claims {
-            match claims.get(key) {
-                None => return Err(format!("oidc: required claim {key} not present in ID token")),
-                Some(Value::String(got)) if got == want => {}
-                Some(Value::Null) if want.is_empty() => {}
-                Some(Value::Null) => return Err(format!("oidc: required claim {key} value does not match. Got = , want = {want}")),
-                Some(Value::String(got)) => return Err(format!("oidc: required claim {key} value does not match. Got = {got}, want = {want}")),
-                Some(_) => return Err(format!("oidc: parse claim {key}: claim is not a string")),
-            }
-        }
-        let mut extra = std::collections::BTreeMap::new();
-        if let Some(jti) = claims.get("jti").and_then(Value::as_str).filter(|j| !j.is_empty()) {
-            extra.insert("authentication.kubernetes.io/credential-id".to_string(), vec![format!("JTI={jti}")]);
-        }
-        Ok(UserInfo {
-            name: format!("{}{username}", c.username_prefix),
-            groups: groups.into_iter().map(|g| format!("{}{g}", c.groups_prefix)).collect(),
-            extra,
-            ..Default::default()
-        })
+    pub fn load(&self) -> Arc<Vec<Arc<Oidc>>> {
+        self.0.load_full()
+    }
+
+    pub fn store(&self, authenticators: Vec<Arc<Oidc>>) {
+        self.0.store(Arc::new(authenticators));
+    }
+
+    /// The user `token` stands for, by the authenticator whose issuer is the token's (issuers
+    /// are distinct); `None` when no authenticator's.
+    pub fn authenticate(&self, token: &str, now: Timestamp) -> Option<Result<UserInfo, String>> {
+        self.0.load().iter().find_map(|o| o.authenticate(token, now))
     }
 }
 
@@ -355,7 +352,7 @@ mod tests {
         assert_eq!(err(json!({"exp": 1_799_999_999})), "oidc: verify token: oidc: token is expired (Token Expiry: 2027-01-15 07:59:59 +0000 UTC)");
         assert!(err(json!({"nbf": 1_800_000_061})).starts_with("oidc: verify token: oidc: current time 2027-01-15 08:00:00 +0000 UTC before the nbf"));
         assert!(o.authenticate(&token(claims(json!({"nbf": 1_800_000_060}))), now()).unwrap().is_ok(), "a minute's leeway");
-        assert_eq!(err(json!({"groups": 7})), "oidc: parse groups claim \"groups\": claim is not a string or a list of strings");
+        assert_eq!(err(json!({"groups": 7})), "oidc: parse groups claim \"groups\": json: cannot unmarshal number into Go value of type string");
         assert_eq!(o.authenticate(&token(claims(json!({"groups": "solo"}))), now()).unwrap().unwrap().groups, vec!["solo"]);
         // A signature of another key.
         let forged = token(claims(json!({})));
@@ -396,6 +393,19 @@ mod tests {
     }
 
     #[test]
+    fn several_audiences_match_any() {
+        let mut config = oidc(OidcFlags { username_claim: "sub".into(), ..Default::default() }).config.clone();
+        config.audiences = vec!["b".into(), "a".into()];
+        let o = Oidc::new(config);
+        o.set_keys(vec![PublicKey::from_jwk(&key().public().jwk()).unwrap()]);
+        assert!(o.authenticate(&token(claims(json!({"aud": ["x", "a"]}))), now()).unwrap().is_ok());
+        assert_eq!(
+            o.authenticate(&token(claims(json!({"aud": "c"}))), now()).unwrap().unwrap_err(),
+            "oidc: verify token: oidc: expected audience in [\"a\" \"b\"] got [\"c\"]"
+        );
+    }
+
+    #[test]
     fn the_flags_are_checked_as_kube_checks_them() {
         let flags = |issuer: &str, client: &str, algs: &[&str]| OidcFlags {
             issuer_url: issuer.into(),
@@ -418,6 +428,6 @@ mod tests {
         let overlap = OidcFlags { disallowed_issuers: vec![ISSUER.into()], ..flags(ISSUER, "kapi", &[]) };
         assert!(OidcConfig::from_flags(overlap).unwrap_err().contains("URL must not overlap with disallowed issuers"));
         let twice = OidcFlags { required_claims: vec!["t=a".into(), "t=b".into()], ..flags(ISSUER, "kapi", &[]) };
-        assert_eq!(OidcConfig::from_flags(twice).unwrap().required_claims, vec![("t".to_string(), "b".to_string())]);
+        assert_eq!(OidcConfig::from_flags(twice).unwrap().mapping.required_claims, vec![("t".to_string(), "b".to_string())]);
     }
 }

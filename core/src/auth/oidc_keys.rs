@@ -1,6 +1,6 @@
 //! Fetching an OIDC issuer's keys, as go-oidc's provider and remote key set do for kube's JWT
 //! authenticator: the issuer's discovery document (`<issuer>/.well-known/openid-configuration`,
-//! whose `issuer` must be the one configured) names `jwks_uri`, and the keys there (those kapi
+//! or the authenticator's `discoveryURL`; its `issuer` must be the one configured) names `jwks_uri`, and the keys there (those kapi
 //! can verify with: RS256 and ES256) become the authenticator's. Until a fetch succeeds the
 //! authenticator has none (its tokens are refused); a failed fetch is tried again after
 //! [`RETRY`]; the keys are fetched again when a token names a key they lack, at most once per
@@ -56,7 +56,10 @@ impl KeyFetcher {
             Step::Fetched if !oidc.wants_keys() => return None,
             Step::Fetched | Step::Discovery => {
                 self.step = Step::Discovery;
-                format!("{}/.well-known/openid-configuration", oidc.config.issuer.trim_end_matches('/'))
+                match &oidc.config.discovery_url {
+                    Some(url) => url.clone(),
+                    None => format!("{}/.well-known/openid-configuration", oidc.config.issuer.trim_end_matches('/')),
+                }
             }
             Step::Keys(url) => url.clone(),
         };

@@ -94,6 +94,50 @@ impl Expression {
         self.program.execute(&context).map_err(|e| go_style(&e.to_string()))
     }
 
+    /// Whether the expression selects `field` of the variable `variable` anywhere
+    /// (`claims.email`, `claims.?email`, `has(claims.email)`; not `claims["email"]`), as
+    /// kube's syntactic checks look for it.
+    pub fn selects(&self, variable: &str, field: &str) -> bool {
+        use cel::common::ast::{EntryExpr, Expr, LiteralValue, operators};
+        fn is_variable(e: &cel::IdedExpr, variable: &str) -> bool {
+            matches!(&e.expr, Expr::Ident(name) if name == variable)
+        }
+        fn any(e: &cel::IdedExpr, variable: &str, field: &str) -> bool {
+            let entries = |entries: &[cel::common::ast::IdedEntryExpr]| {
+                entries.iter().any(|entry| match &entry.expr {
+                    EntryExpr::MapEntry(m) => any(&m.key, variable, field) || any(&m.value, variable, field),
+                    EntryExpr::StructField(f) => any(&f.value, variable, field),
+                })
+            };
+            match &e.expr {
+                Expr::Select(s) => (s.field == field && is_variable(&s.operand, variable)) || any(&s.operand, variable, field),
+                Expr::Call(c) if c.func_name == operators::OPT_SELECT => {
+                    let named = matches!(c.args.get(1).map(|a| &a.expr), Some(Expr::Literal(LiteralValue::String(f))) if f.inner() == field);
+                    (named && c.args.first().is_some_and(|a| is_variable(a, variable))) || c.args.iter().any(|a| any(a, variable, field))
+                }
+                Expr::Call(c) => c.target.iter().any(|t| any(t, variable, field)) || c.args.iter().any(|a| any(a, variable, field)),
+                Expr::List(l) => l.elements.iter().any(|x| any(x, variable, field)),
+                Expr::Map(m) => entries(&m.entries),
+                Expr::Struct(s) => entries(&s.entries),
+                Expr::Comprehension(c) => [&c.iter_range, &c.accu_init, &c.loop_cond, &c.loop_step, &c.result].into_iter().any(|x| any(x, variable, field)),
+                _ => false,
+            }
+        }
+        any(self.root(), variable, field)
+    }
+
+    /// Whether the whole expression reads a value out of its variables (a name, a field, an
+    /// index: `claims.admin`, `claims['a']`), whose type is that of the data.
+    pub fn is_access(&self) -> bool {
+        use cel::common::ast::{Expr, operators};
+        match &self.root().expr {
+            Expr::Ident(_) => true,
+            Expr::Select(s) => !s.test,
+            Expr::Call(c) => [operators::INDEX, operators::OPT_SELECT, operators::OPT_INDEX].contains(&c.func_name.as_str()),
+            _ => false,
+        }
+    }
+
     pub(crate) fn root(&self) -> &cel::IdedExpr {
         self.program.expression()
     }

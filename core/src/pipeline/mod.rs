@@ -399,7 +399,7 @@ impl RequestMachine {
             }
         }
         let cached = || crate::auth::request_bearer_token(&self.req.headers).and_then(|t| self.server.token_cache.get(t, now));
-        self.user = match self.server.authenticator.authenticate(&self.req.headers, &self.req.peer) {
+        self.user = match self.server.authenticator.authenticate(&self.req.headers, &self.req.peer, &self.req.path) {
             Ok(u) => u,
             Err(_) if let Some(cached) = cached() => {
                 self.warnings.extend(cached.warning.map(str::to_string));

@@ -274,7 +274,7 @@ impl Strategy for Review {
             Review::WhoAmI => json!({"userInfo": user_json(ctx.user)}),
             Review::Token => {
                 let token = meta::str_at(&obj, &["spec", "token"]).unwrap_or_default().to_string();
-                let user = ctx.authenticator.authenticate(&[("Authorization".into(), format!("Bearer {token}"))], &Peer::default());
+                let user = ctx.authenticator.authenticate(&[("Authorization".into(), format!("Bearer {token}"))], &Peer::default(), "");
                 token_review_status(user.as_ref().map_err(|_| "invalid bearer token"), &[])
             }
             Review::SelfAccess | Review::Access { .. } => {

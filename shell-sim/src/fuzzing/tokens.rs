@@ -8,8 +8,10 @@
 //! of the bootstrap form against Secrets with any data; one is accepted only where its Secret
 //! holds its id and secret, is of the bootstrap type and is marked for authentication. And
 //! OIDC: the same tokens put to an OIDC authenticator whose issuer key is the server's, with
-//! its keys read from JWKs of any shape; one is accepted only if that key signed it, its
-//! issuer is the OIDC issuer, its audiences hold the client id and it has not expired.
+//! its keys read from JWKs of any shape (its claims mapped as the `--oidc-*` flags map them, or
+//! by CEL expressions of an `--authentication-config` over claims of any type); one is
+//! accepted only if that key signed it, its issuer is the OIDC issuer, its audiences hold the
+//! client id and it has not expired.
 //! Legacy tokens (issuer `kubernetes/serviceaccount`, the claims a Secret's token has) are
 //! confirmed only by a Secret that holds that very token, is not deleting and is not marked
 //! invalid, and by an account that is not deleting.
@@ -18,6 +20,7 @@ use arbitrary::{Arbitrary, Unstructured};
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use kapi_core::admission::Lookup;
+use kapi_core::auth::config::AuthenticationConfig;
 use kapi_core::auth::oidc::{Oidc, OidcConfig, OidcFlags};
 use kapi_core::auth::{BOOTSTRAPPERS_GROUP, BootstrapToken, Confirmed, INVALID_SINCE_LABEL, LEGACY_ISSUER, check_token};
 use kapi_core::serviceaccount::keys::PublicKey;
@@ -170,9 +173,35 @@ fn bootstrap(u: &mut Unstructured, now: jiff::Timestamp) -> arbitrary::Result<()
     Ok(())
 }
 
+/// The same authenticator as an `--authentication-config` file with CEL: the username
+/// `cel:` and the `jti`, groups and extra from claims of any type, and rules over both.
+const CEL_AUTHENTICATOR: &str = r#"
+apiVersion: apiserver.config.k8s.io/v1beta1
+kind: AuthenticationConfiguration
+jwt:
+- issuer:
+    url: https://other.example.com
+    audiences: [vault]
+  claimValidationRules:
+  - expression: "!has(claims.nbf) || claims.nbf != 'never'"
+  claimMappings:
+    username:
+      expression: "'cel:' + claims.jti"
+    groups:
+      expression: "claims.?aud.orValue([])"
+    uid:
+      expression: "has(claims.sub) ? string(claims.sub) : ''"
+    extra:
+    - key: example.com/kubernetes
+      valueExpression: "claims.?kubernetes_io.orValue('')"
+  userValidationRules:
+  - expression: "user.groups.all(g, g.size() < 100)"
+"#;
+
 /// The OIDC authenticator: the second issuer, the `vault` audience, the server's key (read
-/// back from its JWK), and before it keys of JWKs of any shape.
-fn oidc(u: &mut Unstructured, config: &TokenConfig) -> arbitrary::Result<Oidc> {
+/// back from its JWK), and before it keys of JWKs of any shape; its user the `jti` behind the
+/// issuer (the flags' mapping) or behind `cel:` (CEL's, when `cel`).
+fn oidc(u: &mut Unstructured, config: &TokenConfig, cel: bool) -> arbitrary::Result<Oidc> {
     let flags = OidcFlags {
         issuer_url: ISSUERS[1].into(),
         client_id: "vault".into(),
@@ -180,7 +209,12 @@ fn oidc(u: &mut Unstructured, config: &TokenConfig) -> arbitrary::Result<Oidc> {
         signing_algs: vec!["ES256".into(), "RS256".into()],
         ..Default::default()
     };
-    let oidc = Oidc::new(OidcConfig::from_flags(flags).expect("valid flags"));
+    let oidc = if cel {
+        let file = AuthenticationConfig::load("cel.yaml", CEL_AUTHENTICATOR.as_bytes(), &[]).expect("a valid configuration");
+        Oidc::new(file.jwt[0].clone())
+    } else {
+        Oidc::new(OidcConfig::from_flags(flags).expect("valid flags"))
+    };
     let mut keys = Vec::new();
     for _ in 0..u.int_in_range(0u8..=3)? {
         let mut jwk = config.signing_key.public().jwk();
@@ -204,7 +238,8 @@ pub fn tokens(data: &[u8]) {
     let mut u = Unstructured::new(data);
     let config = token_config();
     let now = jiff::Timestamp::from_second(NOW).expect("a valid time");
-    let Ok(oidc) = oidc(&mut u, &config) else { return };
+    let Ok(cel) = bool::arbitrary(&mut u) else { return };
+    let Ok(oidc) = oidc(&mut u, &config, cel) else { return };
     for _ in 0..TOKENS_PER_INPUT {
         if bootstrap(&mut u, now).is_err() {
             return;
@@ -217,7 +252,8 @@ pub fn tokens(data: &[u8]) {
             let aud = &claims["aud"];
             assert!(aud == "vault" || aud.as_array().is_some_and(|a| a.iter().any(|x| x == "vault")), "{aud}");
             assert!(claims.get("exp").and_then(Value::as_f64).is_some_and(|exp| exp >= NOW as f64), "{claims:?}");
-            assert_eq!(user.name, format!("{}#{}", ISSUERS[1], claims["jti"].as_str().unwrap_or_default()));
+            let prefix = if cel { "cel:".to_string() } else { format!("{}#", ISSUERS[1]) };
+            assert_eq!(user.name, format!("{prefix}{}", claims["jti"].as_str().unwrap_or_default()));
         }
         let Some(Ok(claimed)) = check_token(&config, &token, None, now) else { continue };
         assert!(signed, "a token the server did not sign was accepted: {token}");
