@@ -122,7 +122,11 @@ pub fn default_server() -> Setup {
 
 /// A server like [`default_server`] with other settings (e.g. `--runtime-config`).
 pub fn server_with(settings: &Settings) -> Setup {
-    let tokens = TokenFile::parse(&format!("{ADMIN_TOKEN},admin,0,system:masters\n")).expect("a valid token line");
+    let mut lines = format!("{ADMIN_TOKEN},admin,0,system:masters\n");
+    for (uid, m) in sim::clients::rbac::MEMBERS.iter().enumerate() {
+        lines.push_str(&format!("{},{},{},\"{}\"\n", m.token, m.name, uid + 1, m.groups.join(",")));
+    }
+    let tokens = TokenFile::parse(&lines).expect("valid token lines");
     let auth = Authenticator {
         tokens: Some(tokens),
         loopback: Some(LOOPBACK_TOKEN.into()),

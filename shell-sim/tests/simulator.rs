@@ -77,3 +77,15 @@ fn a_cleanup_that_leaves_a_deleted_crds_resources_is_caught() {
     let (seed, r) = first_failure(Planted { blind_cleanup: true, ..Planted::default() }, 20).expect("caught within 20 seeds");
     assert_eq!(invariant(&r), Some(Invariant::Catalog), "seed {seed}: {:?}", r.failure);
 }
+
+#[test]
+fn a_server_that_decides_by_an_older_policy_is_caught() {
+    let (seed, r) = first_failure(Planted { stale_policy: true, ..Planted::default() }, 20).expect("caught within 20 seeds");
+    assert_eq!(invariant(&r), Some(Invariant::Authorization), "seed {seed}: {:?}", r.failure);
+}
+
+#[test]
+fn an_authorizer_that_misses_a_deleted_role_or_binding_is_caught() {
+    let (seed, r) = first_failure(Planted { kept_rbac_deletes: true, ..Planted::default() }, 20).expect("caught within 20 seeds");
+    assert_eq!(invariant(&r), Some(Invariant::Authorization), "seed {seed}: {:?}", r.failure);
+}

@@ -29,7 +29,7 @@ mod auth_webhooks;
 mod cel_rules;
 mod conversion;
 mod node_graph;
-mod rbac;
+pub(crate) mod rbac;
 mod rbac_served;
 mod schemas;
 mod tokens;

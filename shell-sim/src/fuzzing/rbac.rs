@@ -6,6 +6,7 @@
 //! that allows, and on whether a missing role is the reason.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use arbitrary::{Arbitrary, Unstructured};
 use kapi_core::auth::UserInfo;
@@ -64,10 +65,11 @@ pub(super) fn subjects(u: &mut Unstructured) -> arbitrary::Result<Value> {
     Ok(Value::Array(subjects))
 }
 
-/// The objects as stored, by kind, namespace (empty for the cluster's) and name.
-pub(super) type Objects = BTreeMap<(usize, String, String), Value>;
+/// The objects as stored, by kind (its place in [`KINDS`]), namespace (empty for the
+/// cluster's) and name.
+pub(crate) type Objects = BTreeMap<(usize, String, String), Arc<Value>>;
 
-pub(super) const KINDS: [Kind; 4] = [Kind::Role, Kind::ClusterRole, Kind::RoleBinding, Kind::ClusterRoleBinding];
+pub(crate) const KINDS: [Kind; 4] = [Kind::Role, Kind::ClusterRole, Kind::RoleBinding, Kind::ClusterRoleBinding];
 
 pub fn rbac(data: &[u8]) {
     let mut u = Unstructured::new(data);
@@ -113,7 +115,7 @@ fn change(u: &mut Unstructured, policy: &mut Policy, objects: &mut Objects) -> a
         }
     }
     policy.put(kind, &obj);
-    objects.insert(key, obj);
+    objects.insert(key, Arc::new(obj));
     Ok(())
 }
 
@@ -137,7 +139,7 @@ pub(super) fn request(u: &mut Unstructured) -> arbitrary::Result<(UserInfo, Attr
 
 /// kube's RBAC authorizer, walking every binding: the verdict, the binding that allows (as
 /// its reason names it), and whether a binding named a role that does not exist.
-pub(super) fn reference(objects: &Objects, user: &UserInfo, attrs: &Attributes) -> (Verdict, Option<String>, bool) {
+pub(crate) fn reference(objects: &Objects, user: &UserInfo, attrs: &Attributes) -> (Verdict, Option<String>, bool) {
     let s = |v: &Value, k: &str| v.get(k).and_then(Value::as_str).unwrap_or_default().to_string();
     let bindings = objects.iter().filter(|((k, ns, _), _)| match KINDS[*k] {
         Kind::ClusterRoleBinding => true,

@@ -130,7 +130,7 @@ fn stored(w: &mut World) -> Objects {
         let list = w.call("GET", &format!("{RBAC}/{}", kind.resource()), "", None, "").json();
         for item in list["items"].as_array().into_iter().flatten() {
             let text = |f: &str| item["metadata"][f].as_str().unwrap_or_default().to_string();
-            objects.insert((k, text("namespace"), text("name")), item.clone());
+            objects.insert((k, text("namespace"), text("name")), std::sync::Arc::new(item.clone()));
         }
     }
     objects

@@ -29,6 +29,7 @@ use kapi_core::bootstrap::{Bootstrap, BootstrapEffect};
 use kapi_core::kv::Revision;
 use kapi_core::pipeline::Request;
 
+use check::authz::Policies;
 use check::durability::Durability;
 use check::list::Lists;
 use check::watch::Watches;
@@ -157,6 +158,8 @@ struct Sent {
     call: Call,
     /// The newest catalog its client had been answered by when it was sent.
     catalog_seen: Option<Revision>,
+    /// Likewise the newest policy.
+    policy_seen: server::Policy,
 }
 
 struct Simulation {
@@ -174,6 +177,8 @@ struct Simulation {
     outstanding: BTreeMap<ReqId, Sent>,
     /// The newest catalog each client has been answered by.
     catalogs_seen: BTreeMap<usize, Revision>,
+    /// The newest policy each client has been answered by, and invariant 8's checks.
+    policies: Policies,
     /// Open watch streams: who reads them.
     streams: BTreeMap<ReqId, (usize, u64)>,
     next_id: u64,
@@ -190,10 +195,10 @@ struct Simulation {
 impl Simulation {
     fn new(config: &Config) -> Simulation {
         let mut rng = SimRng::new(config.seed);
-        let swarm = Swarm::draw(&mut rng);
+        let swarm = Swarm::draw(&mut rng, config.seed);
         let mut store = Store::new(swarm.calm(), rng.next_u64());
         store.planted = config.planted;
-        let setup = default_server();
+        let setup = if swarm.rbac_members > 0 { crate::server_authorizing("RBAC") } else { default_server() };
         let now = epoch();
         let mut boot = Bootstrap::new(setup.server.clone(), &setup.served.catalog, "127.0.0.1", 6443, "10.0.0.1", rng.next_u64());
         while let Some(BootstrapEffect::Kv(req)) = boot.poll(now) {
@@ -204,6 +209,8 @@ impl Simulation {
         let controllers = ControllerClient::new(&setup.served.catalog, &token, now, config.planted.blind_cleanup);
         let mut sim_server = SimServer::new(setup, swarm.cache_history, swarm.watch_buffer);
         sim_server.stale_catalog = config.planted.stale_catalog;
+        sim_server.stale_policy = config.planted.stale_policy;
+        sim_server.kept_rbac_deletes = config.planted.kept_rbac_deletes;
         Simulation {
             now,
             rng,
@@ -217,6 +224,7 @@ impl Simulation {
             faults: BTreeSet::new(),
             outstanding: BTreeMap::new(),
             catalogs_seen: BTreeMap::new(),
+            policies: Policies::default(),
             streams: BTreeMap::new(),
             next_id: 0,
             sent: 0,
@@ -352,8 +360,8 @@ impl Simulation {
                 ServerOut::Watch { stream, req } => self.store.watch(now, stream, req),
                 ServerOut::Progress { stream } => self.store.progress(now, stream),
                 ServerOut::CancelWatch { stream } => self.store.cancel(stream),
-                ServerOut::Response { id, head, body, catalogs } => self.answered(id, head.status, body, catalogs)?,
-                ServerOut::WatchOpened { id, head, catalogs } => self.opened(id, head.status, catalogs)?,
+                ServerOut::Response { id, head, body, catalogs, policy } => self.answered(id, head.status, body, catalogs, policy)?,
+                ServerOut::WatchOpened { id, head, catalogs, policy } => self.opened(id, head.status, catalogs, policy)?,
                 ServerOut::Frame { id, frame } => self.frame(id, frame)?,
                 ServerOut::WatchClosed { id } => self.closed(id)?,
                 ServerOut::Disconnected { id } => {
@@ -387,13 +395,16 @@ impl Simulation {
             acked_before: self.durability.max_acked,
             faulty: !self.calm,
             catalogs: Catalogs::default(),
+            member: clients::rbac::MEMBERS.iter().position(|m| req.header("Authorization") == Some(&format!("Bearer {}", m.token))),
+            policy: server::Policy::default(),
         };
         let who = if client == SETUP { "setup".to_string() } else { self.clients[client].name() };
         self.note(|| format!("#{} {who} {} {}?{}", id.0, req.method, req.path, req.query));
         let slow = client != SETUP && self.clients[client].slow();
         let seed = self.rng.next_u64();
         let catalog_seen = self.catalogs_seen.get(&client).copied();
-        self.outstanding.insert(id, Sent { client, tag, call, catalog_seen });
+        let policy_seen = self.policies.seen(client);
+        self.outstanding.insert(id, Sent { client, tag, call, catalog_seen, policy_seen });
         self.server.request(self.now, id, req, seed, slow);
     }
 
@@ -458,13 +469,15 @@ impl Simulation {
         }
     }
 
-    fn answered(&mut self, id: ReqId, status: u16, body: Bytes, catalogs: Catalogs) -> Result<(), Violation> {
+    fn answered(&mut self, id: ReqId, status: u16, body: Bytes, catalogs: Catalogs, policy: server::Policy) -> Result<(), Violation> {
         let Some(mut s) = self.outstanding.remove(&id) else { return Ok(()) };
         status.hash(&mut self.digest);
         body.hash(&mut self.digest);
         s.call.end = self.store.oracle.revision();
         s.call.catalogs = catalogs;
+        s.call.policy = policy;
         self.catalog_not_older(&s)?;
+        self.policies.answered(&s.call, status, s.policy_seen, &self.store.oracle)?;
         self.note(|| format!("#{} -> {status} {}", id.0, String::from_utf8_lossy(&body[..body.len().min(160)])));
         let oracle = &self.store.oracle;
         let v = check::response::answered(&s.call, status, &body, oracle)?;
@@ -476,9 +489,11 @@ impl Simulation {
         self.deliver(s.client, s.tag, Reply::Response { status, body })
     }
 
-    fn opened(&mut self, id: ReqId, status: u16, catalogs: Catalogs) -> Result<(), Violation> {
+    fn opened(&mut self, id: ReqId, status: u16, catalogs: Catalogs, policy: server::Policy) -> Result<(), Violation> {
         let Some(mut s) = self.outstanding.remove(&id) else { return Ok(()) };
         s.call.catalogs = catalogs;
+        s.call.policy = policy;
+        self.policies.answered(&s.call, status, s.policy_seen, &self.store.oracle)?;
         self.catalog_not_older(&s)?;
         self.note(|| format!("#{} -> watch {status}", id.0));
         if status != 200 {

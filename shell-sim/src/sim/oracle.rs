@@ -17,6 +17,8 @@ pub struct Facts {
     /// Of a CustomResourceDefinition: the versions it serves (its names accepted or it
     /// established, as kube's CRD handler asks).
     pub serves: Vec<String>,
+    /// Of an RBAC object (a role or a binding): the object, which authorization is judged by.
+    pub rbac: Option<Arc<serde_json::Value>>,
 }
 
 impl Facts {
@@ -31,7 +33,9 @@ impl Facts {
         } else {
             Vec::new()
         };
-        Facts { mod_revision: kv.mod_revision, labels, terminating: meta.get("deletionTimestamp").is_some(), serves }
+        let rbac_prefixes = ["/registry/roles/", "/registry/clusterroles/", "/registry/rolebindings/", "/registry/clusterrolebindings/"];
+        let rbac = rbac_prefixes.iter().any(|p| kv.key.starts_with(p.as_bytes())).then(|| Arc::new(v.clone()));
+        Facts { mod_revision: kv.mod_revision, labels, terminating: meta.get("deletionTimestamp").is_some(), serves, rbac }
     }
 }
 

@@ -7,6 +7,10 @@
 //! [`SimServer::restart`] throws the server's memory away (caches, requests in flight, watch
 //! connections, what it serves) and starts over from the store, as a crashed kube-apiserver does.
 //!
+//! What the authorizers read (the RBAC objects) is taken in likewise, each new state of their
+//! caches making a new snapshot for the requests that start from then on; a request is
+//! answered with the revisions of the caches its snapshot was made from ([`Policy`]).
+//!
 //! CustomResourceDefinitions are taken in as kapi's catalog task takes them in: each new state
 //! of the CRD cache may change the catalog, which serves the requests that start from then on;
 //! a changed catalog gets caches for its new resources, and the caches of resources it no
@@ -21,7 +25,8 @@ use bytes::Bytes;
 use jiff::SignedDuration;
 use jiff::Timestamp;
 use kapi_core::apiextensions::same_objects;
-use kapi_core::cache::{CacheEffect, CacheEvent, ReadId, WatchCache, WatcherId};
+use kapi_core::authz::Source;
+use kapi_core::cache::{CacheEffect, CacheEvent, Objects, ReadId, WatchCache, WatcherId};
 use kapi_core::catalog::Catalog;
 use kapi_core::catalog::Resource;
 use kapi_core::kv::Revision;
@@ -48,18 +53,20 @@ pub enum ServerOut {
     CancelWatch {
         stream: StreamId,
     },
-    /// A whole response, and the catalogs the request met.
+    /// A whole response, and the catalogs and policy the request met.
     Response {
         id: ReqId,
         head: Head,
         body: Bytes,
         catalogs: Catalogs,
+        policy: Policy,
     },
     /// A watch response's head; its frames follow.
     WatchOpened {
         id: ReqId,
         head: Head,
         catalogs: Catalogs,
+        policy: Policy,
     },
     Frame {
         id: ReqId,
@@ -83,7 +90,14 @@ struct InFlight {
     catalog: Option<Revision>,
     /// The cache it waits for a read from.
     reading: Option<usize>,
+    /// The policy its authorizers' snapshot was made from.
+    policy: Policy,
 }
+
+/// The revisions of the Role, ClusterRole, RoleBinding and ClusterRoleBinding caches (in
+/// `authz::rbac::Kind::ALL`'s order) an authorizers' snapshot was made from; 0 for a kind not
+/// taken in since the server started.
+pub type Policy = [Revision; 4];
 
 /// The catalogs a request met: the one it started with and the one served when it was
 /// answered, each by the revision of the CRD cache it was made from (`None`: the CRDs were not
@@ -98,8 +112,9 @@ pub struct Catalogs {
 /// are done.
 struct Retired {
     slots: Vec<usize>,
-    /// The catalog it was retired from: held by those requests.
-    served: Arc<Served>,
+    /// The catalog it was retired from: held by those requests (through whichever state
+    /// served them: a new snapshot of the authorizers' objects shares the catalog).
+    catalog: Arc<Catalog>,
     at: Timestamp,
 }
 
@@ -139,6 +154,16 @@ pub struct SimServer {
     /// bug).
     stale: Option<(Arc<Served>, Option<Revision>)>,
     pub stale_catalog: bool,
+    /// What the authorizers read, each collection's objects as last taken in, and the policy
+    /// they make.
+    authz_seen: BTreeMap<SlotKey, Objects>,
+    policy: Policy,
+    /// The last change of the RBAC objects (their kind's objects after and before it, and its
+    /// revision before it), which serves every second request undone (a planted bug).
+    stale_authz: Option<(Source, Objects, Objects, (usize, Revision))>,
+    pub stale_policy: bool,
+    /// A deletion of an RBAC object is never taken in, though its revision is (a planted bug).
+    pub kept_rbac_deletes: bool,
     requests: BTreeMap<ReqId, InFlight>,
     conns: BTreeMap<ReqId, Conn>,
     dirty_caches: BTreeSet<usize>,
@@ -165,6 +190,11 @@ impl SimServer {
             retired: Vec::new(),
             stale: None,
             stale_catalog: false,
+            authz_seen: BTreeMap::new(),
+            policy: Policy::default(),
+            stale_authz: None,
+            stale_policy: false,
+            kept_rbac_deletes: false,
             requests: BTreeMap::new(),
             conns: BTreeMap::new(),
             dirty_caches: BTreeSet::new(),
@@ -229,7 +259,7 @@ impl SimServer {
             self.slots.remove(k);
         }
         if !stale.is_empty() {
-            self.retired.push(Retired { slots: stale.into_iter().map(|(_, slot)| slot).collect(), served: previous.clone(), at: now });
+            self.retired.push(Retired { slots: stale.into_iter().map(|(_, slot)| slot).collect(), catalog: previous.catalog.clone(), at: now });
         }
         if self.stale_catalog {
             self.stale = Some((previous, previous_catalog));
@@ -242,12 +272,33 @@ impl SimServer {
         }
     }
 
+    /// Takes in what the caches of the collections the authorizers read hold now, as kapi's
+    /// catalog task does, noting the revisions of the RBAC ones.
+    fn take_in_authz(&mut self) {
+        for source in self.server.authorizer.load().sources() {
+            let (group, version, resource) = source.resource();
+            let key: SlotKey = (group.into(), version.into(), resource.into());
+            let Some(now) = self.slots.get(&key).and_then(|s| self.caches[s].published()) else { continue };
+            let kind = kapi_core::authz::rbac::Kind::ALL.iter().position(|k| matches!(source, Source::Rbac(s) if s == *k));
+            let seen = self.authz_seen.entry(key).or_default();
+            let before = kind.map(|k| (k, std::mem::replace(&mut self.policy[k], now.revision)));
+            if seen.ptr_eq(&now.objects) || self.kept_rbac_deletes && kind.is_some() && now.objects.len() < seen.len() {
+                continue;
+            }
+            self.served = self.served.with_authz(source, seen, &now.objects);
+            if let Some(before) = before.filter(|_| self.stale_policy) {
+                self.stale_authz = Some((source, now.objects.clone(), seen.clone(), before));
+            }
+            *seen = now.objects;
+        }
+    }
+
     /// Stops the retired caches no request can reach any more: their watches close, their
     /// store watches end, and a read still waiting (past the limit) is answered as a request
     /// arriving now would be.
     fn stop_retired(&mut self, now: Timestamp) {
         let (done, kept): (Vec<Retired>, Vec<Retired>) =
-            std::mem::take(&mut self.retired).into_iter().partition(|r| Arc::strong_count(&r.served) == 1 || now >= r.at + DRAIN_LIMIT);
+            std::mem::take(&mut self.retired).into_iter().partition(|r| Arc::strong_count(&r.catalog) == 1 || now >= r.at + DRAIN_LIMIT);
         self.retired = kept;
         for slot in done.into_iter().flat_map(|r| r.slots) {
             self.caches.remove(&slot);
@@ -292,17 +343,25 @@ impl SimServer {
         self.served = self.initial.clone();
         self.crds_seen = 0;
         self.stale = None;
+        self.authz_seen.clear();
+        self.policy = Policy::default();
+        self.stale_authz = None;
         self.start_caches();
     }
 
     /// A client sends a request; a `slow` client reads watch frames only when it calls [`read`](Self::read).
     pub fn request(&mut self, now: Timestamp, id: ReqId, req: Request, seed: u64, slow: bool) {
-        let (served, catalog) = match &self.stale {
-            Some((served, catalog)) if self.stale_catalog && id.0.is_multiple_of(2) => (served.clone(), *catalog),
-            _ => (self.served.clone(), self.catalog()),
+        let (served, catalog, policy) = match (&self.stale, &self.stale_authz) {
+            (Some((served, catalog)), _) if self.stale_catalog && id.0.is_multiple_of(2) => (served.clone(), *catalog, self.policy),
+            (_, Some((source, after, before, (k, revision)))) if id.0.is_multiple_of(2) => {
+                let mut policy = self.policy;
+                policy[*k] = *revision;
+                (self.served.with_authz(*source, after, before), self.catalog(), policy)
+            }
+            _ => (self.served.clone(), self.catalog(), self.policy),
         };
         let machine = RequestMachine::new(self.server.clone(), served, req, now, seed);
-        self.requests.insert(id, InFlight { machine, head: None, body: Vec::new(), slow, catalog, reading: None });
+        self.requests.insert(id, InFlight { machine, head: None, body: Vec::new(), slow, catalog, reading: None, policy });
         self.dirty_requests.insert(id);
         self.pump(now);
     }
@@ -415,6 +474,7 @@ impl SimServer {
             } else {
                 let before = (Arc::as_ptr(&self.served), self.retired.len());
                 self.take_in_crds(now);
+                self.take_in_authz();
                 self.stop_retired(now);
                 if before == (Arc::as_ptr(&self.served), self.retired.len()) && self.dirty_caches.is_empty() && self.dirty_requests.is_empty() {
                     return;
@@ -495,16 +555,16 @@ impl SimServer {
                 },
                 Effect::Watch { resource, params, head } => {
                     let catalogs = Catalogs { start: r.catalog, end: self.served.crds_synced().then_some(self.crds_seen) };
-                    let slow = r.slow;
+                    let (slow, policy) = (r.slow, r.policy);
                     self.requests.remove(&id);
                     let Some(&slot) = self.slots.get(&slot_key(&resource)) else {
                         let e = ApiError::path_not_found();
                         let body = Bytes::from(serde_json::to_vec(&e.to_status()).expect("JSON trees serialize"));
-                        self.out.push_back(ServerOut::Response { id, head: Head::new(e.code, "application/json"), body, catalogs });
+                        self.out.push_back(ServerOut::Response { id, head: Head::new(e.code, "application/json"), body, catalogs, policy });
                         return;
                     };
                     self.conns.insert(id, Conn { slot, slow, queue: VecDeque::new(), closed: false });
-                    self.out.push_back(ServerOut::WatchOpened { id, head, catalogs });
+                    self.out.push_back(ServerOut::WatchOpened { id, head, catalogs, policy });
                     self.caches.get_mut(&slot).expect("a slot's cache runs").handle(now, CacheEvent::Register { id: WatcherId(id.0), params });
                     self.dirty_caches.insert(slot);
                     return;
@@ -526,7 +586,7 @@ impl SimServer {
                     let catalogs = Catalogs { start: r.catalog, end: self.served.crds_synced().then_some(self.crds_seen) };
                     let r = self.requests.remove(&id).expect("driven above");
                     let head = r.head.unwrap_or_else(|| Head::new(500, "application/json"));
-                    self.out.push_back(ServerOut::Response { id, head, body: Bytes::from(r.body), catalogs });
+                    self.out.push_back(ServerOut::Response { id, head, body: Bytes::from(r.body), catalogs, policy: r.policy });
                     return;
                 }
             }

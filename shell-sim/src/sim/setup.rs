@@ -7,6 +7,7 @@ use super::check::selector::Selector;
 use super::check::{Invariant, Violation, fail};
 use super::clients::crd_admin::CrdAdmin;
 use super::clients::informer::{Informer, Role};
+use super::clients::rbac::{Member, RbacAdmin};
 use super::clients::user::User;
 use super::kinds::{self, Kind};
 use super::{Fault, Simulation, clients};
@@ -39,6 +40,12 @@ impl Simulation {
         let namespaces = self.namespaces();
         if self.swarm.crd_churn {
             self.clients.push(Box::new(CrdAdmin::default()));
+        }
+        if self.swarm.rbac_members > 0 {
+            self.clients.push(Box::new(RbacAdmin::new(namespaces.clone())));
+        }
+        for person in 0..self.swarm.rbac_members {
+            self.clients.push(Box::new(Member::new(person, namespaces.clone())));
         }
         for i in 0..self.swarm.users {
             self.clients.push(Box::new(User::new(i, namespaces.clone(), self.swarm.names)));

@@ -20,7 +20,7 @@ use super::{StreamId, Ticket};
 /// Bugs a test plants in the world to show the checkers catch them; never set in a real run.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Planted {
-    /// Acknowledge one write (the first after this revision) without keeping it.
+    /// Acknowledge one write of a configmap (the first after this revision) without keeping it.
     pub drop_acked_write_after: Option<i64>,
     /// Never deliver one configmap event (the first after this revision) to the watch caches.
     pub skip_watch_event_after: Option<i64>,
@@ -28,6 +28,11 @@ pub struct Planted {
     pub stale_catalog: bool,
     /// The controllers' cleanup of a deleted CRD's resources finds none left to delete.
     pub blind_cleanup: bool,
+    /// The server serves every second request with the authorizers' snapshot its last change
+    /// of the RBAC objects replaced.
+    pub stale_policy: bool,
+    /// The server never takes in a deletion of an RBAC object, though it takes in the revision.
+    pub kept_rbac_deletes: bool,
 }
 
 pub enum StoreOut {
@@ -211,7 +216,7 @@ impl Store {
         if write && self.planted.drop_acked_write_after.is_some_and(|r| self.model.revision() > r) {
             let mut scratch = self.model.clone();
             let (result, events) = scratch.apply(now, req);
-            if !events.is_empty() {
+            if events.iter().any(|e| e.kv.key.starts_with(b"/registry/configmaps/")) {
                 self.planted.drop_acked_write_after = None;
                 return result;
             }

@@ -46,10 +46,17 @@ pub struct Swarm {
     pub watch_buffer: usize,
     /// An administrator changes and deletes the widgets' CRD while they are used.
     pub crd_churn: bool,
+    /// The server authorizes with RBAC; members work under a policy an administrator keeps
+    /// changing (this many members, none for a server that allows everything).
+    pub rbac_members: usize,
 }
 
 impl Swarm {
-    pub fn draw(rng: &mut SimRng) -> Swarm {
+    /// The options of `seed`'s world, drawn from `rng`; those added since the regression seeds
+    /// were kept draw from a stream of their own (salted so that those seeds draw none of
+    /// them), so that a world without them is the one its seed made before.
+    pub fn draw(rng: &mut SimRng, seed: u64) -> Swarm {
+        let mut added = SimRng::new(seed ^ 0x5eed_0009);
         let compaction = rng.chance(0.6).then(|| SignedDuration::from_millis(rng.between(500, 30_000) as i64));
         Swarm {
             users: rng.between(1, 8) as usize,
@@ -70,6 +77,7 @@ impl Swarm {
             cache_history: *rng.pick(&[8, 64, 512, 2048]),
             watch_buffer: *rng.pick(&[4, 32, 1024]),
             crd_churn: rng.chance(0.5),
+            rbac_members: if added.chance(0.5) { added.between(1, 3) as usize } else { 0 },
         }
     }
 
@@ -91,7 +99,7 @@ impl fmt::Display for Swarm {
         let compaction = self.compaction.map_or("off".to_string(), |d| format!("every {}ms keeping {}", d.as_millis(), self.compaction_keep));
         write!(
             f,
-            "users={} controllers={} watchers={} slow_watchers={} names={} namespaces={} latency={}us errors={:.3} ambiguous_commits={:.3} ambiguous_failures={:.3} watch_drops={:.4} compaction={} outages={} restarts={} cache_history={} watch_buffer={} crd_churn={}",
+            "users={} controllers={} watchers={} slow_watchers={} names={} namespaces={} latency={}us errors={:.3} ambiguous_commits={:.3} ambiguous_failures={:.3} watch_drops={:.4} compaction={} outages={} restarts={} cache_history={} watch_buffer={} crd_churn={} rbac_members={}",
             self.users,
             self.controllers,
             self.watchers,
@@ -108,7 +116,8 @@ impl fmt::Display for Swarm {
             self.restarts,
             self.cache_history,
             self.watch_buffer,
-            self.crd_churn
+            self.crd_churn,
+            self.rbac_members
         )
     }
 }

@@ -2,6 +2,7 @@
 //! server (and the [`Oracle`](super::oracle::Oracle), the truth of what the store committed) and
 //! reports a [`Violation`] the moment an answer cannot be explained.
 
+pub mod authz;
 pub mod concurrency;
 pub mod crds;
 pub mod durability;
@@ -38,6 +39,9 @@ pub enum Invariant {
     /// 7. No request is served by a catalog older than one its client saw, and a deleted CRD
     ///    leaves none of its resources behind.
     Catalog,
+    /// 8. Every RBAC decision is kube's over the RBAC objects of its snapshot's revisions, and
+    ///    no request is allowed by a policy older than one its client saw.
+    Authorization,
 }
 
 impl Invariant {
@@ -137,6 +141,10 @@ pub struct Call {
     pub faulty: bool,
     /// The catalogs it met (set when it is answered).
     pub catalogs: super::server::Catalogs,
+    /// The member (of `clients::rbac::MEMBERS`) whose token it bears, if any.
+    pub member: Option<usize>,
+    /// The policy its authorization was decided by (set when it is answered).
+    pub policy: super::server::Policy,
 }
 
 impl Call {

@@ -14,6 +14,7 @@ fn reason_fits(code: u16, reason: &str) -> bool {
             | (409, "Conflict" | "AlreadyExists")
             | (410, "Expired" | "Gone")
             | (405, "MethodNotAllowed")
+            | (403, "Forbidden")
             | (422, "Invalid")
             | (500, "InternalError" | "ServerTimeout")
             | (503, "ServiceUnavailable")
@@ -35,7 +36,9 @@ fn code_fits(call: &Call, code: u16) -> bool {
     };
     // A custom resource's CRD may be gone, being deleted, or not known yet.
     let custom = call.target.as_ref().is_some_and(|t| t.kind.crd_version().is_some());
-    expected || (call.faulty && matches!(code, 500 | 504)) || (custom && matches!(code, 404 | 405 | 503))
+    // A member's request may be forbidden (whether rightly is invariant 8's).
+    let member = call.member.is_some() && code == 403;
+    expected || member || (call.faulty && matches!(code, 500 | 504)) || (custom && matches!(code, 404 | 405 | 503))
 }
 
 /// Checks a whole (non-watch) response; returns its parsed body.

@@ -6,6 +6,7 @@
 pub mod controllers;
 pub mod crd_admin;
 pub mod informer;
+pub mod rbac;
 pub mod user;
 
 use std::collections::BTreeMap;
@@ -95,7 +96,12 @@ pub trait Client {
 
 /// A request as the administrator, with a JSON body.
 pub fn request(method: &str, path: &str, query: &str, body: Option<&serde_json::Value>, content_type: &str) -> Request {
-    let mut headers = vec![("Authorization".to_string(), format!("Bearer {ADMIN_TOKEN}")), ("Accept".into(), "application/json".into())];
+    request_as(ADMIN_TOKEN, method, path, query, body, content_type)
+}
+
+/// A request with this bearer token, with a JSON body.
+pub fn request_as(token: &str, method: &str, path: &str, query: &str, body: Option<&serde_json::Value>, content_type: &str) -> Request {
+    let mut headers = vec![("Authorization".to_string(), format!("Bearer {token}")), ("Accept".into(), "application/json".into())];
     if body.is_some() {
         headers.push(("Content-Type".into(), content_type.into()));
     }
