@@ -200,6 +200,16 @@ pub fn server_with_webhooks(modes: &str) -> Setup {
     Setup { server: Arc::new(Server::new(authenticator, authorizer, "/registry", "127.0.0.1:6443")), served }
 }
 
+/// A server like [`server_with_webhooks`] whose chain an `--authorization-config` file sets
+/// (`yaml`; each webhook's kubeconfig file names the path it is asked at).
+pub fn server_with_authorization_config(yaml: &str) -> Setup {
+    let Setup { server, served } = server_with_webhooks("AlwaysAllow");
+    let config = kapi_core::authz::config::Config::load(yaml.as_bytes(), &|_| Ok(true), &Default::default()).expect("a valid configuration");
+    let entries = config.entries(&|file| Ok(webhook_endpoint(file))).expect("webhooks of the simulated world");
+    let authorizer = Authorizer::from_entries(entries, None).expect("a chain of the simulated world");
+    Setup { server: Arc::new(Server::new(server.authenticator.clone(), authorizer, "/registry", "127.0.0.1:6443")), served }
+}
+
 /// The simulation's epoch.
 pub fn epoch() -> Timestamp {
     "2024-01-01T00:00:00Z".parse().expect("a valid timestamp")

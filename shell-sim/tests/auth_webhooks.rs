@@ -10,7 +10,7 @@ use std::rc::Rc;
 use bytes::Bytes;
 use jiff::SignedDuration;
 use kapi_core::webhook::WebhookAnswer;
-use kapi_sim::{World, epoch, server_with_webhooks};
+use kapi_sim::{World, epoch, server_with_authorization_config, server_with_webhooks};
 use serde_json::{Value, json};
 
 const TOKEN: &str = "opaque-token-of-jane";
@@ -237,19 +237,6 @@ fn label_selectors_are_told_to_the_webhook_as_kube_tells_them() {
     let message = r.json()["message"].as_str().unwrap().to_string();
     assert!(message.starts_with("SelfSubjectAccessReview.authorization.k8s.io \"\" is invalid: [spec.resourceAttributes.labelSelector.requirements[0].key: Invalid value: \"-bad\": name part must consist of"), "{message}");
     assert!(message.contains("spec.resourceAttributes.labelSelector.requirements[1].values[0]: Invalid value: \"a b\": a valid label must be"), "{message}");
-}
-
-/// A server like [`server_with_webhooks`] whose chain `--authorization-config` sets (`yaml`,
-/// each webhook's kubeconfig file name the path it is asked at).
-fn server_with_authorization_config(yaml: &str) -> kapi_sim::Setup {
-    use kapi_core::authz::Authorizer;
-    use kapi_core::authz::config::Config;
-    let kapi_sim::Setup { server, served } = server_with_webhooks("AlwaysAllow");
-    let config = Config::load(yaml.as_bytes(), &|_| Ok(true), &Default::default()).unwrap();
-    let entries = config.entries(&|file| Ok(kapi_sim::webhook_endpoint(file))).unwrap();
-    let authorizer = Authorizer::from_entries(entries, None).unwrap();
-    let server = kapi_core::pipeline::Server::new(server.authenticator.clone(), authorizer, "/registry", "127.0.0.1:6443");
-    kapi_sim::Setup { server: std::sync::Arc::new(server), served }
 }
 
 /// A webhook entry of an authorization configuration.

@@ -1,5 +1,6 @@
 //! The authentication and authorization webhooks under fuzzing: a server under `RBAC,Webhook`
-//! with a token webhook, whose stand-in webhooks answer anything (any status and body, a
+//! (or, every second world, an `--authorization-config` whose webhook CEL match conditions
+//! pick) with a token webhook, whose stand-in webhooks answer anything (any status and body, a
 //! review with `authenticated`, `user`, `audiences`, `error`, `allowed`, `denied` and `reason`
 //! of any type, or no answer), while requests come with unknown tokens, impersonation, and as
 //! TokenReviews and SelfSubjectAccessReviews. Whatever the webhooks say, no input may panic,
@@ -19,7 +20,7 @@ use kapi_core::webhook::{WebhookAnswer, WebhookCall};
 use serde_json::{Value, json};
 
 use super::{KeptWorld, with_world_in};
-use crate::{World, epoch, server_with_webhooks};
+use crate::{World, epoch, server_with_authorization_config, server_with_webhooks};
 
 const TOKENS: &[&str] = &["t1", "t2", "t3"];
 const USERS: &[&str] = &["jane", "system:admin", "", "system:serviceaccount:default:robot"];
@@ -104,11 +105,42 @@ thread_local! {
 /// Inputs served by one world before a fresh one (what its webhooks vouched for stays).
 const INPUTS_PER_WORLD: u32 = 50;
 
+/// Every second world's chain: RBAC, then the webhook for what its CEL match conditions
+/// pick of the requests (reading their users, groups, attributes and selectors), its failures
+/// denying.
+const CONDITIONAL: &str = r#"
+apiVersion: apiserver.config.k8s.io/v1
+kind: AuthorizationConfiguration
+authorizers:
+- type: RBAC
+  name: rbac
+- type: Webhook
+  name: authorize
+  webhook:
+    timeout: 5s
+    subjectAccessReviewVersion: v1
+    matchConditionSubjectAccessReviewVersion: v1
+    failurePolicy: Deny
+    connectionInfo:
+      type: KubeConfigFile
+      kubeConfigFile: /authorize
+    matchConditions:
+    - expression: "request.user != '' && !request.groups.exists(g, g == 'system:nodes')"
+    - expression: "has(request.resourceAttributes) ? request.resourceAttributes.namespace != 'kube-system' && request.resourceAttributes.?labelSelector.requirements.orValue([]).size() < 3 : request.nonResourceAttributes.path.startsWith('/')"
+"#;
+
+thread_local! {
+    /// Worlds made so far.
+    static WORLDS: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
 /// A fresh world whose stand-in webhooks answer from a fresh [`SAID`].
 fn world() -> World {
     let said = Rc::new(RefCell::new(Said::default()));
     SAID.with(|s| *s.borrow_mut() = said.clone());
-    let mut w = World::new(server_with_webhooks("RBAC,Webhook"), epoch(), 5);
+    let conditional = WORLDS.with(|n| n.replace(n.get() + 1)) % 2 == 1;
+    let setup = if conditional { server_with_authorization_config(CONDITIONAL) } else { server_with_webhooks("RBAC,Webhook") };
+    let mut w = World::new(setup, epoch(), 5);
     w.webhook = Some(Box::new(move |call: &WebhookCall| {
         let mut s = said.borrow_mut();
         let answer = s.answers.get(s.next % s.answers.len().max(1)).cloned().unwrap_or(Err("no answer".into()));
