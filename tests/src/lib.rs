@@ -51,6 +51,15 @@ impl Drop for Running {
     }
 }
 
+/// What `kapi serve` with `args` (and a data directory of its own) says on stderr as it
+/// refuses to start.
+pub fn refused_at_start(args: &[&str]) -> String {
+    let data = tempfile::tempdir().unwrap();
+    let out = Command::new(binary()).args(["serve", "--data-dir", data.path().to_str().unwrap()]).args(args).output().expect("kapi runs");
+    assert!(!out.status.success(), "kapi serve {args:?} started");
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
 /// A loopback port nobody listens on.
 pub fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
@@ -168,6 +177,14 @@ impl Kapi {
     /// Runs kubectl against this server.
     pub fn kubectl(&self, args: &[&str]) -> Output {
         Command::new("kubectl").args(args).env("KUBECONFIG", self.kubeconfig()).output().expect("kubectl runs")
+    }
+
+    /// Runs kubectl against this server with a bearer token (and no kubeconfig).
+    pub fn kubectl_with_token(&self, token: &str, args: &[&str]) -> Output {
+        let (server, ca) = (self.url(""), self.data_dir().join("pki/ca.crt"));
+        let mut a = vec!["--kubeconfig=/dev/null", "--server", &server, "--certificate-authority", ca.to_str().unwrap(), "--token", token];
+        a.extend_from_slice(args);
+        Command::new("kubectl").args(&a).output().expect("kubectl runs")
     }
 
     /// Runs kubectl with `stdin` and checks that it succeeds; returns stdout.

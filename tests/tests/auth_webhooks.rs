@@ -81,12 +81,7 @@ fn a_webhook_names_the_user_of_a_token_and_decides_what_rbac_does_not_allow() {
         "--authorization-webhook-config-file",
         &authz,
     ]);
-    let as_jane = |args: &[&str]| {
-        let (server, ca) = (k.url(""), k.data_dir().join("pki/ca.crt"));
-        let mut a = vec!["--kubeconfig=/dev/null", "--server", &server, "--certificate-authority", ca.to_str().unwrap(), "--token", "jane-token"];
-        a.extend_from_slice(args);
-        Command::new("kubectl").args(&a).output().expect("kubectl runs")
-    };
+    let as_jane = |args: &[&str]| k.kubectl_with_token("jane-token", args);
     let who: Value = serde_json::from_slice(&as_jane(&["auth", "whoami", "-o", "json"]).stdout).unwrap();
     assert_eq!(who["status"]["userInfo"], serde_json::json!({"username": "jane", "groups": ["dev", "system:authenticated"]}));
     let out = as_jane(&["get", "configmaps", "-n", "kube-system"]);
@@ -148,21 +143,15 @@ fn an_authorization_config_file_asks_a_webhook_what_its_conditions_pick_and_is_r
     let file = file.display().to_string();
 
     // Refused at start: with the mode flags, and a file kube would refuse, in its words.
-    let serve = |args: &[&str]| {
-        let data = tempfile::tempdir().unwrap();
-        Command::new(kapi_tests::binary()).args(["serve", "--data-dir", data.path().to_str().unwrap()]).args(args).output().unwrap()
-    };
-    let out = serve(&["--authorization-config", &file, "--authorization-mode", "RBAC"]);
-    assert!(!out.status.success());
+    let refused = kapi_tests::refused_at_start(&["--authorization-config", &file, "--authorization-mode", "RBAC"]);
     assert!(
-        stderr(&out).contains("--authorization-config can not be specified when --authorization-mode or --authorization-webhook-* flags are defined"),
-        "{}",
-        stderr(&out)
+        refused.contains("--authorization-config can not be specified when --authorization-mode or --authorization-webhook-* flags are defined"),
+        "{refused}"
     );
     let bad = dir.path().join("bad.yaml");
     std::fs::write(&bad, authorization_config(&authz, "x").replace("timeout: 3s", "timeout: 1m")).unwrap();
-    let out = serve(&["--authorization-config", bad.to_str().unwrap()]);
-    assert!(stderr(&out).contains("authorizers[2].timeout: Invalid value: \"1m0s\": must be > 0s and <= 30s"), "{}", stderr(&out));
+    let refused = kapi_tests::refused_at_start(&["--authorization-config", bad.to_str().unwrap()]);
+    assert!(refused.contains("authorizers[2].timeout: Invalid value: \"1m0s\": must be > 0s and <= 30s"), "{refused}");
 
     let k = Kapi::start_with(&[
         "--authentication-token-webhook-config-file",
@@ -172,12 +161,7 @@ fn an_authorization_config_file_asks_a_webhook_what_its_conditions_pick_and_is_r
         "--authorization-config",
         &file,
     ]);
-    let as_jane = |args: &[&str]| {
-        let (server, ca) = (k.url(""), k.data_dir().join("pki/ca.crt"));
-        let mut a = vec!["--kubeconfig=/dev/null", "--server", &server, "--certificate-authority", ca.to_str().unwrap(), "--token", "jane-token"];
-        a.extend_from_slice(args);
-        Command::new("kubectl").args(&a).output().expect("kubectl runs")
-    };
+    let as_jane = |args: &[&str]| k.kubectl_with_token("jane-token", args);
     let out = as_jane(&["get", "configmaps", "-n", "kube-system"]);
     assert!(out.status.success(), "{}", stderr(&out));
     let out = as_jane(&["get", "configmaps", "-n", "default"]);

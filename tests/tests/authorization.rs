@@ -211,13 +211,7 @@ fn service_account_tokens_authenticate_and_rbac_authorizes_them() {
     let k = Kapi::start_with(&["--authorization-mode", "RBAC"]);
     k.ok(&["create", "serviceaccount", "robot"]);
     let bound = k.ok(&["create", "token", "robot", "--duration=1h"]).trim().to_string();
-    let with_token = |token: &str, args: &[&str]| {
-        let server = k.url("");
-        let ca = k.data_dir().join("pki/ca.crt");
-        let mut a = vec!["--kubeconfig=/dev/null", "--server", &server, "--certificate-authority", ca.to_str().unwrap(), "--token", token];
-        a.extend_from_slice(args);
-        Command::new("kubectl").args(&a).output().expect("kubectl runs")
-    };
+    let with_token = |token: &str, args: &[&str]| k.kubectl_with_token(token, args);
     let as_robot = |args: &[&str]| with_token(&bound, args);
     let who: serde_json::Value = serde_json::from_slice(&as_robot(&["auth", "whoami", "-o", "json"]).stdout).unwrap();
     assert_eq!(who["status"]["userInfo"]["username"], "system:serviceaccount:default:robot");

@@ -224,24 +224,7 @@ fn the_real_controller_manager_and_scheduler_run_a_cluster_on_kapi() {
         "{}",
         report("the tokens controller fills the default account's token Secret")
     );
-    let server = k.url("");
-    let ca = k.data_dir().join("pki/ca.crt");
-    let whoami = Command::new("kubectl")
-        .args([
-            "--kubeconfig=/dev/null",
-            "--server",
-            &server,
-            "--certificate-authority",
-            ca.to_str().unwrap(),
-            "--token",
-            &token,
-            "auth",
-            "whoami",
-            "-o",
-            "json",
-        ])
-        .output()
-        .unwrap();
+    let whoami = k.kubectl_with_token(&token, &["auth", "whoami", "-o", "json"]);
     assert!(whoami.status.success(), "{whoami:?}");
     let user: Value = serde_json::from_slice(&whoami.stdout).unwrap();
     assert_eq!(user["status"]["userInfo"]["username"], "system:serviceaccount:default:default");

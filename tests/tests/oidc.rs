@@ -47,16 +47,23 @@ fn sign(dir: &Path, claims: &Value) -> String {
     format!("{input}.{}", URL_SAFE_NO_PAD.encode(signature))
 }
 
+/// The issuer on a free port, its certificates, key and documents made in `dir`: its URL,
+/// and the server (running until dropped).
+fn start_issuer(dir: &Path) -> (String, Running) {
+    let port = free_port();
+    let issuer = format!("https://127.0.0.1:{port}");
+    openssl_pki(dir, &[("hook", "subjectAltName=IP:127.0.0.1\nbasicConstraints=CA:FALSE")]);
+    let jwk = signing_key(dir);
+    std::fs::write(dir.join("discovery.json"), json!({"issuer": issuer, "jwks_uri": format!("{issuer}/keys")}).to_string()).unwrap();
+    std::fs::write(dir.join("jwks.json"), json!({"keys": [jwk]}).to_string()).unwrap();
+    let running = python_webhook(dir, port, ISSUER, false);
+    (issuer, running)
+}
+
 #[test]
 fn a_token_of_the_oidc_issuer_is_its_user() {
     let dir = tempfile::tempdir().unwrap();
-    let port = free_port();
-    let issuer = format!("https://127.0.0.1:{port}");
-    openssl_pki(dir.path(), &[("hook", "subjectAltName=IP:127.0.0.1\nbasicConstraints=CA:FALSE")]);
-    let jwk = signing_key(dir.path());
-    std::fs::write(dir.path().join("discovery.json"), json!({"issuer": issuer, "jwks_uri": format!("{issuer}/keys")}).to_string()).unwrap();
-    std::fs::write(dir.path().join("jwks.json"), json!({"keys": [jwk]}).to_string()).unwrap();
-    let _issuer: Running = python_webhook(dir.path(), port, ISSUER, false);
+    let (issuer, _issuer) = start_issuer(dir.path());
     let ca = dir.path().join("ca.crt");
     let k = Kapi::start_with(&[
         "--oidc-issuer-url",
@@ -81,12 +88,7 @@ fn a_token_of_the_oidc_issuer_is_its_user() {
         c
     };
     let token = sign(dir.path(), &claims(json!({})));
-    let as_user = |token: &str, args: &[&str]| {
-        let (server, kapi_ca) = (k.url(""), k.data_dir().join("pki/ca.crt"));
-        let mut a = vec!["--kubeconfig=/dev/null", "--server", &server, "--certificate-authority", kapi_ca.to_str().unwrap(), "--token", token];
-        a.extend_from_slice(args);
-        Command::new("kubectl").args(&a).output().expect("kubectl runs")
-    };
+    let as_user = |token: &str, args: &[&str]| k.kubectl_with_token(token, args);
     // The keys are fetched once kapi is up: the token works within a few seconds.
     assert!(eventually(Duration::from_secs(20), || as_user(&token, &["auth", "whoami"]).status.success()), "the token authenticates");
     let who: Value = serde_json::from_slice(&as_user(&token, &["auth", "whoami", "-o", "json"]).stdout).unwrap();
@@ -155,24 +157,14 @@ anonymous:
 #[test]
 fn an_authentication_config_maps_claims_with_cel_says_who_is_anonymous_and_is_read_again() {
     let dir = tempfile::tempdir().unwrap();
-    let port = free_port();
-    let issuer = format!("https://127.0.0.1:{port}");
-    openssl_pki(dir.path(), &[("hook", "subjectAltName=IP:127.0.0.1\nbasicConstraints=CA:FALSE")]);
-    let jwk = signing_key(dir.path());
-    std::fs::write(dir.path().join("discovery.json"), json!({"issuer": issuer, "jwks_uri": format!("{issuer}/keys")}).to_string()).unwrap();
-    std::fs::write(dir.path().join("jwks.json"), json!({"keys": [jwk]}).to_string()).unwrap();
-    let _issuer: Running = python_webhook(dir.path(), port, ISSUER, false);
+    let (issuer, _issuer) = start_issuer(dir.path());
     let ca = std::fs::read_to_string(dir.path().join("ca.crt")).unwrap();
     let file = dir.path().join("authentication.yaml");
     std::fs::write(&file, authentication_config(&issuer, &ca, "acme:")).unwrap();
     let file = file.display().to_string();
 
     // Refused at start: with --oidc-* flags, or --anonymous-auth where the file says who is anonymous.
-    let serve = |args: &[&str]| {
-        let data = tempfile::tempdir().unwrap();
-        let out = Command::new(kapi_tests::binary()).args(["serve", "--data-dir", data.path().to_str().unwrap()]).args(args).output().unwrap();
-        String::from_utf8_lossy(&out.stderr).into_owned()
-    };
+    let serve = kapi_tests::refused_at_start;
     assert!(
         serve(&["--authentication-config", &file, "--oidc-client-id", "kapi"]).contains("authentication-config file and oidc-* flags are mutually exclusive")
     );
@@ -192,24 +184,7 @@ fn an_authentication_config_maps_claims_with_cel_says_who_is_anonymous_and_is_re
         c
     };
     let token = sign(dir.path(), &claims(json!({})));
-    let whoami = |token: &str| {
-        let (server, kapi_ca) = (k.url(""), k.data_dir().join("pki/ca.crt"));
-        let a = [
-            "--kubeconfig=/dev/null",
-            "--server",
-            &server,
-            "--certificate-authority",
-            kapi_ca.to_str().unwrap(),
-            "--token",
-            token,
-            "auth",
-            "whoami",
-            "-o",
-            "json",
-        ];
-        let out = Command::new("kubectl").args(a).output().expect("kubectl runs");
-        serde_json::from_slice::<Value>(&out.stdout).unwrap_or(Value::Null)
-    };
+    let whoami = |token: &str| serde_json::from_slice::<Value>(&k.kubectl_with_token(token, &["auth", "whoami", "-o", "json"]).stdout).unwrap_or(Value::Null);
     assert!(eventually(Duration::from_secs(20), || whoami(&token) != Value::Null), "the token authenticates");
     assert_eq!(
         whoami(&token)["status"]["userInfo"],
