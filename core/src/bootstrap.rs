@@ -16,7 +16,7 @@ use std::sync::Arc;
 use jiff::Timestamp;
 use serde_json::{Value, json};
 
-use crate::admission::Admission;
+use crate::admission::Found;
 use crate::auth::apiserver_user;
 use crate::authz::{self, bootstrap::PolicyObject, bootstrap::Reconciled, rbac::Kind};
 use crate::catalog::{Catalog, Resource};
@@ -167,6 +167,7 @@ impl Bootstrap {
             prefix: prefix.to_string(),
             user: apiserver_user(),
             escalation: None,
+            admission: Default::default(),
         }
     }
 
@@ -220,7 +221,7 @@ impl Bootstrap {
                         };
                         let name = (!matches!(kind, WriteKind::Create(_))).then(|| crate::meta::name(&item.object).to_string());
                         let ctx = Self::context(&self.server.prefix, item, now, name);
-                        *step = Step::Write(Box::new(WriteOp::new(item.res.clone(), ctx, kind, Admission::default(), Rng::new(self.rng.next_u64()))));
+                        *step = Step::Write(Box::new(WriteOp::new(item.res.clone(), ctx, kind, Found::default(), Rng::new(self.rng.next_u64()))));
                     }
                     StorageEffect::Done(r) => {
                         self.done = true;

@@ -2,6 +2,7 @@
 //! 127.0.0.1:6443 from an embedded SQLite store in `./kapi-data`, and writes an admin
 //! kubeconfig there.
 
+mod admission_flags;
 mod auth_flags;
 mod authz_flags;
 mod caches;
@@ -163,6 +164,8 @@ struct ServeArgs {
     max_mutating_requests_inflight: usize,
     #[command(flatten)]
     authz: authz_flags::AuthzArgs,
+    #[command(flatten)]
+    admission: admission_flags::AdmissionArgs,
     #[command(flatten)]
     auth: auth_flags::AuthArgs,
     /// The issuer written in service account tokens (the first) and accepted in them (all).
@@ -431,6 +434,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let served = Served::new(catalog(&settings));
     let mut server = Server::new(authenticator, authorization.authorizer, &args.etcd_prefix, &format!("{advertise}:{}", args.secure_port));
     server.max_body_bytes = args.max_request_body_bytes;
+    server.admission = Arc::new(args.admission.chain()?);
     server.in_flight = kapi_core::pipeline::InFlight::new(args.max_requests_inflight, args.max_mutating_requests_inflight);
     server.consistent_list_from_cache = store.ordered_progress();
     let server = Arc::new(server);

@@ -1,25 +1,33 @@
-//! Built-in admission: the plugins kube-apiserver enables by default that matter for the kinds
-//! kapi serves (NamespaceLifecycle, ServiceAccount, Priority, DefaultTolerationSeconds,
-//! TaintNodesByCondition).
+//! Admission: kube-apiserver's chain of admission plugins ([`Chain`]), chosen by
+//! `--enable-admission-plugins` and `--disable-admission-plugins` and run in kube's order,
+//! every mutating plugin first (as an object is created, updated or deleted, before the
+//! strategy's validation), then every validating one (on the final object). Each plugin is
+//! one file of this folder implementing [`Plugin`].
 //!
-//! Plugins that read other objects declare what they need ([`lookups`]); the request pipeline
-//! reads those keys from storage and hands them over in an [`Admission`], so admission itself
-//! stays synchronous and runs inside the registry's transform.
+//! Plugins that read other objects declare what they need ([`Plugin::lookups`]); the request
+//! pipeline reads those (from the watch caches, else storage) before the write and hands them
+//! over in [`Found`], so admission itself stays synchronous and runs inside the registry's
+//! transform.
 
-mod pods;
+mod chain;
+mod default_toleration_seconds;
+mod namespace_lifecycle;
+mod priority;
+mod service_account;
+mod taint_nodes_by_condition;
 
-use serde_json::{Value, json};
+use serde_json::Value;
 
+pub use chain::{Chain, DEFAULT_ON, ORDER};
+pub use namespace_lifecycle::IMMORTAL_NAMESPACES;
+
+use crate::auth::UserInfo;
 use crate::catalog::ResourceInfo;
-use crate::meta;
 use crate::rand::Rng;
-use crate::status::{ApiError, GroupResource};
+use crate::status::ApiError;
 
-/// Namespaces that can never be deleted.
-pub const IMMORTAL_NAMESPACES: &[&str] = &["default", "kube-system", "kube-public"];
-
-/// An object a request needs to see: admission (a namespace, a service account), or the
-/// validation of a service account token (its account, pod, secret or node).
+/// An object a request needs to see: admission's (a namespace, a service account), or the
+/// validation of a service account token's (its account, pod, secret or node).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Lookup {
     Namespace(String),
@@ -29,7 +37,7 @@ pub enum Lookup {
     Node(String),
 }
 
-/// The operation being admitted.
+/// The operation being admitted (kube's `admission.Operation`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Operation {
     Create,
@@ -37,34 +45,15 @@ pub enum Operation {
     Delete,
 }
 
-/// What lookups found: `None` for a missing object.
+/// What the lookups found: `None` for a missing object.
 #[derive(Clone, Debug, Default)]
-pub struct Admission {
+pub struct Found {
     /// The namespace a create writes in, and its object if it exists.
     pub namespace: Option<(String, Option<Value>)>,
     pub service_account: Option<Option<Value>>,
 }
 
-/// The objects a request needs looked up before it is admitted.
-pub fn lookups(info: &ResourceInfo, op: Operation, subresource: Option<&str>, namespace: Option<&str>, obj: Option<&Value>) -> Vec<Lookup> {
-    let mut out = Vec::new();
-    if let (Operation::Create, true, Some(ns)) = (op, info.namespaced, namespace) {
-        out.push(Lookup::Namespace(ns.to_string()));
-    }
-    if info.group.is_empty()
-        && info.resource == "pods"
-        && op == Operation::Create
-        && subresource.is_none()
-        && let (Some(ns), Some(pod)) = (namespace, obj)
-        && !pods::is_mirror(pod)
-    {
-        let sa = meta::str_at(pod, &["spec", "serviceAccountName"]).filter(|s| !s.is_empty()).unwrap_or("default");
-        out.push(Lookup::ServiceAccount { namespace: ns.to_string(), name: sa.to_string() });
-    }
-    out
-}
-
-impl Admission {
+impl Found {
     /// Notes what a lookup found (`None`: the object does not exist).
     pub fn record(&mut self, lookup: Lookup, found: Option<Value>) {
         match lookup {
@@ -74,63 +63,69 @@ impl Admission {
             Lookup::Pod { .. } | Lookup::Secret { .. } | Lookup::Node(_) => {}
         }
     }
+}
 
-    /// NamespaceLifecycle: creates need a live namespace.
-    pub fn check_namespace(&self, info: &ResourceInfo, name: &str) -> Result<(), ApiError> {
-        let Some((ns_name, ns)) = &self.namespace else { return Ok(()) };
-        match ns {
-            None => Err(ApiError::not_found(&GroupResource::new("", "namespaces"), ns_name)),
-            Some(n) if meta::str_at(n, &["status", "phase"]) == Some("Terminating") || meta::deletion_timestamp(n).is_some() => {
-                let mut e = ApiError::forbidden(
-                    &info.group_resource(),
-                    name,
-                    &format!("unable to create new content in namespace {} because it is being terminated", meta::name(n)),
-                );
-                if let Some(d) = e.details.as_mut() {
-                    d.causes.push(crate::status::StatusCause {
-                        reason: "NamespaceTerminating".into(),
-                        message: format!("namespace {} is being terminated", meta::name(n)),
-                        field: "metadata.namespace".into(),
-                    });
-                }
-                Err(e)
-            }
-            Some(_) => Ok(()),
-        }
+/// What a plugin is told of the request it admits (kube's `admission.Attributes`).
+pub struct Attributes<'a> {
+    pub operation: Operation,
+    /// The resource written.
+    pub info: &'a ResourceInfo,
+    pub subresource: Option<&'a str>,
+    /// The namespace of the request (empty for cluster-scoped resources).
+    pub namespace: &'a str,
+    /// The object's name (empty for a create whose name is to be generated).
+    pub name: &'a str,
+    pub dry_run: bool,
+    pub user: &'a UserInfo,
+    /// The object an update or delete replaces.
+    pub old: Option<&'a Value>,
+    /// What the lookups found.
+    pub found: &'a Found,
+}
+
+impl Attributes<'_> {
+    /// Whether the request writes `resource` of the core group itself (not a subresource).
+    pub fn is_core(&self, resource: &str) -> bool {
+        self.info.group.is_empty() && self.info.resource == resource && self.subresource.is_none()
     }
 
-    /// Mutating admission of an object about to be created or updated.
-    pub fn mutate(&self, info: &ResourceInfo, op: Operation, subresource: Option<&str>, obj: &mut Value, rng: &mut Rng) -> Result<(), ApiError> {
-        if subresource.is_some() {
-            return Ok(());
-        }
-        match (info.group.as_str(), info.resource.as_str(), op) {
-            ("", "pods", Operation::Create) => pods::admit_create(self, info, obj, rng),
-            ("", "nodes", Operation::Create) => {
-                taint_new_node(obj);
-                Ok(())
-            }
-            _ => Ok(()),
-        }
+    /// kube's `admission.NewForbidden`: 403, `<resource> "<name>" is forbidden: <why>`.
+    pub fn forbidden(&self, why: &str) -> ApiError {
+        ApiError::forbidden(&self.info.group_resource(), self.name, why)
     }
 }
 
-/// NamespaceLifecycle: the immortal namespaces cannot be deleted.
-pub fn check_delete(info: &ResourceInfo, name: &str) -> Result<(), ApiError> {
-    if info.group.is_empty() && info.resource == "namespaces" && IMMORTAL_NAMESPACES.contains(&name) {
-        return Err(ApiError::forbidden(&info.group_resource(), name, "this namespace may not be deleted"));
-    }
-    Ok(())
+/// What a request is, before its lookups: enough for the plugins to say what to read.
+pub struct Pending<'a> {
+    pub operation: Operation,
+    pub info: &'a ResourceInfo,
+    pub subresource: Option<&'a str>,
+    pub namespace: Option<&'a str>,
+    /// The object a create writes.
+    pub object: Option<&'a Value>,
 }
 
-/// TaintNodesByCondition: new nodes are not ready until their kubelet says so.
-fn taint_new_node(node: &mut Value) {
-    let taint = json!({"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"});
-    let spec = meta::object_at(node, &["spec"]);
-    let taints = spec.entry("taints").or_insert_with(|| json!([]));
-    if let Value::Array(a) = taints
-        && !a.iter().any(|t| t.get("key") == taint.get("key") && t.get("effect") == taint.get("effect"))
-    {
-        a.push(taint);
+/// One admission plugin. A plugin that mutates implements [`Plugin::admit`] (kube's
+/// `MutationInterface`), one that validates [`Plugin::validate`]; some do both.
+pub trait Plugin: Send + Sync + std::fmt::Debug {
+    /// Its name, as the flags name it.
+    fn name(&self) -> &'static str;
+
+    /// Whether it looks at requests of this operation.
+    fn handles(&self, op: Operation) -> bool;
+
+    /// The objects it needs to read before the request is admitted.
+    fn lookups(&self, _request: &Pending) -> Vec<Lookup> {
+        Vec::new()
+    }
+
+    /// Mutating admission: may change `obj` (`None` for a delete) or refuse the request.
+    fn admit(&self, _a: &Attributes, _obj: Option<&mut Value>, _rng: &mut Rng) -> Result<(), ApiError> {
+        Ok(())
+    }
+
+    /// Validating admission of the final object (`None` for a delete).
+    fn validate(&self, _a: &Attributes, _obj: Option<&Value>) -> Result<(), ApiError> {
+        Ok(())
     }
 }

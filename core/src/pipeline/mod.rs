@@ -87,6 +87,8 @@ pub struct Server {
     pub in_flight: InFlight,
     /// The bearer tokens confirmed in the last 10 seconds, and whom they stand for.
     pub token_cache: crate::auth::TokenCache,
+    /// The admission plugins writes go through (`--enable-admission-plugins`, ...).
+    pub admission: Arc<crate::admission::Chain>,
 }
 
 impl Server {
@@ -100,6 +102,7 @@ impl Server {
             consistent_list_from_cache: true,
             in_flight: InFlight::new(DEFAULT_MAX_READONLY_IN_FLIGHT, DEFAULT_MAX_MUTATING_IN_FLIGHT),
             token_cache: crate::auth::TokenCache::default(),
+            admission: Arc::new(crate::admission::Chain::from_flags(&[], &[]).expect("kube's default plugins")),
         }
     }
 

@@ -36,8 +36,9 @@ impl WriteOp {
         if !applied {
             ssa::record_update(None, &mut obj, self.res.strategy.typing(), &self.ctx.field_manager, self.ctx.subresource.as_deref(), self.ctx.now);
         }
-        self.admission.check_namespace(info, meta::name(&obj))?;
-        self.admission.mutate(info, Operation::Create, self.ctx.subresource.as_deref(), &mut obj, &mut self.rng)?;
+        let named = shown_name(&obj);
+        let a = super::admission_attributes(&self.res, &self.ctx, &self.found, Operation::Create, &named, None);
+        self.ctx.admission.admit(&a, Some(&mut obj), &mut self.rng)?;
         self.check_escalation(&obj, None)?;
 
         meta::remove_meta(&mut obj, "deletionTimestamp");
@@ -61,6 +62,8 @@ impl WriteOp {
         if !errs.is_empty() {
             return Err(ApiError::invalid(&info.group_kind(), meta::name(&obj), &errs));
         }
+        let a = super::admission_attributes(&self.res, &self.ctx, &self.found, Operation::Create, meta::name(&obj), None);
+        self.ctx.admission.validate(&a, Some(&obj))?;
         Ok(obj)
     }
 
@@ -97,4 +100,10 @@ impl WriteOp {
 fn truncate_for_suffix(prefix: &str) -> &str {
     const MAX: usize = 63 - 5;
     if prefix.len() > MAX { &prefix[..MAX] } else { prefix }
+}
+
+/// The name admission's refusals give a new object: its name, else its `generateName`.
+fn shown_name(obj: &Value) -> String {
+    let name = meta::name(obj);
+    if name.is_empty() { meta::str_at(obj, &["metadata", "generateName"]).unwrap_or_default().to_string() } else { name.to_string() }
 }

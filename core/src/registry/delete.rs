@@ -5,7 +5,7 @@ use jiff::{SignedDuration, Timestamp};
 use serde_json::Value;
 
 use super::WriteOp;
-use crate::admission;
+use crate::admission::Operation;
 use crate::catalog::GracefulDelete;
 use crate::meta;
 use crate::schema::normalize::format_time;
@@ -49,7 +49,9 @@ impl WriteOp {
                 &format!("Precondition failed: ResourceVersion in precondition: {rv}, ResourceVersion in object meta: {}", meta::resource_version(&obj)),
             ));
         }
-        admission::check_delete(info, &name)?;
+        let a = super::admission_attributes(&self.res, &self.ctx, &self.found, Operation::Delete, &name, Some(&obj));
+        self.ctx.admission.admit(&a, None, &mut self.rng)?;
+        self.ctx.admission.validate(&a, None)?;
         let now = self.ctx.now;
 
         if meta::deletion_timestamp(&obj).is_some() {

@@ -13,7 +13,7 @@ use jiff::Timestamp;
 use serde_json::{Value, json};
 
 use super::{DeleteOptions, PatchType, WriteContext, WriteEffect, WriteKind, WriteOp, WriteOutcome, decode_stored, storage_error};
-use crate::admission::Admission;
+use crate::admission::Found;
 use crate::catalog::Resource;
 use crate::kv::KvResult;
 use crate::meta;
@@ -104,7 +104,7 @@ impl EvictionOp {
         ctx.name = Some(name.to_string());
         ctx.subresource = subresource.map(str::to_string);
         ctx.field_manager = "kube-apiserver".into();
-        Box::new(WriteOp::new(res.clone(), ctx, kind, Admission::default(), Rng::new(self.rng.next_u64())))
+        Box::new(WriteOp::new(res.clone(), ctx, kind, Found::default(), Rng::new(self.rng.next_u64())))
     }
 
     fn list_budgets(&mut self) {

@@ -26,7 +26,7 @@ use bytes::Bytes;
 use jiff::Timestamp;
 use serde_json::Value;
 
-use crate::admission::Admission;
+use crate::admission::Found;
 use crate::apiextensions::{Conversion, Converted};
 use crate::catalog::{Claim, Resource};
 use crate::kv::{KeyValue, KvRequest, KvResult, Revision};
@@ -70,6 +70,8 @@ pub struct WriteContext {
     pub user: crate::auth::UserInfo,
     /// For writes of RBAC objects: what the checks against privilege escalation read.
     pub escalation: Option<Box<crate::authz::escalation::Escalation>>,
+    /// The admission plugins the write goes through.
+    pub admission: std::sync::Arc<crate::admission::Chain>,
 }
 
 /// A patch document and its type.
@@ -150,7 +152,8 @@ pub struct WriteOp {
     res: Arc<Resource>,
     ctx: WriteContext,
     kind: WriteKind,
-    admission: Admission,
+    /// What admission's lookups found.
+    found: Found,
     rng: Rng,
     phase: Phase,
     storage: Option<StorageOp<ApiError>>,
@@ -175,13 +178,35 @@ pub struct WriteOp {
     resumed: Option<Paused>,
 }
 
+/// What admission is told of a write (`name`: the object's, or what its refusals call it).
+fn admission_attributes<'a>(
+    res: &'a Resource,
+    ctx: &'a WriteContext,
+    found: &'a Found,
+    operation: crate::admission::Operation,
+    name: &'a str,
+    old: Option<&'a Value>,
+) -> crate::admission::Attributes<'a> {
+    crate::admission::Attributes {
+        operation,
+        info: &res.info,
+        subresource: ctx.subresource.as_deref(),
+        namespace: if res.info.namespaced { ctx.namespace.as_deref().unwrap_or_default() } else { "" },
+        name,
+        dry_run: ctx.dry_run,
+        user: &ctx.user,
+        old,
+        found,
+    }
+}
+
 impl WriteOp {
-    pub fn new(res: Arc<Resource>, ctx: WriteContext, kind: WriteKind, admission: Admission, rng: Rng) -> WriteOp {
+    pub fn new(res: Arc<Resource>, ctx: WriteContext, kind: WriteKind, found: Found, rng: Rng) -> WriteOp {
         let mut op = WriteOp {
             res,
             ctx,
             kind,
-            admission,
+            found,
             rng,
             phase: Phase::Writing,
             storage: None,

@@ -224,7 +224,9 @@ impl WriteOp {
                 meta::set_meta(&mut obj, key, v);
             }
         }
-        self.admission.mutate(info, Operation::Update, self.ctx.subresource.as_deref(), &mut obj, &mut self.rng)?;
+        let name = meta::name(old).to_string();
+        let a = super::admission_attributes(&self.res, &self.ctx, &self.found, Operation::Update, &name, Some(old));
+        self.ctx.admission.admit(&a, Some(&mut obj), &mut self.rng)?;
         self.check_escalation(&obj, Some(old))?;
 
         let mut errs = validation::object_meta_update(&obj, old);
@@ -236,6 +238,8 @@ impl WriteOp {
         if !errs.is_empty() {
             return Err(ApiError::invalid(&info.group_kind(), meta::name(&obj), &errs));
         }
+        let a = super::admission_attributes(&self.res, &self.ctx, &self.found, Operation::Update, &name, Some(old));
+        self.ctx.admission.validate(&a, Some(&obj))?;
         if super::delete::should_delete_during_update(&obj) {
             self.result = Some(obj);
             return Ok(Transform::Delete);

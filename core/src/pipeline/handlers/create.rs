@@ -7,7 +7,7 @@ use jiff::Timestamp;
 use serde_json::Value;
 
 use super::{AfterLookups, Authenticating, Lookups, PendingWrite, Stage};
-use crate::admission::{self, Admission, Operation};
+use crate::admission::{Found, Operation, Pending};
 use crate::catalog::{Backing, Resource, ReviewContext};
 use crate::codec::negotiate::{self, Target};
 use crate::codec::{self, Output};
@@ -70,7 +70,8 @@ impl RequestMachine {
         }
         let (obj, findings) = self.decode_body(&res, opts.field_validation)?;
         ctx.body_findings = findings;
-        let lookups = admission::lookups(&res.info, Operation::Create, None, namespace.as_deref(), Some(&obj));
+        let pending = Pending { operation: Operation::Create, info: &res.info, subresource: None, namespace: namespace.as_deref(), object: Some(&obj) };
+        let lookups = ctx.admission.lookups(&pending);
         self.start_write(PendingWrite { res, output, ctx, kind: WriteKind::Create(obj) }, lookups);
         Ok(())
     }
@@ -108,7 +109,7 @@ impl RequestMachine {
     }
 
     pub(super) fn start_action(&mut self, res: Arc<Resource>, ctx: WriteContext, body: Value, output: Output) {
-        let op = WriteOp::new(res.clone(), ctx, WriteKind::Action(body), Admission::default(), crate::rand::Rng::new(self.rng.next_u64()));
+        let op = WriteOp::new(res.clone(), ctx, WriteKind::Action(body), Found::default(), crate::rand::Rng::new(self.rng.next_u64()));
         self.stage = Stage::Write { op: Box::new(op), res, output, action: true };
     }
 

@@ -7,7 +7,7 @@ use jiff::Timestamp;
 use serde_json::{Value, json};
 
 use super::{DeleteCollection, PendingWrite, Stage};
-use crate::admission::Admission;
+use crate::admission::Found;
 use crate::apiextensions::Converted;
 use crate::catalog::Resource;
 use crate::codec::negotiate::{self, Target};
@@ -110,7 +110,7 @@ impl RequestMachine {
                         dc.res.clone(),
                         ctx,
                         WriteKind::Delete(dc.options.clone()),
-                        Admission::default(),
+                        Found::default(),
                         crate::rand::Rng::new(self.rng.next_u64()),
                     ));
                     self.stage = Stage::DeleteCollection(dc);

@@ -13,7 +13,7 @@ use jiff::Timestamp;
 use serde_json::Value;
 
 use super::{Authenticating, PendingWrite, Stage};
-use crate::admission::{Admission, Lookup};
+use crate::admission::{Found, Lookup};
 use crate::auth::{Confirmed, Pending};
 use crate::cache::{ReadRequest, ReadResult};
 use crate::catalog::Resource;
@@ -227,11 +227,11 @@ impl RequestMachine {
         match l.then {
             AfterLookups::Write(w) => {
                 let w = *w;
-                let mut admission = Admission::default();
-                for (lookup, found) in l.found {
-                    admission.record(lookup, found);
+                let mut found = Found::default();
+                for (lookup, object) in l.found {
+                    found.record(lookup, object);
                 }
-                let op = WriteOp::new(w.res.clone(), w.ctx, w.kind, admission, crate::rand::Rng::new(self.rng.next_u64()));
+                let op = WriteOp::new(w.res.clone(), w.ctx, w.kind, found, crate::rand::Rng::new(self.rng.next_u64()));
                 self.stage = Stage::Write { op: Box::new(op), res: w.res, output: w.output, action: false };
             }
             AfterLookups::Authenticate { pending, info, query } => match pending.confirm(&l.found, now) {

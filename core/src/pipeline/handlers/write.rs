@@ -119,6 +119,7 @@ impl RequestMachine {
             user: self.user.clone(),
             escalation: (info.api_group == "rbac.authorization.k8s.io" && RBAC_RESOURCES.contains(&info.resource.as_str()))
                 .then(|| Box::new(Escalation { authorizer: self.authorizer.clone(), state: self.served.authz.clone(), asked: self.asked.clone(), now })),
+            admission: self.server.admission.clone(),
         }
     }
 

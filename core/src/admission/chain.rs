@@ -1,0 +1,189 @@
+//! The chain of admission plugins: kube v1.33's plugins in its order, those on by default, and
+//! the flags that change the set (`--enable-admission-plugins`, `--disable-admission-plugins`),
+//! checked in kube's words.
+
+use std::sync::Arc;
+
+use serde_json::Value;
+
+use super::{Attributes, Lookup, Pending, Plugin};
+use crate::rand::Rng;
+use crate::status::ApiError;
+
+/// kube v1.33's admission plugins in the order they run (`AllOrderedPlugins`).
+pub const ORDER: [&str; 36] = [
+    "AlwaysAdmit",
+    "NamespaceAutoProvision",
+    "NamespaceLifecycle",
+    "NamespaceExists",
+    "LimitPodHardAntiAffinityTopology",
+    "LimitRanger",
+    "ServiceAccount",
+    "NodeRestriction",
+    "TaintNodesByCondition",
+    "AlwaysPullImages",
+    "ImagePolicyWebhook",
+    "PodSecurity",
+    "PodNodeSelector",
+    "Priority",
+    "DefaultTolerationSeconds",
+    "PodTolerationRestriction",
+    "EventRateLimit",
+    "ExtendedResourceToleration",
+    "DefaultStorageClass",
+    "StorageObjectInUseProtection",
+    "OwnerReferencesPermissionEnforcement",
+    "PersistentVolumeClaimResize",
+    "RuntimeClass",
+    "CertificateApproval",
+    "CertificateSigning",
+    "ClusterTrustBundleAttest",
+    "CertificateSubjectRestriction",
+    "DefaultIngressClass",
+    "DenyServiceExternalIPs",
+    "PodTopologyLabels",
+    "MutatingAdmissionPolicy",
+    "MutatingAdmissionWebhook",
+    "ValidatingAdmissionPolicy",
+    "ValidatingAdmissionWebhook",
+    "ResourceQuota",
+    "AlwaysDeny",
+];
+
+/// The plugins kube v1.33 turns on by default.
+pub const DEFAULT_ON: [&str; 22] = [
+    "NamespaceLifecycle",
+    "LimitRanger",
+    "ServiceAccount",
+    "TaintNodesByCondition",
+    "PodSecurity",
+    "Priority",
+    "DefaultTolerationSeconds",
+    "DefaultStorageClass",
+    "StorageObjectInUseProtection",
+    "PersistentVolumeClaimResize",
+    "RuntimeClass",
+    "CertificateApproval",
+    "CertificateSigning",
+    "ClusterTrustBundleAttest",
+    "CertificateSubjectRestriction",
+    "DefaultIngressClass",
+    "PodTopologyLabels",
+    "MutatingAdmissionPolicy",
+    "MutatingAdmissionWebhook",
+    "ValidatingAdmissionPolicy",
+    "ValidatingAdmissionWebhook",
+    "ResourceQuota",
+];
+
+/// kapi's plugin of a name, if it has one.
+fn plugin(name: &str) -> Option<Arc<dyn Plugin>> {
+    Some(match name {
+        "NamespaceLifecycle" => Arc::new(super::namespace_lifecycle::NamespaceLifecycle),
+        "ServiceAccount" => Arc::new(super::service_account::ServiceAccount),
+        "TaintNodesByCondition" => Arc::new(super::taint_nodes_by_condition::TaintNodesByCondition),
+        "Priority" => Arc::new(super::priority::Priority),
+        "DefaultTolerationSeconds" => Arc::new(super::default_toleration_seconds::DefaultTolerationSeconds),
+        _ => return None,
+    })
+}
+
+/// The enabled plugins, in kube's order.
+#[derive(Clone, Debug, Default)]
+pub struct Chain {
+    plugins: Vec<Arc<dyn Plugin>>,
+}
+
+impl Chain {
+    /// The chain the flags make (kube's defaults, with `enable` added and `disable` taken
+    /// out, in kube's order); kube's errors for names it does not know and names in both, and
+    /// an error for a plugin kapi does not have that `enable` asks for. The default plugins kapi
+    /// does not have are left out (see the README).
+    pub fn from_flags(enable: &[String], disable: &[String]) -> Result<Chain, String> {
+        let mut errors = Vec::new();
+        for (flag, names) in [("enable-admission-plugins", enable), ("disable-admission-plugins", disable)] {
+            for name in names.iter().filter(|n| !ORDER.contains(&n.as_str())) {
+                errors.push(format!("{flag} plugin {name:?} is unknown"));
+            }
+        }
+        let mut both: Vec<&String> = enable.iter().filter(|n| disable.contains(n)).collect();
+        both.sort();
+        both.dedup();
+        if !both.is_empty() {
+            let names: Vec<&str> = both.iter().map(|n| n.as_str()).collect();
+            errors.push(format!("[{}] in enable-admission-plugins and disable-admission-plugins overlapped", names.join(" ")));
+        }
+        if !errors.is_empty() {
+            return Err(crate::authz::rbac::aggregate(&errors));
+        }
+        let enabled = ORDER.iter().filter(|n| (DEFAULT_ON.contains(n) || enable.iter().any(|e| e == *n)) && !disable.iter().any(|d| d == *n));
+        let mut plugins = Vec::new();
+        for name in enabled {
+            match plugin(name) {
+                Some(p) => plugins.push(p),
+                None if enable.iter().any(|e| e == name) => return Err(format!("admission plugin {name:?} is not implemented by kapi yet")),
+                None => {}
+            }
+        }
+        Ok(Chain { plugins })
+    }
+
+    /// The names of the plugins that run, in order.
+    pub fn names(&self) -> Vec<&'static str> {
+        self.plugins.iter().map(|p| p.name()).collect()
+    }
+
+    /// What the plugins need to read before admitting `request`.
+    pub fn lookups(&self, request: &Pending) -> Vec<Lookup> {
+        let mut out: Vec<Lookup> = Vec::new();
+        for p in self.plugins.iter().filter(|p| p.handles(request.operation)) {
+            for l in p.lookups(request) {
+                if !out.contains(&l) {
+                    out.push(l);
+                }
+            }
+        }
+        out
+    }
+
+    /// The mutating plugins, in order; the first refusal ends it.
+    pub fn admit(&self, a: &Attributes, mut obj: Option<&mut Value>, rng: &mut Rng) -> Result<(), ApiError> {
+        for p in self.plugins.iter().filter(|p| p.handles(a.operation)) {
+            p.admit(a, obj.as_deref_mut(), rng)?;
+        }
+        Ok(())
+    }
+
+    /// The validating plugins, in order, on the final object; the first refusal ends it.
+    pub fn validate(&self, a: &Attributes, obj: Option<&Value>) -> Result<(), ApiError> {
+        for p in self.plugins.iter().filter(|p| p.handles(a.operation)) {
+            p.validate(a, obj)?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn names(enable: &[&str], disable: &[&str]) -> Result<Vec<&'static str>, String> {
+        let owned = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        Chain::from_flags(&owned(enable), &owned(disable)).map(|c| c.names())
+    }
+
+    #[test]
+    fn the_flags_change_kubes_defaults_in_kubes_order() {
+        let defaults = names(&[], &[]).unwrap();
+        assert_eq!(defaults, ["NamespaceLifecycle", "ServiceAccount", "TaintNodesByCondition", "Priority", "DefaultTolerationSeconds"]);
+        assert_eq!(names(&[], &["ServiceAccount", "Priority"]).unwrap(), ["NamespaceLifecycle", "TaintNodesByCondition", "DefaultTolerationSeconds"]);
+        assert_eq!(names(&["Bogus"], &[]).unwrap_err(), "enable-admission-plugins plugin \"Bogus\" is unknown");
+        assert_eq!(
+            names(&["Priority", "ServiceAccount"], &["ServiceAccount", "Priority", "Nope"]).unwrap_err(),
+            "[disable-admission-plugins plugin \"Nope\" is unknown, [Priority ServiceAccount] in enable-admission-plugins and disable-admission-plugins overlapped]"
+        );
+        assert_eq!(names(&["AlwaysPullImages"], &[]).unwrap_err(), "admission plugin \"AlwaysPullImages\" is not implemented by kapi yet");
+        assert!(ORDER.iter().all(|n| ORDER.iter().filter(|m| m == &n).count() == 1));
+        assert!(DEFAULT_ON.iter().all(|n| ORDER.contains(n)));
+    }
+}

@@ -1,0 +1,43 @@
+//! The admission chain as kube-apiserver's flags choose it: kube's default plugins, others
+//! turned off with `--disable-admission-plugins`, and kube's refusals of flags it does not take.
+
+use kapi_tests::{Kapi, refused_at_start};
+
+const POD: &str = r#"{"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "web"}, "spec": {"containers": [{"name": "c", "image": "nginx"}]}}"#;
+
+#[test]
+fn the_default_plugins_run_and_the_flags_turn_them_off() {
+    let k = Kapi::start();
+    k.kubectl_in(&["create", "-f", "-"], POD);
+    let pod = k.json(&["get", "pod", "web", "-o", "json"]);
+    assert_eq!(pod["spec"]["serviceAccountName"], "default", "ServiceAccount");
+    assert!(pod["spec"]["volumes"][0]["name"].as_str().unwrap().starts_with("kube-api-access-"), "{pod}");
+    assert_eq!(pod["spec"]["tolerations"].as_array().unwrap().len(), 2, "DefaultTolerationSeconds");
+    // NamespaceLifecycle: no create in a namespace that does not exist, kube's 404.
+    let out = k.kubectl_with_input(&["create", "-n", "nowhere", "-f", "-"], POD);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("namespaces \"nowhere\" not found"), "{out:?}");
+    let out = k.kubectl(&["delete", "namespace", "kube-system"]);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("namespaces \"kube-system\" is forbidden: this namespace may not be deleted"), "{out:?}");
+
+    let k = Kapi::start_with(&["--disable-admission-plugins=ServiceAccount,DefaultTolerationSeconds,NamespaceLifecycle"]);
+    k.kubectl_in(&["create", "-f", "-"], POD);
+    let pod = k.json(&["get", "pod", "web", "-o", "json"]);
+    assert!(pod["spec"]["volumes"].is_null() && pod["spec"]["tolerations"].is_null(), "{pod}");
+    k.kubectl_in(&["create", "-n", "nowhere", "-f", "-"], POD);
+}
+
+#[test]
+fn flags_kube_refuses_are_refused() {
+    assert!(refused_at_start(&["--enable-admission-plugins=Bogus"]).contains("enable-admission-plugins plugin \"Bogus\" is unknown"));
+    assert!(
+        refused_at_start(&["--enable-admission-plugins=Priority", "--disable-admission-plugins=Priority"])
+            .contains("[Priority] in enable-admission-plugins and disable-admission-plugins overlapped")
+    );
+    assert!(
+        refused_at_start(&["--admission-control=Priority", "--enable-admission-plugins=ServiceAccount"])
+            .contains("admission-control and enable-admission-plugins/disable-admission-plugins flags are mutually exclusive")
+    );
+    assert!(
+        refused_at_start(&["--enable-admission-plugins=AlwaysPullImages"]).contains("admission plugin \"AlwaysPullImages\" is not implemented by kapi yet")
+    );
+}
