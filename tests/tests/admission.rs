@@ -41,3 +41,27 @@ fn flags_kube_refuses_are_refused() {
         refused_at_start(&["--enable-admission-plugins=AlwaysPullImages"]).contains("admission plugin \"AlwaysPullImages\" is not implemented by kapi yet")
     );
 }
+
+#[test]
+fn a_limit_range_defaults_and_bounds_what_containers_and_claims_ask_for() {
+    let k = Kapi::start();
+    k.ok(&["create", "namespace", "dev"]);
+    k.kubectl_in(
+        &["create", "-n", "dev", "-f", "-"],
+        r#"{"apiVersion": "v1", "kind": "LimitRange", "metadata": {"name": "limits"}, "spec": {"limits": [
+            {"type": "Container", "max": {"cpu": "1"}, "defaultRequest": {"cpu": "100m"}},
+            {"type": "PersistentVolumeClaim", "max": {"storage": "5Gi"}}]}}"#,
+    );
+    k.kubectl_in(&["create", "-n", "dev", "-f", "-"], POD);
+    let pod = k.json(&["get", "pod", "web", "-n", "dev", "-o", "json"]);
+    // The LimitRange's default is its max (kube's defaulting of LimitRanges), its default
+    // request what it says.
+    assert_eq!(pod["spec"]["containers"][0]["resources"], serde_json::json!({"limits": {"cpu": "1"}, "requests": {"cpu": "100m"}}));
+    assert_eq!(pod["metadata"]["annotations"]["kubernetes.io/limit-ranger"], "LimitRanger plugin set: cpu request for container c; cpu limit for container c");
+    let big = POD.replace(r#""name": "web""#, r#""name": "big""#).replace(r#""image": "nginx""#, r#""image": "nginx", "resources": {"limits": {"cpu": "2"}}"#);
+    let out = k.kubectl_with_input(&["create", "-n", "dev", "-f", "-"], &big);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("pods \"big\" is forbidden: maximum cpu usage per Container is 1, but limit is 2"), "{out:?}");
+    let claim = r#"{"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": "data"}, "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "10Gi"}}}}"#;
+    let out = k.kubectl_with_input(&["create", "-n", "dev", "-f", "-"], claim);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("maximum storage usage per PersistentVolumeClaim is 5Gi, but request is 10Gi"), "{out:?}");
+}

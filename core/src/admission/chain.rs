@@ -80,6 +80,7 @@ pub const DEFAULT_ON: [&str; 22] = [
 fn plugin(name: &str) -> Option<Arc<dyn Plugin>> {
     Some(match name {
         "NamespaceLifecycle" => Arc::new(super::namespace_lifecycle::NamespaceLifecycle),
+        "LimitRanger" => Arc::new(super::limit_ranger::LimitRanger),
         "ServiceAccount" => Arc::new(super::service_account::ServiceAccount),
         "TaintNodesByCondition" => Arc::new(super::taint_nodes_by_condition::TaintNodesByCondition),
         "Priority" => Arc::new(super::priority::Priority),
@@ -175,8 +176,11 @@ mod tests {
     #[test]
     fn the_flags_change_kubes_defaults_in_kubes_order() {
         let defaults = names(&[], &[]).unwrap();
-        assert_eq!(defaults, ["NamespaceLifecycle", "ServiceAccount", "TaintNodesByCondition", "Priority", "DefaultTolerationSeconds"]);
-        assert_eq!(names(&[], &["ServiceAccount", "Priority"]).unwrap(), ["NamespaceLifecycle", "TaintNodesByCondition", "DefaultTolerationSeconds"]);
+        assert_eq!(defaults, ["NamespaceLifecycle", "LimitRanger", "ServiceAccount", "TaintNodesByCondition", "Priority", "DefaultTolerationSeconds"]);
+        assert_eq!(
+            names(&[], &["ServiceAccount", "Priority"]).unwrap(),
+            ["NamespaceLifecycle", "LimitRanger", "TaintNodesByCondition", "DefaultTolerationSeconds"]
+        );
         assert_eq!(names(&["Bogus"], &[]).unwrap_err(), "enable-admission-plugins plugin \"Bogus\" is unknown");
         assert_eq!(
             names(&["Priority", "ServiceAccount"], &["ServiceAccount", "Priority", "Nope"]).unwrap_err(),

@@ -11,6 +11,7 @@
 
 mod chain;
 mod default_toleration_seconds;
+mod limit_ranger;
 mod namespace_lifecycle;
 mod priority;
 mod service_account;
@@ -31,10 +32,45 @@ use crate::status::ApiError;
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Lookup {
     Namespace(String),
-    ServiceAccount { namespace: String, name: String },
-    Pod { namespace: String, name: String },
-    Secret { namespace: String, name: String },
+    ServiceAccount {
+        namespace: String,
+        name: String,
+    },
+    Pod {
+        namespace: String,
+        name: String,
+    },
+    Secret {
+        namespace: String,
+        name: String,
+    },
     Node(String),
+    /// Every LimitRange of a namespace (found as a JSON list).
+    LimitRanges(String),
+}
+
+impl Lookup {
+    /// The resource (of the core group, `v1`) of what it looks for.
+    pub fn resource(&self) -> &'static str {
+        match self {
+            Lookup::Namespace(_) => "namespaces",
+            Lookup::ServiceAccount { .. } => "serviceaccounts",
+            Lookup::Pod { .. } => "pods",
+            Lookup::Secret { .. } => "secrets",
+            Lookup::Node(_) => "nodes",
+            Lookup::LimitRanges(_) => "limitranges",
+        }
+    }
+
+    /// The namespace and name of the one object it looks for; the namespace alone for a
+    /// lookup of a namespace's objects.
+    pub fn place(&self) -> (Option<&str>, Option<&str>) {
+        match self {
+            Lookup::Namespace(name) | Lookup::Node(name) => (None, Some(name)),
+            Lookup::ServiceAccount { namespace, name } | Lookup::Pod { namespace, name } | Lookup::Secret { namespace, name } => (Some(namespace), Some(name)),
+            Lookup::LimitRanges(namespace) => (Some(namespace), None),
+        }
+    }
 }
 
 /// The operation being admitted (kube's `admission.Operation`).
@@ -51,6 +87,8 @@ pub struct Found {
     /// The namespace a create writes in, and its object if it exists.
     pub namespace: Option<(String, Option<Value>)>,
     pub service_account: Option<Option<Value>>,
+    /// The LimitRanges of the namespace written in.
+    pub limit_ranges: Vec<Value>,
 }
 
 impl Found {
@@ -59,6 +97,7 @@ impl Found {
         match lookup {
             Lookup::Namespace(ns) => self.namespace = Some((ns, found)),
             Lookup::ServiceAccount { .. } => self.service_account = Some(found),
+            Lookup::LimitRanges(_) => self.limit_ranges = found.and_then(|f| f.as_array().cloned()).unwrap_or_default(),
             // What tokens name; admission does not look for it.
             Lookup::Pod { .. } | Lookup::Secret { .. } | Lookup::Node(_) => {}
         }

@@ -79,27 +79,19 @@ impl Lookups {
 }
 
 impl RequestMachine {
-    /// Where the object `l` looks for is stored.
+    /// Where what `l` looks for is stored: the key of its object, or the prefix of its
+    /// namespace's objects.
     fn lookup_key(&self, l: &Lookup, res: &Resource) -> Bytes {
-        let (namespace, name) = match l {
-            Lookup::Namespace(name) | Lookup::Node(name) => (None, name),
-            Lookup::ServiceAccount { namespace, name } | Lookup::Pod { namespace, name } | Lookup::Secret { namespace, name } => {
-                (Some(namespace.as_str()), name)
-            }
-        };
-        crate::storage::keys::object_key(&self.server.storage_root(res), namespace, name)
+        let root = self.server.storage_root(res);
+        match l.place() {
+            (namespace, Some(name)) => crate::storage::keys::object_key(&root, namespace, name),
+            (namespace, None) => Bytes::from(format!("{root}/{}/", namespace.unwrap_or_default())),
+        }
     }
 
-    /// The resource of the object `l` looks for.
+    /// The resource of what `l` looks for.
     fn lookup_resource(&self, l: &Lookup) -> Option<Arc<Resource>> {
-        let resource = match l {
-            Lookup::Namespace(_) => "namespaces",
-            Lookup::ServiceAccount { .. } => "serviceaccounts",
-            Lookup::Pod { .. } => "pods",
-            Lookup::Secret { .. } => "secrets",
-            Lookup::Node(_) => "nodes",
-        };
-        self.served.catalog.get("", "v1", resource).cloned()
+        self.served.catalog.get("", "v1", l.resource()).cloned()
     }
 
     /// Takes the lookups one step on; whether anything happened.
@@ -136,13 +128,23 @@ impl RequestMachine {
             Some((lookup, LookupRead::Cache(Some(answer)))) => {
                 let res = self.lookup_resource(&lookup).expect("a cached resource is served");
                 let key = self.lookup_key(&lookup, &res);
+                let one = lookup.place().1.is_some();
+                // A namespace's objects the cache has none of are read from storage too.
                 let cached = match answer {
-                    Ok(ReadResult::Snapshot(s)) => s.objects.get(&key).map(|o| o.value()),
+                    Ok(ReadResult::Snapshot(s)) if one => s.objects.get(&key).map(|o| o.value()),
+                    Ok(ReadResult::Snapshot(s)) => {
+                        let items: Vec<Value> = s.objects.range(key.clone()..).take_while(|(k, _)| k.starts_with(&key)).map(|(_, o)| o.value()).collect();
+                        (!items.is_empty()).then_some(Value::Array(items))
+                    }
                     _ => None,
+                };
+                let read = match one {
+                    true => StorageRequest::Get { key, revision: 0 },
+                    false => StorageRequest::List { prefix: key, start: None, limit: 0, revision: 0 },
                 };
                 match cached {
                     Some(found) => l.found.push((lookup, Some(found))),
-                    None => l.current = Some((lookup, LookupRead::Storage(Box::new(StorageOp::new(StorageRequest::Get { key, revision: 0 }))))),
+                    None => l.current = Some((lookup, LookupRead::Storage(Box::new(StorageOp::new(read))))),
                 }
                 self.stage = Stage::Lookups(l);
                 true
@@ -157,6 +159,7 @@ impl RequestMachine {
                 Some(StorageEffect::Done(r)) => {
                     let found = match r {
                         Ok(Outcome::Found(kv)) => kv.and_then(|kv| serde_json::from_slice::<Value>(&kv.value).ok()),
+                        Ok(Outcome::Listed(range)) => Some(Value::Array(range.kvs.iter().filter_map(|kv| serde_json::from_slice(&kv.value).ok()).collect())),
                         Ok(_) => None,
                         Err(e) => {
                             let res = self.lookup_resource(&lookup).expect("a read resource is served");

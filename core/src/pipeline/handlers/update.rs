@@ -27,7 +27,8 @@ impl RequestMachine {
         };
         let mut ctx = self.write_context(now, info, namespace, &opts);
         ctx.body_findings = findings;
-        self.start_write(PendingWrite { res, output, ctx, kind: WriteKind::Update(obj) }, Vec::new());
+        let lookups = Self::write_lookups(&ctx, &res, Some(&obj));
+        self.start_write(PendingWrite { res, output, ctx, kind: WriteKind::Update(obj) }, lookups);
         Ok(())
     }
 
@@ -67,7 +68,9 @@ impl RequestMachine {
         }
         let mut ctx = self.write_context(now, info, namespace, &opts);
         ctx.body_findings = findings;
-        self.start_write(PendingWrite { res, output, ctx, kind: WriteKind::Patch(pt, doc) }, Vec::new());
+        let applied = matches!(pt, PatchType::Apply { .. }).then_some(&doc);
+        let lookups = Self::write_lookups(&ctx, &res, applied);
+        self.start_write(PendingWrite { res, output, ctx, kind: WriteKind::Patch(pt, doc) }, lookups);
         Ok(())
     }
 }

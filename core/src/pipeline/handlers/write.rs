@@ -127,6 +127,22 @@ impl RequestMachine {
         self.req.header("User-Agent").unwrap_or("").to_string()
     }
 
+    /// What admission reads before a write that updates `res` (`object`: the body of a PUT or
+    /// an apply), or creates it if the write turns out to create it.
+    pub(super) fn write_lookups(ctx: &WriteContext, res: &Resource, object: Option<&serde_json::Value>) -> Vec<Lookup> {
+        let mut lookups = Vec::new();
+        for operation in [crate::admission::Operation::Update, crate::admission::Operation::Create] {
+            let pending =
+                crate::admission::Pending { operation, info: &res.info, subresource: ctx.subresource.as_deref(), namespace: ctx.namespace.as_deref(), object };
+            for l in ctx.admission.lookups(&pending) {
+                if !lookups.contains(&l) {
+                    lookups.push(l);
+                }
+            }
+        }
+        lookups
+    }
+
     pub(super) fn start_write(&mut self, write: PendingWrite, lookups: Vec<Lookup>) {
         self.stage = Stage::Lookups(Box::new(Lookups::new(lookups, AfterLookups::Write(Box::new(write)))));
     }
