@@ -55,7 +55,20 @@ impl Drop for Running {
 /// refuses to start.
 pub fn refused_at_start(args: &[&str]) -> String {
     let data = tempfile::tempdir().unwrap();
-    let out = Command::new(binary()).args(["serve", "--data-dir", data.path().to_str().unwrap()]).args(args).output().expect("kapi runs");
+    let port = free_port().to_string();
+    let mut child = Command::new(binary())
+        .args(["serve", "--data-dir", data.path().to_str().unwrap(), "--secure-port", &port])
+        .args(args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("kapi runs");
+    // One that starts would serve until stopped.
+    if !eventually(Duration::from_secs(20), || child.try_wait().is_ok_and(|s| s.is_some())) {
+        let _ = child.kill();
+        panic!("kapi serve {args:?} started");
+    }
+    let out = child.wait_with_output().expect("kapi ends");
     assert!(!out.status.success(), "kapi serve {args:?} started");
     String::from_utf8_lossy(&out.stderr).into_owned()
 }

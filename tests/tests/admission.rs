@@ -37,9 +37,7 @@ fn flags_kube_refuses_are_refused() {
         refused_at_start(&["--admission-control=Priority", "--enable-admission-plugins=ServiceAccount"])
             .contains("admission-control and enable-admission-plugins/disable-admission-plugins flags are mutually exclusive")
     );
-    assert!(
-        refused_at_start(&["--enable-admission-plugins=AlwaysPullImages"]).contains("admission plugin \"AlwaysPullImages\" is not implemented by kapi yet")
-    );
+    assert!(refused_at_start(&["--enable-admission-plugins=EventRateLimit"]).contains("admission plugin \"EventRateLimit\" is not implemented by kapi yet"));
 }
 
 #[test]
@@ -64,4 +62,37 @@ fn a_limit_range_defaults_and_bounds_what_containers_and_claims_ask_for() {
     let claim = r#"{"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": "data"}, "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "10Gi"}}}}"#;
     let out = k.kubectl_with_input(&["create", "-n", "dev", "-f", "-"], claim);
     assert!(String::from_utf8_lossy(&out.stderr).contains("maximum storage usage per PersistentVolumeClaim is 5Gi, but request is 10Gi"), "{out:?}");
+}
+
+#[test]
+fn claims_get_the_default_class_and_pods_their_runtime_class() {
+    let k = Kapi::start();
+    k.kubectl_in(
+        &["create", "-f", "-"],
+        r#"{"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass", "metadata": {"name": "fast", "annotations": {"storageclass.kubernetes.io/is-default-class": "true"}}, "provisioner": "example.com/disk"}"#,
+    );
+    k.kubectl_in(
+        &["create", "-f", "-"],
+        r#"{"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": "data"}, "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}}"#,
+    );
+    let claim = k.json(&["get", "pvc", "data", "-o", "json"]);
+    assert_eq!(claim["spec"]["storageClassName"], "fast", "DefaultStorageClass");
+    assert_eq!(claim["metadata"]["finalizers"], serde_json::json!(["kubernetes.io/pvc-protection"]), "StorageObjectInUseProtection");
+    // PersistentVolumeClaimResize: a bound claim grows only where its class allows it.
+    k.ok(&["patch", "pvc", "data", "--subresource=status", "-p", r#"{"status": {"phase": "Bound"}}"#]);
+    let out = k.kubectl(&["patch", "pvc", "data", "-p", r#"{"spec": {"resources": {"requests": {"storage": "2Gi"}}}}"#]);
+    assert!(
+        String::from_utf8_lossy(&out.stderr)
+            .contains("only dynamically provisioned pvc can be resized and the storageclass that provisions the pvc must support resize"),
+        "{out:?}"
+    );
+    let sandboxed = POD.replace(r#""spec": {"#, r#""spec": {"runtimeClassName": "gvisor", "#);
+    let out = k.kubectl_with_input(&["create", "-f", "-"], &sandboxed);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("pods \"web\" is forbidden: pod rejected: RuntimeClass \"gvisor\" not found"), "{out:?}");
+    k.kubectl_in(
+        &["create", "-f", "-"],
+        r#"{"apiVersion": "node.k8s.io/v1", "kind": "RuntimeClass", "metadata": {"name": "gvisor"}, "handler": "runsc", "overhead": {"podFixed": {"memory": "64Mi"}}}"#,
+    );
+    k.kubectl_in(&["create", "-f", "-"], &sandboxed);
+    assert_eq!(k.json(&["get", "pod", "web", "-o", "json"])["spec"]["overhead"], serde_json::json!({"memory": "64Mi"}), "RuntimeClass");
 }

@@ -83,8 +83,14 @@ fn plugin(name: &str) -> Option<Arc<dyn Plugin>> {
         "LimitRanger" => Arc::new(super::limit_ranger::LimitRanger),
         "ServiceAccount" => Arc::new(super::service_account::ServiceAccount),
         "TaintNodesByCondition" => Arc::new(super::taint_nodes_by_condition::TaintNodesByCondition),
+        "AlwaysPullImages" => Arc::new(super::always_pull_images::AlwaysPullImages),
         "Priority" => Arc::new(super::priority::Priority),
         "DefaultTolerationSeconds" => Arc::new(super::default_toleration_seconds::DefaultTolerationSeconds),
+        "DefaultStorageClass" => Arc::new(super::default_class::DefaultStorageClass),
+        "StorageObjectInUseProtection" => Arc::new(super::storage_object_in_use_protection::StorageObjectInUseProtection),
+        "PersistentVolumeClaimResize" => Arc::new(super::persistent_volume_claim_resize::PersistentVolumeClaimResize),
+        "RuntimeClass" => Arc::new(super::runtime_class::RuntimeClass),
+        "DefaultIngressClass" => Arc::new(super::default_class::DefaultIngressClass),
         _ => return None,
     })
 }
@@ -176,17 +182,28 @@ mod tests {
     #[test]
     fn the_flags_change_kubes_defaults_in_kubes_order() {
         let defaults = names(&[], &[]).unwrap();
-        assert_eq!(defaults, ["NamespaceLifecycle", "LimitRanger", "ServiceAccount", "TaintNodesByCondition", "Priority", "DefaultTolerationSeconds"]);
-        assert_eq!(
-            names(&[], &["ServiceAccount", "Priority"]).unwrap(),
-            ["NamespaceLifecycle", "LimitRanger", "TaintNodesByCondition", "DefaultTolerationSeconds"]
-        );
+        let kapis = [
+            "NamespaceLifecycle",
+            "LimitRanger",
+            "ServiceAccount",
+            "TaintNodesByCondition",
+            "Priority",
+            "DefaultTolerationSeconds",
+            "DefaultStorageClass",
+            "StorageObjectInUseProtection",
+            "PersistentVolumeClaimResize",
+            "RuntimeClass",
+            "DefaultIngressClass",
+        ];
+        assert_eq!(defaults, kapis);
+        let changed = names(&["AlwaysPullImages"], &["ServiceAccount", "Priority", "LimitRanger"]).unwrap();
+        assert_eq!(changed[..4], ["NamespaceLifecycle", "TaintNodesByCondition", "AlwaysPullImages", "DefaultTolerationSeconds"]);
         assert_eq!(names(&["Bogus"], &[]).unwrap_err(), "enable-admission-plugins plugin \"Bogus\" is unknown");
         assert_eq!(
             names(&["Priority", "ServiceAccount"], &["ServiceAccount", "Priority", "Nope"]).unwrap_err(),
             "[disable-admission-plugins plugin \"Nope\" is unknown, [Priority ServiceAccount] in enable-admission-plugins and disable-admission-plugins overlapped]"
         );
-        assert_eq!(names(&["AlwaysPullImages"], &[]).unwrap_err(), "admission plugin \"AlwaysPullImages\" is not implemented by kapi yet");
+        assert_eq!(names(&["EventRateLimit"], &[]).unwrap_err(), "admission plugin \"EventRateLimit\" is not implemented by kapi yet");
         assert!(ORDER.iter().all(|n| ORDER.iter().filter(|m| m == &n).count() == 1));
         assert!(DEFAULT_ON.iter().all(|n| ORDER.contains(n)));
     }

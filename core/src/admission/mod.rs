@@ -9,12 +9,17 @@
 //! over in [`Found`], so admission itself stays synchronous and runs inside the registry's
 //! transform.
 
+mod always_pull_images;
 mod chain;
+mod default_class;
 mod default_toleration_seconds;
 mod limit_ranger;
 mod namespace_lifecycle;
+mod persistent_volume_claim_resize;
 mod priority;
+mod runtime_class;
 mod service_account;
+mod storage_object_in_use_protection;
 mod taint_nodes_by_condition;
 
 use serde_json::Value;
@@ -47,26 +52,35 @@ pub enum Lookup {
     Node(String),
     /// Every LimitRange of a namespace (found as a JSON list).
     LimitRanges(String),
+    /// Every StorageClass (a list).
+    StorageClasses,
+    /// Every IngressClass (a list).
+    IngressClasses,
+    RuntimeClass(String),
 }
 
 impl Lookup {
-    /// The resource (of the core group, `v1`) of what it looks for.
-    pub fn resource(&self) -> &'static str {
+    /// The group, version and resource of what it looks for.
+    pub fn resource(&self) -> (&'static str, &'static str, &'static str) {
         match self {
-            Lookup::Namespace(_) => "namespaces",
-            Lookup::ServiceAccount { .. } => "serviceaccounts",
-            Lookup::Pod { .. } => "pods",
-            Lookup::Secret { .. } => "secrets",
-            Lookup::Node(_) => "nodes",
-            Lookup::LimitRanges(_) => "limitranges",
+            Lookup::Namespace(_) => ("", "v1", "namespaces"),
+            Lookup::ServiceAccount { .. } => ("", "v1", "serviceaccounts"),
+            Lookup::Pod { .. } => ("", "v1", "pods"),
+            Lookup::Secret { .. } => ("", "v1", "secrets"),
+            Lookup::Node(_) => ("", "v1", "nodes"),
+            Lookup::LimitRanges(_) => ("", "v1", "limitranges"),
+            Lookup::StorageClasses => ("storage.k8s.io", "v1", "storageclasses"),
+            Lookup::IngressClasses => ("networking.k8s.io", "v1", "ingressclasses"),
+            Lookup::RuntimeClass(_) => ("node.k8s.io", "v1", "runtimeclasses"),
         }
     }
 
-    /// The namespace and name of the one object it looks for; the namespace alone for a
-    /// lookup of a namespace's objects.
+    /// The namespace and name of the one object it looks for; no name for a lookup of a
+    /// namespace's objects (or of all, for a cluster-scoped resource).
     pub fn place(&self) -> (Option<&str>, Option<&str>) {
         match self {
-            Lookup::Namespace(name) | Lookup::Node(name) => (None, Some(name)),
+            Lookup::Namespace(name) | Lookup::Node(name) | Lookup::RuntimeClass(name) => (None, Some(name)),
+            Lookup::StorageClasses | Lookup::IngressClasses => (None, None),
             Lookup::ServiceAccount { namespace, name } | Lookup::Pod { namespace, name } | Lookup::Secret { namespace, name } => (Some(namespace), Some(name)),
             Lookup::LimitRanges(namespace) => (Some(namespace), None),
         }
@@ -89,6 +103,10 @@ pub struct Found {
     pub service_account: Option<Option<Value>>,
     /// The LimitRanges of the namespace written in.
     pub limit_ranges: Vec<Value>,
+    pub storage_classes: Vec<Value>,
+    pub ingress_classes: Vec<Value>,
+    /// The RuntimeClass a pod names.
+    pub runtime_class: Option<Option<Value>>,
 }
 
 impl Found {
@@ -97,10 +115,21 @@ impl Found {
         match lookup {
             Lookup::Namespace(ns) => self.namespace = Some((ns, found)),
             Lookup::ServiceAccount { .. } => self.service_account = Some(found),
-            Lookup::LimitRanges(_) => self.limit_ranges = found.and_then(|f| f.as_array().cloned()).unwrap_or_default(),
+            Lookup::LimitRanges(_) => self.limit_ranges = list(found),
+            Lookup::StorageClasses => self.storage_classes = list(found),
+            Lookup::IngressClasses => self.ingress_classes = list(found),
+            Lookup::RuntimeClass(_) => self.runtime_class = Some(found),
             // What tokens name; admission does not look for it.
             Lookup::Pod { .. } | Lookup::Secret { .. } | Lookup::Node(_) => {}
         }
+    }
+}
+
+/// The objects a lookup of many found.
+fn list(found: Option<Value>) -> Vec<Value> {
+    match found {
+        Some(Value::Array(items)) => items,
+        _ => Vec::new(),
     }
 }
 
@@ -168,3 +197,6 @@ pub trait Plugin: Send + Sync + std::fmt::Debug {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -85,13 +85,15 @@ impl RequestMachine {
         let root = self.server.storage_root(res);
         match l.place() {
             (namespace, Some(name)) => crate::storage::keys::object_key(&root, namespace, name),
-            (namespace, None) => Bytes::from(format!("{root}/{}/", namespace.unwrap_or_default())),
+            (Some(namespace), None) => Bytes::from(format!("{root}/{namespace}/")),
+            (None, None) => Bytes::from(format!("{root}/")),
         }
     }
 
     /// The resource of what `l` looks for.
     fn lookup_resource(&self, l: &Lookup) -> Option<Arc<Resource>> {
-        self.served.catalog.get("", "v1", l.resource()).cloned()
+        let (group, version, resource) = l.resource();
+        self.served.catalog.get(group, version, resource).cloned()
     }
 
     /// Takes the lookups one step on; whether anything happened.

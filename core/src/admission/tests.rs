@@ -1,0 +1,137 @@
+//! The smaller plugins, each through the chain as the registry runs it: mutating, then
+//! validating.
+
+use serde_json::{Value, json};
+
+use super::*;
+use crate::catalog::Catalog;
+use crate::resources::{Settings, catalog};
+
+fn chain(enable: &[&str]) -> Chain {
+    Chain::from_flags(&enable.iter().map(|s| s.to_string()).collect::<Vec<_>>(), &[]).unwrap()
+}
+
+/// Runs `op` on `obj` (a `resource` of `group`) through `chain`, with `found` what the lookups found.
+fn run(
+    chain: &Chain,
+    cat: &Catalog,
+    (group, resource): (&str, &str),
+    op: Operation,
+    obj: &mut Value,
+    old: Option<&Value>,
+    found: &Found,
+) -> Result<(), String> {
+    let info = &cat.resources().find(|r| r.info.group == group && r.info.resource == resource).unwrap().info;
+    let user = UserInfo::default();
+    let name = crate::meta::name(obj).to_string();
+    let namespace = crate::meta::namespace(obj).to_string();
+    let a = Attributes { operation: op, info, subresource: None, namespace: &namespace, name: &name, dry_run: false, user: &user, old, found };
+    chain.admit(&a, Some(obj), &mut Rng::new(7)).map_err(|e| format!("{} {}", e.code, e.message))?;
+    chain.validate(&a, Some(obj)).map_err(|e| format!("{} {}", e.code, e.message))
+}
+
+fn class(name: &str, created: &str, default: bool) -> Value {
+    let mut c = json!({"metadata": {"name": name, "creationTimestamp": created}, "provisioner": "x", "allowVolumeExpansion": name == "fast"});
+    if default {
+        c["metadata"]["annotations"] = json!({"storageclass.kubernetes.io/is-default-class": "true", "ingressclass.kubernetes.io/is-default-class": "true"});
+    }
+    c
+}
+
+#[test]
+fn claims_get_the_newest_default_class_and_the_protection_finalizer() {
+    let (cat, chain) = (catalog(&Settings::default()), chain(&[]));
+    let found = Found {
+        storage_classes: vec![
+            class("old", "2020-01-01T00:00:00Z", true),
+            class("fast", "2024-01-01T00:00:00Z", true),
+            class("slow", "2025-01-01T00:00:00Z", false),
+        ],
+        ..Found::default()
+    };
+    let mut claim = json!({"metadata": {"name": "data", "namespace": "dev"}, "spec": {"resources": {"requests": {"storage": "1Gi"}}}});
+    run(&chain, &cat, ("", "persistentvolumeclaims"), Operation::Create, &mut claim, None, &found).unwrap();
+    assert_eq!(claim["spec"]["storageClassName"], "fast");
+    assert_eq!(claim["metadata"]["finalizers"], json!(["kubernetes.io/pvc-protection"]));
+    // An empty class is a choice: no default.
+    let mut none = json!({"metadata": {"name": "d2", "namespace": "dev"}, "spec": {"storageClassName": ""}});
+    run(&chain, &cat, ("", "persistentvolumeclaims"), Operation::Create, &mut none, None, &found).unwrap();
+    assert_eq!(none["spec"]["storageClassName"], "");
+    let mut volume = json!({"metadata": {"name": "pv", "finalizers": ["a"]}, "spec": {}});
+    run(&chain, &cat, ("", "persistentvolumes"), Operation::Create, &mut volume, None, &found).unwrap();
+    assert_eq!(volume["metadata"]["finalizers"], json!(["a", "kubernetes.io/pv-protection"]));
+
+    // Growing a claim: bound, and of a class that expands.
+    let bound = |class: &str, size: &str| json!({"metadata": {"name": "data", "namespace": "dev"}, "spec": {"storageClassName": class, "resources": {"requests": {"storage": size}}}, "status": {"phase": "Bound"}});
+    assert!(run(&chain, &cat, ("", "persistentvolumeclaims"), Operation::Update, &mut bound("fast", "2Gi"), Some(&bound("fast", "1Gi")), &found).is_ok());
+    assert_eq!(
+        run(&chain, &cat, ("", "persistentvolumeclaims"), Operation::Update, &mut bound("slow", "2Gi"), Some(&bound("slow", "1Gi")), &found).unwrap_err(),
+        "403 persistentvolumeclaims \"data\" is forbidden: only dynamically provisioned pvc can be resized and the storageclass that provisions the pvc must support resize"
+    );
+    let mut pending = bound("fast", "1Gi");
+    pending["status"]["phase"] = json!("Pending");
+    assert_eq!(
+        run(&chain, &cat, ("", "persistentvolumeclaims"), Operation::Update, &mut bound("fast", "2Gi"), Some(&pending), &found).unwrap_err(),
+        "403 persistentvolumeclaims \"data\" is forbidden: Only bound persistent volume claims can be expanded"
+    );
+}
+
+#[test]
+fn ingresses_get_the_default_class_unless_they_name_one() {
+    let (cat, chain) = (catalog(&Settings::default()), chain(&[]));
+    let found = Found { ingress_classes: vec![class("nginx", "2024-01-01T00:00:00Z", true)], ..Found::default() };
+    let mut ingress = json!({"metadata": {"name": "web", "namespace": "dev"}, "spec": {}});
+    run(&chain, &cat, ("networking.k8s.io", "ingresses"), Operation::Create, &mut ingress, None, &found).unwrap();
+    assert_eq!(ingress["spec"]["ingressClassName"], "nginx");
+    let mut annotated = json!({"metadata": {"name": "web", "namespace": "dev", "annotations": {"kubernetes.io/ingress.class": ""}}, "spec": {}});
+    run(&chain, &cat, ("networking.k8s.io", "ingresses"), Operation::Create, &mut annotated, None, &found).unwrap();
+    assert!(annotated["spec"].get("ingressClassName").is_none());
+}
+
+#[test]
+fn a_runtime_class_gives_its_overhead_and_scheduling() {
+    let (cat, chain) = (catalog(&Settings::default()), chain(&[]));
+    let runtime = json!({"metadata": {"name": "gvisor"}, "handler": "runsc", "overhead": {"podFixed": {"cpu": "250m"}},
+        "scheduling": {"nodeSelector": {"sandbox": "yes"}, "tolerations": [{"key": "sandbox", "operator": "Exists"}]}});
+    let found = Found { runtime_class: Some(Some(runtime)), service_account: Some(Some(json!({}))), ..Found::default() };
+    let pod = |extra: Value| {
+        let mut p = json!({"metadata": {"name": "p", "namespace": "dev"}, "spec": {"runtimeClassName": "gvisor", "containers": [{"name": "c", "image": "x"}]}});
+        for (k, v) in extra.as_object().unwrap() {
+            p["spec"][k] = v.clone();
+        }
+        p
+    };
+    let mut p = pod(json!({"nodeSelector": {"zone": "a"}}));
+    run(&chain, &cat, ("", "pods"), Operation::Create, &mut p, None, &found).unwrap();
+    assert_eq!(p["spec"]["overhead"], json!({"cpu": "250m"}));
+    assert_eq!(p["spec"]["nodeSelector"], json!({"zone": "a", "sandbox": "yes"}));
+    assert!(p["spec"]["tolerations"].as_array().unwrap().iter().any(|t| t["key"] == "sandbox"));
+    assert_eq!(
+        run(&chain, &cat, ("", "pods"), Operation::Create, &mut pod(json!({"nodeSelector": {"sandbox": "no"}})), None, &found).unwrap_err(),
+        "403 pods \"p\" is forbidden: conflict: runtimeClass.scheduling.nodeSelector[sandbox] = yes; pod.spec.nodeSelector[sandbox] = no"
+    );
+    assert_eq!(
+        run(&chain, &cat, ("", "pods"), Operation::Create, &mut pod(json!({"overhead": {"cpu": "1"}})), None, &found).unwrap_err(),
+        "403 pods \"p\" is forbidden: pod rejected: Pod's Overhead doesn't match RuntimeClass's defined Overhead"
+    );
+    let missing = Found { runtime_class: Some(None), ..found.clone() };
+    assert_eq!(
+        run(&chain, &cat, ("", "pods"), Operation::Create, &mut pod(json!({})), None, &missing).unwrap_err(),
+        "403 pods \"p\" is forbidden: pod rejected: RuntimeClass \"gvisor\" not found"
+    );
+}
+
+#[test]
+fn always_pull_images_forces_every_containers_policy() {
+    let (cat, chain) = (catalog(&Settings::default()), chain(&["AlwaysPullImages"]));
+    let found = Found { service_account: Some(Some(json!({}))), ..Found::default() };
+    let mut p = json!({"metadata": {"name": "p", "namespace": "dev"}, "spec": {"containers": [{"name": "c", "image": "x", "imagePullPolicy": "IfNotPresent"}],
+        "initContainers": [{"name": "i", "image": "y"}]}});
+    run(&chain, &cat, ("", "pods"), Operation::Create, &mut p, None, &found).unwrap();
+    assert_eq!((&p["spec"]["containers"][0]["imagePullPolicy"], &p["spec"]["initContainers"][0]["imagePullPolicy"]), (&json!("Always"), &json!("Always")));
+    // An update that brings no new image is left alone.
+    let mut same = p.clone();
+    same["spec"]["containers"][0]["imagePullPolicy"] = json!("Never");
+    run(&chain, &cat, ("", "pods"), Operation::Update, &mut same, Some(&p), &found).unwrap();
+    assert_eq!(same["spec"]["containers"][0]["imagePullPolicy"], "Never");
+}
