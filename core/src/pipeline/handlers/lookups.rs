@@ -3,7 +3,8 @@
 //! authenticates the request (the account, the pod, secret or node it is bound to). Like
 //! kube-apiserver's admission plugins and token validator, which read informer caches, a
 //! lookup reads the watch cache first and storage only when the object is missing from it
-//! (it may be newer than the cache). Lookups run one at a time, in order.
+//! (it may be newer than the cache); a lookup of a collection (a namespace's LimitRanges, the
+//! StorageClasses) reads the cache alone. Lookups run one at a time, in order.
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -131,12 +132,12 @@ impl RequestMachine {
                 let res = self.lookup_resource(&lookup).expect("a cached resource is served");
                 let key = self.lookup_key(&lookup, &res);
                 let one = lookup.place().1.is_some();
-                // A namespace's objects the cache has none of are read from storage too.
+                // A collection is what the cache holds (as kube's plugins read informers); one
+                // object the cache lacks may be newer than it, and is read from storage.
                 let cached = match answer {
                     Ok(ReadResult::Snapshot(s)) if one => s.objects.get(&key).map(|o| o.value()),
                     Ok(ReadResult::Snapshot(s)) => {
-                        let items: Vec<Value> = s.objects.range(key.clone()..).take_while(|(k, _)| k.starts_with(&key)).map(|(_, o)| o.value()).collect();
-                        (!items.is_empty()).then_some(Value::Array(items))
+                        Some(Value::Array(s.objects.range(key.clone()..).take_while(|(k, _)| k.starts_with(&key)).map(|(_, o)| o.value()).collect()))
                     }
                     _ => None,
                 };
