@@ -12,9 +12,12 @@
 use jiff::SignedDuration;
 use serde_json::{Map, Value};
 
-/// The tree of a file of `kind`, if its `apiVersion` is one of `versions`; an empty file is an
-/// empty object (kube decodes it as its defaults).
-pub fn read(data: &[u8], kind: &str, versions: &[&str]) -> Result<Value, String> {
+/// The scheme of `apiserver.config.k8s.io`'s kinds, as kube's "not registered" errors name it.
+pub const APISERVER_SCHEME: &str = "k8s.io/apiserver/pkg/apis/apiserver/load/load.go:31";
+
+/// The tree of a file of `kind`, if its `apiVersion` is one of `versions` (else kube's error
+/// naming `scheme`); an empty file is an empty object (kube decodes it as its defaults).
+pub fn read(data: &[u8], kind: &str, versions: &[&str], scheme: &str) -> Result<Value, String> {
     if data.iter().all(u8::is_ascii_whitespace) {
         return Ok(Value::Object(Map::new()));
     }
@@ -34,11 +37,7 @@ pub fn read(data: &[u8], kind: &str, versions: &[&str]) -> Result<Value, String>
         return Err(format!("Object 'apiVersion' is missing in '{raw}'"));
     }
     if field("kind") != kind || !versions.contains(&field("apiVersion")) {
-        return Err(format!(
-            "no kind {:?} is registered for version {:?} in scheme \"k8s.io/apiserver/pkg/apis/apiserver/load/load.go:31\"",
-            field("kind"),
-            field("apiVersion")
-        ));
+        return Err(format!("no kind {:?} is registered for version {:?} in scheme {scheme:?}", field("kind"), field("apiVersion")));
     }
     Ok(tree)
 }
@@ -237,19 +236,29 @@ mod tests {
 
     #[test]
     fn kind_and_version_are_required_and_known() {
-        assert_eq!(read(b"", "AuthorizationConfiguration", &VERSIONS).unwrap(), serde_json::json!({}));
+        assert_eq!(read(b"", "AuthorizationConfiguration", &VERSIONS, APISERVER_SCHEME).unwrap(), serde_json::json!({}));
         assert!(
-            read(b"apiVersion: apiserver.config.k8s.io/v1\n", "AuthorizationConfiguration", &VERSIONS)
+            read(b"apiVersion: apiserver.config.k8s.io/v1\n", "AuthorizationConfiguration", &VERSIONS, APISERVER_SCHEME)
                 .unwrap_err()
                 .starts_with("Object 'Kind' is missing in '{")
         );
         assert!(
-            read(b"kind: AuthorizationConfiguration\n", "AuthorizationConfiguration", &VERSIONS).unwrap_err().starts_with("Object 'apiVersion' is missing")
+            read(b"kind: AuthorizationConfiguration\n", "AuthorizationConfiguration", &VERSIONS, APISERVER_SCHEME)
+                .unwrap_err()
+                .starts_with("Object 'apiVersion' is missing")
         );
-        let other = read(b"kind: AuthorizationConfiguration\napiVersion: apiserver.k8s.io/v1beta1\n", "AuthorizationConfiguration", &VERSIONS).unwrap_err();
+        let other =
+            read(b"kind: AuthorizationConfiguration\napiVersion: apiserver.k8s.io/v1beta1\n", "AuthorizationConfiguration", &VERSIONS, APISERVER_SCHEME)
+                .unwrap_err();
         assert!(other.starts_with("no kind \"AuthorizationConfiguration\" is registered for version \"apiserver.k8s.io/v1beta1\""), "{other}");
         assert!(
-            read(b"{\"kind\":\"AuthorizationConfiguration\",\"apiVersion\":\"apiserver.config.k8s.io/v1\"}", "AuthorizationConfiguration", &VERSIONS).is_ok()
+            read(
+                b"{\"kind\":\"AuthorizationConfiguration\",\"apiVersion\":\"apiserver.config.k8s.io/v1\"}",
+                "AuthorizationConfiguration",
+                &VERSIONS,
+                APISERVER_SCHEME
+            )
+            .is_ok()
         );
     }
 

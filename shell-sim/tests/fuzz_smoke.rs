@@ -84,3 +84,8 @@ fn random_bearer_tokens_authenticate_only_as_the_server_signed_them() {
 fn webhooks_that_answer_anything_never_let_in_what_they_did_not_vouch_for() {
     random_inputs(1000, 512, kapi_sim::fuzzing::auth_webhooks);
 }
+
+#[test]
+fn random_pods_are_admitted_consistently_across_pod_security_levels() {
+    random_inputs(300, 256, kapi_sim::fuzzing::pod_security);
+}

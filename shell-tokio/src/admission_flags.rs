@@ -1,9 +1,14 @@
-//! The admission flags (`--enable-admission-plugins`, `--disable-admission-plugins`, and the
-//! deprecated `--admission-control`), checked and combined as kube-apiserver's options do; the
-//! chain they make is the core's (`kapi_core::admission::Chain`).
+//! The admission flags (`--enable-admission-plugins`, `--disable-admission-plugins`, the
+//! deprecated `--admission-control`, and `--admission-control-config-file`), checked and
+//! combined as kube-apiserver's options do; the chain they make is the core's
+//! (`kapi_core::admission::Chain`). The shell reads the configuration files.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
 
 use clap::Args;
-use kapi_core::admission::{Chain, ORDER};
+use kapi_core::admission::config::{Source, plugin_sources};
+use kapi_core::admission::{Chain, ORDER, enabled};
 
 #[derive(Args, Debug, Clone)]
 pub struct AdmissionArgs {
@@ -17,6 +22,10 @@ pub struct AdmissionArgs {
     /// Deprecated: the admission plugins to run, and no others (comma-separated).
     #[arg(long, value_delimiter = ',')]
     admission_control: Option<Vec<String>>,
+    /// An AdmissionConfiguration file: the plugins' configurations (PodSecurity's defaults
+    /// and exemptions).
+    #[arg(long)]
+    admission_control_config_file: Option<PathBuf>,
 }
 
 impl AdmissionArgs {
@@ -39,8 +48,34 @@ impl AdmissionArgs {
             }
             None => (self.enable_admission_plugins.clone().unwrap_or_default(), self.disable_admission_plugins.clone().unwrap_or_default()),
         };
-        let chain = Chain::from_flags(&enable, &disable).map_err(anyhow::Error::msg)?;
+        let configs = match &self.admission_control_config_file {
+            Some(file) => plugin_configs(file, &enable, &disable)?,
+            None => BTreeMap::new(),
+        };
+        let chain = Chain::from_flags(&enable, &disable, &configs).map_err(anyhow::Error::msg)?;
         tracing::info!("Loaded {} admission controller(s) in the following order: {}.", chain.names().len(), chain.names().join(","));
         Ok(chain)
     }
+}
+
+/// The configurations `file` gives the enabled plugins, read as kube reads them (a `path`
+/// relative to the file's folder).
+fn plugin_configs(file: &Path, enable: &[String], disable: &[String]) -> anyhow::Result<BTreeMap<String, Vec<u8>>> {
+    let data = std::fs::read(file).map_err(|e| {
+        anyhow::anyhow!("failed to read plugin config: unable to read admission control configuration from {:?} [{e}]", file.display().to_string())
+    })?;
+    let sources = plugin_sources(&data).map_err(|e| anyhow::anyhow!("failed to read plugin config: {e}"))?;
+    let on: Vec<&str> = enabled(enable, disable).collect();
+    let mut configs = BTreeMap::new();
+    for (name, source) in sources.into_iter().filter(|(name, _)| on.contains(&name.as_str())) {
+        let bytes = match source {
+            Source::Embedded(json) => json,
+            Source::Path(path) => {
+                let path = file.parent().filter(|d| !d.as_os_str().is_empty()).map_or_else(|| PathBuf::from(&path), |dir| dir.join(&path));
+                std::fs::read(&path).map_err(|e| anyhow::anyhow!("Couldn't open admission plugin configuration {}: {e}", path.display()))?
+            }
+        };
+        configs.insert(name, bytes);
+    }
+    Ok(configs)
 }

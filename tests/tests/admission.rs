@@ -19,7 +19,8 @@ fn the_default_plugins_run_and_the_flags_turn_them_off() {
     let out = k.kubectl(&["delete", "namespace", "kube-system"]);
     assert!(String::from_utf8_lossy(&out.stderr).contains("namespaces \"kube-system\" is forbidden: this namespace may not be deleted"), "{out:?}");
 
-    let k = Kapi::start_with(&["--disable-admission-plugins=ServiceAccount,DefaultTolerationSeconds,NamespaceLifecycle"]);
+    // (PodSecurity, like kube's, refuses a pod whose namespace it cannot find.)
+    let k = Kapi::start_with(&["--disable-admission-plugins=ServiceAccount,DefaultTolerationSeconds,NamespaceLifecycle,PodSecurity"]);
     k.kubectl_in(&["create", "-f", "-"], POD);
     let pod = k.json(&["get", "pod", "web", "-o", "json"]);
     assert!(pod["spec"]["volumes"].is_null() && pod["spec"]["tolerations"].is_null(), "{pod}");
@@ -95,4 +96,62 @@ fn claims_get_the_default_class_and_pods_their_runtime_class() {
     );
     k.kubectl_in(&["create", "-f", "-"], &sandboxed);
     assert_eq!(k.json(&["get", "pod", "web", "-o", "json"])["spec"]["overhead"], serde_json::json!({"memory": "64Mi"}), "RuntimeClass");
+}
+
+#[test]
+fn pod_security_enforces_and_warns_by_namespace_labels() {
+    let dir = tempfile::tempdir().unwrap();
+    // The admission configuration names a relative file, read from the configuration's folder.
+    std::fs::write(
+        dir.path().join("admission.yaml"),
+        "apiVersion: apiserver.config.k8s.io/v1\nkind: AdmissionConfiguration\nplugins:\n- name: PodSecurity\n  path: pod-security.yaml\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.path().join("pod-security.yaml"),
+        "apiVersion: pod-security.admission.config.k8s.io/v1\nkind: PodSecurityConfiguration\nexemptions:\n  namespaces: [trusted]\n",
+    )
+    .unwrap();
+    let config = format!("--admission-control-config-file={}", dir.path().join("admission.yaml").display());
+    let k = Kapi::start_with(&[&config]);
+    k.ok(&["create", "namespace", "dev"]);
+    k.kubectl_in(&["create", "-n", "dev", "-f", "-"], POD);
+    // Tightening the namespace warns of the pod it has.
+    let out = k.kubectl(&["label", "namespace", "dev", "pod-security.kubernetes.io/enforce=restricted"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{out:?}");
+    assert!(stderr.contains("Warning: existing pods in namespace \"dev\" violate the new PodSecurity enforce level \"restricted:latest\""), "{stderr}");
+    assert!(stderr.contains("Warning: web: allowPrivilegeEscalation != false, unrestricted capabilities, runAsNonRoot != true, seccompProfile"), "{stderr}");
+
+    let other = POD.replace(r#""name": "web""#, r#""name": "other""#);
+    let out = k.kubectl_with_input(&["create", "-n", "dev", "-f", "-"], &other);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("Error from server (Forbidden): error when creating \"STDIN\": pods \"other\" is forbidden: violates PodSecurity \"restricted:latest\": allowPrivilegeEscalation != false (container \"c\" must set securityContext.allowPrivilegeEscalation=false)"),
+        "{stderr}"
+    );
+    // A workload is warned of, not refused; a bad label is refused.
+    let out = k.kubectl(&["create", "deployment", "-n", "dev", "web", "--image=nginx"]);
+    assert!(out.status.success(), "{out:?}");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("Warning: would violate PodSecurity \"restricted:latest\""), "{out:?}");
+    let bad = k.fails(&["label", "namespace", "dev", "--overwrite", "pod-security.kubernetes.io/warn=strict"]);
+    assert!(
+        bad.contains("metadata.labels[pod-security.kubernetes.io/warn]: Invalid value: \"strict\": must be one of privileged, baseline, restricted"),
+        "{bad}"
+    );
+
+    // The exempt namespace takes any pod, and says so of its label.
+    k.ok(&["create", "namespace", "trusted"]);
+    let out = k.kubectl(&["label", "namespace", "trusted", "pod-security.kubernetes.io/enforce=restricted"]);
+    assert!(
+        String::from_utf8_lossy(&out.stderr)
+            .contains("namespace \"trusted\" is exempt from Pod Security, and the policy (enforce=restricted:latest) will be ignored"),
+        "{out:?}"
+    );
+    k.kubectl_in(&["create", "-n", "trusted", "-f", "-"], POD);
+
+    let bad_config = dir.path().join("bad.yaml");
+    std::fs::write(&bad_config, "apiVersion: apiserver.config.k8s.io/v1\nkind: AdmissionConfiguration\nplugins:\n- name: PodSecurity\n  configuration:\n    apiVersion: pod-security.admission.config.k8s.io/v1\n    kind: PodSecurityConfiguration\n    defaults: {enforce: strict}\n").unwrap();
+    let refused = refused_at_start(&[&format!("--admission-control-config-file={}", bad_config.display())]);
+    assert!(refused.contains("PodSecurity configuration error: enforce: must be one of privileged, baseline, restricted"), "{refused}");
 }

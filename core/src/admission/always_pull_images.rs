@@ -53,7 +53,7 @@ impl Plugin for AlwaysPullImages {
         Ok(())
     }
 
-    fn validate(&self, a: &Attributes, obj: Option<&Value>) -> Result<(), ApiError> {
+    fn validate(&self, a: &Attributes, obj: Option<&Value>, _warnings: &mut Vec<String>) -> Result<(), ApiError> {
         let Some(pod) = obj.filter(|p| !self.ignores(a, p)) else { return Ok(()) };
         let mut errors = Vec::new();
         for list in LISTS {

@@ -2,6 +2,7 @@
 //! the flags that change the set (`--enable-admission-plugins`, `--disable-admission-plugins`),
 //! checked in kube's words.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use serde_json::Value;
@@ -76,9 +77,10 @@ pub const DEFAULT_ON: [&str; 22] = [
     "ResourceQuota",
 ];
 
-/// kapi's plugin of a name, if it has one.
-fn plugin(name: &str) -> Option<Arc<dyn Plugin>> {
-    Some(match name {
+/// kapi's plugin of a name, if it has one, made with its configuration (kube's start-up
+/// error for a bad one).
+fn plugin(name: &str, config: Option<&[u8]>) -> Option<Result<Arc<dyn Plugin>, String>> {
+    Some(Ok(match name {
         "NamespaceLifecycle" => Arc::new(super::namespace_lifecycle::NamespaceLifecycle),
         "LimitRanger" => Arc::new(super::limit_ranger::LimitRanger),
         "ServiceAccount" => Arc::new(super::service_account::ServiceAccount),
@@ -91,8 +93,17 @@ fn plugin(name: &str) -> Option<Arc<dyn Plugin>> {
         "PersistentVolumeClaimResize" => Arc::new(super::persistent_volume_claim_resize::PersistentVolumeClaimResize),
         "RuntimeClass" => Arc::new(super::runtime_class::RuntimeClass),
         "DefaultIngressClass" => Arc::new(super::default_class::DefaultIngressClass),
+        "PodSecurity" => match super::pod_security::PodSecurity::new(config) {
+            Ok(p) => Arc::new(p),
+            Err(e) => return Some(Err(e)),
+        },
         _ => return None,
-    })
+    }))
+}
+
+/// The names of the plugins the flags turn on, in kube's order (names not checked).
+pub fn enabled<'a>(enable: &'a [String], disable: &'a [String]) -> impl Iterator<Item = &'static str> + 'a {
+    ORDER.into_iter().filter(|n| (DEFAULT_ON.contains(n) || enable.iter().any(|e| e == n)) && !disable.iter().any(|d| d == n))
 }
 
 /// The enabled plugins, in kube's order.
@@ -103,10 +114,11 @@ pub struct Chain {
 
 impl Chain {
     /// The chain the flags make (kube's defaults, with `enable` added and `disable` taken
-    /// out, in kube's order); kube's errors for names it does not know and names in both, and
-    /// an error for a plugin kapi does not have that `enable` asks for. The default plugins kapi
-    /// does not have are left out (see the README).
-    pub fn from_flags(enable: &[String], disable: &[String]) -> Result<Chain, String> {
+    /// out, in kube's order), each plugin with its part of `--admission-control-config-file`
+    /// (`configs`, by plugin name); kube's errors for names it does not know and names in
+    /// both, and an error for a plugin kapi does not have that `enable` asks for. The default
+    /// plugins kapi does not have are left out (see the README).
+    pub fn from_flags(enable: &[String], disable: &[String], configs: &BTreeMap<String, Vec<u8>>) -> Result<Chain, String> {
         let mut errors = Vec::new();
         for (flag, names) in [("enable-admission-plugins", enable), ("disable-admission-plugins", disable)] {
             for name in names.iter().filter(|n| !ORDER.contains(&n.as_str())) {
@@ -123,11 +135,10 @@ impl Chain {
         if !errors.is_empty() {
             return Err(crate::authz::rbac::aggregate(&errors));
         }
-        let enabled = ORDER.iter().filter(|n| (DEFAULT_ON.contains(n) || enable.iter().any(|e| e == *n)) && !disable.iter().any(|d| d == *n));
         let mut plugins = Vec::new();
-        for name in enabled {
-            match plugin(name) {
-                Some(p) => plugins.push(p),
+        for name in enabled(enable, disable) {
+            match plugin(name, configs.get(name).map(Vec::as_slice)) {
+                Some(p) => plugins.push(p?),
                 None if enable.iter().any(|e| e == name) => return Err(format!("admission plugin {name:?} is not implemented by kapi yet")),
                 None => {}
             }
@@ -162,9 +173,10 @@ impl Chain {
     }
 
     /// The validating plugins, in order, on the final object; the first refusal ends it.
-    pub fn validate(&self, a: &Attributes, obj: Option<&Value>) -> Result<(), ApiError> {
+    /// Their warnings go to `warnings`.
+    pub fn validate(&self, a: &Attributes, obj: Option<&Value>, warnings: &mut Vec<String>) -> Result<(), ApiError> {
         for p in self.plugins.iter().filter(|p| p.handles(a.operation)) {
-            p.validate(a, obj)?;
+            p.validate(a, obj, warnings)?;
         }
         Ok(())
     }
@@ -176,7 +188,7 @@ mod tests {
 
     fn names(enable: &[&str], disable: &[&str]) -> Result<Vec<&'static str>, String> {
         let owned = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
-        Chain::from_flags(&owned(enable), &owned(disable)).map(|c| c.names())
+        Chain::from_flags(&owned(enable), &owned(disable), &BTreeMap::new()).map(|c| c.names())
     }
 
     #[test]
@@ -187,6 +199,7 @@ mod tests {
             "LimitRanger",
             "ServiceAccount",
             "TaintNodesByCondition",
+            "PodSecurity",
             "Priority",
             "DefaultTolerationSeconds",
             "DefaultStorageClass",
@@ -197,7 +210,7 @@ mod tests {
         ];
         assert_eq!(defaults, kapis);
         let changed = names(&["AlwaysPullImages"], &["ServiceAccount", "Priority", "LimitRanger"]).unwrap();
-        assert_eq!(changed[..4], ["NamespaceLifecycle", "TaintNodesByCondition", "AlwaysPullImages", "DefaultTolerationSeconds"]);
+        assert_eq!(changed[..5], ["NamespaceLifecycle", "TaintNodesByCondition", "AlwaysPullImages", "PodSecurity", "DefaultTolerationSeconds"]);
         assert_eq!(names(&["Bogus"], &[]).unwrap_err(), "enable-admission-plugins plugin \"Bogus\" is unknown");
         assert_eq!(
             names(&["Priority", "ServiceAccount"], &["ServiceAccount", "Priority", "Nope"]).unwrap_err(),

@@ -62,7 +62,7 @@ impl Plugin for LimitRanger {
         Ok(())
     }
 
-    fn validate(&self, a: &Attributes, obj: Option<&Value>) -> Result<(), ApiError> {
+    fn validate(&self, a: &Attributes, obj: Option<&Value>, _warnings: &mut Vec<String>) -> Result<(), ApiError> {
         let (Some(subject), Some(obj)) = (self.applies(a), obj) else { return Ok(()) };
         for range in &a.found.limit_ranges {
             let errors = check(range, subject, obj);

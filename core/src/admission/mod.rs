@@ -11,11 +11,13 @@
 
 mod always_pull_images;
 mod chain;
+pub mod config;
 mod default_class;
 mod default_toleration_seconds;
 mod limit_ranger;
 mod namespace_lifecycle;
 mod persistent_volume_claim_resize;
+mod pod_security;
 mod priority;
 mod runtime_class;
 mod service_account;
@@ -24,7 +26,7 @@ mod taint_nodes_by_condition;
 
 use serde_json::Value;
 
-pub use chain::{Chain, DEFAULT_ON, ORDER};
+pub use chain::{Chain, DEFAULT_ON, ORDER, enabled};
 pub use namespace_lifecycle::IMMORTAL_NAMESPACES;
 
 use crate::auth::UserInfo;
@@ -57,6 +59,8 @@ pub enum Lookup {
     /// Every IngressClass (a list).
     IngressClasses,
     RuntimeClass(String),
+    /// Every pod of a namespace (a list).
+    Pods(String),
 }
 
 impl Lookup {
@@ -72,6 +76,7 @@ impl Lookup {
             Lookup::StorageClasses => ("storage.k8s.io", "v1", "storageclasses"),
             Lookup::IngressClasses => ("networking.k8s.io", "v1", "ingressclasses"),
             Lookup::RuntimeClass(_) => ("node.k8s.io", "v1", "runtimeclasses"),
+            Lookup::Pods(_) => ("", "v1", "pods"),
         }
     }
 
@@ -82,7 +87,7 @@ impl Lookup {
             Lookup::Namespace(name) | Lookup::Node(name) | Lookup::RuntimeClass(name) => (None, Some(name)),
             Lookup::StorageClasses | Lookup::IngressClasses => (None, None),
             Lookup::ServiceAccount { namespace, name } | Lookup::Pod { namespace, name } | Lookup::Secret { namespace, name } => (Some(namespace), Some(name)),
-            Lookup::LimitRanges(namespace) => (Some(namespace), None),
+            Lookup::LimitRanges(namespace) | Lookup::Pods(namespace) => (Some(namespace), None),
         }
     }
 }
@@ -107,6 +112,8 @@ pub struct Found {
     pub ingress_classes: Vec<Value>,
     /// The RuntimeClass a pod names.
     pub runtime_class: Option<Option<Value>>,
+    /// The pods of a namespace being updated.
+    pub pods: Vec<Value>,
 }
 
 impl Found {
@@ -119,6 +126,7 @@ impl Found {
             Lookup::StorageClasses => self.storage_classes = list(found),
             Lookup::IngressClasses => self.ingress_classes = list(found),
             Lookup::RuntimeClass(_) => self.runtime_class = Some(found),
+            Lookup::Pods(_) => self.pods = list(found),
             // What tokens name; admission does not look for it.
             Lookup::Pod { .. } | Lookup::Secret { .. } | Lookup::Node(_) => {}
         }
@@ -169,6 +177,8 @@ pub struct Pending<'a> {
     pub info: &'a ResourceInfo,
     pub subresource: Option<&'a str>,
     pub namespace: Option<&'a str>,
+    /// The name in the request's path (updates, patches, deletes).
+    pub name: Option<&'a str>,
     /// The object a create writes.
     pub object: Option<&'a Value>,
 }
@@ -192,8 +202,9 @@ pub trait Plugin: Send + Sync + std::fmt::Debug {
         Ok(())
     }
 
-    /// Validating admission of the final object (`None` for a delete).
-    fn validate(&self, _a: &Attributes, _obj: Option<&Value>) -> Result<(), ApiError> {
+    /// Validating admission of the final object (`None` for a delete); what it warns of goes
+    /// to `warnings` (the client's `Warning` headers, refused or not).
+    fn validate(&self, _a: &Attributes, _obj: Option<&Value>, _warnings: &mut Vec<String>) -> Result<(), ApiError> {
         Ok(())
     }
 }

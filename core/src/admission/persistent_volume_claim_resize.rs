@@ -39,7 +39,7 @@ impl Plugin for PersistentVolumeClaimResize {
         if claims && request.operation == Operation::Update { vec![Lookup::StorageClasses] } else { Vec::new() }
     }
 
-    fn validate(&self, a: &Attributes, obj: Option<&Value>) -> Result<(), ApiError> {
+    fn validate(&self, a: &Attributes, obj: Option<&Value>, _warnings: &mut Vec<String>) -> Result<(), ApiError> {
         let (Some(claim), Some(old)) = (obj.filter(|_| a.is_core("persistentvolumeclaims")), a.old) else { return Ok(()) };
         if size(claim) <= size(old) {
             return Ok(());

@@ -108,7 +108,7 @@ impl Plugin for RuntimeClass {
         Ok(())
     }
 
-    fn validate(&self, a: &Attributes, obj: Option<&Value>) -> Result<(), ApiError> {
+    fn validate(&self, a: &Attributes, obj: Option<&Value>, _warnings: &mut Vec<String>) -> Result<(), ApiError> {
         let Some(pod) = obj.filter(|_| a.is_core("pods")) else { return Ok(()) };
         let Some(own) = meta::at(pod, &["spec", "overhead"]).and_then(Value::as_object).filter(|o| !o.is_empty()) else { return Ok(()) };
         match self.class(a, pod)?.and_then(overhead) {

@@ -8,7 +8,7 @@ use crate::catalog::Catalog;
 use crate::resources::{Settings, catalog};
 
 fn chain(enable: &[&str]) -> Chain {
-    Chain::from_flags(&enable.iter().map(|s| s.to_string()).collect::<Vec<_>>(), &[]).unwrap()
+    Chain::from_flags(&enable.iter().map(|s| s.to_string()).collect::<Vec<_>>(), &[], &Default::default()).unwrap()
 }
 
 /// Runs `op` on `obj` (a `resource` of `group`) through `chain`, with `found` what the lookups found.
@@ -27,7 +27,12 @@ fn run(
     let namespace = crate::meta::namespace(obj).to_string();
     let a = Attributes { operation: op, info, subresource: None, namespace: &namespace, name: &name, dry_run: false, user: &user, old, found };
     chain.admit(&a, Some(obj), &mut Rng::new(7)).map_err(|e| format!("{} {}", e.code, e.message))?;
-    chain.validate(&a, Some(obj)).map_err(|e| format!("{} {}", e.code, e.message))
+    chain.validate(&a, Some(obj), &mut Vec::new()).map_err(|e| format!("{} {}", e.code, e.message))
+}
+
+/// The namespace `dev`, found, without labels.
+fn dev() -> Option<(String, Option<Value>)> {
+    Some(("dev".into(), Some(json!({"metadata": {"name": "dev"}}))))
 }
 
 fn class(name: &str, created: &str, default: bool) -> Value {
@@ -93,7 +98,7 @@ fn a_runtime_class_gives_its_overhead_and_scheduling() {
     let (cat, chain) = (catalog(&Settings::default()), chain(&[]));
     let runtime = json!({"metadata": {"name": "gvisor"}, "handler": "runsc", "overhead": {"podFixed": {"cpu": "250m"}},
         "scheduling": {"nodeSelector": {"sandbox": "yes"}, "tolerations": [{"key": "sandbox", "operator": "Exists"}]}});
-    let found = Found { runtime_class: Some(Some(runtime)), service_account: Some(Some(json!({}))), ..Found::default() };
+    let found = Found { runtime_class: Some(Some(runtime)), service_account: Some(Some(json!({}))), namespace: dev(), ..Found::default() };
     let pod = |extra: Value| {
         let mut p = json!({"metadata": {"name": "p", "namespace": "dev"}, "spec": {"runtimeClassName": "gvisor", "containers": [{"name": "c", "image": "x"}]}});
         for (k, v) in extra.as_object().unwrap() {
@@ -124,7 +129,7 @@ fn a_runtime_class_gives_its_overhead_and_scheduling() {
 #[test]
 fn always_pull_images_forces_every_containers_policy() {
     let (cat, chain) = (catalog(&Settings::default()), chain(&["AlwaysPullImages"]));
-    let found = Found { service_account: Some(Some(json!({}))), ..Found::default() };
+    let found = Found { service_account: Some(Some(json!({}))), namespace: dev(), ..Found::default() };
     let mut p = json!({"metadata": {"name": "p", "namespace": "dev"}, "spec": {"containers": [{"name": "c", "image": "x", "imagePullPolicy": "IfNotPresent"}],
         "initContainers": [{"name": "i", "image": "y"}]}});
     run(&chain, &cat, ("", "pods"), Operation::Create, &mut p, None, &found).unwrap();

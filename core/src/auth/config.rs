@@ -380,7 +380,7 @@ fn domain_prefixed_key(key: &str, path: &str, errs: &mut Vec<FieldError>) {
 
 /// The file's tree as kube's strict decoder reads it.
 fn decode(data: &[u8]) -> Result<(Vec<Jwt>, Option<AnonymousConfig>), String> {
-    let tree = config_file::read(data, "AuthenticationConfiguration", &VERSIONS)?;
+    let tree = config_file::read(data, "AuthenticationConfiguration", &VERSIONS, config_file::APISERVER_SCHEME)?;
     let mut d = Decoder::new(&tree);
     let root = d.root(&tree, "AuthenticationConfiguration", &["apiVersion", "kind", "jwt", "anonymous"]);
     let mut jwts = Vec::new();

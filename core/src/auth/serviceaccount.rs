@@ -236,7 +236,9 @@ impl Claimed {
                 Lookup::Secret { .. } => ("secret", secret.as_ref()),
                 Lookup::Pod { .. } => ("pod", pod.as_ref()),
                 Lookup::Node(_) => ("node", node.as_ref()),
-                Lookup::Namespace(_) | Lookup::LimitRanges(_) | Lookup::StorageClasses | Lookup::IngressClasses | Lookup::RuntimeClass(_) => continue,
+                Lookup::Namespace(_) | Lookup::LimitRanges(_) | Lookup::StorageClasses | Lookup::IngressClasses | Lookup::RuntimeClass(_) | Lookup::Pods(_) => {
+                    continue;
+                }
             };
             let Some((name, claimed_uid)) = claimed else { continue };
             let account = matches!(lookup, Lookup::ServiceAccount { .. });

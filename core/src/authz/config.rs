@@ -239,7 +239,7 @@ impl WebhookConfig {
 
 /// The file's tree as kube's strict decoder reads it, defaulted.
 fn decode(data: &[u8]) -> Result<Config, String> {
-    let tree = config_file::read(data, "AuthorizationConfiguration", &VERSIONS)?;
+    let tree = config_file::read(data, "AuthorizationConfiguration", &VERSIONS, config_file::APISERVER_SCHEME)?;
     let mut d = Decoder::new(&tree);
     let root = d.root(&tree, "AuthorizationConfiguration", &["apiVersion", "kind", "authorizers"]);
     let mut authorizers = Vec::new();

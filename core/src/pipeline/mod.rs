@@ -102,7 +102,7 @@ impl Server {
             consistent_list_from_cache: true,
             in_flight: InFlight::new(DEFAULT_MAX_READONLY_IN_FLIGHT, DEFAULT_MAX_MUTATING_IN_FLIGHT),
             token_cache: crate::auth::TokenCache::default(),
-            admission: Arc::new(crate::admission::Chain::from_flags(&[], &[]).expect("kube's default plugins")),
+            admission: Arc::new(crate::admission::Chain::from_flags(&[], &[], &Default::default()).expect("kube's default plugins")),
         }
     }
 
@@ -547,8 +547,8 @@ impl RequestMachine {
             }
             if let Some(mut e) = self.out.pop_front() {
                 if let Effect::Respond(head) | Effect::Watch { head, .. } = &mut e {
-                    for w in &self.warnings {
-                        head.headers.push(("Warning".into(), format!("299 - {}", crate::status::quote(w))));
+                    for w in warning_texts(&self.warnings) {
+                        head.headers.push(("Warning".into(), format!("299 - {}", crate::status::quote(&w))));
                     }
                 }
                 if let Some(p) = &mut self.pretty {
@@ -585,6 +585,33 @@ impl RequestMachine {
 fn is_group_path(path: &str) -> bool {
     let parts: Vec<&str> = path.trim_matches('/').split('/').collect();
     parts[0] == "apis" && matches!(parts.len(), 2 | 3)
+}
+
+/// The texts of a response's `Warning` headers, as kube's recorder keeps them: each once,
+/// empty ones left out; once they pass 4096 characters in all, each is cut to 256, and those
+/// that still do not fit are dropped.
+fn warning_texts(warnings: &[String]) -> Vec<String> {
+    const MAX_TOTAL: usize = 4096;
+    const MAX_EACH: usize = 256;
+    let cut = |w: &str| w.chars().take(MAX_EACH).collect::<String>();
+    let mut out: Vec<String> = Vec::new();
+    let mut truncated = false;
+    for w in warnings.iter().filter(|w| !w.is_empty()) {
+        if out.contains(w) {
+            continue;
+        }
+        let total: usize = out.iter().map(|o| o.chars().count()).sum();
+        if !truncated && total + w.chars().count() > MAX_TOTAL {
+            truncated = true;
+            out = out.iter().map(|o| cut(o)).collect();
+        }
+        let w = if truncated { cut(w) } else { w.clone() };
+        let total: usize = out.iter().map(|o| o.chars().count()).sum();
+        if total + w.chars().count() <= MAX_TOTAL && !out.contains(&w) {
+            out.push(w);
+        }
+    }
+    out
 }
 
 #[cfg(test)]

@@ -63,7 +63,7 @@ impl WriteOp {
             return Err(ApiError::invalid(&info.group_kind(), meta::name(&obj), &errs));
         }
         let a = super::admission_attributes(&self.res, &self.ctx, &self.found, Operation::Create, meta::name(&obj), None);
-        self.ctx.admission.validate(&a, Some(&obj))?;
+        self.ctx.admission.validate(&a, Some(&obj), &mut self.admission_warnings)?;
         Ok(obj)
     }
 

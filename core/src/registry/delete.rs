@@ -51,7 +51,7 @@ impl WriteOp {
         }
         let a = super::admission_attributes(&self.res, &self.ctx, &self.found, Operation::Delete, &name, Some(&obj));
         self.ctx.admission.admit(&a, None, &mut self.rng)?;
-        self.ctx.admission.validate(&a, None)?;
+        self.ctx.admission.validate(&a, None, &mut self.admission_warnings)?;
         let now = self.ctx.now;
 
         if meta::deletion_timestamp(&obj).is_some() {

@@ -167,6 +167,9 @@ pub struct WriteOp {
     /// A create answers 201; an update that created the object too.
     created: bool,
     warnings: Vec<String>,
+    /// What admission warned of (kept on a refusal too, and over retries: the client is told
+    /// each once).
+    admission_warnings: Vec<String>,
     done: Option<Result<WriteOutcome, ApiError>>,
     /// The conversion webhook's answers so far.
     converted: Converted,
@@ -215,6 +218,7 @@ impl WriteOp {
             claimed: Vec::new(),
             created: false,
             warnings: Vec::new(),
+            admission_warnings: Vec::new(),
             done: None,
             converted: Converted::default(),
             blocked: None,
@@ -223,6 +227,11 @@ impl WriteOp {
         };
         op.start();
         op
+    }
+
+    /// What admission warned of so far (for the `Warning` headers, whatever the outcome).
+    pub fn take_admission_warnings(&mut self) -> Vec<String> {
+        std::mem::take(&mut self.admission_warnings)
     }
 
     fn storage_root(&self) -> String {

@@ -239,7 +239,7 @@ impl WriteOp {
             return Err(ApiError::invalid(&info.group_kind(), meta::name(&obj), &errs));
         }
         let a = super::admission_attributes(&self.res, &self.ctx, &self.found, Operation::Update, &name, Some(old));
-        self.ctx.admission.validate(&a, Some(&obj))?;
+        self.ctx.admission.validate(&a, Some(&obj), &mut self.admission_warnings)?;
         if super::delete::should_delete_during_update(&obj) {
             self.result = Some(obj);
             return Ok(Transform::Delete);

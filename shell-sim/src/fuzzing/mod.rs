@@ -12,6 +12,8 @@
 //! server checked against kube's walk of what it holds;
 //! [`node_graph`] (in `node_graph.rs`) pods and volumes changing, the Node authorizer's graph
 //! checked against kube's paths;
+//! [`pod_security`] (in `pod_security.rs`) pods drawn from what the Pod Security Standards
+//! read, admitted consistently across levels;
 //! [`tokens`] (in `tokens.rs`) service account tokens as bearer credentials;
 //! [`auth_webhooks`] (in `auth_webhooks.rs`) authentication and authorization webhooks that
 //! answer anything.
@@ -29,6 +31,7 @@ mod auth_webhooks;
 mod cel_rules;
 mod conversion;
 mod node_graph;
+mod pod_security;
 pub(crate) mod rbac;
 mod rbac_served;
 mod schemas;
@@ -40,6 +43,7 @@ pub use auth_webhooks::auth_webhooks;
 pub use cel_rules::cel_rules;
 pub use conversion::conversion;
 pub use node_graph::node_graph;
+pub use pod_security::pod_security;
 pub use rbac::rbac;
 pub use rbac_served::rbac_served;
 pub use schemas::{THROUGH_THE_PIPELINE, custom_resources};

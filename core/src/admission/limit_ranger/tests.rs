@@ -21,7 +21,7 @@ fn admit(cat: &Catalog, resource: &str, op: Operation, ranges: Vec<Value>, obj: 
     let user = UserInfo::default();
     let a = Attributes { operation: op, info, subresource: None, namespace: "dev", name: "p", dry_run: false, user: &user, old: None, found: &found };
     LimitRanger.admit(&a, Some(obj), &mut Rng::new(1)).map_err(|e| e.message.clone())?;
-    LimitRanger.validate(&a, Some(obj)).map_err(|e| e.message)
+    LimitRanger.validate(&a, Some(obj), &mut Vec::new()).map_err(|e| e.message)
 }
 
 #[test]

@@ -70,7 +70,8 @@ impl RequestMachine {
         }
         let (obj, findings) = self.decode_body(&res, opts.field_validation)?;
         ctx.body_findings = findings;
-        let pending = Pending { operation: Operation::Create, info: &res.info, subresource: None, namespace: namespace.as_deref(), object: Some(&obj) };
+        let pending =
+            Pending { operation: Operation::Create, info: &res.info, subresource: None, namespace: namespace.as_deref(), name: None, object: Some(&obj) };
         let lookups = ctx.admission.lookups(&pending);
         self.start_write(PendingWrite { res, output, ctx, kind: WriteKind::Create(obj) }, lookups);
         Ok(())

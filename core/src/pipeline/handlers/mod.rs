@@ -371,6 +371,7 @@ impl RequestMachine {
                     true
                 }
                 Some(WriteEffect::Done(result)) => {
+                    self.warnings.extend(op.take_admission_warnings());
                     self.finish_write(res, output, action, result, now);
                     true
                 }

@@ -132,8 +132,14 @@ impl RequestMachine {
     pub(super) fn write_lookups(ctx: &WriteContext, res: &Resource, object: Option<&serde_json::Value>) -> Vec<Lookup> {
         let mut lookups = Vec::new();
         for operation in [crate::admission::Operation::Update, crate::admission::Operation::Create] {
-            let pending =
-                crate::admission::Pending { operation, info: &res.info, subresource: ctx.subresource.as_deref(), namespace: ctx.namespace.as_deref(), object };
+            let pending = crate::admission::Pending {
+                operation,
+                info: &res.info,
+                subresource: ctx.subresource.as_deref(),
+                namespace: ctx.namespace.as_deref(),
+                name: ctx.name.as_deref(),
+                object,
+            };
             for l in ctx.admission.lookups(&pending) {
                 if !lookups.contains(&l) {
                     lookups.push(l);
