@@ -166,7 +166,7 @@ impl Bootstrap {
             body_findings: Default::default(),
             prefix: prefix.to_string(),
             user: apiserver_user(),
-            escalation: None,
+            access: None,
             admission: Default::default(),
         }
     }

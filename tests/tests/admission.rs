@@ -155,3 +155,60 @@ fn pod_security_enforces_and_warns_by_namespace_labels() {
     let refused = refused_at_start(&[&format!("--admission-control-config-file={}", bad_config.display())]);
     assert!(refused.contains("PodSecurity configuration error: enforce: must be one of privileged, baseline, restricted"), "{refused}");
 }
+
+/// A CertificateSigningRequest for `signer` of a key and subject openssl makes in `dir`.
+fn csr(dir: &std::path::Path, name: &str, signer: &str, subject: &str) -> String {
+    use base64::Engine;
+    let out = dir.join(format!("{name}.csr"));
+    let made = std::process::Command::new("openssl")
+        .args(["req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-subj", subject, "-keyout"])
+        .arg(dir.join(format!("{name}.key")))
+        .arg("-out")
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(made.status.success(), "{made:?}");
+    let request = base64::engine::general_purpose::STANDARD.encode(std::fs::read(out).unwrap());
+    format!(
+        r#"{{"apiVersion": "certificates.k8s.io/v1", "kind": "CertificateSigningRequest", "metadata": {{"name": "{name}"}}, "spec": {{"signerName": "{signer}", "request": "{request}", "usages": ["client auth"]}}}}"#
+    )
+}
+
+#[test]
+fn certificate_requests_are_approved_only_by_who_may_approve_for_their_signer() {
+    let dir = tempfile::tempdir().unwrap();
+    let k = Kapi::start();
+    k.kubectl_in(&["create", "-f", "-"], &csr(dir.path(), "web", "example.com/serving", "/CN=web"));
+    k.ok(&["create", "clusterrole", "csr-approver", "--verb=get,list", "--resource=certificatesigningrequests"]);
+    k.kubectl_in(
+        &["apply", "-f", "-"],
+        r#"{"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": "csr-approval"},
+            "rules": [{"verbs": ["update"], "apiGroups": ["certificates.k8s.io"], "resources": ["certificatesigningrequests/approval"]}]}"#,
+    );
+    k.ok(&["create", "clusterrolebinding", "bob-reads", "--clusterrole=csr-approver", "--user=bob"]);
+    k.ok(&["create", "clusterrolebinding", "bob-approves", "--clusterrole=csr-approval", "--user=bob"]);
+    let refused = k.fails(&["certificate", "approve", "web", "--as=bob"]);
+    assert!(
+        refused.contains("certificatesigningrequests.certificates.k8s.io \"web\" is forbidden: user not permitted to approve requests with signerName \"example.com/serving\""),
+        "{refused}"
+    );
+    // `approve` on every signer of the domain lets him.
+    k.kubectl_in(
+        &["apply", "-f", "-"],
+        r#"{"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": "csr-approval"},
+            "rules": [{"verbs": ["update"], "apiGroups": ["certificates.k8s.io"], "resources": ["certificatesigningrequests/approval"]},
+                      {"verbs": ["approve"], "apiGroups": ["certificates.k8s.io"], "resources": ["signers"], "resourceNames": ["example.com/*"]}]}"#,
+    );
+    k.ok(&["certificate", "approve", "web", "--as=bob"]);
+    let approved = k.json(&["get", "csr", "web", "-o", "json"]);
+    assert_eq!(approved["status"]["conditions"][0]["type"], "Approved", "{approved}");
+
+    // Nobody gets a system:masters certificate from the API server's client signer.
+    let masters = csr(dir.path(), "root", "kubernetes.io/kube-apiserver-client", "/O=system:masters/CN=root");
+    let out = k.kubectl_with_input(&["create", "-f", "-"], &masters);
+    assert!(
+        String::from_utf8_lossy(&out.stderr)
+            .contains("\"root\" is forbidden: use of kubernetes.io/kube-apiserver-client signer with system:masters group is not allowed"),
+        "{out:?}"
+    );
+}

@@ -93,6 +93,12 @@ fn plugin(name: &str, config: Option<&[u8]>) -> Option<Result<Arc<dyn Plugin>, S
         "PersistentVolumeClaimResize" => Arc::new(super::persistent_volume_claim_resize::PersistentVolumeClaimResize),
         "RuntimeClass" => Arc::new(super::runtime_class::RuntimeClass),
         "DefaultIngressClass" => Arc::new(super::default_class::DefaultIngressClass),
+        "CertificateApproval" => Arc::new(super::certificates::CertificateApproval),
+        "CertificateSigning" => Arc::new(super::certificates::CertificateSigning),
+        "CertificateSubjectRestriction" => Arc::new(super::certificates::CertificateSubjectRestriction),
+        "ClusterTrustBundleAttest" => Arc::new(super::certificates::ClusterTrustBundleAttest),
+        "DenyServiceExternalIPs" => Arc::new(super::deny_service_external_ips::DenyServiceExternalIPs),
+        "NamespaceExists" => Arc::new(super::namespace_exists::NamespaceExists),
         "PodSecurity" => match super::pod_security::PodSecurity::new(config) {
             Ok(p) => Arc::new(p),
             Err(e) => return Some(Err(e)),
@@ -206,6 +212,10 @@ mod tests {
             "StorageObjectInUseProtection",
             "PersistentVolumeClaimResize",
             "RuntimeClass",
+            "CertificateApproval",
+            "CertificateSigning",
+            "ClusterTrustBundleAttest",
+            "CertificateSubjectRestriction",
             "DefaultIngressClass",
         ];
         assert_eq!(defaults, kapis);

@@ -10,11 +10,14 @@
 //! transform.
 
 mod always_pull_images;
+mod certificates;
 mod chain;
 pub mod config;
 mod default_class;
 mod default_toleration_seconds;
+mod deny_service_external_ips;
 mod limit_ranger;
+mod namespace_exists;
 mod namespace_lifecycle;
 mod persistent_volume_claim_resize;
 mod pod_security;
@@ -157,12 +160,19 @@ pub struct Attributes<'a> {
     pub old: Option<&'a Value>,
     /// What the lookups found.
     pub found: &'a Found,
+    /// The authorizer chain (`None` for kapi's own writes).
+    pub access: Option<&'a crate::authz::Access>,
 }
 
 impl Attributes<'_> {
     /// Whether the request writes `resource` of the core group itself (not a subresource).
     pub fn is_core(&self, resource: &str) -> bool {
         self.info.group.is_empty() && self.info.resource == resource && self.subresource.is_none()
+    }
+
+    /// Whether the chain allows the requester `q` (kapi's own writes may do anything).
+    pub fn allows(&self, q: &crate::authz::Attributes) -> bool {
+        self.access.is_none_or(|access| access.allows(self.user, q))
     }
 
     /// kube's `admission.NewForbidden`: 403, `<resource> "<name>" is forbidden: <why>`.

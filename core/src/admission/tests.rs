@@ -25,7 +25,7 @@ fn run(
     let user = UserInfo::default();
     let name = crate::meta::name(obj).to_string();
     let namespace = crate::meta::namespace(obj).to_string();
-    let a = Attributes { operation: op, info, subresource: None, namespace: &namespace, name: &name, dry_run: false, user: &user, old, found };
+    let a = Attributes { operation: op, info, subresource: None, namespace: &namespace, name: &name, dry_run: false, user: &user, old, found, access: None };
     chain.admit(&a, Some(obj), &mut Rng::new(7)).map_err(|e| format!("{} {}", e.code, e.message))?;
     chain.validate(&a, Some(obj), &mut Vec::new()).map_err(|e| format!("{} {}", e.code, e.message))
 }
@@ -139,4 +139,68 @@ fn always_pull_images_forces_every_containers_policy() {
     same["spec"]["containers"][0]["imagePullPolicy"] = json!("Never");
     run(&chain, &cat, ("", "pods"), Operation::Update, &mut same, Some(&p), &found).unwrap();
     assert_eq!(same["spec"]["containers"][0]["imagePullPolicy"], "Never");
+}
+
+/// A CSR for `signer` whose request asks for organization `org`.
+fn csr(signer: &str, org: &str) -> Value {
+    use base64::Engine;
+    let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+    params.distinguished_name.push(rcgen::DnType::OrganizationName, org);
+    params.distinguished_name.push(rcgen::DnType::CommonName, "bob");
+    let request = params.serialize_request(&rcgen::KeyPair::generate().unwrap()).unwrap().pem().unwrap();
+    json!({"metadata": {"name": "req"}, "spec": {"signerName": signer, "request": base64::engine::general_purpose::STANDARD.encode(request), "usages": ["client auth"]}})
+}
+
+#[test]
+fn certificate_requests_are_held_to_their_signers() {
+    use crate::authz::rbac::{Kind, Policy};
+    use crate::authz::{Access, Asked, Authorizer, Snapshot};
+    let cat = catalog(&Settings::default());
+    let chain = chain(&[]);
+    let info = &cat.get("certificates.k8s.io", "v1", "certificatesigningrequests").unwrap().info;
+    let mut rbac = Policy::default();
+    rbac.put(
+        Kind::ClusterRole,
+        &json!({"metadata": {"name": "approver"}, "rules": [{"verbs": ["approve"], "apiGroups": ["certificates.k8s.io"], "resources": ["signers"], "resourceNames": ["example.com/*"]}]}),
+    );
+    rbac.put(
+        Kind::ClusterRoleBinding,
+        &json!({"metadata": {"name": "bob"}, "roleRef": {"kind": "ClusterRole", "name": "approver"}, "subjects": [{"kind": "User", "name": "bob"}]}),
+    );
+    let access = Access {
+        authorizer: std::sync::Arc::new(Authorizer::parse("RBAC").unwrap()),
+        state: Snapshot { rbac, ..Default::default() },
+        asked: Asked::default(),
+        now: jiff::Timestamp::UNIX_EPOCH,
+    };
+    let bob = UserInfo { name: "bob".into(), ..UserInfo::default() };
+    let found = Found::default();
+    let check = |op: Operation, subresource: Option<&str>, obj: &Value, old: Option<&Value>| {
+        let a =
+            Attributes { operation: op, info, subresource, namespace: "", name: "req", dry_run: false, user: &bob, old, found: &found, access: Some(&access) };
+        chain.validate(&a, Some(obj), &mut Vec::new()).map_err(|e| format!("{} {}", e.code, e.message))
+    };
+    // Approval needs `approve` on the signer, or on its domain.
+    let theirs = csr("example.com/serving", "dev");
+    assert!(check(Operation::Update, Some("approval"), &theirs, Some(&theirs)).is_ok());
+    let client = csr("kubernetes.io/kube-apiserver-client", "dev");
+    assert_eq!(
+        check(Operation::Update, Some("approval"), &client, Some(&client)).unwrap_err(),
+        "403 certificatesigningrequests.certificates.k8s.io \"req\" is forbidden: user not permitted to approve requests with signerName \"kubernetes.io/kube-apiserver-client\""
+    );
+    // Issuing a certificate needs `sign`; a status update that changes neither is let be.
+    let mut issued = theirs.clone();
+    issued["status"] = json!({"certificate": "Y2VydA=="});
+    assert_eq!(
+        check(Operation::Update, Some("status"), &issued, Some(&theirs)).unwrap_err(),
+        "403 certificatesigningrequests.certificates.k8s.io \"req\" is forbidden: user not permitted to sign requests with signerName \"example.com/serving\""
+    );
+    assert!(check(Operation::Update, Some("status"), &theirs, Some(&theirs)).is_ok());
+    // No system:masters certificates from the API server's client signer.
+    assert!(check(Operation::Create, None, &client, None).is_ok());
+    assert_eq!(
+        check(Operation::Create, None, &csr("kubernetes.io/kube-apiserver-client", "system:masters"), None).unwrap_err(),
+        "403 certificatesigningrequests.certificates.k8s.io \"req\" is forbidden: use of kubernetes.io/kube-apiserver-client signer with system:masters group is not allowed"
+    );
+    assert!(check(Operation::Create, None, &csr("example.com/serving", "system:masters"), None).is_ok());
 }

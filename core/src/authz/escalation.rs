@@ -8,28 +8,16 @@
 
 use std::collections::BTreeSet;
 
-use jiff::Timestamp;
 use serde_json::Value;
 
 use super::coverage::uncovered;
 use super::rbac::{Kind, Rule, Wording};
-use super::{Asked, Attributes, Authorizer, PRIVILEGED_GROUP, Snapshot};
+use super::{Access, Attributes, PRIVILEGED_GROUP};
 use crate::auth::UserInfo;
 use crate::meta;
 use crate::status::{ApiError, GroupResource, quote};
 
 const GROUP: &str = "rbac.authorization.k8s.io";
-
-/// What the checks read: the authorizer chain (for `escalate` and `bind`, with what the
-/// authorization webhook answered the request: see [`question`]) and the RBAC objects as they
-/// are when the request came.
-#[derive(Clone, Debug)]
-pub struct Escalation {
-    pub authorizer: std::sync::Arc<Authorizer>,
-    pub state: Snapshot,
-    pub asked: Asked,
-    pub now: Timestamp,
-}
 
 /// What the check of a write of `kind` asks the chain first (kube's `RoleEscalationAuthorized`
 /// and `BindingAuthorized`): whether the user may `escalate` the role the URL names, or `bind`
@@ -63,9 +51,12 @@ pub struct Write<'a> {
     pub url_name: &'a str,
 }
 
-impl Escalation {
+/// The checks read the authorizer chain (for `escalate` and `bind`, with what the
+/// authorization webhook answered the request: see [`question`]) and the RBAC objects as they
+/// are when the request came.
+impl Access {
     /// Whether `w` may write `obj` in place of `old` (`None`: a create).
-    pub fn check(&self, w: &Write, obj: &Value, old: Option<&Value>) -> Result<(), ApiError> {
+    pub fn check_escalation(&self, w: &Write, obj: &Value, old: Option<&Value>) -> Result<(), ApiError> {
         if w.user.groups.iter().any(|g| g == PRIVILEGED_GROUP) || old.is_some_and(|old| only_collector_fields(obj, old)) {
             return Ok(());
         }
@@ -74,7 +65,7 @@ impl Escalation {
         let forbidden = |why: &str| ApiError::forbidden(&gr, name, why);
         match w.kind {
             Kind::Role | Kind::ClusterRole => {
-                if question(w.kind, w.namespace, w.url_name, None).is_some_and(|q| self.allowed(w.user, &q)) {
+                if question(w.kind, w.namespace, w.url_name, None).is_some_and(|q| self.allows(w.user, &q)) {
                     return Ok(());
                 }
                 self.confirm(w.user, w.namespace, &rules_of(obj)).map_err(|e| forbidden(&e))?;
@@ -95,7 +86,7 @@ impl Escalation {
                 let Some(q) = question(w.kind, w.namespace, w.url_name, Some(obj)) else {
                     return Err(ApiError::internal(format!("unsupported role reference kind: {}", quote(kind))));
                 };
-                if self.allowed(w.user, &q) {
+                if self.allows(w.user, &q) {
                     return Ok(());
                 }
                 let resource = q.resource;
@@ -104,12 +95,6 @@ impl Escalation {
                 self.confirm(w.user, w.namespace, &rules).map_err(|e| forbidden(&e))
             }
         }
-    }
-
-    /// Whether the chain allows `user` to do `q` (a webhook's decision the request did not ask
-    /// for beforehand does not allow it).
-    fn allowed(&self, user: &UserInfo, q: &Attributes) -> bool {
-        self.authorizer.decide(&self.state, user, q, &self.asked, self.now).is_ok_and(|d| d.allowed)
     }
 
     /// kube's `ConfirmNoEscalation`: `user` holds every rule of `rules` in `namespace`, or the
@@ -182,7 +167,7 @@ fn go_list(list: &[String]) -> String {
 
 /// kube's `IsOnlyMutatingGCFields`: `obj` is `old` but for its owner references, finalizers,
 /// managed fields and self link (lists and maps that are empty or absent count as equal).
-fn only_collector_fields(obj: &Value, old: &Value) -> bool {
+pub(crate) fn only_collector_fields(obj: &Value, old: &Value) -> bool {
     let mut obj = obj.clone();
     for field in ["ownerReferences", "finalizers", "managedFields", "selfLink"] {
         match meta::at(old, &["metadata", field]).cloned() {

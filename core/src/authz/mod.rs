@@ -390,6 +390,25 @@ impl Authorizer {
 /// impersonation's checks, a review's, a role write's): each decision the webhook must make
 /// first is not allowed, and the first such review is kept ([`Self::wanted`]), for the request
 /// to ask and put the questions again.
+/// The authorizer chain as a request found it, for what its write checks besides the request
+/// itself (RBAC's escalation checks, admission plugins): the RBAC objects and node graph at the
+/// request's coming, and what the authorization webhook answered the request.
+#[derive(Clone, Debug)]
+pub struct Access {
+    pub authorizer: std::sync::Arc<Authorizer>,
+    pub state: Snapshot,
+    pub asked: Asked,
+    pub now: Timestamp,
+}
+
+impl Access {
+    /// Whether the chain allows `user` to do `q` (a webhook's decision the request did not ask
+    /// for beforehand does not allow it).
+    pub fn allows(&self, user: &UserInfo, q: &Attributes) -> bool {
+        self.authorizer.decide(&self.state, user, q, &self.asked, self.now).is_ok_and(|d| d.allowed)
+    }
+}
+
 pub struct Decider<'a> {
     pub authorizer: &'a Authorizer,
     pub state: &'a Snapshot,

@@ -235,7 +235,7 @@ fn the_bootstrap_policy_is_kubes_v1_33() {
 
 #[test]
 fn rbac_writes_grant_only_what_the_writer_holds() {
-    use super::escalation::{Escalation, Write};
+    use super::escalation::Write;
     let mut p = policy();
     p.put(
         Kind::ClusterRole,
@@ -250,15 +250,16 @@ fn rbac_writes_grant_only_what_the_writer_holds() {
         &json!({"metadata": {"name": "alice-binds", "namespace": "dev"}, "roleRef": {"kind": "ClusterRole", "name": "binder"}, "subjects": [{"kind": "User", "name": "alice"}]}),
     );
     let state = Snapshot { rbac: p, ..Default::default() };
-    let check = Escalation { authorizer: std::sync::Arc::new(Authorizer::parse("RBAC").unwrap()), state, asked: Asked::default(), now: Timestamp::UNIX_EPOCH };
+    let check =
+        super::Access { authorizer: std::sync::Arc::new(Authorizer::parse("RBAC").unwrap()), state, asked: Asked::default(), now: Timestamp::UNIX_EPOCH };
     let alice = user("alice", &["system:authenticated"]);
     let write = |kind: Kind| Write { kind, user: &alice, namespace: "dev", url_name: "" };
     let role = |rules: Value| json!({"metadata": {"name": "r", "namespace": "dev"}, "rules": rules});
 
     // What alice holds in dev (reading pods) she may grant.
-    assert_eq!(check.check(&write(Kind::Role), &role(json!([{"verbs": ["list"], "apiGroups": [""], "resources": ["pods"]}])), None), Ok(()));
+    assert_eq!(check.check_escalation(&write(Kind::Role), &role(json!([{"verbs": ["list"], "apiGroups": [""], "resources": ["pods"]}])), None), Ok(()));
     let err = check
-        .check(&write(Kind::Role), &role(json!([{"verbs": ["get", "delete", "watch"], "apiGroups": [""], "resources": ["pods", "secrets"]}, {"verbs": ["get"], "nonResourceURLs": ["/metrics"]}])), None)
+        .check_escalation(&write(Kind::Role), &role(json!([{"verbs": ["get", "delete", "watch"], "apiGroups": [""], "resources": ["pods", "secrets"]}, {"verbs": ["get"], "nonResourceURLs": ["/metrics"]}])), None)
         .unwrap_err();
     assert_eq!(err.code, 403);
     assert_eq!(
@@ -271,29 +272,29 @@ fn rbac_writes_grant_only_what_the_writer_holds() {
 
     // Binding: a role she may bind, or one whose rules she holds; not another.
     let binding = |role: &str| json!({"metadata": {"name": "b", "namespace": "dev"}, "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role}});
-    assert_eq!(check.check(&write(Kind::RoleBinding), &binding("admin-ish"), None), Ok(()), "bind is granted on it");
-    assert_eq!(check.check(&write(Kind::RoleBinding), &binding("reader"), None), Ok(()), "she holds its rules");
+    assert_eq!(check.check_escalation(&write(Kind::RoleBinding), &binding("admin-ish"), None), Ok(()), "bind is granted on it");
+    assert_eq!(check.check_escalation(&write(Kind::RoleBinding), &binding("reader"), None), Ok(()), "she holds its rules");
     let mut writer = binding("cm-writer");
     writer["roleRef"]["kind"] = json!("Role");
-    let err = check.check(&write(Kind::RoleBinding), &writer, None).unwrap_err();
+    let err = check.check_escalation(&write(Kind::RoleBinding), &writer, None).unwrap_err();
     assert!(err.message.starts_with("rolebindings.rbac.authorization.k8s.io \"b\" is forbidden: user \"alice\""), "{}", err.message);
     assert!(err.message.ends_with("not currently held:\n{APIGroups:[\"\"], Resources:[\"configmaps\"], Verbs:[\"create\"]}"), "{}", err.message);
-    let err = check.check(&write(Kind::RoleBinding), &binding("nope"), None).unwrap_err();
+    let err = check.check_escalation(&write(Kind::RoleBinding), &binding("nope"), None).unwrap_err();
     assert_eq!((err.code, err.message.as_str()), (404, "clusterroles.rbac.authorization.k8s.io \"nope\" not found"));
 
     // An aggregation rule needs everything.
     let aggregated = json!({"metadata": {"name": "agg"}, "aggregationRule": {"clusterRoleSelectors": [{"matchLabels": {"x": "y"}}]}});
     let cluster = Write { kind: Kind::ClusterRole, user: &alice, namespace: "", url_name: "" };
-    let err = check.check(&cluster, &aggregated, None).unwrap_err();
+    let err = check.check_escalation(&cluster, &aggregated, None).unwrap_err();
     assert_eq!(err.message, "clusterroles.rbac.authorization.k8s.io \"agg\" is forbidden: must have cluster-admin privileges to use the aggregationRule");
 
     // Changing only what the garbage collector changes is allowed; the masters may do anything.
     let old = role(json!([{"verbs": ["*"], "apiGroups": ["*"], "resources": ["*"]}]));
     let mut finalized = old.clone();
     finalized["metadata"]["finalizers"] = json!(["example.com/keep"]);
-    assert_eq!(check.check(&write(Kind::Role), &finalized, Some(&old)), Ok(()));
+    assert_eq!(check.check_escalation(&write(Kind::Role), &finalized, Some(&old)), Ok(()));
     let admin = user("root", &["system:masters"]);
-    assert_eq!(check.check(&Write { kind: Kind::ClusterRole, user: &admin, namespace: "", url_name: "" }, &aggregated, None), Ok(()));
+    assert_eq!(check.check_escalation(&Write { kind: Kind::ClusterRole, user: &admin, namespace: "", url_name: "" }, &aggregated, None), Ok(()));
 }
 
 #[test]

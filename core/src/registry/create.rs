@@ -70,11 +70,12 @@ impl WriteOp {
     /// kube's checks against privilege escalation, for writes of RBAC objects (see
     /// [`crate::authz::escalation`]); `old`: what an update replaces.
     pub(super) fn check_escalation(&self, obj: &Value, old: Option<&Value>) -> Result<(), ApiError> {
-        let Some(escalation) = &self.ctx.escalation else { return Ok(()) };
-        let Some(kind) = Kind::ALL.into_iter().find(|k| k.resource() == self.res.info.resource) else { return Ok(()) };
+        let Some(access) = &self.ctx.access else { return Ok(()) };
+        let rbac = self.res.info.group == "rbac.authorization.k8s.io";
+        let Some(kind) = Kind::ALL.into_iter().find(|k| rbac && k.resource() == self.res.info.resource) else { return Ok(()) };
         let namespace = if self.res.info.namespaced { self.ctx.namespace.as_deref().unwrap_or_default() } else { "" };
         let write = Write { kind, user: &self.ctx.user, namespace, url_name: self.ctx.name.as_deref().unwrap_or_default() };
-        escalation.check(&write, obj, old)
+        access.check_escalation(&write, obj, old)
     }
 
     /// `EnsureObjectNamespaceMatchesRequestNamespace`.

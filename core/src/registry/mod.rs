@@ -68,8 +68,9 @@ pub struct WriteContext {
     /// `--etcd-prefix` (`/registry`).
     pub prefix: String,
     pub user: crate::auth::UserInfo,
-    /// For writes of RBAC objects: what the checks against privilege escalation read.
-    pub escalation: Option<Box<crate::authz::escalation::Escalation>>,
+    /// The authorizer chain, for what the write checks besides the request's authorization
+    /// (RBAC's escalation checks, admission plugins); `None` for kapi's own writes.
+    pub access: Option<Box<crate::authz::Access>>,
     /// The admission plugins the write goes through.
     pub admission: std::sync::Arc<crate::admission::Chain>,
 }
@@ -200,6 +201,7 @@ fn admission_attributes<'a>(
         user: &ctx.user,
         old,
         found,
+        access: ctx.access.as_deref(),
     }
 }
 

@@ -4,6 +4,7 @@
 
 use base64::Engine;
 use serde_json::{Value, json};
+use x509_parser::certification_request::X509CertificationRequest;
 use x509_parser::prelude::FromDer;
 
 use super::{info, serve, status_subresource};
@@ -87,14 +88,29 @@ fn pem_block(pem: &str, label: &str) -> Result<Vec<u8>, String> {
     base64::engine::general_purpose::STANDARD.decode(b64).map_err(|e| e.to_string())
 }
 
-fn validate_request(obj: &Value, errs: &mut Vec<FieldError>) {
+/// The DER of a CSR's `spec.request` (base64 of PEM), or why there is none.
+fn request_der(obj: &Value) -> Result<Vec<u8>, String> {
     let raw = meta::str_at(obj, &["spec", "request"]).unwrap_or_default();
     let pem = base64::engine::general_purpose::STANDARD.decode(raw).ok().and_then(|b| String::from_utf8(b).ok()).unwrap_or_default();
-    let parsed = pem_block(&pem, "CERTIFICATE REQUEST").and_then(|der| {
-        let (_, csr) = x509_parser::certification_request::X509CertificationRequest::from_der(&der).map_err(|e| e.to_string())?;
+    pem_block(&pem, "CERTIFICATE REQUEST")
+}
+
+/// The organizations of the subject a CSR's request asks for (kube's `ParseCSR`), or why the
+/// request does not parse.
+pub fn requested_organizations(obj: &Value) -> Result<Vec<String>, String> {
+    let der = request_der(obj)?;
+    let (_, csr) = X509CertificationRequest::from_der(&der).map_err(|e| e.to_string())?;
+    let subject = &csr.certification_request_info.subject;
+    Ok(subject.iter_organization().filter_map(|o| o.as_str().ok()).map(str::to_string).collect())
+}
+
+fn validate_request(obj: &Value, errs: &mut Vec<FieldError>) {
+    let parsed = request_der(obj).and_then(|der| {
+        let (_, csr) = X509CertificationRequest::from_der(&der).map_err(|e| e.to_string())?;
         csr.verify_signature().map_err(|e| format!("{e:?}"))
     });
     if let Err(why) = parsed {
+        let raw = meta::str_at(obj, &["spec", "request"]).unwrap_or_default();
         errs.push(FieldError::invalid("spec.request", json!(raw), why));
     }
 }

@@ -8,7 +8,7 @@ pub mod apiregistration;
 mod apps;
 mod autoscaling;
 mod batch;
-mod certificates;
+pub mod certificates;
 pub mod componentstatuses;
 mod configmaps;
 mod coordination;

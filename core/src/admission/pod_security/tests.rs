@@ -30,7 +30,7 @@ fn validate(
     let user = UserInfo { name: "alice".into(), ..UserInfo::default() };
     let name = crate::meta::name(obj).to_string();
     let ns = if resource == "namespaces" { "" } else { "dev" };
-    let a = Attributes { operation: op, info, subresource: None, namespace: ns, name: &name, dry_run: false, user: &user, old, found: &found };
+    let a = Attributes { operation: op, info, subresource: None, namespace: ns, name: &name, dry_run: false, user: &user, old, found: &found, access: None };
     let mut warnings = Vec::new();
     plugin.validate(&a, Some(obj), &mut warnings).map_err(|e| format!("{} {}", e.code, e.message))?;
     Ok(warnings)
@@ -138,6 +138,7 @@ fn tightening_a_namespace_warns_of_the_pods_it_has() {
         user: &user,
         old: Some(&old),
         found: &found,
+        access: None,
     };
     let mut warnings = Vec::new();
     plugin.validate(&a, Some(&new), &mut warnings).unwrap();

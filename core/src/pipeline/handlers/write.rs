@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 use super::{AfterLookups, Lookups, PendingWrite, Stage};
 use crate::admission::Lookup;
 use crate::apiextensions;
-use crate::authz::escalation::Escalation;
+use crate::authz::Access;
 use crate::catalog::Resource;
 use crate::codec::negotiate;
 use crate::codec::{self, Format, Output};
@@ -20,9 +20,6 @@ use crate::pipeline::respond::{Head, content_type, status_body};
 use crate::pipeline::{RequestInfo, RequestMachine};
 use crate::registry::{BodyFindings, FieldValidation, WriteContext, WriteOutcome};
 use crate::status::{ApiError, FieldError, GroupKind, success_status};
-
-/// The resources whose writes are checked against privilege escalation.
-const RBAC_RESOURCES: [&str; 4] = ["roles", "clusterroles", "rolebindings", "clusterrolebindings"];
 
 /// kube's `summarizeData(body, 30)`: a JSON object's first bytes as text, anything else in hex.
 fn summarize(body: &[u8]) -> String {
@@ -117,8 +114,7 @@ impl RequestMachine {
             body_findings: BodyFindings::default(),
             prefix: self.server.prefix.clone(),
             user: self.user.clone(),
-            escalation: (info.api_group == "rbac.authorization.k8s.io" && RBAC_RESOURCES.contains(&info.resource.as_str()))
-                .then(|| Box::new(Escalation { authorizer: self.authorizer.clone(), state: self.served.authz.clone(), asked: self.asked.clone(), now })),
+            access: Some(Box::new(Access { authorizer: self.authorizer.clone(), state: self.served.authz.clone(), asked: self.asked.clone(), now })),
             admission: self.server.admission.clone(),
         }
     }
