@@ -212,3 +212,24 @@ fn certificate_requests_are_approved_only_by_who_may_approve_for_their_signer() 
         "{out:?}"
     );
 }
+
+#[test]
+fn node_restriction_keeps_a_kubelet_to_its_own_labels_and_node() {
+    let k = Kapi::start_with(&["--enable-admission-plugins=NodeRestriction"]);
+    for node in ["n1", "n2"] {
+        k.kubectl_in(&["create", "-f", "-"], &format!(r#"{{"apiVersion": "v1", "kind": "Node", "metadata": {{"name": "{node}"}}}}"#));
+    }
+    let as_kubelet = ["--as=system:node:n1", "--as-group=system:nodes"];
+    let kubelet = |args: &[&str]| k.kubectl(&[args, &as_kubelet[..]].concat());
+    let out = kubelet(&["label", "node", "n1", "node.kubernetes.io/pool=a"]);
+    assert!(out.status.success(), "{out:?}");
+    let out = kubelet(&["label", "node", "n1", "node-role.kubernetes.io/control-plane="]);
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("nodes \"n1\" is forbidden: is not allowed to modify labels: node-role.kubernetes.io/control-plane"),
+        "{out:?}"
+    );
+    let out = kubelet(&["taint", "node", "n1", "k=v:NoSchedule"]);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("node \"n1\" is not allowed to modify taints"), "{out:?}");
+    let out = kubelet(&["label", "node", "n2", "node.kubernetes.io/pool=a"]);
+    assert!(!out.status.success(), "{out:?}");
+}

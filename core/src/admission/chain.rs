@@ -99,6 +99,7 @@ fn plugin(name: &str, config: Option<&[u8]>) -> Option<Result<Arc<dyn Plugin>, S
         "ClusterTrustBundleAttest" => Arc::new(super::certificates::ClusterTrustBundleAttest),
         "DenyServiceExternalIPs" => Arc::new(super::deny_service_external_ips::DenyServiceExternalIPs),
         "NamespaceExists" => Arc::new(super::namespace_exists::NamespaceExists),
+        "NodeRestriction" => Arc::new(super::node_restriction::NodeRestriction),
         "PodSecurity" => match super::pod_security::PodSecurity::new(config) {
             Ok(p) => Arc::new(p),
             Err(e) => return Some(Err(e)),

@@ -19,6 +19,7 @@ mod deny_service_external_ips;
 mod limit_ranger;
 mod namespace_exists;
 mod namespace_lifecycle;
+mod node_restriction;
 mod persistent_volume_claim_resize;
 mod pod_security;
 mod priority;
@@ -117,6 +118,8 @@ pub struct Found {
     pub runtime_class: Option<Option<Value>>,
     /// The pods of a namespace being updated.
     pub pods: Vec<Value>,
+    /// The Node a mirror pod names as its owner.
+    pub node: Option<Option<Value>>,
 }
 
 impl Found {
@@ -130,8 +133,9 @@ impl Found {
             Lookup::IngressClasses => self.ingress_classes = list(found),
             Lookup::RuntimeClass(_) => self.runtime_class = Some(found),
             Lookup::Pods(_) => self.pods = list(found),
+            Lookup::Node(_) => self.node = Some(found),
             // What tokens name; admission does not look for it.
-            Lookup::Pod { .. } | Lookup::Secret { .. } | Lookup::Node(_) => {}
+            Lookup::Pod { .. } | Lookup::Secret { .. } => {}
         }
     }
 }

@@ -204,3 +204,66 @@ fn certificate_requests_are_held_to_their_signers() {
     );
     assert!(check(Operation::Create, None, &csr("example.com/serving", "system:masters"), None).is_ok());
 }
+
+#[test]
+fn node_restriction_keeps_kubelets_to_their_own_node() {
+    let cat = catalog(&Settings::default());
+    let chain = chain(&["NodeRestriction"]);
+    let kubelet = UserInfo { name: "system:node:n1".into(), groups: vec!["system:nodes".into()], ..UserInfo::default() };
+    let node = json!({"metadata": {"name": "n1", "uid": "u1", "labels": {"kubernetes.io/hostname": "n1"}}});
+    let check = |(group, resource): (&str, &str), sub: Option<&str>, op: Operation, obj: &mut Value, old: Option<&Value>, found: &Found| {
+        let info = &cat.resources().find(|r| r.info.group == group && r.info.resource == resource).unwrap().info;
+        let name = crate::meta::name(obj).to_string();
+        let ns = crate::meta::namespace(obj).to_string();
+        let a = Attributes { operation: op, info, subresource: sub, namespace: &ns, name: &name, dry_run: false, user: &kubelet, old, found, access: None };
+        chain.admit(&a, Some(obj), &mut Rng::new(1)).map_err(|e| format!("{} {}", e.code, e.message))
+    };
+    let found = Found { node: Some(Some(node.clone())), service_account: Some(Some(json!({}))), ..Found::default() };
+    let mirror = |owner_uid: &str, volumes: Value| {
+        json!({"metadata": {"name": "static", "namespace": "kube-system", "annotations": {"kubernetes.io/config.mirror": "x"},
+            "ownerReferences": [{"apiVersion": "v1", "kind": "Node", "name": "n1", "uid": owner_uid, "controller": true}]},
+            "spec": {"nodeName": "n1", "containers": [{"name": "c", "image": "x"}], "volumes": volumes}})
+    };
+    assert!(check(("", "pods"), None, Operation::Create, &mut mirror("u1", json!([{"name": "v", "emptyDir": {}}])), None, &found).is_ok());
+    assert_eq!(
+        check(("", "pods"), None, Operation::Create, &mut mirror("u1", json!([{"name": "v", "secret": {"secretName": "s"}}])), None, &found).unwrap_err(),
+        "403 pods \"static\" is forbidden: node \"n1\" can not create pods that reference secrets"
+    );
+    assert_eq!(
+        check(("", "pods"), None, Operation::Create, &mut mirror("u2", json!([])), None, &found).unwrap_err(),
+        "403 pods \"static\" is forbidden: node n1 UID mismatch: expected u2 got u1"
+    );
+    assert_eq!(check(("", "pods"), None, Operation::Create, &mut mirror("u1", json!([])), None, &Found::default()).unwrap_err(), "404 node \"n1\" not found");
+    let mut plain = json!({"metadata": {"name": "web", "namespace": "dev"}, "spec": {"nodeName": "n1"}});
+    assert_eq!(
+        check(("", "pods"), None, Operation::Create, &mut plain, None, &found).unwrap_err(),
+        "403 pods \"web\" is forbidden: pod does not have \"kubernetes.io/config.mirror\" annotation, node \"n1\" can only create mirror pods"
+    );
+
+    // Its own Node: the kubelet's labels, no taints.
+    let mut relabelled = node.clone();
+    relabelled["metadata"]["labels"] =
+        json!({"kubernetes.io/hostname": "n1", "node.kubernetes.io/exclude-from-external-load-balancers": "", "node-role.kubernetes.io/master": ""});
+    assert_eq!(
+        check(("", "nodes"), None, Operation::Update, &mut relabelled, Some(&node), &found).unwrap_err(),
+        "403 nodes \"n1\" is forbidden: is not allowed to modify labels: node-role.kubernetes.io/master"
+    );
+    let mut tainted = node.clone();
+    tainted["spec"] = json!({"taints": [{"key": "k", "effect": "NoSchedule"}]});
+    assert_eq!(
+        check(("", "nodes"), None, Operation::Update, &mut tainted, Some(&node), &found).unwrap_err(),
+        "403 nodes \"n1\" is forbidden: node \"n1\" is not allowed to modify taints"
+    );
+    let mut other = json!({"metadata": {"name": "n2"}});
+    assert_eq!(
+        check(("", "nodes"), None, Operation::Create, &mut other, None, &found).unwrap_err(),
+        "403 nodes \"n2\" is forbidden: node \"n1\" is not allowed to modify node \"n2\""
+    );
+    let mut lease = json!({"metadata": {"name": "n1", "namespace": "default"}});
+    assert_eq!(
+        check(("coordination.k8s.io", "leases"), None, Operation::Create, &mut lease, None, &found).unwrap_err(),
+        "403 leases.coordination.k8s.io \"n1\" is forbidden: can only access leases in the \"kube-node-lease\" system namespace"
+    );
+    // Configmaps are not its business here (the Node authorizer's).
+    assert!(check(("", "configmaps"), None, Operation::Create, &mut json!({"metadata": {"name": "c", "namespace": "dev"}}), None, &found).is_ok());
+}

@@ -180,7 +180,7 @@ pub(crate) fn only_collector_fields(obj: &Value, old: &Value) -> bool {
 
 /// `v` without the members that are null, empty lists or empty maps (Go's semantic equality
 /// does not tell them from absent ones).
-fn semantic(v: &Value) -> Value {
+pub(crate) fn semantic(v: &Value) -> Value {
     match v {
         Value::Object(m) => Value::Object(
             m.iter()

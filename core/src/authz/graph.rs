@@ -166,8 +166,36 @@ fn pod_references(pod: &Value) -> Vec<Referenced> {
     if meta::at(pod, &["metadata", "annotations", "kubernetes.io/config.mirror"]).is_some() {
         return Vec::new();
     }
-    let mut names: Vec<(Vertex, &str)> = Vec::new();
     let spec = &pod["spec"];
+    let mut names = named_in_spec(spec);
+    let pod_name = meta::str_at(pod, &["metadata", "name"]).unwrap_or_default();
+    let ephemeral = spec
+        .get("volumes")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter(|v| v.get("ephemeral").is_some_and(Value::is_object))
+        .map(|v| format!("{pod_name}-{}", str_at(v, "/name").unwrap_or_default()));
+    let ephemeral: Vec<String> = ephemeral.collect();
+    let statuses = pod.pointer("/status/resourceClaimStatuses").and_then(Value::as_array).map(Vec::as_slice).unwrap_or_default();
+    for claim in spec.get("resourceClaims").and_then(Value::as_array).into_iter().flatten() {
+        let named = str_at(claim, "/resourceClaimName").or_else(|| {
+            let name = str_at(claim, "/name")?;
+            statuses.iter().find(|s| str_at(s, "/name") == Some(name)).and_then(|s| str_at(s, "/resourceClaimName"))
+        });
+        names.extend(named.filter(|n| !n.is_empty()).map(|n| (Vertex::ResourceClaim, n)));
+    }
+    let mut out: Vec<Referenced> = names.into_iter().map(|(v, n)| (v, namespace.to_string(), n.to_string())).collect();
+    out.extend(ephemeral.into_iter().map(|n| (Vertex::PersistentVolumeClaim, namespace.to_string(), n)));
+    out.sort();
+    out.dedup();
+    out
+}
+
+/// What a pod's spec names, by kind (kube's `VisitPodSecretNames` and `VisitPodConfigmapNames`,
+/// its service account and its volumes' claims), empty names left out.
+pub fn named_in_spec(spec: &Value) -> Vec<(Vertex, &str)> {
+    let mut names: Vec<(Vertex, &str)> = Vec::new();
     names.extend(str_at(spec, "/serviceAccountName").map(|n| (Vertex::ServiceAccount, n)));
     for s in spec.get("imagePullSecrets").and_then(Value::as_array).into_iter().flatten() {
         names.extend(str_at(s, "/name").map(|n| (Vertex::Secret, n)));
@@ -184,8 +212,6 @@ fn pod_references(pod: &Value) -> Vec<Referenced> {
             }
         }
     }
-    let pod_name = meta::str_at(pod, &["metadata", "name"]).unwrap_or_default();
-    let mut ephemeral = Vec::new();
     for v in spec.get("volumes").and_then(Value::as_array).into_iter().flatten() {
         names.extend(str_at(v, "/secret/secretName").map(|n| (Vertex::Secret, n)));
         names.extend(str_at(v, "/configMap/name").map(|n| (Vertex::ConfigMap, n)));
@@ -199,23 +225,9 @@ fn pod_references(pod: &Value) -> Vec<Referenced> {
         }
         names.extend(str_at(v, "/csi/nodePublishSecretRef/name").map(|n| (Vertex::Secret, n)));
         names.extend(str_at(v, "/persistentVolumeClaim/claimName").map(|n| (Vertex::PersistentVolumeClaim, n)));
-        if v.get("ephemeral").is_some_and(Value::is_object) {
-            ephemeral.push(format!("{pod_name}-{}", str_at(v, "/name").unwrap_or_default()));
-        }
     }
-    let statuses = pod.pointer("/status/resourceClaimStatuses").and_then(Value::as_array).map(Vec::as_slice).unwrap_or_default();
-    for claim in spec.get("resourceClaims").and_then(Value::as_array).into_iter().flatten() {
-        let named = str_at(claim, "/resourceClaimName").or_else(|| {
-            let name = str_at(claim, "/name")?;
-            statuses.iter().find(|s| str_at(s, "/name") == Some(name)).and_then(|s| str_at(s, "/resourceClaimName"))
-        });
-        names.extend(named.map(|n| (Vertex::ResourceClaim, n)));
-    }
-    let mut out: Vec<Referenced> = names.into_iter().filter(|(_, n)| !n.is_empty()).map(|(v, n)| (v, namespace.to_string(), n.to_string())).collect();
-    out.extend(ephemeral.into_iter().map(|n| (Vertex::PersistentVolumeClaim, namespace.to_string(), n)));
-    out.sort();
-    out.dedup();
-    out
+    names.retain(|(_, n)| !n.is_empty());
+    names
 }
 
 fn str_at<'v>(v: &'v Value, path: &str) -> Option<&'v str> {

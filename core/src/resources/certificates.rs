@@ -104,6 +104,14 @@ pub fn requested_organizations(obj: &Value) -> Result<Vec<String>, String> {
     Ok(subject.iter_organization().filter_map(|o| o.as_str().ok()).map(str::to_string).collect())
 }
 
+/// The common name of the subject a CSR's request asks for, or why the request does not parse.
+pub fn requested_common_name(obj: &Value) -> Result<String, String> {
+    let der = request_der(obj)?;
+    let (_, csr) = X509CertificationRequest::from_der(&der).map_err(|e| e.to_string())?;
+    let subject = &csr.certification_request_info.subject;
+    Ok(subject.iter_common_name().filter_map(|o| o.as_str().ok()).next().unwrap_or_default().to_string())
+}
+
 fn validate_request(obj: &Value, errs: &mut Vec<FieldError>) {
     let parsed = request_der(obj).and_then(|der| {
         let (_, csr) = X509CertificationRequest::from_der(&der).map_err(|e| e.to_string())?;
