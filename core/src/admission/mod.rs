@@ -181,7 +181,8 @@ impl Attributes<'_> {
 
     /// kube's `admission.NewForbidden`: 403, `<resource> "<name>" is forbidden: <why>`.
     pub fn forbidden(&self, why: &str) -> ApiError {
-        ApiError::forbidden(&self.info.group_resource(), self.name, why)
+        let name = if self.name.is_empty() { "Unknown" } else { self.name };
+        ApiError::forbidden(&self.info.group_resource(), name, why)
     }
 }
 

@@ -29,9 +29,10 @@ impl Plugin for NamespaceExists {
         if a.namespace.is_empty() {
             return Ok(());
         }
+        // Deletes are not looked up: the object deleted was found, and its namespace with it.
         match &a.found.namespace {
-            Some((name, Some(_))) if name == a.namespace => Ok(()),
-            _ => Err(ApiError::not_found(&GroupResource::new("", "namespaces"), a.namespace)),
+            Some((name, None)) if name == a.namespace => Err(ApiError::not_found(&GroupResource::new("", "namespaces"), a.namespace)),
+            _ => Ok(()),
         }
     }
 }

@@ -62,9 +62,22 @@ fn labels(obj: &Value) -> serde_json::Map<String, Value> {
     obj.pointer("/metadata/labels").and_then(Value::as_object).cloned().unwrap_or_default()
 }
 
-/// A value with its empty lists and maps taken for absent (Go's semantic equality).
-fn semantic(v: Option<&Value>) -> Option<&Value> {
-    v.filter(|v| !v.is_null() && *v != &Value::Array(Vec::new()) && *v != &Value::Object(Default::default()))
+/// The value at `path` with its empty lists and maps taken for absent (Go's semantic equality).
+fn semantic(obj: &Value, path: &str) -> Value {
+    match crate::authz::escalation::semantic(obj.pointer(path).unwrap_or(&Value::Null)) {
+        Value::Array(items) if items.is_empty() => Value::Null,
+        Value::Object(fields) if fields.is_empty() => Value::Null,
+        v => v,
+    }
+}
+
+/// The name a write asks for: the URL's, or on a create the object's own (not a name to be
+/// generated).
+fn requested_name<'a>(a: &Attributes<'a>, obj: Option<&'a Value>) -> &'a str {
+    match (a.operation, obj) {
+        (Operation::Create, Some(obj)) => meta::name(obj),
+        _ => a.name,
+    }
 }
 
 impl NodeRestriction {
@@ -106,11 +119,12 @@ impl NodeRestriction {
 
     fn node(&self, a: &Attributes, node: &str, obj: Option<&Value>) -> Result<(), String> {
         let nq = quote(node);
-        if a.name != node {
-            return Err(format!("node {nq} is not allowed to modify node {}", quote(a.name)));
+        let requested = requested_name(a, obj);
+        if requested != node {
+            return Err(format!("node {nq} is not allowed to modify node {}", quote(requested)));
         }
         let Some(new) = obj else { return Ok(()) };
-        let config_source = |n: &Value| semantic(n.pointer("/spec/configSource")).cloned();
+        let config_source = |n: &Value| n.pointer("/spec/configSource").filter(|c| !c.is_null()).cloned();
         let Some(old) = a.old.filter(|_| a.operation == Operation::Update) else {
             if config_source(new).is_some() {
                 return Err(format!("node {nq} is not allowed to create pods with a non-nil configSource"));
@@ -125,10 +139,10 @@ impl NodeRestriction {
         if config_source(new).is_some() && config_source(new) != config_source(old) {
             return Err(format!("node {nq} is not allowed to update configSource to a new non-nil configSource"));
         }
-        if semantic(new.pointer("/spec/taints")) != semantic(old.pointer("/spec/taints")) {
+        if semantic(new, "/spec/taints") != semantic(old, "/spec/taints") {
             return Err(format!("node {nq} is not allowed to modify taints"));
         }
-        if semantic(new.pointer("/metadata/ownerReferences")) != semantic(old.pointer("/metadata/ownerReferences")) {
+        if semantic(new, "/metadata/ownerReferences") != semantic(old, "/metadata/ownerReferences") {
             return Err(format!("node {nq} is not allowed to modify ownerReferences"));
         }
         let (now, was) = (labels(new), labels(old));
@@ -190,7 +204,8 @@ fn mirror_pod_refusal(a: &Attributes, node: &str, pod: &Value) -> Result<(), Opt
         _ => return Err(None),
     }
     let spec = pod.get("spec").unwrap_or(&Value::Null);
-    if !meta::str_at(pod, &["spec", "serviceAccountName"]).unwrap_or_default().is_empty() {
+    let account = |f: &str| meta::str_at(pod, &["spec", f]).unwrap_or_default();
+    if !account("serviceAccountName").is_empty() || !account("serviceAccount").is_empty() {
         return refuse(format!("node {nq} can not create pods that reference a service account"));
     }
     let named = crate::authz::graph::named_in_spec(spec);
@@ -239,7 +254,8 @@ impl Plugin for NodeRestriction {
         }
         let obj = obj.map(|o| &*o);
         let nq = quote(&node);
-        let same_name = |what: &str| if a.name == node { Ok(()) } else { Err(format!("can only access {what} with the same name as the requesting node")) };
+        let requested = requested_name(a, obj);
+        let same_name = |what: &str| if requested == node { Ok(()) } else { Err(format!("can only access {what} with the same name as the requesting node")) };
         let checked = match (a.info.group.as_str(), a.info.resource.as_str()) {
             ("", "pods") => return self.pod(a, &node, obj),
             ("", "nodes") => self.node(a, &node, obj),

@@ -264,6 +264,12 @@ fn node_restriction_keeps_kubelets_to_their_own_node() {
         check(("coordination.k8s.io", "leases"), None, Operation::Create, &mut lease, None, &found).unwrap_err(),
         "403 leases.coordination.k8s.io \"n1\" is forbidden: can only access leases in the \"kube-node-lease\" system namespace"
     );
+    // A name to be generated is not its own.
+    let mut generated = json!({"metadata": {"generateName": "n1", "namespace": "kube-node-lease"}});
+    assert_eq!(
+        check(("coordination.k8s.io", "leases"), None, Operation::Create, &mut generated, None, &found).unwrap_err(),
+        "403 leases.coordination.k8s.io \"Unknown\" is forbidden: can only access node lease with the same name as the requesting node"
+    );
     // Configmaps are not its business here (the Node authorizer's).
     assert!(check(("", "configmaps"), None, Operation::Create, &mut json!({"metadata": {"name": "c", "namespace": "dev"}}), None, &found).is_ok());
 }

@@ -103,13 +103,12 @@ fn csv_fields(line: &str) -> Vec<String> {
     out
 }
 
-/// The user a verified client certificate (DER) stands for.
-/// The subject a certificate (DER) names: its common name (empty if it has none) and
-/// organizations.
+/// The subject a certificate (DER) names: its common name (empty if it has none; the last of
+/// several, as Go's pkix keeps) and organizations.
 fn subject_of(der: &[u8]) -> Option<(String, Vec<String>)> {
     let (_, cert) = x509_parser::parse_x509_certificate(der).ok()?;
     let subject = cert.subject();
-    let name = subject.iter_common_name().next().and_then(|cn| cn.as_str().ok()).unwrap_or_default().to_string();
+    let name = subject.iter_common_name().last().and_then(|cn| cn.as_str().ok()).unwrap_or_default().to_string();
     let groups = subject.iter_organization().filter_map(|o| o.as_str().ok()).map(str::to_string).collect();
     Some((name, groups))
 }

@@ -104,6 +104,8 @@ impl EvictionOp {
         ctx.name = Some(name.to_string());
         ctx.subresource = subresource.map(str::to_string);
         ctx.field_manager = "kube-apiserver".into();
+        // The eviction's own writes are the server's: kube admits the eviction, not them.
+        ctx.admission = Default::default();
         Box::new(WriteOp::new(res.clone(), ctx, kind, Found::default(), Rng::new(self.rng.next_u64())))
     }
 

@@ -191,13 +191,19 @@ impl WriteOp {
         Ok(())
     }
 
-    /// Everything after the new object is known: `BeforeUpdate`, admission, validation, and the
-    /// deletion of an object whose last finalizer was removed.
+    /// Everything after the new object is known: mutating admission, `BeforeUpdate`, validation
+    /// and validating admission, and the deletion of an object whose last finalizer was removed.
     fn finish_update(&mut self, mut obj: Value, old: &Value) -> Result<Transform, ApiError> {
         let res = self.res.clone();
         let info = &res.info;
         meta::set_type_meta(&mut obj, &info.api_version(), &info.kind);
         self.fix_namespace(&mut obj)?;
+        // Mutating admission sees the object as the client sent it, before the strategy
+        // prepares it (kube's order: admission, then `BeforeUpdate`).
+        let name = meta::name(old).to_string();
+        let a = super::admission_attributes(&self.res, &self.ctx, &self.found, Operation::Update, &name, Some(old));
+        self.ctx.admission.admit(&a, Some(&mut obj), &mut self.rng)?;
+        self.check_escalation(&obj, Some(old))?;
         meta::set_meta(&mut obj, "generation", Value::from(meta::generation(old)));
         if meta::generation(old) == 0 {
             meta::remove_meta(&mut obj, "generation");
@@ -224,10 +230,6 @@ impl WriteOp {
                 meta::set_meta(&mut obj, key, v);
             }
         }
-        let name = meta::name(old).to_string();
-        let a = super::admission_attributes(&self.res, &self.ctx, &self.found, Operation::Update, &name, Some(old));
-        self.ctx.admission.admit(&a, Some(&mut obj), &mut self.rng)?;
-        self.check_escalation(&obj, Some(old))?;
 
         let mut errs = validation::object_meta_update(&obj, old);
         errs.extend(validation::object_meta(&obj, info.namespaced, self.res.strategy.name_check()));

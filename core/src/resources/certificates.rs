@@ -109,7 +109,8 @@ pub fn requested_common_name(obj: &Value) -> Result<String, String> {
     let der = request_der(obj)?;
     let (_, csr) = X509CertificationRequest::from_der(&der).map_err(|e| e.to_string())?;
     let subject = &csr.certification_request_info.subject;
-    Ok(subject.iter_common_name().filter_map(|o| o.as_str().ok()).next().unwrap_or_default().to_string())
+    // Go's pkix keeps the last common name of a subject.
+    Ok(subject.iter_common_name().filter_map(|o| o.as_str().ok()).last().unwrap_or_default().to_string())
 }
 
 fn validate_request(obj: &Value, errs: &mut Vec<FieldError>) {

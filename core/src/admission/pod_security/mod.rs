@@ -139,7 +139,7 @@ impl PodSecurity {
 /// removed, an image changed, an ephemeral container added or changed.
 fn significant_update(pod: &Value, old: &Value) -> bool {
     let list = |p: &'_ Value, name: &str| p.pointer(&format!("/spec/{name}")).and_then(Value::as_array).cloned().unwrap_or_default();
-    let image = |c: &Value| c.get("image").cloned();
+    let image = |c: &Value| c.get("image").and_then(Value::as_str).unwrap_or_default().to_string();
     for name in ["containers", "initContainers"] {
         let (new, was) = (list(pod, name), list(old, name));
         if new.len() != was.len() || new.iter().zip(&was).any(|(n, o)| image(n) != image(o)) {
