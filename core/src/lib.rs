@@ -22,6 +22,7 @@ pub mod openapi;
 pub mod patch;
 pub mod pipeline;
 pub mod quantity;
+pub mod quota;
 pub mod rand;
 pub mod registry;
 pub mod resources;

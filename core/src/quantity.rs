@@ -145,6 +145,17 @@ impl Quantity {
         Quantity { mantissa: i128::from(v), scale: 0, format }
     }
 
+    /// The value rounded up to a whole unit (kube's `RoundUp(0)`).
+    pub fn round_up(&self) -> Quantity {
+        if self.scale >= 0 {
+            return *self;
+        }
+        let d = 10i128.pow((-self.scale).min(38) as u32);
+        let q = self.mantissa / d;
+        let mantissa = if self.mantissa % d > 0 { q + 1 } else { q };
+        Quantity { mantissa, scale: 0, format: self.format }
+    }
+
     /// The value in milli-units, rounded up (kube's `MilliValue`).
     pub fn milli_value(&self) -> i128 {
         let shifted = Quantity { scale: self.scale + 3, ..*self };

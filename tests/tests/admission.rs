@@ -233,3 +233,48 @@ fn node_restriction_keeps_a_kubelet_to_its_own_labels_and_node() {
     let out = kubelet(&["label", "node", "n2", "node.kubernetes.io/pool=a"]);
     assert!(!out.status.success(), "{out:?}");
 }
+
+#[test]
+fn a_resource_quota_is_charged_atomically_and_given_back_by_its_controller() {
+    let k = Kapi::start();
+    k.ok(&["create", "namespace", "q"]);
+    k.ok(&["create", "quota", "compute", "-n", "q", "--hard=pods=2,requests.cpu=1,count/secrets=3"]);
+    let used = |what: &str| k.json(&["get", "quota", "compute", "-n", "q", "-o", "json"])["status"]["used"][what].clone();
+    assert!(kapi_tests::eventually(std::time::Duration::from_secs(20), || used("pods") == "0"), "the controller fills in status.used");
+    let pod = |name: &str, cpu: &str| {
+        let resources = if cpu.is_empty() { String::new() } else { format!(r#", "resources": {{"requests": {{"cpu": "{cpu}"}}}}"#) };
+        format!(
+            r#"{{"apiVersion": "v1", "kind": "Pod", "metadata": {{"name": "{name}"}}, "spec": {{"containers": [{{"name": "c", "image": "nginx"{resources}}}]}}}}"#
+        )
+    };
+    k.kubectl_in(&["create", "-n", "q", "-f", "-"], &pod("a", "500m"));
+    assert_eq!((used("pods"), used("requests.cpu")), ("1".into(), "500m".into()), "admission charges the create");
+    let out = k.kubectl_with_input(&["create", "-n", "q", "-f", "-"], &pod("b", "600m"));
+    assert!(
+        String::from_utf8_lossy(&out.stderr)
+            .contains("pods \"b\" is forbidden: exceeded quota: compute, requested: requests.cpu=600m, used: requests.cpu=500m, limited: requests.cpu=1"),
+        "{out:?}"
+    );
+    let out = k.kubectl_with_input(&["create", "-n", "q", "-f", "-"], &pod("c", ""));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("pods \"c\" is forbidden: failed quota: compute: must specify requests.cpu for: c"), "{out:?}");
+    k.ok(&["delete", "pod", "a", "-n", "q", "--wait=false"]);
+    assert!(
+        kapi_tests::eventually(std::time::Duration::from_secs(20), || used("pods") == "0" && used("requests.cpu") == "0"),
+        "the controller gives back what the deleted pod used"
+    );
+
+    // Eight creates at once for the last three secrets: exactly three land.
+    let k = &k;
+    let created: usize = std::thread::scope(|s| {
+        let tries: Vec<_> =
+            (0..8).map(|i| s.spawn(move || k.kubectl(&["create", "secret", "generic", &format!("s{i}"), "-n", "q"]).status.success())).collect();
+        tries.into_iter().map(|t| t.join().unwrap() as usize).sum()
+    });
+    assert_eq!(created, 3);
+    assert_eq!(used("count/secrets"), "3");
+    let out = k.kubectl(&["create", "secret", "generic", "late", "-n", "q"]);
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("exceeded quota: compute, requested: count/secrets=1, used: count/secrets=3, limited: count/secrets=3"),
+        "{out:?}"
+    );
+}

@@ -153,6 +153,10 @@ const EXPECTED_ERRORS: &[&str] = &[
     // seen the controller's previous write, that one attempt conflicts, as against kube-apiserver.
     // The test's checks of what the controllers achieved are what show the retry worked.
     "please apply your changes to the latest version and try again",
+    // The namespace controller deletes the deleted namespace's replica set while the replica set
+    // controller syncs it: the controller's status write then finds it gone (404), as it would
+    // against kube-apiserver.
+    "sync \"doomed/",
 ];
 
 #[test]

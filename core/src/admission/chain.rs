@@ -100,6 +100,7 @@ fn plugin(name: &str, config: Option<&[u8]>) -> Option<Result<Arc<dyn Plugin>, S
         "DenyServiceExternalIPs" => Arc::new(super::deny_service_external_ips::DenyServiceExternalIPs),
         "NamespaceExists" => Arc::new(super::namespace_exists::NamespaceExists),
         "NodeRestriction" => Arc::new(super::node_restriction::NodeRestriction),
+        "ResourceQuota" => Arc::new(super::resource_quota::ResourceQuota),
         "PodSecurity" => match super::pod_security::PodSecurity::new(config) {
             Ok(p) => Arc::new(p),
             Err(e) => return Some(Err(e)),
@@ -187,6 +188,15 @@ impl Chain {
         }
         Ok(())
     }
+
+    /// What the final object is charged to, after validation (see [`Plugin::charge`]).
+    pub fn charge(&self, a: &Attributes, obj: Option<&Value>, now: jiff::Timestamp) -> Result<Vec<super::Charge>, ApiError> {
+        let mut charges = Vec::new();
+        for p in self.plugins.iter().filter(|p| p.handles(a.operation)) {
+            charges.extend(p.charge(a, obj, now)?);
+        }
+        Ok(charges)
+    }
 }
 
 #[cfg(test)]
@@ -218,6 +228,7 @@ mod tests {
             "ClusterTrustBundleAttest",
             "CertificateSubjectRestriction",
             "DefaultIngressClass",
+            "ResourceQuota",
         ];
         assert_eq!(defaults, kapis);
         let changed = names(&["AlwaysPullImages"], &["ServiceAccount", "Priority", "LimitRanger"]).unwrap();

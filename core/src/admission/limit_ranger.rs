@@ -5,13 +5,12 @@
 //! claims on create and update; the first LimitRange a request breaks refuses it, 403 with
 //! kube's words.
 
-use std::collections::BTreeMap;
-
 use serde_json::{Map, Value};
 
 use super::{Attributes, Lookup, Operation, Pending, Plugin};
 use crate::meta;
 use crate::quantity::Quantity;
+use crate::quota::{Resources, pod_total, read as resources};
 use crate::rand::Rng;
 use crate::status::ApiError;
 
@@ -82,13 +81,6 @@ impl LimitRanger {
         }
         subject(a.info, a.subresource, a.operation)
     }
-}
-
-/// A list of resources (`requests`, `limits`, a LimitRange item's `min`...) by name.
-type Resources = BTreeMap<String, Quantity>;
-
-fn resources(v: Option<&Value>) -> Resources {
-    v.and_then(Value::as_object).into_iter().flatten().filter_map(|(k, q)| Some((k.clone(), Quantity::parse(q.as_str()?)?))).collect()
 }
 
 /// The items of a LimitRange of one type.
@@ -162,7 +154,9 @@ fn check(range: &Value, subject: Subject, obj: &Value) -> Vec<String> {
                 }
             }
             for item in items(range, "Pod") {
-                let (req, lim) = (pod_total(obj, "requests"), pod_total(obj, "limits"));
+                // What the pod's containers ask for together, from the spec (kube's `podRequests`/`podLimits`).
+                let of = |field: &'static str| move |c: &Value| resources(meta::at(c, &["resources", field]));
+                let (req, lim) = (pod_total(obj, of("requests")), pod_total(obj, of("limits")));
                 bounds(item, "Pod", &req, &lim, false, &mut errors);
             }
         }
@@ -174,47 +168,6 @@ fn check(range: &Value, subject: Subject, obj: &Value) -> Vec<String> {
         }
     }
     errors
-}
-
-/// What a pod's containers ask for together (kube's `podRequests`/`podLimits` of the spec):
-/// the containers' and restartable init containers' sum, or an init container's own with the
-/// sidecars started before it, whichever is greater.
-fn pod_total(pod: &Value, field: &str) -> Resources {
-    let of = |c: &Value| resources(meta::at(c, &["resources", field]));
-    let add = |into: &mut Resources, from: &Resources| {
-        for (k, q) in from {
-            let sum = into.get(k).map_or(Some(*q), |have| have.checked_add(q));
-            if let Some(sum) = sum {
-                into.insert(k.clone(), sum);
-            }
-        }
-    };
-    let mut total = Resources::new();
-    for c in meta::at(pod, &["spec", "containers"]).and_then(Value::as_array).into_iter().flatten() {
-        add(&mut total, &of(c));
-    }
-    let (mut sidecars, mut init_max) = (Resources::new(), Resources::new());
-    for c in meta::at(pod, &["spec", "initContainers"]).and_then(Value::as_array).into_iter().flatten() {
-        let own = of(c);
-        if c.get("restartPolicy").and_then(Value::as_str) == Some("Always") {
-            add(&mut total, &own);
-            add(&mut sidecars, &own);
-            continue;
-        }
-        let mut with_sidecars = own;
-        add(&mut with_sidecars, &sidecars);
-        for (k, q) in with_sidecars {
-            if init_max.get(&k).is_none_or(|have| q > *have) {
-                init_max.insert(k, q);
-            }
-        }
-    }
-    for (k, q) in init_max {
-        if total.get(&k).is_none_or(|have| q > *have) {
-            total.insert(k, q);
-        }
-    }
-    total
 }
 
 /// kube's `minConstraint`, `maxConstraint` (`maxRequestConstraint` for a claim, `request_only`)

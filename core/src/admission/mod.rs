@@ -23,6 +23,7 @@ mod node_restriction;
 mod persistent_volume_claim_resize;
 mod pod_security;
 mod priority;
+mod resource_quota;
 mod runtime_class;
 mod service_account;
 mod storage_object_in_use_protection;
@@ -65,6 +66,8 @@ pub enum Lookup {
     RuntimeClass(String),
     /// Every pod of a namespace (a list).
     Pods(String),
+    /// Every ResourceQuota of a namespace (a list).
+    ResourceQuotas(String),
 }
 
 impl Lookup {
@@ -81,6 +84,7 @@ impl Lookup {
             Lookup::IngressClasses => ("networking.k8s.io", "v1", "ingressclasses"),
             Lookup::RuntimeClass(_) => ("node.k8s.io", "v1", "runtimeclasses"),
             Lookup::Pods(_) => ("", "v1", "pods"),
+            Lookup::ResourceQuotas(_) => ("", "v1", "resourcequotas"),
         }
     }
 
@@ -91,7 +95,7 @@ impl Lookup {
             Lookup::Namespace(name) | Lookup::Node(name) | Lookup::RuntimeClass(name) => (None, Some(name)),
             Lookup::StorageClasses | Lookup::IngressClasses => (None, None),
             Lookup::ServiceAccount { namespace, name } | Lookup::Pod { namespace, name } | Lookup::Secret { namespace, name } => (Some(namespace), Some(name)),
-            Lookup::LimitRanges(namespace) | Lookup::Pods(namespace) => (Some(namespace), None),
+            Lookup::LimitRanges(namespace) | Lookup::Pods(namespace) | Lookup::ResourceQuotas(namespace) => (Some(namespace), None),
         }
     }
 }
@@ -120,6 +124,8 @@ pub struct Found {
     pub pods: Vec<Value>,
     /// The Node a mirror pod names as its owner.
     pub node: Option<Option<Value>>,
+    /// The ResourceQuotas of the namespace written in.
+    pub resource_quotas: Vec<Value>,
 }
 
 impl Found {
@@ -134,6 +140,7 @@ impl Found {
             Lookup::RuntimeClass(_) => self.runtime_class = Some(found),
             Lookup::Pods(_) => self.pods = list(found),
             Lookup::Node(_) => self.node = Some(found),
+            Lookup::ResourceQuotas(_) => self.resource_quotas = list(found),
             // What tokens name; admission does not look for it.
             Lookup::Pod { .. } | Lookup::Secret { .. } => {}
         }
@@ -222,6 +229,19 @@ pub trait Plugin: Send + Sync + std::fmt::Debug {
     fn validate(&self, _a: &Attributes, _obj: Option<&Value>, _warnings: &mut Vec<String>) -> Result<(), ApiError> {
         Ok(())
     }
+
+    /// After every validating plugin: what the final object is charged to (quotas), or the
+    /// refusal when it does not fit; `now` as the write sees it.
+    fn charge(&self, _a: &Attributes, _obj: Option<&Value>, _now: jiff::Timestamp) -> Result<Vec<Charge>, ApiError> {
+        Ok(Vec::new())
+    }
+}
+
+/// A ResourceQuota with what a write adds to its `status.used`: the registry writes it with
+/// the object, if the quota is still at the revision it was read at (its resourceVersion).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Charge {
+    pub quota: Value,
 }
 
 #[cfg(test)]

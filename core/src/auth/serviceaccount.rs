@@ -236,7 +236,13 @@ impl Claimed {
                 Lookup::Secret { .. } => ("secret", secret.as_ref()),
                 Lookup::Pod { .. } => ("pod", pod.as_ref()),
                 Lookup::Node(_) => ("node", node.as_ref()),
-                Lookup::Namespace(_) | Lookup::LimitRanges(_) | Lookup::StorageClasses | Lookup::IngressClasses | Lookup::RuntimeClass(_) | Lookup::Pods(_) => {
+                Lookup::Namespace(_)
+                | Lookup::LimitRanges(_)
+                | Lookup::StorageClasses
+                | Lookup::IngressClasses
+                | Lookup::RuntimeClass(_)
+                | Lookup::Pods(_)
+                | Lookup::ResourceQuotas(_) => {
                     continue;
                 }
             };

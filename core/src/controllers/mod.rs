@@ -4,6 +4,8 @@
 //! - `root-ca-cert-publisher`: every namespace gets the `kube-root-ca.crt` configmap;
 //! - `serviceaccount-token`: Secrets of type `kubernetes.io/service-account-token` get their
 //!   account's legacy token (`tokens.rs`), when the server signs service account tokens;
+//! - `resourcequota`: ResourceQuotas' `status` says what their namespace uses
+//!   (`resource_quota.rs`);
 //! - `namespace`: a deleted namespace is emptied, then its `kubernetes` finalizer is removed so
 //!   it goes away. Pods bound to nodes that do not exist are deleted at once, as kube's pod
 //!   garbage collector does (no kubelet will ever finish them).
@@ -34,6 +36,7 @@ mod crds;
 mod namespace;
 mod namespace_steps;
 mod reflector;
+mod resource_quota;
 mod tokens;
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
@@ -52,6 +55,7 @@ use self::crds::{CRDS, CrdStep};
 use self::namespace::Collection;
 use self::namespace_steps::Step;
 pub use self::reflector::{Change, Get, Reflector};
+use self::resource_quota::{QUOTAS, QuotaStep, Quotas};
 use self::tokens::{TOKEN_SECRETS, TokenStep, Tokens};
 use crate::catalog::Catalog;
 use crate::pipeline::Request;
@@ -75,12 +79,20 @@ pub struct Enabled {
     pub root_ca: bool,
     pub namespaces: bool,
     pub cluster_role_aggregation: bool,
+    pub resource_quota: bool,
 }
 
 impl Enabled {
-    pub const ALL: Enabled = Enabled { service_accounts: true, service_account_tokens: true, root_ca: true, namespaces: true, cluster_role_aggregation: true };
-    pub const NONE: Enabled =
-        Enabled { service_accounts: false, service_account_tokens: false, root_ca: false, namespaces: false, cluster_role_aggregation: false };
+    pub const ALL: Enabled =
+        Enabled { service_accounts: true, service_account_tokens: true, root_ca: true, namespaces: true, cluster_role_aggregation: true, resource_quota: true };
+    pub const NONE: Enabled = Enabled {
+        service_accounts: false,
+        service_account_tokens: false,
+        root_ca: false,
+        namespaces: false,
+        cluster_role_aggregation: false,
+        resource_quota: false,
+    };
 
     /// Parses `--controllers`: `*` (all), `none`, or a comma-separated list of names, as
     /// kube-controller-manager's flag of the same name (without its `-name` negation).
@@ -95,9 +107,10 @@ impl Enabled {
                 "root-ca-cert-publisher" => e.root_ca = true,
                 "namespace" => e.namespaces = true,
                 "clusterrole-aggregation" => e.cluster_role_aggregation = true,
+                "resourcequota" => e.resource_quota = true,
                 other => {
                     return Err(format!(
-                        "unknown controller {other:?}: known are serviceaccount, serviceaccount-token, root-ca-cert-publisher, namespace, clusterrole-aggregation"
+                        "unknown controller {other:?}: known are serviceaccount, serviceaccount-token, root-ca-cert-publisher, namespace, clusterrole-aggregation, resourcequota"
                     ));
                 }
             }
@@ -156,6 +169,9 @@ enum Watched {
     TokenSecrets,
     /// Every service account, for the tokens controller.
     TokenAccounts,
+    ResourceQuotas,
+    /// A collection quotas count (its index among those followed).
+    Counted(usize),
 }
 
 const ROOT_CA: &str = "kube-root-ca.crt";
@@ -193,6 +209,13 @@ enum Asker {
         status: u16,
         body: Vec<u8>,
     },
+    /// A request of the resourcequota controller's, counting a namespace's quotas.
+    Quota {
+        ns: String,
+        step: QuotaStep,
+        status: u16,
+        body: Vec<u8>,
+    },
     /// A write of an aggregated ClusterRole's rules.
     Aggregation {
         name: String,
@@ -227,6 +250,8 @@ pub struct Controllers {
     api_checks: BTreeMap<String, Timestamp>,
     /// The clusterrole-aggregation controller's state.
     aggregation: Aggregation,
+    /// The resourcequota controller's state.
+    quotas: Quotas,
     /// The tokens controller's state, once it has a key to sign with.
     tokens: Option<Tokens>,
     /// What this server publishes in `extension-apiserver-authentication`, and when it looks next.
@@ -265,6 +290,9 @@ impl Controllers {
         if enabled.cluster_role_aggregation {
             reflectors.push((Watched::ClusterRoles, Reflector::new(CLUSTER_ROLES, "", now)));
         }
+        if enabled.resource_quota {
+            reflectors.push((Watched::ResourceQuotas, Reflector::new(QUOTAS, "", now)));
+        }
         if enabled.root_ca {
             reflectors.push((Watched::RootCas, Reflector::new("/api/v1/configmaps", &format!("fieldSelector=metadata.name%3D{ROOT_CA}"), now)));
         }
@@ -282,6 +310,7 @@ impl Controllers {
             api_services: BTreeMap::new(),
             api_checks: BTreeMap::new(),
             aggregation: Aggregation::default(),
+            quotas: Quotas::default(),
             tokens: None,
             trust: None,
             registration_retry: None,
@@ -343,6 +372,7 @@ impl Controllers {
                     | Asker::ApiService { status, .. }
                     | Asker::Trust { status, .. }
                     | Asker::Tokens { status, .. }
+                    | Asker::Quota { status, .. }
                     | Asker::Aggregation { status, .. }
                     | Asker::Registration { status, .. },
                 ) => *status = code,
@@ -355,7 +385,8 @@ impl Controllers {
                     | Asker::Crd { body, .. }
                     | Asker::ApiService { body, .. }
                     | Asker::Trust { body, .. }
-                    | Asker::Tokens { body, .. },
+                    | Asker::Tokens { body, .. }
+                    | Asker::Quota { body, .. },
                 ) => body.extend_from_slice(&chunk),
                 Some(Asker::Registration { .. } | Asker::Aggregation { .. }) | None => {}
             },
@@ -384,6 +415,7 @@ impl Controllers {
                 Some(Asker::ApiService { name, step, status, body }) => self.api_service_answered(now, &name, step, status, &body),
                 Some(Asker::Trust { step, status, body }) => self.trust_answered(now, step, status, &body),
                 Some(Asker::Tokens { key, step, status, body }) => self.token_answered(now, key, step, status, &body),
+                Some(Asker::Quota { ns, step, status, body }) => self.quota_answered(now, &ns, step, status, &body),
                 Some(Asker::Registration { status, .. }) if !(200..300).contains(&status) => {
                     self.registration_retry = Some(now + REGISTRATION_RETRY);
                 }
@@ -413,6 +445,8 @@ impl Controllers {
                     Watched::ClusterRoles => self.cluster_role_changed(change),
                     Watched::TokenSecrets => self.token_secret_changed(change),
                     Watched::TokenAccounts => self.token_account_changed(change),
+                    Watched::ResourceQuotas => self.quota_changed(now, change),
+                    Watched::Counted(index) => self.counted_changed(index, change),
                 }
             }
         }
@@ -440,6 +474,7 @@ impl Controllers {
             self.aggregate_all();
         }
         self.token_retries_due(now);
+        self.quotas_due(now);
         // A namespace busy with its last requests keeps its retry until they are answered.
         let due: Vec<String> = self.retry.iter().filter(|(ns, at)| **at <= now && !self.busy(ns)).map(|(ns, _)| ns.clone()).collect();
         for ns in due {
@@ -460,6 +495,8 @@ impl Controllers {
             .chain(self.trust_wake())
             .chain(self.registration_retry)
             .chain(self.aggregation.retry)
+            .chain(self.quotas.retry)
+            .chain(self.quotas.resync)
             .chain(self.tokens.as_ref().and_then(Tokens::wake_at))
             .chain(self.reflectors.iter().filter_map(|(_, r)| r.wake_at()))
             .min()

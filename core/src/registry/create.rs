@@ -64,6 +64,7 @@ impl WriteOp {
         }
         let a = super::admission_attributes(&self.res, &self.ctx, &self.found, Operation::Create, meta::name(&obj), None);
         self.ctx.admission.validate(&a, Some(&obj), &mut self.admission_warnings)?;
+        self.charges = self.ctx.admission.charge(&a, Some(&obj), self.ctx.now)?;
         Ok(obj)
     }
 

@@ -11,6 +11,7 @@
 //! (a service's cluster IP and node ports, [`Claim`]), the object's own write, and giving pool
 //! values back (when a create fails after taking them, or when the object is deleted).
 
+mod charges;
 mod create;
 mod delete;
 mod eviction;
@@ -171,6 +172,10 @@ pub struct WriteOp {
     /// What admission warned of (kept on a refusal too, and over retries: the client is told
     /// each once).
     admission_warnings: Vec<String>,
+    /// The quotas the object is charged to, written with it (`charges.rs`).
+    charges: Vec<crate::admission::Charge>,
+    /// How many times a create's quotas had moved when it was sent.
+    charge_attempts: u32,
     done: Option<Result<WriteOutcome, ApiError>>,
     /// The conversion webhook's answers so far.
     converted: Converted,
@@ -221,6 +226,8 @@ impl WriteOp {
             created: false,
             warnings: Vec::new(),
             admission_warnings: Vec::new(),
+            charges: Vec::new(),
+            charge_attempts: 0,
             done: None,
             converted: Converted::default(),
             blocked: None,
@@ -290,7 +297,9 @@ impl WriteOp {
             }
         };
         self.phase = Phase::Writing;
-        self.storage = Some(StorageOp::new(req));
+        let mut op = StorageOp::new(req);
+        op.set_alongside(self.alongside());
+        self.storage = Some(op);
     }
 
     /// The bytes to store for `obj`, which becomes the write's result. Where a webhook
@@ -468,6 +477,9 @@ impl WriteOp {
         // A transform run again after the webhook answered draws the same uids and names (a
         // create by apply), so that the object it asked about is the one it meets again.
         let rng = self.rng.clone();
+        if let Some(moved) = self.storage.as_mut().and_then(StorageOp::take_moved) {
+            self.quotas_moved(moved);
+        }
         let t = match self.phase {
             Phase::Releasing { .. } => Ok(Transform::Delete),
             _ => self.transform(current.as_ref()),
@@ -475,12 +487,18 @@ impl WriteOp {
         if self.paused_at(Paused::Transform(current)) {
             self.rng = rng;
         } else {
-            self.storage.as_mut().expect("storage op is running").handle(now, StorageEvent::Transformed(t));
+            let alongside = if matches!(t, Ok(Transform::Put(_))) { self.alongside() } else { Vec::new() };
+            let storage = self.storage.as_mut().expect("storage op is running");
+            storage.set_alongside(alongside);
+            storage.handle(now, StorageEvent::Transformed(t));
         }
     }
 
     /// The object's write ended: the answer, unless it waits for the conversion webhook.
     fn landed(&mut self, result: Result<Outcome, StorageError<ApiError>>) {
+        if let Err(StorageError::Moved(moved)) = result {
+            return self.recharge_create(moved);
+        }
         let answer = self.finish(result.clone());
         if !self.paused_at(Paused::Finish(result)) {
             self.after_write(answer);
@@ -593,6 +611,8 @@ pub fn storage_error(e: StorageError<ApiError>, gr: &crate::status::GroupResourc
     match e {
         StorageError::Rejected(e) => e,
         StorageError::AlreadyExists => ApiError::already_exists(gr, name),
+        // Only a create charged to quotas meets it, and charges again.
+        StorageError::Moved(_) => ApiError::stale_conflict(&crate::status::GroupResource::new("", "resourcequotas"), ""),
         StorageError::Compacted { .. } => ApiError::expired("The resourceVersion for the provided list is too old."),
         StorageError::FutureRevision { current } => crate::cache::too_large(current + 1, current),
         StorageError::Kv(crate::kv::KvError::Timeout(m)) => ApiError::timeout(&format!("request did not complete within the allotted timeout: {m}"), 1),

@@ -27,7 +27,7 @@ pub fn encode_stored(res: &Resource, obj: &Value) -> (Bytes, Option<Splice>) {
 /// `obj` as kube writes it without `metadata.resourceVersion` and `metadata.selfLink`, written
 /// without copying it first (a write's object is encoded for storage on every attempt); and where
 /// the resourceVersion would go.
-fn write_stored(obj: &Value) -> (Bytes, Option<Splice>) {
+pub(super) fn write_stored(obj: &Value) -> (Bytes, Option<Splice>) {
     let mut out = Vec::with_capacity(4096);
     let gap = json::write_without_version(&mut out, obj);
     (Bytes::from(out), gap.map(|g| Splice { at: g.at, comma_before: g.after_member, comma_after: g.before_member }))

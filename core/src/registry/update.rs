@@ -242,6 +242,7 @@ impl WriteOp {
         }
         let a = super::admission_attributes(&self.res, &self.ctx, &self.found, Operation::Update, &name, Some(old));
         self.ctx.admission.validate(&a, Some(&obj), &mut self.admission_warnings)?;
+        self.charges = self.ctx.admission.charge(&a, Some(&obj), self.ctx.now)?;
         if super::delete::should_delete_during_update(&obj) {
             self.result = Some(obj);
             return Ok(Transform::Delete);

@@ -12,6 +12,12 @@
 //! A guaranteed update ([`StorageRequest::Mutate`]) writes with a transaction that compares the
 //! key's `mod_revision` with the one its transform saw, and on a conflict asks for the transform
 //! again on the newer value, so no update is ever based on a stale read.
+//!
+//! A create or guaranteed update may carry writes of other keys ([`Alongside`]), made in the
+//! same transaction only if those keys are still at the revisions the caller read them at:
+//! a quota charged with the object it counts. When one of them moved, a create ends with
+//! [`StorageError::Moved`] and an update asks its transform again, after noting what they hold
+//! now ([`StorageOp::take_moved`]).
 
 pub mod compactor;
 pub mod keys;
@@ -77,9 +83,22 @@ pub enum Outcome {
     },
 }
 
+/// A key written with the operation's own, if it is still at `mod_revision`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Alongside {
+    pub key: Bytes,
+    pub mod_revision: Revision,
+    pub value: Bytes,
+}
+
+/// The keys written alongside, as they are now (`None`: gone).
+pub type Moved = Vec<(Bytes, Option<KeyValue>)>;
+
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum StorageError<E> {
     AlreadyExists,
+    /// A key to be written alongside a create is no longer at the revision it was read at.
+    Moved(Moved),
     Compacted {
         compact_revision: Revision,
     },
@@ -150,6 +169,10 @@ pub struct StorageOp<E> {
     key: Bytes,
     dry_run: bool,
     state: State<E>,
+    /// What the next write of the key carries with it.
+    alongside: Vec<Alongside>,
+    /// The keys written alongside, as the last failed write found them.
+    moved: Option<Moved>,
 }
 
 impl<E: std::fmt::Debug> StorageOp<E> {
@@ -174,7 +197,7 @@ impl<E: std::fmt::Debug> StorageOp<E> {
                 (key, State::Send(KvRequest::LeaseGrant { ttl_seconds: ttl }, awaiting))
             }
             StorageRequest::Create { key, value, ttl_seconds: None } => {
-                let state = State::Send(create_txn(&key, &value, 0), Awaiting::Create { key: key.clone(), value, lease: 0 });
+                let state = State::Send(create_txn(&key, &value, 0, &[]), Awaiting::Create { key: key.clone(), value, lease: 0 });
                 (key, state)
             }
             StorageRequest::CreateDryRun { key, value } => {
@@ -187,7 +210,21 @@ impl<E: std::fmt::Debug> StorageOp<E> {
                 (key, State::Send(r, Awaiting::MutateRead))
             }
         };
-        StorageOp { key, dry_run, state }
+        StorageOp { key, dry_run, state, alongside: Vec::new(), moved: None }
+    }
+
+    /// The writes the key's next write carries (see the module documentation): for a create,
+    /// before its first poll; for an update, before the transform's answer.
+    pub fn set_alongside(&mut self, alongside: Vec<Alongside>) {
+        if let State::Send(req, Awaiting::Create { key, value, lease }) = &mut self.state {
+            *req = create_txn(key, value, *lease, &alongside);
+        }
+        self.alongside = alongside;
+    }
+
+    /// What the keys written alongside hold, when the last write found that one moved.
+    pub fn take_moved(&mut self) -> Option<Moved> {
+        self.moved.take()
     }
 
     pub fn poll(&mut self, _now: Timestamp) -> Option<StorageEffect<E>> {
@@ -216,7 +253,7 @@ impl<E: std::fmt::Debug> StorageOp<E> {
         }
     }
 
-    fn answered(&self, awaiting: Awaiting, result: KvResult) -> State<E> {
+    fn answered(&mut self, awaiting: Awaiting, result: KvResult) -> State<E> {
         let resp = match result {
             Ok(r) => r,
             Err(KvError::Compacted { compact_revision }) => return State::Finished(Err(StorageError::Compacted { compact_revision })),
@@ -228,14 +265,16 @@ impl<E: std::fmt::Debug> StorageOp<E> {
             (Awaiting::List, KvResponse::Range(r)) => State::Finished(Ok(Outcome::Listed(r))),
             (Awaiting::Revision, KvResponse::Range(r)) => State::Finished(Ok(Outcome::AtRevision(r.header_revision))),
             (Awaiting::Lease { key, value }, KvResponse::LeaseGrant { id, .. }) => {
-                State::Send(create_txn(&key, &value, id), Awaiting::Create { key, value, lease: id })
+                State::Send(create_txn(&key, &value, id, &self.alongside), Awaiting::Create { key, value, lease: id })
             }
             (Awaiting::Create { key, value, lease }, KvResponse::Txn(t)) => {
                 if t.succeeded {
                     let kv = KeyValue { key, value, create_revision: t.header_revision, mod_revision: t.header_revision, version: 1, lease };
                     State::Finished(Ok(Outcome::Created(kv)))
-                } else {
+                } else if self.alongside.is_empty() || current_of(&t).is_some() {
                     State::Finished(Err(StorageError::AlreadyExists))
+                } else {
+                    State::Finished(Err(StorageError::Moved(self.alongside_now(&t))))
                 }
             }
             (Awaiting::CreateDryRun { value }, KvResponse::Range(r)) => {
@@ -249,6 +288,9 @@ impl<E: std::fmt::Debug> StorageOp<E> {
             (Awaiting::MutateWrite { prev, next }, KvResponse::Txn(t)) => {
                 if !t.succeeded {
                     // Someone else wrote first: transform again from what is there now.
+                    if !self.alongside.is_empty() {
+                        self.moved = Some(self.alongside_now(&t));
+                    }
                     return State::Ask(current_of(&t), Read::Fresh);
                 }
                 let rev = t.header_revision;
@@ -312,17 +354,43 @@ impl<E: std::fmt::Debug> StorageOp<E> {
         if self.dry_run {
             return State::Finished(Ok(Outcome::WouldWrite { value: next, prev: current }));
         }
-        let txn = TxnRequest { compare: vec![guard], success: vec![op], failure: vec![TxnOp::Range(RangeRequest::key(self.key.clone()))] };
+        let with = if next.is_some() { self.alongside.as_slice() } else { &[] };
+        let mut txn = TxnRequest { compare: vec![guard], success: vec![op], failure: vec![TxnOp::Range(RangeRequest::key(self.key.clone()))] };
+        add_alongside(&mut txn, with);
         State::Send(KvRequest::Txn(txn), Awaiting::MutateWrite { prev: current, next })
+    }
+
+    /// The keys written alongside as a failed transaction's `failure` branch read them (after
+    /// the key's own read).
+    fn alongside_now(&self, t: &TxnResponse) -> Moved {
+        let ranges = t.responses.iter().skip(1).map(|r| match r {
+            TxnOpResponse::Range(r) => r.kvs.first().cloned(),
+            _ => None,
+        });
+        self.alongside.iter().map(|a| a.key.clone()).zip(ranges).collect()
     }
 }
 
-fn create_txn(key: &Bytes, value: &Bytes, lease: i64) -> KvRequest {
-    KvRequest::Txn(TxnRequest {
+fn create_txn(key: &Bytes, value: &Bytes, lease: i64, alongside: &[Alongside]) -> KvRequest {
+    let mut txn = TxnRequest {
         compare: vec![Compare::absent(key.clone())],
         success: vec![TxnOp::Put { key: key.clone(), value: value.clone(), lease }],
         failure: vec![],
-    })
+    };
+    if !alongside.is_empty() {
+        txn.failure.push(TxnOp::Range(RangeRequest::key(key.clone())));
+        add_alongside(&mut txn, alongside);
+    }
+    KvRequest::Txn(txn)
+}
+
+/// Guards and writes of the keys written alongside, and their reads when it fails.
+fn add_alongside(txn: &mut TxnRequest, alongside: &[Alongside]) {
+    for a in alongside {
+        txn.compare.push(Compare::mod_revision(a.key.clone(), a.mod_revision));
+        txn.success.push(TxnOp::Put { key: a.key.clone(), value: a.value.clone(), lease: 0 });
+        txn.failure.push(TxnOp::Range(RangeRequest::key(a.key.clone())));
+    }
 }
 
 /// The key's value read by a failed guarded write's `failure` branch.
