@@ -50,6 +50,12 @@ fn a_watch_cache_that_skips_an_event_is_caught() {
     assert!(matches!(invariant(&r), Some(Invariant::Watch | Invariant::List | Invariant::Liveness)), "seed {seed}: {:?}", r.failure);
 }
 
+#[test]
+fn a_store_that_lets_a_stale_quota_charge_land_is_caught() {
+    let (seed, r) = first_failure(Planted { unguarded_quotas: true, ..Planted::default() }, 30).expect("caught within 30 seeds");
+    assert_eq!(invariant(&r), Some(Invariant::Quota), "seed {seed}: {:?}", r.failure);
+}
+
 /// Seeds that found bugs, with the steps they ran: each must pass from now on.
 const REGRESSIONS: &[(u64, u64, &str)] = &[
     (11, 2000, "a slow watcher was closed as slow while its initial events were sent, so it never caught up"),

@@ -266,9 +266,13 @@ fn a_resource_quota_is_charged_atomically_and_given_back_by_its_controller() {
     // Eight creates at once for the last three secrets: exactly three land.
     let k = &k;
     let created: usize = std::thread::scope(|s| {
-        let tries: Vec<_> =
-            (0..8).map(|i| s.spawn(move || k.kubectl(&["create", "secret", "generic", &format!("s{i}"), "-n", "q"]).status.success())).collect();
-        tries.into_iter().map(|t| t.join().unwrap() as usize).sum()
+        let tries: Vec<_> = (0..8).map(|i| s.spawn(move || k.kubectl(&["create", "secret", "generic", &format!("s{i}"), "-n", "q"]))).collect();
+        let outs: Vec<_> = tries.into_iter().map(|t| t.join().unwrap()).collect();
+        // The others are refused by the quota, each as it then stood (never a conflict).
+        for out in outs.iter().filter(|o| !o.status.success()) {
+            assert!(String::from_utf8_lossy(&out.stderr).contains("exceeded quota: compute, requested: count/secrets=1"), "{out:?}");
+        }
+        outs.iter().filter(|o| o.status.success()).count()
     });
     assert_eq!(created, 3);
     assert_eq!(used("count/secrets"), "3");

@@ -36,6 +36,8 @@ pub(super) enum QuotaStep {
 struct Count {
     lists: usize,
     listed: BTreeMap<usize, Vec<Value>>,
+    /// The oldest revision of the lists.
+    listed_at: Option<i64>,
     writes: usize,
     failed: bool,
 }
@@ -158,6 +160,9 @@ impl Controllers {
         self.quotas.counts.insert(ns.to_string(), Count { lists: lists.len(), ..Count::default() });
         if lists.is_empty() {
             self.write_counts(ns, now);
+            if self.quotas.counts.get(ns).is_some_and(|c| c.writes == 0) {
+                self.quotas.counts.remove(ns);
+            }
             return;
         }
         for i in lists {
@@ -173,10 +178,14 @@ impl Controllers {
         match step {
             QuotaStep::List(i) => {
                 count.lists -= 1;
-                let items = serde_json::from_slice::<Value>(body).ok().and_then(|l| l.get("items").and_then(Value::as_array).cloned());
-                match items.filter(|_| ok) {
+                let list = serde_json::from_slice::<Value>(body).ok();
+                let at = list.as_ref().and_then(|l| meta::resource_version(l).parse::<i64>().ok());
+                match list.and_then(|l| l.get("items").and_then(Value::as_array).cloned()).filter(|_| ok) {
                     Some(items) => {
                         count.listed.insert(i, items);
+                        if let Some(at) = at {
+                            count.listed_at = Some(count.listed_at.map_or(at, |before| before.min(at)));
+                        }
                     }
                     None => count.failed = true,
                 }
@@ -203,7 +212,15 @@ impl Controllers {
             return;
         }
         let mut writes = Vec::new();
+        let mut again = false;
         for q in self.quotas.quotas.get(ns).into_iter().flat_map(|m| m.values()) {
+            // A quota newer than a list may have been charged for what the list does not
+            // show yet: it is counted again, from newer lists.
+            let newer = meta::resource_version(q).parse::<i64>().ok().zip(count.listed_at).is_some_and(|(q, listed)| q > listed);
+            if newer {
+                again = true;
+                continue;
+            }
             let hard = quota::read(meta::at(q, &["spec", "hard"]));
             let names = quota::names(&hard);
             let selectors = quota::selectors(q);
@@ -232,6 +249,9 @@ impl Controllers {
                 next["status"] = json!({"hard": quota::write(&hard), "used": quota::write(&used)});
                 writes.push((meta::name(q).to_string(), next));
             }
+        }
+        if again {
+            self.quotas.dirty.insert(ns.to_string());
         }
         if let Some(count) = self.quotas.counts.get_mut(ns) {
             count.writes = writes.len();

@@ -393,12 +393,13 @@ fn add_alongside(txn: &mut TxnRequest, alongside: &[Alongside]) {
     }
 }
 
-/// The key's value read by a failed guarded write's `failure` branch.
+/// The key's value read by a failed guarded write's `failure` branch (its first read; the
+/// keys written alongside follow).
 fn current_of(t: &TxnResponse) -> Option<KeyValue> {
-    t.responses.iter().find_map(|r| match r {
-        TxnOpResponse::Range(r) => r.kvs.first().cloned(),
+    match t.responses.first() {
+        Some(TxnOpResponse::Range(r)) => r.kvs.first().cloned(),
         _ => None,
-    })
+    }
 }
 
 /// Runs `op` to completion against `model`, answering transforms with `transform`: the

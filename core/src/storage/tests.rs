@@ -69,6 +69,63 @@ fn refusals_and_no_ops_on_a_stale_cached_value_are_decided_again_on_the_stored_o
     assert_eq!(run_against_model(&mut m, t0(), op, |_| Err("no".to_string())).0, Err(StorageError::Rejected("no".into())));
 }
 
+/// A write carried alongside lands with the key's own only while its key is where it was read:
+/// a create then fails with what the key holds now, an update asks its transform again.
+#[test]
+fn writes_alongside_land_with_the_key_or_not_at_all() {
+    let mut m = Model::new();
+    let quota = StorageRequest::Create { key: "/q".into(), value: "0".into(), ttl_seconds: None };
+    let Ok(Outcome::Created(q)) = run_against_model(&mut m, t0(), Op::new(quota), put_value("x")).0 else { panic!() };
+    let charge = |rev, value: &str| vec![Alongside { key: "/q".into(), mod_revision: rev, value: Bytes::from(value.to_string()) }];
+
+    let mut op = Op::new(StorageRequest::Create { key: "/r/a".into(), value: "a".into(), ttl_seconds: None });
+    op.set_alongside(charge(q.mod_revision, "1"));
+    let Ok(Outcome::Created(a)) = run_against_model(&mut m, t0(), op, put_value("x")).0 else { panic!() };
+    let now_q = |m: &mut Model| match m.apply(t0(), &KvRequest::Range(RangeRequest::key("/q"))).0 {
+        Ok(KvResponse::Range(r)) => r.kvs[0].clone(),
+        other => panic!("{other:?}"),
+    };
+    let q1 = now_q(&mut m);
+    assert_eq!((q1.value.clone(), q1.mod_revision), (Bytes::from("1"), a.mod_revision));
+
+    // Read at the old revision: nothing is written, and the quota is reported as it is.
+    let mut op = Op::new(StorageRequest::Create { key: "/r/b".into(), value: "b".into(), ttl_seconds: None });
+    op.set_alongside(charge(q.mod_revision, "2"));
+    let (r, events) = run_against_model(&mut m, t0(), op, put_value("x"));
+    assert_eq!(r, Err(StorageError::Moved(vec![(Bytes::from("/q"), Some(q1.clone()))])));
+    assert!(events.is_empty());
+    // An existing key is still AlreadyExists.
+    let mut op = Op::new(StorageRequest::Create { key: "/r/a".into(), value: "a".into(), ttl_seconds: None });
+    op.set_alongside(charge(q.mod_revision, "2"));
+    assert_eq!(run_against_model(&mut m, t0(), op, put_value("x")).0, Err(StorageError::AlreadyExists));
+
+    // An update: the transform is asked again and its new charge lands with it.
+    let mut op = Op::new(StorageRequest::Mutate { key: "/r/a".into(), cached: None, dry_run: false });
+    let mut asked = 0;
+    let mut events = Vec::new();
+    let result = loop {
+        match op.poll(t0()).unwrap() {
+            StorageEffect::Kv(req) => {
+                let (r, evs) = m.apply(t0(), &req);
+                events.extend(evs);
+                op.handle(t0(), StorageEvent::Kv(r));
+            }
+            StorageEffect::Transform(_) => {
+                asked += 1;
+                let moved = op.take_moved();
+                assert_eq!(moved.is_some(), asked == 2);
+                let rev = if asked == 1 { q.mod_revision } else { q1.mod_revision };
+                op.set_alongside(charge(rev, "3"));
+                op.handle(t0(), StorageEvent::Transformed(Ok(Transform::Put("a2".into()))));
+            }
+            StorageEffect::Done(r) => break r,
+        }
+    };
+    assert!(matches!(result, Ok(Outcome::Written { ref kv, .. }) if kv.value == "a2"), "{result:?}");
+    assert_eq!((asked, now_q(&mut m).value), (2, Bytes::from("3")));
+    assert_eq!(events.len(), 2, "the object and its quota, in one revision");
+}
+
 #[test]
 fn transform_rejection_and_keep_write_nothing() {
     let mut m = Model::new();

@@ -206,7 +206,7 @@ impl Simulation {
             boot.handle(now, r);
         }
         let token = setup.server.authenticator.loopback.clone().expect("the simulated server has a loopback token");
-        let controllers = ControllerClient::new(&setup.served.catalog, &token, now, config.planted.blind_cleanup);
+        let controllers = ControllerClient::new(&setup.served.catalog, &token, now, config.planted.blind_cleanup, swarm.quota.is_some());
         let mut sim_server = SimServer::new(setup, swarm.cache_history, swarm.watch_buffer);
         sim_server.stale_catalog = config.planted.stale_catalog;
         sim_server.stale_policy = config.planted.stale_policy;
@@ -256,6 +256,7 @@ impl Simulation {
             }
         }
         self.serve_widgets()?;
+        self.limit_configmaps()?;
         self.store.set_faults(self.swarm.clone());
         self.add_clients();
         self.schedule_faults();
@@ -397,6 +398,7 @@ impl Simulation {
             catalogs: Catalogs::default(),
             member: clients::rbac::MEMBERS.iter().position(|m| req.header("Authorization") == Some(&format!("Bearer {}", m.token))),
             policy: server::Policy::default(),
+            quota: self.swarm.quota,
         };
         let who = if client == SETUP { "setup".to_string() } else { self.clients[client].name() };
         self.note(|| format!("#{} {who} {} {}?{}", id.0, req.method, req.path, req.query));
@@ -477,13 +479,17 @@ impl Simulation {
         s.call.catalogs = catalogs;
         s.call.policy = policy;
         self.catalog_not_older(&s)?;
-        self.policies.answered(&s.call, status, s.policy_seen, &self.store.oracle)?;
+        // A refusal by the quota comes after authorization allowed the request.
+        let parsed = serde_json::from_slice(&body).unwrap_or_default();
+        let authorized = if check::quota::refused(&s.call, status, &parsed) { 200 } else { status };
+        self.policies.answered(&s.call, authorized, s.policy_seen, &self.store.oracle)?;
         self.note(|| format!("#{} -> {status} {}", id.0, String::from_utf8_lossy(&body[..body.len().min(160)])));
         let oracle = &self.store.oracle;
         let v = check::response::answered(&s.call, status, &body, oracle)?;
         if (200..300).contains(&status) && s.call.target.is_some() {
             self.durability.answered(&s.call, &v, oracle)?;
             check::concurrency::answered(&s.call, &v, oracle)?;
+            check::quota::answered(&s.call, status, &v, oracle)?;
             self.lists.answered(&s.call, &v, oracle)?;
         }
         self.deliver(s.client, s.tag, Reply::Response { status, body })

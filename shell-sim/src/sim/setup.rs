@@ -4,7 +4,7 @@
 use jiff::SignedDuration;
 
 use super::check::selector::Selector;
-use super::check::{Invariant, Violation, fail};
+use super::check::{self, Invariant, Violation, fail};
 use super::clients::crd_admin::CrdAdmin;
 use super::clients::informer::{Informer, Role};
 use super::clients::rbac::{Member, RbacAdmin};
@@ -31,6 +31,36 @@ impl Simulation {
         while !(self.server.serves(kinds::WIDGETS_GROUP, "v1", "widgets") && self.server.serves(kinds::WIDGETS_GROUP, "v1beta1", "widgets")) {
             if !self.step()? || self.now > deadline {
                 return Err(fail(Invariant::Liveness, "the widgets' CRD was never established".into()));
+            }
+        }
+        Ok(())
+    }
+
+    /// In a world with quotas: gives every namespace its ResourceQuota of configmaps and waits
+    /// until kapi's resourcequota controller has counted each (a quota is enforced from then).
+    pub(super) fn limit_configmaps(&mut self) -> Result<(), Violation> {
+        let Some(hard) = self.swarm.quota else { return Ok(()) };
+        for ns in self.namespaces() {
+            let quota = serde_json::json!({"apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": check::quota::QUOTA},
+                "spec": {"hard": {"count/configmaps": hard.to_string()}}});
+            let path = format!("/api/v1/namespaces/{ns}/resourcequotas");
+            let (status, _) = self.setup(clients::request("POST", &path, "", Some(&quota), "application/json"))?;
+            if status != 201 {
+                return Err(fail(Invariant::Response, format!("creating the quota of {ns} answered {status}")));
+            }
+            let deadline = self.now + SignedDuration::from_secs(10);
+            loop {
+                let (_, body) = self.setup(clients::request("GET", &format!("{path}/{}", check::quota::QUOTA), "", None, ""))?;
+                let quota: serde_json::Value = serde_json::from_slice(&body).unwrap_or_default();
+                if quota["status"]["used"]["count/configmaps"].is_string() {
+                    break;
+                }
+                if self.now > deadline {
+                    return Err(fail(Invariant::Liveness, format!("the quota of {ns} was never counted")));
+                }
+                if !self.step()? {
+                    return Err(fail(Invariant::Liveness, "the world stopped while quotas were counted".into()));
+                }
             }
         }
         Ok(())

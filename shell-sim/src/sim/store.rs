@@ -33,6 +33,9 @@ pub struct Planted {
     pub stale_policy: bool,
     /// The server never takes in a deletion of an RBAC object, though it takes in the revision.
     pub kept_rbac_deletes: bool,
+    /// The store ignores what a transaction compares of ResourceQuotas (a quota charged on a
+    /// stale read still lands).
+    pub unguarded_quotas: bool,
 }
 
 pub enum StoreOut {
@@ -221,7 +224,15 @@ impl Store {
                 return result;
             }
         }
-        let (result, events) = self.model.apply(now, req);
+        let unguarded = match req {
+            KvRequest::Txn(t) if self.planted.unguarded_quotas => {
+                let mut t = t.clone();
+                t.compare.retain(|c| !c.key.starts_with(b"/registry/resourcequotas/"));
+                Some(KvRequest::Txn(t))
+            }
+            _ => None,
+        };
+        let (result, events) = self.model.apply(now, unguarded.as_ref().unwrap_or(req));
         let committed = !events.is_empty();
         self.commit(now, events);
         if committed && self.rng.chance(self.faults.ambiguous_commits) {

@@ -49,6 +49,9 @@ pub struct Swarm {
     /// The server authorizes with RBAC; members work under a policy an administrator keeps
     /// changing (this many members, none for a server that allows everything).
     pub rbac_members: usize,
+    /// Every namespace has a ResourceQuota of this many configmaps (`count/configmaps`),
+    /// kept by kapi's resourcequota controller; none if `None`.
+    pub quota: Option<u64>,
 }
 
 impl Swarm {
@@ -57,6 +60,7 @@ impl Swarm {
     /// them), so that a world without them is the one its seed made before.
     pub fn draw(rng: &mut SimRng, seed: u64) -> Swarm {
         let mut added = SimRng::new(seed ^ 0x5eed_0009);
+        let mut quotas = SimRng::new(seed ^ 0x5eed_0016);
         let compaction = rng.chance(0.6).then(|| SignedDuration::from_millis(rng.between(500, 30_000) as i64));
         Swarm {
             users: rng.between(1, 8) as usize,
@@ -78,6 +82,7 @@ impl Swarm {
             watch_buffer: *rng.pick(&[4, 32, 1024]),
             crd_churn: rng.chance(0.5),
             rbac_members: if added.chance(0.5) { added.between(1, 3) as usize } else { 0 },
+            quota: quotas.chance(0.4).then(|| quotas.between(1, 12)),
         }
     }
 
@@ -99,7 +104,7 @@ impl fmt::Display for Swarm {
         let compaction = self.compaction.map_or("off".to_string(), |d| format!("every {}ms keeping {}", d.as_millis(), self.compaction_keep));
         write!(
             f,
-            "users={} controllers={} watchers={} slow_watchers={} names={} namespaces={} latency={}us errors={:.3} ambiguous_commits={:.3} ambiguous_failures={:.3} watch_drops={:.4} compaction={} outages={} restarts={} cache_history={} watch_buffer={} crd_churn={} rbac_members={}",
+            "users={} controllers={} watchers={} slow_watchers={} names={} namespaces={} latency={}us errors={:.3} ambiguous_commits={:.3} ambiguous_failures={:.3} watch_drops={:.4} compaction={} outages={} restarts={} cache_history={} watch_buffer={} crd_churn={} rbac_members={} quota={:?}",
             self.users,
             self.controllers,
             self.watchers,
@@ -117,7 +122,8 @@ impl fmt::Display for Swarm {
             self.cache_history,
             self.watch_buffer,
             self.crd_churn,
-            self.rbac_members
+            self.rbac_members,
+            self.quota
         )
     }
 }

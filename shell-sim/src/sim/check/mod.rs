@@ -7,6 +7,7 @@ pub mod concurrency;
 pub mod crds;
 pub mod durability;
 pub mod list;
+pub mod quota;
 pub mod response;
 pub mod selector;
 pub mod watch;
@@ -42,6 +43,8 @@ pub enum Invariant {
     /// 8. Every RBAC decision is kube's over the RBAC objects of its snapshot's revisions, and
     ///    no request is allowed by a policy older than one its client saw.
     Authorization,
+    /// 9. A quota is never exceeded by acknowledged writes.
+    Quota,
 }
 
 impl Invariant {
@@ -145,6 +148,8 @@ pub struct Call {
     pub member: Option<usize>,
     /// The policy its authorization was decided by (set when it is answered).
     pub policy: super::server::Policy,
+    /// The configmaps each namespace's quota allows, in a world with quotas.
+    pub quota: Option<u64>,
 }
 
 impl Call {

@@ -47,7 +47,7 @@ pub fn answered(call: &Call, code: u16, body: &[u8], oracle: &Oracle) -> Result<
     let Ok(v) = serde_json::from_slice::<serde_json::Value>(body) else {
         return Err(fail(Invariant::Response, format!("{} answered {code} with a body that is not JSON: {:?}", what(), String::from_utf8_lossy(body))));
     };
-    if call.target.is_some() && !code_fits(call, code) {
+    if call.target.is_some() && !code_fits(call, code) && !super::quota::refused(call, code, &v) {
         violation(Invariant::Response, format!("{} answered {code}: {v}", what()))?;
     }
     if (200..300).contains(&code) {

@@ -2,7 +2,8 @@
 //! machine (the apiextensions controllers: names, `Established`, the cleanup finalizer; the
 //! aggregator's local APIServices and availability), its requests sent through the world
 //! like everyone's, with the world's latency, faults and restarts. Built-in controllers that
-//! work on namespaces are off, as the simulated clients make none.
+//! work on namespaces are off, as the simulated clients make none; the resourcequota
+//! controller runs in a world with quotas.
 
 use jiff::{SignedDuration, Timestamp};
 use kapi_core::controllers::{ControllerEffect, ControllerEvent, Controllers, Enabled, RequestId};
@@ -20,8 +21,9 @@ pub struct ControllerClient {
 
 impl ControllerClient {
     /// The controllers of a server whose loopback token is `token`.
-    pub fn new(catalog: &kapi_core::catalog::Catalog, token: &str, now: Timestamp, blind_cleanup: bool) -> ControllerClient {
-        ControllerClient { machine: Controllers::new(Enabled::NONE, catalog, token, SIM_CA, now), blind_cleanup, widget_lists: Default::default() }
+    pub fn new(catalog: &kapi_core::catalog::Catalog, token: &str, now: Timestamp, blind_cleanup: bool, quotas: bool) -> ControllerClient {
+        let enabled = Enabled { resource_quota: quotas, ..Enabled::NONE };
+        ControllerClient { machine: Controllers::new(enabled, catalog, token, SIM_CA, now), blind_cleanup, widget_lists: Default::default() }
     }
 
     /// Sends what the machine asks for, and wakes when it next has work.
