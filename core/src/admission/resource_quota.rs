@@ -55,6 +55,10 @@ impl Plugin for ResourceQuota {
             }
             counting.push((q, hard, used));
         }
+        // Nothing counts it: nothing to measure (kube measures only for the quotas that match).
+        if counting.is_empty() {
+            return Ok(Vec::new());
+        }
         let usage = evaluator.usage(obj, now);
         let negative: Vec<String> = usage.iter().filter(|(_, q)| q.sign() < 0).map(|(k, _)| k.clone()).collect();
         if !negative.is_empty() {
