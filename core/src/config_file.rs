@@ -203,6 +203,12 @@ impl Decoder {
         self.type_error.get_or_insert(message);
     }
 
+    /// What a lenient decoding (Go's universal decoder, which ignores unknown fields) came
+    /// to: the first type error.
+    pub fn finish_leniently(self) -> Result<(), String> {
+        self.type_error.map_or(Ok(()), Err)
+    }
+
     /// What the decoding came to: the first type error, else the unknown fields.
     pub fn finish(self) -> Result<(), String> {
         if let Some(e) = self.type_error {

@@ -161,6 +161,8 @@ impl Quantity {
         let shifted = Quantity { scale: self.scale + 3, ..*self };
         match shifted.as_integer() {
             Some(v) => v,
+            // Past what an i128 holds.
+            None if shifted.scale >= 0 => i128::MAX * shifted.mantissa.signum(),
             None => {
                 let d = 10i128.pow((-shifted.scale) as u32);
                 let q = shifted.mantissa / d;
@@ -200,9 +202,13 @@ impl Quantity {
         if self.format == Format::DecimalExponent {
             return if e == 0 { m.to_string() } else { format!("{m}e{e}") };
         }
-        // DecimalSI suffixes stop at E; larger exponents keep digits in the mantissa.
+        // DecimalSI suffixes stop at E; larger exponents keep digits in the mantissa (in
+        // exponent form past what the mantissa holds).
         while e > 18 {
-            m *= 1000;
+            match m.checked_mul(1000) {
+                Some(bigger) => m = bigger,
+                None => return format!("{m}e{e}"),
+            }
             e -= 3;
         }
         let suffix = DECIMAL.iter().find(|(_, x)| *x == e).map(|(n, _)| *n).unwrap_or("");
@@ -210,12 +216,55 @@ impl Quantity {
     }
 }
 
+impl Quantity {
+    /// The sum, or past the largest magnitude kept exactly, that magnitude with the sum's sign
+    /// (more than any limit a quota sets).
+    pub fn saturating_add(&self, other: &Quantity) -> Quantity {
+        self.checked_add(other).unwrap_or_else(|| {
+            let sign = if magnitude_cmp(self, other) == Ordering::Less { other.mantissa.signum() } else { self.mantissa.signum() };
+            Quantity { mantissa: sign * (LIMIT - 1), scale: self.scale.max(other.scale).max(0), format: self.format }
+        })
+    }
+}
+
+/// The number of decimal digits of `m` (0 for 0).
+fn digits(m: i128) -> i64 {
+    let mut m = m.unsigned_abs();
+    let mut n = 0;
+    while m > 0 {
+        m /= 10;
+        n += 1;
+    }
+    n
+}
+
+/// Compares two quantities' absolute values, whatever their scales.
+fn magnitude_cmp(a: &Quantity, b: &Quantity) -> Ordering {
+    match (a.mantissa == 0, b.mantissa == 0) {
+        (true, true) => return Ordering::Equal,
+        (true, false) => return Ordering::Less,
+        (false, true) => return Ordering::Greater,
+        _ => {}
+    }
+    let (oa, ob) = (digits(a.mantissa) + i64::from(a.scale), digits(b.mantissa) + i64::from(b.scale));
+    if oa != ob {
+        return oa.cmp(&ob);
+    }
+    // Of one order of magnitude: aligned, each has at most as many digits as a mantissa.
+    let s = a.scale.min(b.scale);
+    let x = a.mantissa.unsigned_abs() * 10u128.pow((a.scale - s) as u32);
+    let y = b.mantissa.unsigned_abs() * 10u128.pow((b.scale - s) as u32);
+    x.cmp(&y)
+}
+
 impl PartialOrd for Quantity {
     fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
-        let s = self.scale.min(other.scale);
-        let a = self.mantissa.checked_mul(10i128.checked_pow((self.scale - s) as u32)?)?;
-        let b = other.mantissa.checked_mul(10i128.checked_pow((other.scale - s) as u32)?)?;
-        Some(a.cmp(&b))
+        let (sa, sb) = (self.mantissa.signum(), other.mantissa.signum());
+        Some(match sa.cmp(&sb) {
+            Ordering::Equal if sa < 0 => magnitude_cmp(self, other).reverse(),
+            Ordering::Equal => magnitude_cmp(self, other),
+            unequal => unequal,
+        })
     }
 }
 
@@ -225,6 +274,20 @@ mod tests {
 
     fn canon(s: &str) -> String {
         Quantity::parse(s).unwrap_or_else(|| panic!("{s} parses")).canonical()
+    }
+
+    #[test]
+    fn quantities_of_any_scale_compare_and_huge_sums_saturate() {
+        let q = |s: &str| Quantity::parse(s).unwrap();
+        assert!(q("1e37") > q("10"));
+        assert!(q("1e-9") < q("1e30"));
+        assert!(q("-1e37") < q("-5"));
+        assert!(q("1500m") > q("1"));
+        assert_eq!(q("1e37").partial_cmp(&q("10000000000000000000000000000000000000")), Some(Ordering::Equal));
+        let huge = q("0").saturating_add(&q("1e37"));
+        assert!(huge > q("1e30") && huge.canonical().len() < 60);
+        assert!(q("1e40").milli_value() > 0);
+        assert_eq!(Quantity::from_i64(1, Format::DecimalSI).saturating_add(&q("2")).canonical(), "3");
     }
 
     #[test]

@@ -100,7 +100,10 @@ fn plugin(name: &str, config: Option<&[u8]>) -> Option<Result<Arc<dyn Plugin>, S
         "DenyServiceExternalIPs" => Arc::new(super::deny_service_external_ips::DenyServiceExternalIPs),
         "NamespaceExists" => Arc::new(super::namespace_exists::NamespaceExists),
         "NodeRestriction" => Arc::new(super::node_restriction::NodeRestriction),
-        "ResourceQuota" => Arc::new(super::resource_quota::ResourceQuota),
+        "ResourceQuota" => match super::resource_quota::ResourceQuota::new(config) {
+            Ok(p) => Arc::new(p),
+            Err(e) => return Some(Err(e)),
+        },
         "PodSecurity" => match super::pod_security::PodSecurity::new(config) {
             Ok(p) => Arc::new(p),
             Err(e) => return Some(Err(e)),

@@ -338,6 +338,7 @@ impl Controllers {
     /// resources come and go with their CRDs).
     pub fn catalog_changed(&mut self, catalog: &Catalog) {
         self.collections = namespace::collections(catalog);
+        self.quotas.refollow = true;
     }
 
     fn send(&mut self, asker: Asker, method: &str, path: String, query: &str, body: Option<Value>) {

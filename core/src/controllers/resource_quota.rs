@@ -59,6 +59,8 @@ pub(super) struct Quotas {
     pub(super) retry: Option<Timestamp>,
     /// When every namespace with quotas is counted again.
     pub(super) resync: Option<Timestamp>,
+    /// The catalog changed: what the quotas count is followed anew and counted again.
+    pub(super) refollow: bool,
 }
 
 impl Controllers {
@@ -92,9 +94,10 @@ impl Controllers {
         }
     }
 
-    /// Follows every collection a quota of `hard` counts.
-    fn follow_counted(&mut self, now: Timestamp, hard: &Resources) {
+    /// Follows every collection a quota of `hard` counts; whether it follows more.
+    fn follow_counted(&mut self, now: Timestamp, hard: &Resources) -> bool {
         let names = quota::names(hard);
+        let before = self.quotas.followed.len();
         for c in &self.collections {
             let (resource, group) = c.label.split_once('.').unwrap_or((&c.label, ""));
             let counted = Evaluator::of(group, resource).is_some_and(|e| !e.matching(&names).is_empty());
@@ -106,6 +109,7 @@ impl Controllers {
             let everywhere = c.path.replace("/namespaces/{ns}", "");
             self.reflectors.push((Watched::Counted(index), Reflector::new(&everywhere, "", now)));
         }
+        self.quotas.followed.len() > before
     }
 
     /// A followed object changed: its namespace's quotas that count it are counted again when
@@ -113,7 +117,6 @@ impl Controllers {
     pub(super) fn counted_changed(&mut self, index: usize, change: Change) {
         let q = &mut self.quotas;
         let ns = meta::namespace(&change.object).to_string();
-        let Some(quotas) = q.quotas.get(&ns) else { return };
         let (group, resource, _) = &q.followed[index];
         let Some(evaluator) = Evaluator::of(group, resource) else { return };
         let key = (index, ns.clone(), meta::name(&change.object).to_string());
@@ -123,6 +126,7 @@ impl Controllers {
             None => q.seen.remove(&key),
         };
         let changed = change.deleted || before.is_some_and(|b| Some(b) != summary);
+        let Some(quotas) = q.quotas.get(&ns) else { return };
         let counts = quotas.values().any(|quota| !evaluator.matching(&quota::names(&quota::hard(quota))).is_empty());
         if changed && counts {
             q.dirty.insert(ns);
@@ -131,6 +135,17 @@ impl Controllers {
 
     /// Starts the counts due.
     pub(super) fn quotas_due(&mut self, now: Timestamp) {
+        if std::mem::take(&mut self.quotas.refollow) {
+            let hards: Vec<Resources> = self.quotas.quotas.values().flat_map(|m| m.values()).map(|q| quota::read(meta::at(q, &["spec", "hard"]))).collect();
+            let mut more = false;
+            for hard in &hards {
+                more |= self.follow_counted(now, hard);
+            }
+            if more {
+                let all: Vec<String> = self.quotas.quotas.keys().cloned().collect();
+                self.quotas.dirty.extend(all);
+            }
+        }
         if self.quotas.resync.is_some_and(|at| at <= now) {
             self.quotas.resync = Some(now + RESYNC);
             let all: Vec<String> = self.quotas.quotas.keys().cloned().collect();
@@ -264,16 +279,21 @@ impl Controllers {
 }
 
 /// What of an object decides whether a change of it frees quota (kube's replenishment filter):
-/// a pod's phase, deletion and `activeDeadlineSeconds`, a service's type; a claim's every
-/// change; nothing of the objects only counted.
+/// a pod's phase, deletion, `activeDeadlineSeconds` and the resources its containers were
+/// given, a service's type; a claim's every change; nothing of the objects only counted.
 fn usage_key(evaluator: &Evaluator, obj: &Value) -> String {
     match evaluator {
-        Evaluator::Pods => format!(
-            "{:?} {} {}",
-            meta::str_at(obj, &["status", "phase"]),
-            meta::deletion_timestamp(obj).is_some(),
-            meta::at(obj, &["spec", "activeDeadlineSeconds"]).is_some()
-        ),
+        Evaluator::Pods => {
+            let given: Vec<&Value> =
+                meta::at(obj, &["status", "containerStatuses"]).and_then(Value::as_array).into_iter().flatten().filter_map(|s| s.get("resources")).collect();
+            format!(
+                "{:?} {} {} {}",
+                meta::str_at(obj, &["status", "phase"]),
+                meta::deletion_timestamp(obj).is_some(),
+                meta::at(obj, &["spec", "activeDeadlineSeconds"]).is_some(),
+                serde_json::to_string(&given).unwrap_or_default()
+            )
+        }
         Evaluator::Services => meta::str_at(obj, &["spec", "type"]).unwrap_or_default().to_string(),
         Evaluator::Claims => meta::resource_version(obj).to_string(),
         Evaluator::Count(_) => String::new(),

@@ -208,7 +208,8 @@ fn counts_compute(pod: &Value, now: Timestamp) -> bool {
     let deleted = meta::deletion_timestamp(pod).and_then(|t| t.parse::<Timestamp>().ok());
     let grace = meta::at(pod, &["metadata", "deletionGracePeriodSeconds"]).and_then(Value::as_i64);
     match (deleted, grace) {
-        (Some(at), Some(grace)) => now <= at + jiff::SignedDuration::from_secs(grace),
+        // A grace past the last representable time never ends.
+        (Some(at), Some(grace)) => at.checked_add(jiff::SignedDuration::from_secs(grace)).ok().is_none_or(|end| now <= end),
         _ => true,
     }
 }
@@ -245,23 +246,31 @@ pub fn pod_total(pod: &Value, of: impl Fn(&Value) -> Resources) -> Resources {
     total
 }
 
-/// A pod's requests and limits for quota: each container's (or what its status says it
-/// was given, when more), summed, with the pod's overhead.
+/// A pod's requests and limits for quota: each container's, or for a container (or sidecar)
+/// whose status says what it was given, the larger of that and its spec (only what it was
+/// given while a resize is infeasible), summed, with the pod's overhead (kube's
+/// `PodRequests`/`PodLimits` with status resources).
 fn pod_resources(pod: &Value) -> (Resources, Resources) {
-    let statuses: Vec<Value> = ["containerStatuses", "initContainerStatuses"]
-        .iter()
-        .flat_map(|f| meta::at(pod, &["status", f]).and_then(Value::as_array).cloned().unwrap_or_default())
-        .collect();
+    let statuses = |field: &str| meta::at(pod, &["status", field]).and_then(Value::as_array).cloned().unwrap_or_default();
+    let (regular, init) = (statuses("containerStatuses"), statuses("initContainerStatuses"));
+    let infeasible = meta::at(pod, &["status", "conditions"])
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .any(|c| c.get("type").and_then(Value::as_str) == Some("PodResizePending") && c.get("reason").and_then(Value::as_str) == Some("Infeasible"));
     let of = |field: &'static str| {
-        let statuses = &statuses;
+        let (regular, init) = (&regular, &init);
         move |c: &Value| {
+            let spec = read(meta::at(c, &["resources", field]));
             let name = c.get("name").and_then(Value::as_str);
-            let status = statuses.iter().find(|s| s.get("name").and_then(Value::as_str) == name);
-            let mut list = larger(&read(meta::at(c, &["resources", field])), &status.map(|s| read(meta::at(s, &["resources", field]))).unwrap_or_default());
+            let sidecar = c.get("restartPolicy").and_then(Value::as_str) == Some("Always");
+            let status = regular.iter().chain(init.iter().filter(|_| sidecar)).find(|s| s.get("name").and_then(Value::as_str) == name);
+            let Some(given) = status.and_then(|s| s.get("resources")).filter(|r| r.is_object()) else { return spec };
+            let mut list = read(given.get(field));
             if field == "requests" {
-                list = larger(&list, &status.map(|s| read(s.get("allocatedResources"))).unwrap_or_default());
+                list = larger(&list, &read(status.and_then(|s| s.get("allocatedResources"))));
             }
-            list
+            if infeasible { list } else { larger(&spec, &list) }
         }
     };
     let mut requests = pod_total(pod, of("requests"));

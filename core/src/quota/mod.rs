@@ -34,10 +34,11 @@ pub fn zero() -> Quantity {
     Quantity::from_i64(0, Format::DecimalSI)
 }
 
-/// `a + b` as kube's `Quantity.Add`: the sum keeps `a`'s format unless `a` is zero.
+/// `a + b` as kube's `Quantity.Add`: the sum keeps `a`'s format unless `a` is zero (a sum
+/// too large to keep exactly is more than any quota allows).
 pub fn sum(a: &Quantity, b: &Quantity) -> Quantity {
     let format = if a.sign() == 0 { b.format } else { a.format };
-    let mut s = a.checked_add(b).unwrap_or(*a);
+    let mut s = a.saturating_add(b);
     s.format = format;
     s
 }

@@ -28,6 +28,11 @@ pub fn selectors(quota: &Value) -> Vec<ScopeSelector> {
 }
 
 impl ScopeSelector {
+    /// As Go's `%v` prints it: `{PriorityClass In [high low]}`.
+    pub fn go_format(&self) -> String {
+        format!("{{{} {} [{}]}}", self.scope_name, self.operator, self.values.join(" "))
+    }
+
     /// Whether a pod falls in this scope.
     pub(super) fn matches_pod(&self, pod: &Value) -> Result<bool, String> {
         Ok(match self.scope_name.as_str() {

@@ -35,6 +35,18 @@ fn a_pod_uses_its_containers_requests_and_limits_with_its_overhead() {
     );
     p["status"] = json!({"phase": "Succeeded"});
     assert_eq!(shown(&Evaluator::Pods.usage(&p, now())), "count/pods=1");
+
+    // What a container was given counts when more than it asks for; a grace that never ends
+    // keeps a deleted pod counted.
+    let mut resized = pod(json!([{"name": "a", "resources": {"requests": {"cpu": "1"}}}]));
+    resized["status"] = json!({"containerStatuses": [{"name": "a", "resources": {"requests": {"cpu": "2"}}}]});
+    resized["metadata"]["deletionTimestamp"] = json!("9999-12-31T23:59:59Z");
+    resized["metadata"]["deletionGracePeriodSeconds"] = json!(i64::MAX);
+    assert_eq!(shown(&Evaluator::Pods.usage(&resized, now())), "count/pods=1,cpu=2,pods=1,requests.cpu=2");
+    // A quantity too large to add up exactly is more than any quota.
+    let huge = pod(json!([{"name": "a", "resources": {"requests": {"example.com/gpu": "1e37"}}}]));
+    let q = quota("gpus", json!({"requests.example.com/gpu": "4"}), json!({"requests.example.com/gpu": "1"}));
+    assert!(charge("pods", &huge, None, vec![q]).unwrap_err().contains("exceeded quota: gpus"));
 }
 
 #[test]
@@ -117,4 +129,58 @@ fn scopes_choose_the_pods_a_quota_counts_and_updates_pay_only_what_they_add() {
     let svc = |t: &str| json!({"metadata": {"name": "s", "namespace": "dev", "resourceVersion": "3"}, "spec": {"type": t, "ports": [{"port": 80}]}});
     let q = quota("svc", json!({"services": "1", "services.nodeports": "1"}), json!({"services": "1", "services.nodeports": "0"}));
     assert_eq!(charge("services", &svc("NodePort"), Some(&svc("ClusterIP")), vec![q]).unwrap(), vec![json!({"services": "1", "services.nodeports": "1"})]);
+}
+
+/// The charge of creating `obj` with the plugin configured by `config`, and no quotas.
+fn limited(config: &str, resource: &str, obj: &Value) -> Result<(), String> {
+    let cat = catalog(&Settings::default());
+    let info = &cat.resources().find(|r| r.info.group.is_empty() && r.info.resource == resource).unwrap().info;
+    let configs = [("ResourceQuota".to_string(), config.as_bytes().to_vec())].into_iter().collect();
+    let chain = Chain::from_flags(&[], &[], &configs)?;
+    let found = Found::default();
+    let user = UserInfo::default();
+    let a = Attributes {
+        operation: Operation::Create,
+        info,
+        subresource: None,
+        namespace: "dev",
+        name: "p",
+        dry_run: false,
+        user: &user,
+        old: None,
+        found: &found,
+        access: None,
+    };
+    chain.charge(&a, Some(obj), now()).map(|_| ()).map_err(|e| format!("{} {:?} {}", e.code, e.reason, e.message))
+}
+
+#[test]
+fn limited_resources_need_a_quota_that_covers_them() {
+    let config = r#"
+apiVersion: apiserver.config.k8s.io/v1
+kind: ResourceQuotaConfiguration
+limitedResources:
+- resource: persistentvolumeclaims
+  matchContains: [".storageclass.storage.k8s.io/requests.storage"]
+- resource: pods
+  matchScopes:
+  - {scopeName: PriorityClass, operator: In, values: [cluster-services]}
+"#;
+    let claim = json!({"metadata": {"name": "c", "namespace": "dev"}, "spec": {"storageClassName": "gold", "resources": {"requests": {"storage": "1Gi"}}}});
+    assert_eq!(
+        limited(config, "persistentvolumeclaims", &claim).unwrap_err(),
+        "403 \"Forbidden\" persistentvolumeclaims \"p\" is forbidden: insufficient quota to consume: gold.storageclass.storage.k8s.io/requests.storage"
+    );
+    let mut critical = pod(json!([{"name": "app"}]));
+    critical["spec"]["priorityClassName"] = json!("cluster-services");
+    assert_eq!(limited(config, "pods", &critical).unwrap_err(), "500 \"\" insufficient quota to match these scopes: [{PriorityClass In [cluster-services]}]");
+    limited(config, "pods", &pod(json!([{"name": "app"}]))).unwrap();
+
+    let legacy = "apiVersion: resourcequota.admission.k8s.io/v1beta1\nkind: Configuration\nlimitedResources: [{apiGroup: '', matchContains: [x]}]\n";
+    assert_eq!(
+        limited(legacy, "pods", &critical).unwrap_err(),
+        "couldn't init admission plugin \"ResourceQuota\": limitedResources[0].resource: Required value"
+    );
+    let wrong = "apiVersion: apiserver.config.k8s.io/v1\nkind: Configuration\n";
+    assert!(limited(wrong, "pods", &critical).unwrap_err().contains("no kind \"Configuration\" is registered for version \"apiserver.config.k8s.io/v1\""));
 }

@@ -12,13 +12,15 @@ use crate::meta;
 use crate::status::{ApiError, GroupResource};
 use crate::storage::{Alongside, Moved};
 
-/// How many times a create is charged again before it gives up, as kube's quota evaluator
-/// answering the quota's last conflict.
-const ATTEMPTS: u32 = 8;
+/// How many times a write is charged before it gives up, answering the quota's conflict, as
+/// kube's quota evaluator does after its fourth attempt.
+const ATTEMPTS: u32 = 4;
 
 impl WriteOp {
-    /// The quota writes that go with the object's (none for a dry run).
-    pub(super) fn alongside(&self) -> Vec<Alongside> {
+    /// The quota writes that go with the write of the object at `own` (none for a dry run;
+    /// never the object's own key: a quota recreated while it counts quotas is refused as
+    /// existing, not charged).
+    pub(super) fn alongside(&self, own: &[u8]) -> Vec<Alongside> {
         if self.ctx.dry_run {
             return Vec::new();
         }
@@ -30,11 +32,18 @@ impl WriteOp {
                 mod_revision: meta::resource_version(&c.quota).parse().unwrap_or(0),
                 value: write_stored(&c.quota).0,
             })
+            .filter(|a| a.key != own)
             .collect()
     }
 
-    /// Takes the quotas as a failed write found them (a deleted one is gone).
-    pub(super) fn quotas_moved(&mut self, moved: Moved) {
+    /// Takes the quotas as a failed write found them (a deleted one is gone); whether one had
+    /// moved from where the write's charge read it.
+    pub(super) fn quotas_moved(&mut self, moved: Moved) -> bool {
+        let charged_at = |name: &str| self.charges.iter().find(|c| meta::name(&c.quota) == name).map(|c| meta::resource_version(&c.quota).to_string());
+        let any = moved.iter().any(|(key, kv)| {
+            let name = String::from_utf8_lossy(key).rsplit('/').next().unwrap_or_default().to_string();
+            charged_at(&name) != kv.as_ref().map(|kv| kv.mod_revision.to_string())
+        });
         for (key, kv) in moved {
             let name = String::from_utf8_lossy(&key).rsplit('/').next().unwrap_or_default().to_string();
             let quotas = &mut self.found.resource_quotas;
@@ -46,16 +55,22 @@ impl WriteOp {
                 quotas.push(q);
             }
         }
+        any
+    }
+
+    /// Whether a write whose quotas moved (again) has been charged often enough.
+    pub(super) fn out_of_attempts(&mut self) -> Option<ApiError> {
+        self.charge_attempts += 1;
+        let name = self.charges.first().map(|c| meta::name(&c.quota).to_string()).unwrap_or_default();
+        (self.charge_attempts >= ATTEMPTS).then(|| ApiError::stale_conflict(&GroupResource::new("", "resourcequotas"), &name))
     }
 
     /// A create whose quotas moved: charged again on them as they are now, then sent again.
     pub(super) fn recharge_create(&mut self, moved: Moved) {
         self.quotas_moved(moved);
-        self.charge_attempts += 1;
         let obj = self.result.take().expect("a create keeps its object");
-        let charged = if self.charge_attempts >= ATTEMPTS {
-            let name = self.charges.first().map(|c| meta::name(&c.quota).to_string()).unwrap_or_default();
-            Err(ApiError::stale_conflict(&GroupResource::new("", "resourcequotas"), &name))
+        let charged = if let Some(conflict) = self.out_of_attempts() {
+            Err(conflict)
         } else {
             let a = super::admission_attributes(&self.res, &self.ctx, &self.found, Operation::Create, meta::name(&obj), None);
             self.ctx.admission.charge(&a, Some(&obj), self.ctx.now)

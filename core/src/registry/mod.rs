@@ -285,6 +285,7 @@ impl WriteOp {
         self.created = true;
         // A dry run encodes the object for storage too: kube's dry run converts it to the
         // stored version and back, through the conversion webhook where there is one.
+        let alongside = self.alongside(&key);
         let req = match self.store(obj) {
             Ok(value) if self.ctx.dry_run => StorageRequest::CreateDryRun { key, value },
             Ok(value) => StorageRequest::Create { key, value, ttl_seconds: self.res.ttl_seconds },
@@ -298,7 +299,7 @@ impl WriteOp {
         };
         self.phase = Phase::Writing;
         let mut op = StorageOp::new(req);
-        op.set_alongside(self.alongside());
+        op.set_alongside(alongside);
         self.storage = Some(op);
     }
 
@@ -477,17 +478,22 @@ impl WriteOp {
         // A transform run again after the webhook answered draws the same uids and names (a
         // create by apply), so that the object it asked about is the one it meets again.
         let rng = self.rng.clone();
-        if let Some(moved) = self.storage.as_mut().and_then(StorageOp::take_moved) {
-            self.quotas_moved(moved);
+        let mut out_of_attempts = None;
+        if let Some(moved) = self.storage.as_mut().and_then(StorageOp::take_moved)
+            && self.quotas_moved(moved)
+        {
+            out_of_attempts = self.out_of_attempts();
         }
-        let t = match self.phase {
-            Phase::Releasing { .. } => Ok(Transform::Delete),
+        let t = match (&self.phase, out_of_attempts) {
+            (Phase::Releasing { .. }, _) => Ok(Transform::Delete),
+            (_, Some(conflict)) => Err(conflict),
             _ => self.transform(current.as_ref()),
         };
         if self.paused_at(Paused::Transform(current)) {
             self.rng = rng;
         } else {
-            let alongside = if matches!(t, Ok(Transform::Put(_))) { self.alongside() } else { Vec::new() };
+            let own = self.key(self.ctx.name.as_deref().unwrap_or_default());
+            let alongside = if matches!(t, Ok(Transform::Put(_))) { self.alongside(&own) } else { Vec::new() };
             let storage = self.storage.as_mut().expect("storage op is running");
             storage.set_alongside(alongside);
             storage.handle(now, StorageEvent::Transformed(t));
