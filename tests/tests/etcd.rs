@@ -307,3 +307,23 @@ fn kapi_talks_to_etcd_over_tls_with_a_client_certificate() {
     k.ok(&["create", "configmap", "over-tls"]);
     assert!(etcd_get(&etcd, &["--prefix", "--keys-only", "/registry/configmaps/"]).contains("/registry/configmaps/default/over-tls"));
 }
+
+/// A create charged to a quota writes the quota in the object's own etcd transaction; a quota
+/// created again while it counts quotas is refused as existing (etcd refuses a transaction
+/// that writes one key twice).
+#[test]
+fn quota_charges_land_in_etcd_with_the_object() {
+    let etcd = Etcd::start();
+    let k = kapi_on(&etcd, &[]);
+    k.ok(&["create", "quota", "q", "--hard=count/configmaps=2,count/resourcequotas=2"]);
+    let used = |what: &str| k.json(&["get", "quota", "q", "-o", "json"])["status"]["used"][what].clone();
+    assert!(eventually(Duration::from_secs(20), || used("count/resourcequotas") == "1"), "the controller counts the quota");
+    let before = used("count/configmaps");
+    assert_eq!(create(&k, "a").0, 201);
+    let after: i64 = used("count/configmaps").as_str().unwrap().parse().unwrap();
+    assert_eq!(after, before.as_str().unwrap().parse::<i64>().unwrap() + 1);
+    let stored = etcd_get(&etcd, &["/registry/resourcequotas/default/q", "--print-value-only"]);
+    assert!(stored.contains(&format!("\"count/configmaps\":\"{after}\"")), "{stored}");
+    let out = k.kubectl(&["create", "quota", "q", "--hard=pods=1"]);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("resourcequotas \"q\" already exists"), "{out:?}");
+}
