@@ -417,8 +417,10 @@ fn the_real_controller_manager_and_scheduler_run_a_cluster_on_kapi() {
     k.ok(&["create", "quota", "two", "-n", "quoted", "--hard=pods=1"]);
     let used = || k.json(&["get", "quota", "two", "-n", "quoted", "-o", "json"])["status"]["used"]["pods"].clone();
     assert!(eventually(Duration::from_secs(60), || used() == "0"), "{}", report("the quota controller counts the quota"));
-    let pod = |name: &str| json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "quoted"},
-        "spec": {"nodeName": "n1", "containers": [{"name": "c", "image": "registry.example/app:1"}]}});
+    let pod = |name: &str| {
+        json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "quoted"},
+        "spec": {"nodeName": "n1", "containers": [{"name": "c", "image": "registry.example/app:1"}]}})
+    };
     apply(&k, pod("first"));
     let out = k.kubectl_with_input(&["create", "-f", "-"], &pod("second").to_string());
     assert!(String::from_utf8_lossy(&out.stderr).contains("exceeded quota: two, requested: pods=1, used: pods=1, limited: pods=1"), "{out:?}");
