@@ -547,3 +547,20 @@ fn raw_extensions_keep_their_nulls() {
     let listed = w.call("GET", "/apis/apps/v1/namespaces/default/controllerrevisions", "resourceVersion=0", None, "").json();
     assert_eq!(listed["items"][0]["data"], data);
 }
+
+/// `pods/status` takes the client's status and metadata (labels, annotations), as kube's pod
+/// status strategy does, but never its spec or owner references.
+#[test]
+fn a_pod_status_update_keeps_new_labels_but_not_spec_or_owners() {
+    let mut w = world();
+    created(&mut w, "/api/v1/namespaces/default/serviceaccounts", json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "default"}}));
+    running_pod(&mut w, "p", json!({"app": "a"}), true);
+    let patch = json!({"metadata": {"labels": {"app": "b"}, "ownerReferences": [{"apiVersion": "v1", "kind": "Node", "name": "n", "uid": "u"}]},
+        "spec": {"activeDeadlineSeconds": 5}, "status": {"message": "hello"}});
+    let r = call(&mut w, "PATCH", "/api/v1/namespaces/default/pods/p/status", Some(patch));
+    assert_eq!(r.head.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    let pod = r.json();
+    assert_eq!((pod["metadata"]["labels"]["app"].clone(), pod["status"]["message"].clone()), (json!("b"), json!("hello")));
+    assert!(pod["metadata"]["ownerReferences"].is_null() && pod["spec"]["activeDeadlineSeconds"].is_null(), "{pod}");
+    assert_eq!(pod["status"]["qosClass"], "BestEffort");
+}

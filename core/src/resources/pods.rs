@@ -157,6 +157,25 @@ impl Strategy for Pods {
                     }
                 }
             }
+            // kube's podStatusStrategy: the spec and the owner references stay as they were
+            // (old kubelets corrupt them); the rest of the metadata is the client's.
+            "status" => {
+                let obj = meta::object_at(new, &[]);
+                match old.get("spec") {
+                    Some(spec) => obj.insert("spec".into(), spec.clone()),
+                    None => obj.remove("spec"),
+                };
+                match meta::at(old, &["metadata", "ownerReferences"]) {
+                    Some(refs) => meta::set_meta(new, "ownerReferences", refs.clone()),
+                    None => meta::remove_meta(new, "ownerReferences"),
+                }
+                // The QoS class is set at creation: one a status leaves out is kept.
+                if meta::str_at(new, &["status", "qosClass"]).is_none_or(str::is_empty)
+                    && let Some(class) = meta::at(old, &["status", "qosClass"]).cloned()
+                {
+                    meta::object_at(new, &["status"]).insert("qosClass".into(), class);
+                }
+            }
             _ => copy_all_but_status(new, old),
         }
     }
