@@ -62,6 +62,7 @@ const REGRESSIONS: &[(u64, u64, &str)] = &[
     (15, 2000, "the same, for a watcher of a smaller collection"),
     (668, 5000, "the simulator's own: a world of users only goes quiet in the liveness phase, which is settled, not stuck"),
     (31, 2000, "a server-side apply created a widget while its CRD was being deleted, after the cleanup's last look: the CRD went, the widget stayed"),
+    (306, 5000, "the simulator's own: the world counted as settled while a revision was on its way to the quota controller's watch, which has no client view"),
 ];
 
 #[test]

@@ -70,6 +70,10 @@ impl Simulation {
             return Some(format!("requests {waiting:?} unanswered"));
         }
         let revision = self.store.oracle.revision();
+        // Watches with no client view (kapi's controllers') must have caught up too.
+        if let Some(behind) = self.watches.lagging(&self.store.oracle, revision) {
+            return Some(behind);
+        }
         let mut why = String::new();
         for c in &self.clients {
             let Some(view) = c.view() else { continue };

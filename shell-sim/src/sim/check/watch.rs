@@ -233,6 +233,15 @@ impl Watches {
     }
 
     /// With the world quiet: every open stream has received everything up to `revision`.
+    /// A watch that has not yet had every event up to `revision` (what [`Self::caught_up`]
+    /// will hold it to), while there is time to wait for it.
+    pub fn lagging(&self, oracle: &Oracle, revision: Revision) -> Option<String> {
+        self.sessions.values().filter(|s| !s.errored).find_map(|s| match s.mode {
+            Mode::After(through) => s.expected(oracle, through, revision).first().map(|m| format!("{} is at {through}, behind {}", s.what, m.rv)),
+            _ => None,
+        })
+    }
+
     pub fn caught_up(&mut self, oracle: &Oracle, revision: Revision) -> Checked {
         for s in self.sessions.values_mut().filter(|s| !s.errored) {
             match s.mode {
