@@ -168,6 +168,7 @@ impl Bootstrap {
             user: apiserver_user(),
             access: None,
             admission: Default::default(),
+            webhooks: Default::default(),
         }
     }
 
@@ -238,6 +239,7 @@ impl Bootstrap {
                     WriteEffect::Kv(req) => return Some(BootstrapEffect::Kv(req)),
                     // What starts with the server is built in: no webhook converts it.
                     WriteEffect::Convert(_) => op.converted(Err("no conversion webhook is called at start".into())),
+                    WriteEffect::Admit(calls) => op.admitted(calls.iter().map(|_| Err("no admission webhook is called at start".into())).collect()),
                     WriteEffect::Done(Ok(_)) => self.current = None,
                     WriteEffect::Done(Err(e)) => {
                         self.done = true;

@@ -88,6 +88,8 @@ pub struct World {
     controller_watches: BTreeMap<WatcherId, RequestId>,
     /// The APIService cache's revision last taken in.
     api_services_seen: i64,
+    /// The webhook configurations (mutating, validating) as last taken in.
+    webhooks_seen: [kapi_core::cache::Objects; 2],
     /// What the authorizers read, each collection's objects as last taken in.
     authz_seen: BTreeMap<SlotKey, kapi_core::cache::Objects>,
     /// The extension API servers: what each request proxied to one gets (its answer, or the
@@ -255,6 +257,7 @@ impl World {
             controllers: None,
             controller_watches: BTreeMap::new(),
             api_services_seen: 0,
+            webhooks_seen: Default::default(),
             authz_seen: BTreeMap::new(),
             extension: None,
             unreadable: None,
@@ -314,7 +317,7 @@ impl World {
     /// Drains every cache's effects.
     pub fn pump(&mut self) {
         loop {
-            let mut work = self.take_in_crds() | self.take_in_api_services() | self.take_in_authz();
+            let mut work = self.take_in_crds() | self.take_in_api_services() | self.take_in_authz() | self.take_in_webhooks();
             let keys: Vec<_> = self.slots.keys().cloned().collect();
             for k in keys {
                 while let Some(e) = self.slots.get_mut(&k).expect("listed above").cache.poll(self.now) {
@@ -332,6 +335,23 @@ impl World {
     fn news(&self, (group, version, resource): (&str, &str, &str), seen: i64) -> Option<kapi_core::cache::Snapshot> {
         let key: SlotKey = (group.into(), version.into(), resource.into());
         self.slots.get(&key).and_then(|s| s.cache.published()).filter(|p| p.revision != seen)
+    }
+
+    /// Takes in what the webhook configurations' caches hold now, as kapi's catalog task does.
+    /// True when something changed.
+    fn take_in_webhooks(&mut self) -> bool {
+        let mut changed = false;
+        for (i, (mutating, (group, version, resource))) in kapi_core::admission::webhooks::SOURCES.into_iter().enumerate() {
+            let key: SlotKey = (group.into(), version.into(), resource.into());
+            let Some(now) = self.slots.get(&key).and_then(|s| s.cache.published()) else { continue };
+            if !self.webhooks_seen[i].ptr_eq(&now.objects) {
+                let objects: Vec<serde_json::Value> = now.objects.values().map(|o| o.value()).collect();
+                self.served = self.served.with_webhooks(mutating, &objects);
+                self.webhooks_seen[i] = now.objects;
+                changed = true;
+            }
+        }
+        changed
     }
 
     /// Takes in what the APIService cache holds now, as kapi's catalog task does. True when
@@ -613,6 +633,10 @@ impl World {
                 Some(Effect::Call(call)) => {
                     let answer = self.call_webhook(&call);
                     m.handle(self.now, Event::Called(answer));
+                }
+                Some(Effect::Calls(calls)) => {
+                    let answers = calls.iter().map(|c| self.call_webhook(c)).collect();
+                    m.handle(self.now, Event::CalledAll(answers));
                 }
                 Some(Effect::Relay) => {
                     body.extend_from_slice(&relayed);

@@ -241,6 +241,10 @@ pub async fn call(state: Arc<State>, request: Request, switch: Option<OnUpgrade>
                 }
             }
             Some(Effect::Call(call)) => event = within(m.poll_timeout(), state.webhooks.call(*call)).await.map(Event::Called),
+            Some(Effect::Calls(calls)) => {
+                let all = futures_util::future::join_all(calls.into_iter().map(|c| state.webhooks.call(c)));
+                event = within(m.poll_timeout(), all).await.map(Event::CalledAll);
+            }
             Some(Effect::Loopback(request)) => spawn_call(state.clone(), *request),
             Some(Effect::Respond(head)) => {
                 return match upstream.take() {

@@ -121,6 +121,14 @@ pub fn enabled<'a>(enable: &'a [String], disable: &'a [String]) -> impl Iterator
 #[derive(Clone, Debug, Default)]
 pub struct Chain {
     plugins: Vec<Arc<dyn Plugin>>,
+    /// The names of what runs, in order.
+    names: Vec<&'static str>,
+    /// `MutatingAdmissionWebhook` is on: the mutating webhooks run after the mutating
+    /// plugins (kapi has none of those kube runs after it).
+    pub mutating_webhooks: bool,
+    /// `ValidatingAdmissionWebhook` is on: the validating webhooks run after the validating
+    /// plugins, before the quota's charge (`ResourceQuota` follows it in kube's order).
+    pub validating_webhooks: bool,
 }
 
 impl Chain {
@@ -146,20 +154,23 @@ impl Chain {
         if !errors.is_empty() {
             return Err(crate::authz::rbac::aggregate(&errors));
         }
-        let mut plugins = Vec::new();
+        let mut chain = Chain::default();
         for name in enabled(enable, disable) {
-            match plugin(name, configs.get(name).map(Vec::as_slice)) {
-                Some(p) => plugins.push(p?),
-                None if enable.iter().any(|e| e == name) => return Err(format!("admission plugin {name:?} is not implemented by kapi yet")),
-                None => {}
+            match (name, plugin(name, configs.get(name).map(Vec::as_slice))) {
+                ("MutatingAdmissionWebhook", _) => chain.mutating_webhooks = true,
+                ("ValidatingAdmissionWebhook", _) => chain.validating_webhooks = true,
+                (_, Some(p)) => chain.plugins.push(p?),
+                (_, None) if enable.iter().any(|e| e == name) => return Err(format!("admission plugin {name:?} is not implemented by kapi yet")),
+                (_, None) => continue,
             }
+            chain.names.push(name);
         }
-        Ok(Chain { plugins })
+        Ok(chain)
     }
 
     /// The names of the plugins that run, in order.
     pub fn names(&self) -> Vec<&'static str> {
-        self.plugins.iter().map(|p| p.name()).collect()
+        self.names.clone()
     }
 
     /// What the plugins need to read before admitting `request`.
@@ -231,6 +242,8 @@ mod tests {
             "ClusterTrustBundleAttest",
             "CertificateSubjectRestriction",
             "DefaultIngressClass",
+            "MutatingAdmissionWebhook",
+            "ValidatingAdmissionWebhook",
             "ResourceQuota",
         ];
         assert_eq!(defaults, kapis);

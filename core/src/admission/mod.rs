@@ -28,6 +28,7 @@ mod runtime_class;
 mod service_account;
 mod storage_object_in_use_protection;
 mod taint_nodes_by_condition;
+pub mod webhooks;
 
 use serde_json::Value;
 

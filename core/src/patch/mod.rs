@@ -21,16 +21,39 @@ pub fn unprocessable() -> ApiError {
     ApiError { details: Some(Box::default()), ..ApiError::new(422, "Invalid", "the server rejected our request due to an error in our request") }
 }
 
-/// RFC 6902.
+/// RFC 6902, with kube's answers for a patch that is not one or does not apply.
 pub fn json_patch(current: &Value, doc: &Value) -> Result<Value, ApiError> {
-    let ops = doc.as_array().ok_or_else(|| ApiError::bad_request("json: cannot unmarshal object into Go value of type jsonpatch.Patch"))?;
+    apply_json_patch(current, doc).map_err(|e| match e {
+        JsonPatchFailure::NotAList => ApiError::bad_request("json: cannot unmarshal object into Go value of type jsonpatch.Patch"),
+        JsonPatchFailure::TooMany(n) => {
+            ApiError::request_entity_too_large(&format!("The allowed maximum operations in a JSON patch is {MAX_JSON_PATCH_OPERATIONS}, got {n}"))
+        }
+        JsonPatchFailure::Undecodable(e) => ApiError::bad_request(e),
+        JsonPatchFailure::TooMuchCopied | JsonPatchFailure::Failed(_) => unprocessable(),
+    })
+}
+
+/// Why a JSON patch was not applied.
+#[derive(Debug, PartialEq)]
+pub enum JsonPatchFailure {
+    NotAList,
+    /// More than [`MAX_JSON_PATCH_OPERATIONS`] operations.
+    TooMany(usize),
+    /// An operation that is not one.
+    Undecodable(String),
+    /// Its `copy`s add up to more than [`MAX_JSON_PATCH_COPY_BYTES`].
+    TooMuchCopied,
+    /// An operation that does not apply, and why.
+    Failed(String),
+}
+
+/// RFC 6902 applied to `current`, within kube's limits.
+pub fn apply_json_patch(current: &Value, doc: &Value) -> Result<Value, JsonPatchFailure> {
+    let ops = doc.as_array().ok_or(JsonPatchFailure::NotAList)?;
     if ops.len() > MAX_JSON_PATCH_OPERATIONS {
-        return Err(ApiError::request_entity_too_large(&format!(
-            "The allowed maximum operations in a JSON patch is {MAX_JSON_PATCH_OPERATIONS}, got {}",
-            ops.len()
-        )));
+        return Err(JsonPatchFailure::TooMany(ops.len()));
     }
-    let patch: json_patch::Patch = serde_json::from_value(doc.clone()).map_err(|e| ApiError::bad_request(e.to_string()))?;
+    let patch: json_patch::Patch = serde_json::from_value(doc.clone()).map_err(|e| JsonPatchFailure::Undecodable(e.to_string()))?;
     let mut out = current.clone();
     // Operations one at a time, so that what `copy`s add up to is known before each is made:
     // copies of the document into itself would double it at every step.
@@ -39,10 +62,10 @@ pub fn json_patch(current: &Value, doc: &Value) -> Result<Value, ApiError> {
         if let json_patch::PatchOperation::Copy(c) = &op {
             copied = copied.saturating_add(out.pointer(c.from.as_str()).map_or(0, json_size));
             if copied > MAX_JSON_PATCH_COPY_BYTES {
-                return Err(unprocessable());
+                return Err(JsonPatchFailure::TooMuchCopied);
             }
         }
-        json_patch::patch(&mut out, std::slice::from_ref(&op)).map_err(|_| unprocessable())?;
+        json_patch::patch(&mut out, std::slice::from_ref(&op)).map_err(|e| JsonPatchFailure::Failed(e.to_string()))?;
     }
     Ok(out)
 }

@@ -132,6 +132,8 @@ pub struct Served {
     crds_synced: bool,
     /// What the authorizers read (the RBAC objects, the node graph).
     pub authz: crate::authz::Snapshot,
+    /// The admission webhooks of the webhook configurations.
+    pub webhooks: Arc<crate::admission::webhooks::Hooks>,
     /// The documents, made on first use; shared by states whose sources are the same.
     docs: Arc<Docs>,
 }
@@ -144,7 +146,16 @@ impl Served {
     fn with(catalog: Catalog, api_services: ApiServices, discovered: Discovered) -> Arc<Served> {
         let crds_synced = catalog.get("apiextensions.k8s.io", "v1", "customresourcedefinitions").is_none();
         let catalog = Arc::new(catalog);
-        Arc::new(Served { catalog, api_services, discovered, made: Default::default(), crds_synced, authz: Default::default(), docs: Arc::default() })
+        Arc::new(Served {
+            catalog,
+            api_services,
+            discovered,
+            made: Default::default(),
+            crds_synced,
+            authz: Default::default(),
+            webhooks: Default::default(),
+            docs: Arc::default(),
+        })
     }
 
     /// Whether the CRDs have been taken in (see [`Served::with_crds`]).
@@ -187,6 +198,13 @@ impl Served {
         Arc::new(Served { authz: self.authz.with_changes(source, old, new), docs: self.docs.clone(), ..self.shallow_copy() })
     }
 
+    /// What the server admits writes with once the mutating (or validating) webhook
+    /// configurations are `objects` (the published state of their watch cache); the documents
+    /// stay as they were.
+    pub fn with_webhooks<'a>(&self, mutating: bool, objects: impl IntoIterator<Item = &'a serde_json::Value>) -> Arc<Served> {
+        Arc::new(Served { webhooks: Arc::new(self.webhooks.with(mutating, objects)), docs: self.docs.clone(), ..self.shallow_copy() })
+    }
+
     /// The same parts, with documents to be made anew (from these where they fit).
     fn shallow_copy(&self) -> Served {
         Served {
@@ -196,6 +214,7 @@ impl Served {
             made: self.made.clone(),
             crds_synced: self.crds_synced,
             authz: self.authz.clone(),
+            webhooks: self.webhooks.clone(),
             docs: Arc::new(Docs::after(&self.docs)),
         }
     }
@@ -272,6 +291,9 @@ pub enum Effect {
     /// Make this webhook call (a CRD's conversion webhook) and report its answer with
     /// [`Event::Called`].
     Call(Box<WebhookCall>),
+    /// Make these webhook calls at once (admission webhooks) and report their answers, in
+    /// order, with [`Event::CalledAll`].
+    Calls(Vec<WebhookCall>),
     /// Run this request through the pipeline as a request of its own, without waiting for its
     /// answer (the server's own write as a side effect, as kube's loopback client makes it:
     /// a legacy token's Secret dated as used). Nothing is fed back.
@@ -291,6 +313,8 @@ pub enum Event {
     Proxied(Result<ProxyHead, String>),
     /// A webhook's answer, or the transport's error in Go's words.
     Called(Result<WebhookAnswer, String>),
+    /// The answers to [`Effect::Calls`], in order.
+    CalledAll(Vec<Result<WebhookAnswer, String>>),
 }
 
 /// An HTTP(S) GET the shell makes for a request.

@@ -37,8 +37,7 @@ impl WriteOp {
             ssa::record_update(None, &mut obj, self.res.strategy.typing(), &self.ctx.field_manager, self.ctx.subresource.as_deref(), self.ctx.now);
         }
         let named = shown_name(&obj);
-        let a = super::admission_attributes(&self.res, &self.ctx, &self.found, Operation::Create, &named, None);
-        self.ctx.admission.admit(&a, Some(&mut obj), &mut self.rng)?;
+        self.mutating_admission(Operation::Create, &named, None, Some(&mut obj))?;
         self.check_escalation(&obj, None)?;
 
         meta::remove_meta(&mut obj, "deletionTimestamp");
@@ -62,8 +61,8 @@ impl WriteOp {
         if !errs.is_empty() {
             return Err(ApiError::invalid(&info.group_kind(), meta::name(&obj), &errs));
         }
+        self.validating_admission(Operation::Create, meta::name(&obj), None, Some(&obj))?;
         let a = super::admission_attributes(&self.res, &self.ctx, &self.found, Operation::Create, meta::name(&obj), None);
-        self.ctx.admission.validate(&a, Some(&obj), &mut self.admission_warnings)?;
         self.charges = self.ctx.admission.charge(&a, Some(&obj), self.ctx.now)?;
         Ok(obj)
     }

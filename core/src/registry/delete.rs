@@ -49,9 +49,8 @@ impl WriteOp {
                 &format!("Precondition failed: ResourceVersion in precondition: {rv}, ResourceVersion in object meta: {}", meta::resource_version(&obj)),
             ));
         }
-        let a = super::admission_attributes(&self.res, &self.ctx, &self.found, Operation::Delete, &name, Some(&obj));
-        self.ctx.admission.admit(&a, None, &mut self.rng)?;
-        self.ctx.admission.validate(&a, None, &mut self.admission_warnings)?;
+        self.mutating_admission(Operation::Delete, &name, Some(&obj), None)?;
+        self.validating_admission(Operation::Delete, &name, Some(&obj), None)?;
         let now = self.ctx.now;
 
         if meta::deletion_timestamp(&obj).is_some() {

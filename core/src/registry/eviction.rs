@@ -245,9 +245,17 @@ impl EvictionOp {
                 Step::SpendBudget { op, .. } | Step::MarkPod(op) | Step::DeletePod(op) => match op.poll(now)? {
                     WriteEffect::Kv(req) => return Some(WriteEffect::Kv(req)),
                     WriteEffect::Convert(c) => return Some(WriteEffect::Convert(c)),
+                    WriteEffect::Admit(calls) => return Some(WriteEffect::Admit(calls)),
                     WriteEffect::Done(result) => self.write_answered(result),
                 },
             }
+        }
+    }
+
+    /// The admission webhooks' answers for the write under way.
+    pub fn admitted(&mut self, answers: Vec<Result<crate::webhook::WebhookAnswer, String>>) {
+        if let Some(Step::SpendBudget { op, .. } | Step::MarkPod(op) | Step::DeletePod(op)) = self.step.as_mut() {
+            op.admitted(answers);
         }
     }
 

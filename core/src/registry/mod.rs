@@ -11,6 +11,7 @@
 //! (a service's cluster IP and node ports, [`Claim`]), the object's own write, and giving pool
 //! values back (when a create fails after taking them, or when the object is deleted).
 
+mod admit;
 mod charges;
 mod create;
 mod delete;
@@ -28,6 +29,7 @@ use jiff::Timestamp;
 use serde_json::Value;
 
 use crate::admission::Found;
+use crate::admission::webhooks::dispatch::{AdmissionCall, Answers};
 use crate::apiextensions::{Conversion, Converted};
 use crate::catalog::{Claim, Resource};
 use crate::kv::{KeyValue, KvRequest, KvResult, Revision};
@@ -74,6 +76,8 @@ pub struct WriteContext {
     pub access: Option<Box<crate::authz::Access>>,
     /// The admission plugins the write goes through.
     pub admission: std::sync::Arc<crate::admission::Chain>,
+    /// The admission webhooks of the configurations served when the request came.
+    pub webhooks: std::sync::Arc<crate::admission::webhooks::Hooks>,
 }
 
 /// A patch document and its type.
@@ -117,17 +121,36 @@ pub enum WriteEffect {
     /// Ask the resource's conversion webhook (a custom resource stored at another version);
     /// the answer goes to [`WriteOp::converted`].
     Convert(Conversion),
+    /// Ask these admission webhooks, all at once; their answers, in order, go to
+    /// [`WriteOp::admitted`].
+    Admit(Vec<AdmissionCall>),
     Done(Result<WriteOutcome, ApiError>),
 }
 
-/// Where a write stopped to ask the conversion webhook, to go on from once it answered.
+/// Where a write stopped to ask a webhook, to go on from once it answered.
 enum Paused {
+    /// The create, from its start (admission asked).
+    Start,
     /// The create of this prepared object.
     Create(Value),
     /// The transform of what storage holds.
     Transform(Option<KeyValue>),
     /// The answer to the write storage finished.
     Finish(Result<Outcome, StorageError<ApiError>>),
+}
+
+/// What a write needs a webhook's answer to.
+enum Blocked {
+    /// An object to convert, to this apiVersion.
+    Convert(Unconverted, String),
+    /// Admission webhooks to ask.
+    Admit(Vec<AdmissionCall>),
+}
+
+/// A question to a webhook.
+enum Asked {
+    Convert(Conversion),
+    Admit(Vec<AdmissionCall>),
 }
 
 enum Phase {
@@ -179,10 +202,14 @@ pub struct WriteOp {
     done: Option<Result<WriteOutcome, ApiError>>,
     /// The conversion webhook's answers so far.
     converted: Converted,
-    /// An object met that needs the webhook, and the apiVersion it is needed at.
-    blocked: Option<(Unconverted, String)>,
-    /// The conversion asked for (and whether it was sent), and where the write goes on.
-    asked: Option<(Conversion, bool, Paused)>,
+    /// The admission webhooks' answers so far, by review uid.
+    admitted: Answers,
+    /// What the reviews' uids are drawn from.
+    salt: u64,
+    /// What the write met that needs a webhook's answer.
+    blocked: Option<Blocked>,
+    /// What was asked for (and whether it was sent), and where the write goes on.
+    asked: Option<(Asked, bool, Paused)>,
     /// Where the write goes on now that the webhook answered.
     resumed: Option<Paused>,
 }
@@ -212,6 +239,7 @@ fn admission_attributes<'a>(
 
 impl WriteOp {
     pub fn new(res: Arc<Resource>, ctx: WriteContext, kind: WriteKind, found: Found, rng: Rng) -> WriteOp {
+        let salt = rng.clone().next_u64();
         let mut op = WriteOp {
             res,
             ctx,
@@ -230,6 +258,8 @@ impl WriteOp {
             charge_attempts: 0,
             done: None,
             converted: Converted::default(),
+            admitted: Answers::new(),
+            salt,
             blocked: None,
             asked: None,
             resumed: None,
@@ -238,9 +268,10 @@ impl WriteOp {
         op
     }
 
-    /// What admission warned of so far (for the `Warning` headers, whatever the outcome).
+    /// What admission warned of so far (for the `Warning` headers, whatever the outcome),
+    /// each once.
     pub fn take_admission_warnings(&mut self) -> Vec<String> {
-        std::mem::take(&mut self.admission_warnings)
+        once_each(std::mem::take(&mut self.admission_warnings))
     }
 
     fn storage_root(&self) -> String {
@@ -262,8 +293,10 @@ impl WriteOp {
             self.storage = Some(StorageOp::new(StorageRequest::Mutate { key: self.key(&name), cached: None, dry_run: self.ctx.dry_run }));
             return;
         };
-        // The object moves on to become the result: nothing reads a create's kind again.
-        let obj = std::mem::take(obj);
+        // The object moves on to become the result: nothing reads a create's kind again,
+        // unless admission webhooks are asked and the create starts again.
+        let obj = if self.ctx.webhooks.is_empty() { std::mem::take(obj) } else { obj.clone() };
+        let rng = self.rng.clone();
         match self.prepare_create(obj).and_then(|obj| Ok((self.res.strategy.claims(&obj, &mut self.rng)?, obj))) {
             Ok((claims, obj)) if claims.is_empty() => self.write_new(obj),
             Ok((claims, mut obj)) if self.ctx.dry_run => {
@@ -275,6 +308,7 @@ impl WriteOp {
                 self.phase = Phase::Claiming { obj, claims, index: 0, attempt: 0, granted: Vec::new() };
                 self.claim_next();
             }
+            Err(_) if self.paused_at(Paused::Start) => self.rng = rng,
             Err(e) => self.done = Some(Err(e)),
         }
     }
@@ -335,27 +369,43 @@ impl WriteOp {
     /// Notes that `u` needs the webhook at `desired`; the error stands for the answer until
     /// it comes, and is never seen.
     fn block(&mut self, u: Unconverted, desired: String) -> ApiError {
-        self.blocked = Some((u, desired));
+        self.blocked = Some(Blocked::Convert(u, desired));
         ApiError::internal("waiting for the conversion webhook")
     }
 
-    /// Whether the write stopped to ask the webhook (something it met was blocked); it goes
-    /// on at `at` once [`Self::converted`] has the answer.
+    /// Whether the write stopped to ask a webhook (something it met was blocked); it goes
+    /// on at `at` once [`Self::converted`] or [`Self::admitted`] has the answer.
     fn paused_at(&mut self, at: Paused) -> bool {
-        let Some((u, desired)) = self.blocked.take() else { return false };
-        let Some((webhook, _)) = self.res.strategy.conversion_webhook() else { return false };
-        // The review's uid is drawn apart from the write's own (see `transformed`).
-        let uid = Rng::of(&[u.input.as_ref(), desired.as_bytes()].concat()).uuid();
-        let conversion = Conversion { webhook: webhook.clone(), desired, objects: vec![(u.input, u.object)], uid };
-        self.asked = Some((conversion, false, at));
+        let asked = match self.blocked.take() {
+            None => return false,
+            Some(Blocked::Admit(calls)) => Asked::Admit(calls),
+            Some(Blocked::Convert(u, desired)) => {
+                let Some((webhook, _)) = self.res.strategy.conversion_webhook() else { return false };
+                // The review's uid is drawn apart from the write's own (see `transformed`).
+                let uid = Rng::of(&[u.input.as_ref(), desired.as_bytes()].concat()).uuid();
+                Asked::Convert(Conversion { webhook: webhook.clone(), desired, objects: vec![(u.input, u.object)], uid })
+            }
+        };
+        self.asked = Some((asked, false, at));
         true
     }
 
     /// The conversion webhook's answer to the [`WriteEffect::Convert`] asked for: the
     /// converted objects, or the error every one of them met.
     pub fn converted(&mut self, result: Result<Vec<Value>, String>) {
-        if let Some((conversion, _, at)) = self.asked.take() {
+        if let Some((Asked::Convert(conversion), _, at)) = self.asked.take() {
             self.converted.record(&conversion, result);
+            self.resumed = Some(at);
+        }
+    }
+
+    /// The admission webhooks' answers to the [`WriteEffect::Admit`] asked for, in the order
+    /// of its calls (a call that failed: why).
+    pub fn admitted(&mut self, answers: Vec<Result<crate::webhook::WebhookAnswer, String>>) {
+        if let Some((Asked::Admit(calls), _, at)) = self.asked.take() {
+            for (call, answer) in calls.into_iter().zip(answers) {
+                self.admitted.insert(call.uid, answer);
+            }
             self.resumed = Some(at);
         }
     }
@@ -439,11 +489,15 @@ impl WriteOp {
                 self.phase = Phase::Done;
                 return Some(WriteEffect::Done(done));
             }
-            if let Some((conversion, sent, _)) = &mut self.asked {
-                return (!std::mem::replace(sent, true)).then(|| WriteEffect::Convert(conversion.clone()));
+            if let Some((asked, sent, _)) = &mut self.asked {
+                return (!std::mem::replace(sent, true)).then(|| match asked {
+                    Asked::Convert(conversion) => WriteEffect::Convert(conversion.clone()),
+                    Asked::Admit(calls) => WriteEffect::Admit(calls.clone()),
+                });
             }
             if let Some(at) = self.resumed.take() {
                 match at {
+                    Paused::Start => self.start(),
                     Paused::Create(obj) => self.write_new(obj),
                     Paused::Transform(current) => self.transformed(now, current),
                     Paused::Finish(result) => self.landed(result),
@@ -551,7 +605,7 @@ impl WriteOp {
         let gr = self.res.info.group_resource();
         let name = self.ctx.name.clone().or_else(|| self.result.as_ref().map(|o| crate::meta::name(o).to_string())).unwrap_or_default();
         let outcome = result.map_err(|e| storage_error(e, &gr, &name))?;
-        let warnings = self.warnings.clone();
+        let warnings = once_each(self.warnings.clone());
         let scale = self.ctx.subresource.as_deref() == Some("scale");
         let res = self.res.clone();
         let view = |obj: Value| if scale { res.strategy.scale_of(&obj).map(|s| s.scale) } else { Ok(obj) };
@@ -610,6 +664,17 @@ impl WriteOp {
             other => Err(ApiError::internal(format!("unexpected storage outcome {other:?}"))),
         }
     }
+}
+
+/// Warnings each once, in the order first given (a write that ran again gives some again).
+fn once_each(warnings: Vec<String>) -> Vec<String> {
+    let mut out: Vec<String> = Vec::with_capacity(warnings.len());
+    for w in warnings {
+        if !out.contains(&w) {
+            out.push(w);
+        }
+    }
+    out
 }
 
 /// kube's answer for a storage failure on one object.

@@ -201,8 +201,7 @@ impl WriteOp {
         // Mutating admission sees the object as the client sent it, before the strategy
         // prepares it (kube's order: admission, then `BeforeUpdate`).
         let name = meta::name(old).to_string();
-        let a = super::admission_attributes(&self.res, &self.ctx, &self.found, Operation::Update, &name, Some(old));
-        self.ctx.admission.admit(&a, Some(&mut obj), &mut self.rng)?;
+        self.mutating_admission(Operation::Update, &name, Some(old), Some(&mut obj))?;
         self.check_escalation(&obj, Some(old))?;
         meta::set_meta(&mut obj, "generation", Value::from(meta::generation(old)));
         if meta::generation(old) == 0 {
@@ -240,8 +239,8 @@ impl WriteOp {
         if !errs.is_empty() {
             return Err(ApiError::invalid(&info.group_kind(), meta::name(&obj), &errs));
         }
+        self.validating_admission(Operation::Update, &name, Some(old), Some(&obj))?;
         let a = super::admission_attributes(&self.res, &self.ctx, &self.found, Operation::Update, &name, Some(old));
-        self.ctx.admission.validate(&a, Some(&obj), &mut self.admission_warnings)?;
         self.charges = self.ctx.admission.charge(&a, Some(&obj), self.ctx.now)?;
         if super::delete::should_delete_during_update(&obj) {
             self.result = Some(obj);

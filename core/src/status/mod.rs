@@ -299,6 +299,34 @@ pub fn success_status(gr: &GroupResource, name: &str, uid: &str) -> Value {
     })
 }
 
+/// kube's `metav1.StatusReason` of the name `reason`, as a `Status` another server wrote
+/// carries it; empty for one kube does not define.
+pub fn known_reason(reason: &str) -> &'static str {
+    const REASONS: [&str; 20] = [
+        "Unauthorized",
+        "Forbidden",
+        "NotFound",
+        "AlreadyExists",
+        "Conflict",
+        "Gone",
+        "Invalid",
+        "ServerTimeout",
+        "StoreReadError",
+        "Timeout",
+        "TooManyRequests",
+        "BadRequest",
+        "MethodNotAllowed",
+        "NotAcceptable",
+        "RequestEntityTooLarge",
+        "UnsupportedMediaType",
+        "InternalError",
+        "Expired",
+        "ServiceUnavailable",
+        "Unknown",
+    ];
+    REASONS.into_iter().find(|r| *r == reason).unwrap_or("")
+}
+
 /// Go's `%q` for the strings kube puts in messages.
 pub fn quote(s: &str) -> String {
     let mut out = String::with_capacity(s.len() + 2);

@@ -157,6 +157,8 @@ pub struct SimServer {
     /// What the authorizers read, each collection's objects as last taken in, and the policy
     /// they make.
     authz_seen: BTreeMap<SlotKey, Objects>,
+    /// The webhook configurations (mutating, validating) as last taken in.
+    webhooks_seen: [Objects; 2],
     policy: Policy,
     /// The last change of the RBAC objects (their kind's objects after and before it, and its
     /// revision before it), which serves every second request undone (a planted bug).
@@ -191,6 +193,7 @@ impl SimServer {
             stale: None,
             stale_catalog: false,
             authz_seen: BTreeMap::new(),
+            webhooks_seen: Default::default(),
             policy: Policy::default(),
             stale_authz: None,
             stale_policy: false,
@@ -293,6 +296,19 @@ impl SimServer {
         }
     }
 
+    /// Takes in what the webhook configurations' caches hold now, as kapi's catalog task does.
+    fn take_in_webhooks(&mut self) {
+        for (i, (mutating, (group, version, resource))) in kapi_core::admission::webhooks::SOURCES.into_iter().enumerate() {
+            let key: SlotKey = (group.into(), version.into(), resource.into());
+            let Some(now) = self.slots.get(&key).and_then(|s| self.caches[s].published()) else { continue };
+            if !self.webhooks_seen[i].ptr_eq(&now.objects) {
+                let objects: Vec<serde_json::Value> = now.objects.values().map(|o| o.value()).collect();
+                self.served = self.served.with_webhooks(mutating, &objects);
+                self.webhooks_seen[i] = now.objects;
+            }
+        }
+    }
+
     /// Stops the retired caches no request can reach any more: their watches close, their
     /// store watches end, and a read still waiting (past the limit) is answered as a request
     /// arriving now would be.
@@ -344,6 +360,7 @@ impl SimServer {
         self.crds_seen = 0;
         self.stale = None;
         self.authz_seen.clear();
+        self.webhooks_seen = Default::default();
         self.policy = Policy::default();
         self.stale_authz = None;
         self.start_caches();
@@ -475,6 +492,7 @@ impl SimServer {
                 let before = (Arc::as_ptr(&self.served), self.retired.len());
                 self.take_in_crds(now);
                 self.take_in_authz();
+                self.take_in_webhooks();
                 self.stop_retired(now);
                 if before == (Arc::as_ptr(&self.served), self.retired.len()) && self.dirty_caches.is_empty() && self.dirty_requests.is_empty() {
                     return;
@@ -576,6 +594,9 @@ impl SimServer {
                 Effect::Proxy(_) => r.machine.handle(now, Event::Proxied(Err("dial tcp: connect: connection refused".into()))),
                 // Nor webhooks.
                 Effect::Call(_) => r.machine.handle(now, Event::Called(Err("dial tcp: connect: connection refused".into()))),
+                Effect::Calls(calls) => {
+                    r.machine.handle(now, Event::CalledAll(calls.iter().map(|_| Err("dial tcp: connect: connection refused".into())).collect()))
+                }
                 // The server's own writes follow only legacy service account tokens, which
                 // the swarm's clients never present.
                 Effect::Loopback(_) => {}

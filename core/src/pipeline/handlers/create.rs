@@ -72,7 +72,12 @@ impl RequestMachine {
         ctx.body_findings = findings;
         let pending =
             Pending { operation: Operation::Create, info: &res.info, subresource: None, namespace: namespace.as_deref(), name: None, object: Some(&obj) };
-        let lookups = ctx.admission.lookups(&pending);
+        let mut lookups = ctx.admission.lookups(&pending);
+        for l in ctx.webhooks.lookups(&pending) {
+            if !lookups.contains(&l) {
+                lookups.push(l);
+            }
+        }
         self.start_write(PendingWrite { res, output, ctx, kind: WriteKind::Create(obj) }, lookups);
         Ok(())
     }

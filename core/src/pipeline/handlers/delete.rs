@@ -6,6 +6,7 @@ use std::sync::Arc;
 use jiff::Timestamp;
 use serde_json::{Value, json};
 
+use super::lookups::{AfterLookups, Lookups};
 use super::{DeleteCollection, PendingWrite, Stage};
 use crate::admission::Found;
 use crate::apiextensions::Converted;
@@ -19,6 +20,19 @@ use crate::pipeline::{Effect, RequestInfo, RequestMachine};
 use crate::registry::{self, FieldValidation, WriteContext, WriteEffect, WriteKind, WriteOp};
 use crate::status::ApiError;
 use crate::storage::{Outcome, StorageEffect, StorageOp, StorageRequest};
+
+/// What admission reads before deleting objects of `res` (the webhooks' namespace labels).
+fn delete_lookups(ctx: &WriteContext, res: &Resource) -> Vec<crate::admission::Lookup> {
+    let pending = crate::admission::Pending {
+        operation: crate::admission::Operation::Delete,
+        info: &res.info,
+        subresource: ctx.subresource.as_deref(),
+        namespace: ctx.namespace.as_deref(),
+        name: ctx.name.as_deref(),
+        object: None,
+    };
+    ctx.webhooks.lookups(&pending)
+}
 
 impl RequestMachine {
     pub(super) fn delete_body(&self) -> Result<Option<Value>, ApiError> {
@@ -34,7 +48,8 @@ impl RequestMachine {
         let (options, dry_run) = params::delete_options(query, self.delete_body()?.as_ref())?;
         let opts = params::WriteOptions { dry_run, field_manager: String::new(), field_validation: FieldValidation::Ignore, force: None };
         let ctx = self.write_context(now, info, namespace, &opts);
-        self.start_write(PendingWrite { res, output, ctx, kind: WriteKind::Delete(options) }, Vec::new());
+        let lookups = delete_lookups(&ctx, &res);
+        self.start_write(PendingWrite { res, output, ctx, kind: WriteKind::Delete(options) }, lookups);
         Ok(())
     }
 
@@ -53,8 +68,23 @@ impl RequestMachine {
         let ctx = self.write_context(now, info, namespace.clone(), &opts);
         let prefix = crate::storage::keys::collection_prefix(&self.server.storage_root(&res), namespace.as_deref());
         let op = StorageOp::new(StorageRequest::List { prefix, start: None, limit: 0, revision: 0 });
-        let dc = DeleteCollection { res, output, filter: list, ctx, options, names: VecDeque::new(), current: None, deleted: Vec::new(), revision: 0 };
-        self.stage = Stage::Listing { op, dc: Box::new(dc) };
+        let lookups = delete_lookups(&ctx, &res);
+        let dc = DeleteCollection {
+            res,
+            output,
+            filter: list,
+            ctx,
+            options,
+            found: Found::default(),
+            names: VecDeque::new(),
+            current: None,
+            deleted: Vec::new(),
+            revision: 0,
+        };
+        self.stage = match lookups.is_empty() {
+            true => Stage::Listing { op, dc: Box::new(dc) },
+            false => Stage::Lookups(Box::new(Lookups::new(lookups, AfterLookups::DeleteCollection { op: Box::new(op), dc: Box::new(dc) }))),
+        };
         Ok(())
     }
 
@@ -110,7 +140,7 @@ impl RequestMachine {
                         dc.res.clone(),
                         ctx,
                         WriteKind::Delete(dc.options.clone()),
-                        Found::default(),
+                        dc.found.clone(),
                         crate::rand::Rng::new(self.rng.next_u64()),
                     ));
                     self.stage = Stage::DeleteCollection(dc);
@@ -127,6 +157,10 @@ impl RequestMachine {
             }
             Some(WriteEffect::Convert(c)) => {
                 self.convert(c, super::convert::Resume::Writing(Box::new(Stage::DeleteCollection(dc))), now);
+                true
+            }
+            Some(WriteEffect::Admit(calls)) => {
+                self.ask_admission_webhooks(calls, Stage::DeleteCollection(dc));
                 true
             }
             Some(WriteEffect::Done(result)) => {

@@ -37,6 +37,11 @@ pub(crate) enum LookupRead {
 /// What the request does once its lookups are answered.
 pub(crate) enum AfterLookups {
     Write(Box<PendingWrite>),
+    /// List the collection, then delete each object with what was found.
+    DeleteCollection {
+        op: Box<crate::storage::StorageOp<crate::status::ApiError>>,
+        dc: Box<super::DeleteCollection>,
+    },
     /// Confirm the service account token, then go on with the request.
     Authenticate {
         pending: Box<Pending>,
@@ -169,6 +174,7 @@ impl RequestMachine {
                             let error = registry::storage_error(e, &res.info.group_resource(), "");
                             match l.then {
                                 AfterLookups::Write(w) => self.fail_as(&error, w.output.format),
+                                AfterLookups::DeleteCollection { dc, .. } => self.fail_as(&error, dc.output.format),
                                 // A token whose objects cannot be read does not authenticate,
                                 // with its validator's words for why.
                                 AfterLookups::Authenticate { pending, info, query } => {
@@ -239,6 +245,12 @@ impl RequestMachine {
                 }
                 let op = WriteOp::new(w.res.clone(), w.ctx, w.kind, found, crate::rand::Rng::new(self.rng.next_u64()));
                 self.stage = Stage::Write { op: Box::new(op), res: w.res, output: w.output, action: false };
+            }
+            AfterLookups::DeleteCollection { op, mut dc } => {
+                for (lookup, object) in l.found {
+                    dc.found.record(lookup, object);
+                }
+                self.stage = Stage::Listing { op: *op, dc };
             }
             AfterLookups::Authenticate { pending, info, query } => match pending.confirm(&l.found, now) {
                 Ok(confirmed) => {

@@ -2,6 +2,7 @@
 //! `endpoints/handlers`) and the stages a request goes through (storage reads, watch cache
 //! reads, admission lookups, registry writes, streamed lists), driven by `step` and `on_event`.
 
+mod admit;
 mod componentstatus;
 mod convert;
 mod create;
@@ -25,6 +26,7 @@ use super::params::{self, ListOptions};
 use super::query::Query;
 use super::respond::{ListBody, status_body};
 use super::{Effect, Event, RequestInfo, RequestMachine};
+use crate::admission::Found;
 use crate::apiextensions::{self, Converted};
 use crate::cache::{ReadRequest, ReadResult};
 use crate::catalog::Resource;
@@ -73,6 +75,8 @@ pub(super) struct DeleteCollection {
     filter: ListOptions,
     ctx: WriteContext,
     options: DeleteOptions,
+    /// What admission's lookups found, for each delete.
+    found: Found,
     names: VecDeque<String>,
     current: Option<WriteOp>,
     deleted: Vec<Value>,
@@ -87,6 +91,10 @@ pub(super) enum Stage {
     Authenticating(Box<webhooks::TokenAsking>),
     /// A conversion webhook's Service is read from the watch cache, to resolve it ...
     ConvertResolve(Box<convert::Converting>),
+    /// Admission webhooks' Services are read from the watch cache, to resolve them ...
+    AdmitResolve(Box<admit::Admitting>),
+    /// ... then the webhooks' answers awaited.
+    Admitting(Box<admit::Admitting>),
     /// ... then the webhook's answer awaited.
     Converting(Box<convert::Converting>),
     /// A request for an extension server waits for the Services, to resolve its APIService's.
@@ -370,6 +378,10 @@ impl RequestMachine {
                     self.convert(c, convert::Resume::Writing(Box::new(Stage::Write { op, res, output, action })), now);
                     true
                 }
+                Some(WriteEffect::Admit(calls)) => {
+                    self.ask_admission_webhooks(calls, Stage::Write { op, res, output, action });
+                    true
+                }
                 Some(WriteEffect::Done(result)) => {
                     self.warnings.extend(op.take_admission_warnings());
                     self.finish_write(res, output, action, result, now);
@@ -390,7 +402,7 @@ impl RequestMachine {
                     self.finish_write(res, output, false, result, now);
                     true
                 }
-                Some(WriteEffect::Convert(_)) | None => {
+                Some(WriteEffect::Convert(_) | WriteEffect::Admit(_)) | None => {
                     self.stage = Stage::Token { op, res, output };
                     false
                 }
@@ -405,6 +417,10 @@ impl RequestMachine {
                     self.convert(c, convert::Resume::Writing(Box::new(Stage::Evict { op, res, output })), now);
                     true
                 }
+                Some(WriteEffect::Admit(calls)) => {
+                    self.ask_admission_webhooks(calls, Stage::Evict { op, res, output });
+                    true
+                }
                 Some(WriteEffect::Done(result)) => {
                     self.finish_write(res, output, true, result, now);
                     true
@@ -416,7 +432,12 @@ impl RequestMachine {
             },
             Stage::Listing { op, dc } => self.step_listing(op, dc, now),
             Stage::DeleteCollection(dc) => self.step_delete_collection(dc, now),
-            stage @ (Stage::CacheList { .. } | Stage::CacheGet { .. } | Stage::ConvertResolve(_) | Stage::Converting(_)) => {
+            stage @ (Stage::CacheList { .. }
+            | Stage::CacheGet { .. }
+            | Stage::ConvertResolve(_)
+            | Stage::Converting(_)
+            | Stage::AdmitResolve(_)
+            | Stage::Admitting(_)) => {
                 self.stage = stage;
                 false
             }
@@ -448,6 +469,14 @@ impl RequestMachine {
             (Stage::ConvertResolve(_), Event::Cache(result)) => {
                 let Stage::ConvertResolve(converting) = std::mem::replace(&mut self.stage, Stage::Done) else { unreachable!() };
                 self.conversion_resolved(converting, result, now);
+            }
+            (Stage::AdmitResolve(_), Event::Cache(result)) => {
+                let Stage::AdmitResolve(admitting) = std::mem::replace(&mut self.stage, Stage::Done) else { unreachable!() };
+                self.admission_webhooks_resolved(admitting, result);
+            }
+            (Stage::Admitting(_), Event::CalledAll(answers)) => {
+                let Stage::Admitting(admitting) = std::mem::replace(&mut self.stage, Stage::Done) else { unreachable!() };
+                self.admission_webhooks_answered(*admitting, answers);
             }
             (Stage::Authorizing(_), Event::Called(answer)) => {
                 let Stage::Authorizing(a) = std::mem::replace(&mut self.stage, Stage::Done) else { unreachable!() };

@@ -116,6 +116,7 @@ impl RequestMachine {
             user: self.user.clone(),
             access: Some(Box::new(Access { authorizer: self.authorizer.clone(), state: self.served.authz.clone(), asked: self.asked.clone(), now })),
             admission: self.server.admission.clone(),
+            webhooks: self.served.webhooks.clone(),
         }
     }
 
@@ -136,7 +137,7 @@ impl RequestMachine {
                 name: ctx.name.as_deref(),
                 object,
             };
-            for l in ctx.admission.lookups(&pending) {
+            for l in ctx.admission.lookups(&pending).into_iter().chain(ctx.webhooks.lookups(&pending)) {
                 if !lookups.contains(&l) {
                     lookups.push(l);
                 }

@@ -1,0 +1,283 @@
+//! kube's webhook dispatchers over the answers a write has so far: the mutating webhooks one
+//! after another, each seeing the object as the ones before patched it (and those with
+//! `reinvocationPolicy: IfNeeded` once more when a later one changed it); the validating ones
+//! all asked at once, the first refusal in their order answered.
+//!
+//! Where an answer is missing the dispatch stops with the calls to make ([`Halt::Ask`]): the
+//! next mutating webhook's, or every validating webhook's still unanswered. Run again with
+//! the answers, it asks the same reviews (their uids drawn from what they ask) and goes on.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use bytes::Bytes;
+use jiff::SignedDuration;
+use serde_json::Value;
+
+use super::matching::{conditions_hold, matches};
+use super::review::{self, Response};
+use super::{Hook, Hooks};
+use crate::admission::Attributes;
+use crate::status::{ApiError, quote};
+use crate::webhook::{WebhookAnswer, WebhookCall};
+
+/// The answers a write has had, by review uid (a call that failed: why, in Go's words).
+pub type Answers = BTreeMap<String, Result<WebhookAnswer, String>>;
+
+/// A review to send to a webhook.
+#[derive(Clone, Debug)]
+pub struct AdmissionCall {
+    pub hook: Arc<Hook>,
+    pub uid: String,
+    pub body: Bytes,
+}
+
+impl AdmissionCall {
+    /// The HTTPS POST of the review (`service`: the Service object the webhook names, if
+    /// any), at its path with kube's `?timeout=`, within the webhook's timeout.
+    pub fn call(&self, service: Option<&Value>) -> Result<WebhookCall, String> {
+        let (target, path) = self.hook.client.resolve(service)?;
+        let seconds = self.hook.timeout_seconds;
+        let separator = if path.contains('?') { '&' } else { '?' };
+        Ok(WebhookCall {
+            method: http::Method::POST,
+            target,
+            path: format!("{path}{separator}timeout={seconds}s"),
+            body: self.body.clone(),
+            timeout: SignedDuration::from_secs(seconds),
+            credentials: None,
+        })
+    }
+}
+
+/// Why admission by webhooks stopped.
+#[derive(Debug)]
+pub enum Halt {
+    /// The write is refused.
+    Refused(ApiError),
+    /// These webhooks are to be asked first.
+    Ask(Vec<AdmissionCall>),
+}
+
+impl From<ApiError> for Halt {
+    fn from(e: ApiError) -> Halt {
+        Halt::Refused(e)
+    }
+}
+
+/// kube's reinvocation context of one write: the `IfNeeded` webhooks called since the last
+/// change, and those to call again in the second round.
+#[derive(Clone, Debug, Default)]
+pub struct Reinvocation {
+    previously: BTreeSet<String>,
+    again: BTreeSet<String>,
+    /// A webhook changed the object after an `IfNeeded` one was called: the mutating
+    /// plugins run a second round.
+    pub needed: bool,
+    /// The second round is running.
+    pub second_round: bool,
+}
+
+impl Reinvocation {
+    /// Something changed the object: every `IfNeeded` webhook called before is called again.
+    pub fn changed(&mut self) {
+        self.again.append(&mut self.previously);
+        self.needed = true;
+    }
+}
+
+/// The webhook configurations a write is admitted by, with what they answered so far.
+pub struct Webhooks<'a> {
+    pub hooks: &'a Hooks,
+    pub answers: &'a Answers,
+    /// Drawn once per write: the reviews' uids differ between writes asking the same.
+    pub salt: u64,
+}
+
+/// The configurations themselves are never admitted by webhooks (kube's exemption, so that a
+/// broken webhook can be taken away).
+fn exempt(a: &Attributes) -> bool {
+    const EXEMPT: [&str; 6] = [
+        "validatingwebhookconfigurations",
+        "mutatingwebhookconfigurations",
+        "validatingadmissionpolicies",
+        "validatingadmissionpolicybindings",
+        "mutatingadmissionpolicies",
+        "mutatingadmissionpolicybindings",
+    ];
+    a.info.group == "admissionregistration.k8s.io" && EXEMPT.contains(&a.info.resource.as_str())
+}
+
+/// What asking one webhook came to.
+enum Asked {
+    /// Its checked answer.
+    Answered(Response),
+    /// The call failed, for the failure policy.
+    Failed(String),
+    /// Not asked yet.
+    Pending(AdmissionCall),
+}
+
+impl Webhooks<'_> {
+    /// The review of `hook` for the write, answered if it was: refused before any call on a
+    /// dry run the webhook may not see.
+    fn ask(&self, hook: &Arc<Hook>, a: &Attributes, obj: Option<&Value>, request: &Value) -> Result<Asked, ApiError> {
+        if a.dry_run {
+            match hook.side_effects.as_deref() {
+                None => return Ok(Asked::Failed(format!("failed calling webhook {}: Webhook SideEffects is nil", quote(&hook.name)))),
+                Some("None" | "NoneOnDryRun") => {}
+                Some(_) => return Err(ApiError::bad_request(format!("admission webhook {} does not support dry run", quote(&hook.name)))),
+            }
+        }
+        let version = match review::version(hook) {
+            Ok(v) => v,
+            Err(why) => return Ok(Asked::Failed(format!("failed calling webhook {}: {why}", quote(&hook.name)))),
+        };
+        let (uid, body) = review::body(hook, version, request, obj, a.old, self.salt);
+        Ok(match self.answers.get(&uid) {
+            None => Asked::Pending(AdmissionCall { hook: hook.clone(), uid, body }),
+            Some(answer) => match review::read(hook, version, &uid, hook_is_mutating(self.hooks, hook), answer) {
+                Ok(r) => Asked::Answered(r),
+                Err(why) => Asked::Failed(why),
+            },
+        })
+    }
+
+    /// The mutating webhooks on `obj` (`None` for a delete), in order; `default`: the
+    /// resource's defaulting, run on every patched object as kube runs it.
+    pub fn mutate(
+        &self,
+        a: &Attributes,
+        mut obj: Option<&mut Value>,
+        reinvocation: &mut Reinvocation,
+        default: &dyn Fn(&mut Value),
+        warnings: &mut Vec<String>,
+    ) -> Result<(), Halt> {
+        if exempt(a) {
+            return Ok(());
+        }
+        for hook in &self.hooks.mutating {
+            if !matches(hook, a, obj.as_deref())? || (reinvocation.second_round && !reinvocation.again.contains(&hook.uid)) {
+                continue;
+            }
+            let request = review::request(a, obj.as_deref());
+            if !conditions_hold(hook, a, obj.as_deref(), &request)? {
+                continue;
+            }
+            let changed = match self.ask(hook, a, obj.as_deref(), &request)? {
+                Asked::Pending(call) => return Err(Halt::Ask(vec![call])),
+                Asked::Failed(_) if hook.ignore_failures => false,
+                Asked::Failed(why) => return Err(ApiError::internal(why).into()),
+                Asked::Answered(r) => {
+                    add_warnings(warnings, &r.warnings);
+                    if !r.allowed {
+                        return Err(review::denied(hook, r.status.as_ref()).into());
+                    }
+                    match patched(hook, &r, obj.as_deref()) {
+                        Err(PatchError::Call(_)) if hook.ignore_failures => false,
+                        Err(PatchError::Call(why)) => return Err(ApiError::internal(why).into()),
+                        Err(PatchError::Refused(e)) => return Err(e.into()),
+                        Ok(None) => false,
+                        Ok(Some(mut new)) => {
+                            let target = obj.as_deref_mut().expect("a patch is applied to an object");
+                            let changed = new != *target;
+                            default(&mut new);
+                            *target = new;
+                            changed
+                        }
+                    }
+                }
+            };
+            if changed {
+                reinvocation.changed();
+            }
+            if hook.reinvoke {
+                reinvocation.previously.insert(hook.uid.clone());
+            }
+        }
+        Ok(())
+    }
+
+    /// The validating webhooks on the final object (`None` for a delete): every matching one
+    /// asked at once; the first refusal, in their order, answered.
+    pub fn validate(&self, a: &Attributes, obj: Option<&Value>, warnings: &mut Vec<String>) -> Result<(), Halt> {
+        if exempt(a) {
+            return Ok(());
+        }
+        let mut asked = Vec::new();
+        for hook in &self.hooks.validating {
+            if !matches(hook, a, obj)? {
+                continue;
+            }
+            let request = review::request(a, obj);
+            if conditions_hold(hook, a, obj, &request)? {
+                asked.push((hook, self.ask(hook, a, obj, &request)));
+            }
+        }
+        let pending: Vec<AdmissionCall> = asked.iter().filter_map(|(_, a)| if let Ok(Asked::Pending(c)) = a { Some(c.clone()) } else { None }).collect();
+        if !pending.is_empty() {
+            return Err(Halt::Ask(pending));
+        }
+        let mut refusal = None;
+        for (hook, outcome) in asked {
+            let refused = match outcome {
+                Err(e) => Some(e),
+                Ok(Asked::Failed(why)) => (!hook.ignore_failures).then(|| ApiError::internal(why)),
+                Ok(Asked::Answered(r)) => {
+                    add_warnings(warnings, &r.warnings);
+                    (!r.allowed).then(|| review::denied(hook, r.status.as_ref()))
+                }
+                Ok(Asked::Pending(_)) => None,
+            };
+            refusal = refusal.or(refused);
+        }
+        refusal.map_or(Ok(()), |e| Err(Halt::Refused(e)))
+    }
+}
+
+fn hook_is_mutating(hooks: &Hooks, hook: &Arc<Hook>) -> bool {
+    hooks.mutating.iter().any(|h| Arc::ptr_eq(h, hook))
+}
+
+/// A webhook's warnings as kube's recorder keeps them: each once, none empty or with control
+/// characters.
+fn add_warnings(warnings: &mut Vec<String>, new: &[String]) {
+    for w in new {
+        if !w.is_empty() && !w.chars().any(char::is_control) && !warnings.contains(w) {
+            warnings.push(w.clone());
+        }
+    }
+}
+
+/// Why a mutating webhook's patch was not applied.
+enum PatchError {
+    /// kube's call error (the failure policy decides).
+    Call(String),
+    /// Refused whatever the policy.
+    Refused(ApiError),
+}
+
+/// The object as the webhook's answer patched it; `None` when it did not patch it.
+fn patched(hook: &Hook, r: &Response, obj: Option<&Value>) -> Result<Option<Value>, PatchError> {
+    let Some(patch) = &r.patch else { return Ok(None) };
+    if let Some(t) = r.patch_type.as_deref().filter(|t| *t != "JSONPatch") {
+        return Err(PatchError::Call(format!("failed calling webhook {}: unsupported patch type {}", quote(&hook.name), quote(t))));
+    }
+    let doc: Value = serde_json::from_slice(patch).map_err(|e| PatchError::Refused(ApiError::internal(e)))?;
+    if doc.as_array().is_some_and(Vec::is_empty) {
+        return Ok(None);
+    }
+    let Some(obj) = obj else {
+        let why = format!("admission webhook {} attempted to modify the object, which is not supported for this operation", quote(&hook.name));
+        return Err(PatchError::Refused(ApiError::internal(why)));
+    };
+    let failed = |why: String| PatchError::Refused(ApiError::internal(why));
+    match crate::patch::apply_json_patch(obj, &doc) {
+        Ok(new) if new.is_object() => Ok(Some(new)),
+        Ok(_) => Err(failed("json: cannot unmarshal non-object into Go value of type map[string]interface {}".into())),
+        Err(crate::patch::JsonPatchFailure::NotAList) => Err(failed("json: cannot unmarshal object into Go value of type jsonpatch.Patch".into())),
+        Err(crate::patch::JsonPatchFailure::TooMany(n)) => Err(failed(format!("a patch of {n} operations is more than kube applies"))),
+        Err(crate::patch::JsonPatchFailure::TooMuchCopied) => Err(failed("Unable to copy, would exceed the accumulated copy size limit".into())),
+        Err(crate::patch::JsonPatchFailure::Undecodable(e) | crate::patch::JsonPatchFailure::Failed(e)) => Err(failed(e)),
+    }
+}

@@ -1,0 +1,158 @@
+//! Admission webhooks (kube's `MutatingAdmissionWebhook` and `ValidatingAdmissionWebhook`):
+//! the webhooks of every `MutatingWebhookConfiguration` and `ValidatingWebhookConfiguration`,
+//! read into [`Hooks`], an immutable snapshot the request path holds (in `Served`, swapped
+//! whole when a configuration changes), matched against a write ([`matching`]), asked with an
+//! `AdmissionReview` ([`review`]) and their answers applied in kube's order ([`dispatch`]).
+//!
+//! The core never calls a webhook: a write that meets a webhook it has no answer from stops
+//! with the calls to make ([`dispatch::Halt::Ask`]); the registry hands them to the request
+//! machine, which emits them as effects, and runs admission again with the answers, which it
+//! keeps by the review's uid (drawn from what the review asks, so asking again asks the same).
+
+pub mod dispatch;
+pub mod matching;
+pub mod review;
+
+use std::sync::Arc;
+
+use serde_json::Value;
+
+use super::{Lookup, Pending};
+use crate::cel::Expression;
+use crate::selector::LabelSelector;
+use crate::webhook::ClientConfig;
+
+/// The collections the webhooks are read from: whether they are the mutating ones, and the
+/// configurations' group, version and resource.
+pub const SOURCES: [(bool, (&str, &str, &str)); 2] = [
+    (true, ("admissionregistration.k8s.io", "v1", "mutatingwebhookconfigurations")),
+    (false, ("admissionregistration.k8s.io", "v1", "validatingwebhookconfigurations")),
+];
+
+/// The webhooks of the configurations, in kube's order: configurations by name, each one's
+/// webhooks as listed.
+#[derive(Debug, Default)]
+pub struct Hooks {
+    pub mutating: Vec<Arc<Hook>>,
+    pub validating: Vec<Arc<Hook>>,
+}
+
+impl Hooks {
+    /// The snapshot with the mutating (or validating) webhooks those of `configurations`.
+    pub fn with<'a>(&self, mutating: bool, configurations: impl IntoIterator<Item = &'a Value>) -> Hooks {
+        let mut configurations: Vec<&Value> = configurations.into_iter().collect();
+        configurations.sort_by(|a, b| crate::meta::name(a).cmp(crate::meta::name(b)));
+        let mut hooks = Vec::new();
+        for c in configurations {
+            let configuration = crate::meta::name(c);
+            let mut seen: Vec<&str> = Vec::new();
+            for w in c.get("webhooks").and_then(Value::as_array).into_iter().flatten() {
+                let name = w.get("name").and_then(Value::as_str).unwrap_or_default();
+                let n = seen.iter().filter(|s| **s == name).count();
+                seen.push(name);
+                hooks.push(Arc::new(Hook::read(w, &format!("{configuration}/{name}/{n}"), configuration)));
+            }
+        }
+        let (mutating_hooks, validating) = if mutating { (hooks, self.validating.clone()) } else { (self.mutating.clone(), hooks) };
+        Hooks { mutating: mutating_hooks, validating }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.mutating.is_empty() && self.validating.is_empty()
+    }
+
+    /// What matching needs read before a write: the labels of the namespace written in, when
+    /// a webhook selects namespaces.
+    pub fn lookups(&self, request: &Pending) -> Vec<Lookup> {
+        let selects = self.mutating.iter().chain(&self.validating).any(|h| !matches!(&h.namespace_selector, Ok(s) if s.is_empty()));
+        match request.namespace.filter(|ns| selects && request.info.namespaced && !ns.is_empty()) {
+            Some(ns) => vec![Lookup::Namespace(ns.to_string())],
+            None => Vec::new(),
+        }
+    }
+}
+
+/// One rule of a webhook (`RuleWithOperations`).
+#[derive(Debug, Default)]
+pub struct Rule {
+    pub operations: Vec<String>,
+    pub groups: Vec<String>,
+    pub versions: Vec<String>,
+    pub resources: Vec<String>,
+    /// `*` (or absent), `Cluster` or `Namespaced`.
+    pub scope: String,
+}
+
+/// One webhook of a configuration, read once (its selectors parsed and its conditions
+/// compiled; what does not parse is kept as the error it gives when a write matches).
+#[derive(Debug)]
+pub struct Hook {
+    /// kube's `<configuration>/<webhook>/<n>`, `n` counting webhooks of the same name.
+    pub uid: String,
+    pub configuration: String,
+    pub name: String,
+    pub rules: Vec<Rule>,
+    /// `matchPolicy: Equivalent`.
+    pub equivalent: bool,
+    pub namespace_selector: Result<LabelSelector, String>,
+    pub object_selector: Result<LabelSelector, String>,
+    /// Each condition's expression, compiled (or why it does not compile).
+    pub conditions: Vec<(String, Result<Expression, String>)>,
+    /// `failurePolicy: Ignore` (anything else fails closed, as kube).
+    pub ignore_failures: bool,
+    pub timeout_seconds: i64,
+    /// `sideEffects`, if set.
+    pub side_effects: Option<String>,
+    /// `reinvocationPolicy: IfNeeded`.
+    pub reinvoke: bool,
+    pub review_versions: Vec<String>,
+    pub client: ClientConfig,
+}
+
+impl Hook {
+    fn read(w: &Value, uid: &str, configuration: &str) -> Hook {
+        let text = |k: &str| w.get(k).and_then(Value::as_str).map(str::to_string);
+        let strings = |v: Option<&Value>| crate::meta::strings(v);
+        let selector = |k: &str| match w.get(k) {
+            None | Some(Value::Null) => Ok(LabelSelector::default()),
+            Some(s) => LabelSelector::from_object(s),
+        };
+        let rules = w.get("rules").and_then(Value::as_array).into_iter().flatten();
+        Hook {
+            uid: uid.to_string(),
+            configuration: configuration.to_string(),
+            name: text("name").unwrap_or_default(),
+            rules: rules
+                .map(|r| Rule {
+                    operations: strings(r.get("operations")),
+                    groups: strings(r.get("apiGroups")),
+                    versions: strings(r.get("apiVersions")),
+                    resources: strings(r.get("resources")),
+                    scope: r.get("scope").and_then(Value::as_str).unwrap_or("*").to_string(),
+                })
+                .collect(),
+            equivalent: text("matchPolicy").as_deref() != Some("Exact"),
+            namespace_selector: selector("namespaceSelector"),
+            object_selector: selector("objectSelector"),
+            conditions: w
+                .get("matchConditions")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .map(|c| {
+                    let expression = c.get("expression").and_then(Value::as_str).unwrap_or_default();
+                    (expression.to_string(), Expression::compile(expression))
+                })
+                .collect(),
+            ignore_failures: text("failurePolicy").as_deref() == Some("Ignore"),
+            timeout_seconds: w.get("timeoutSeconds").and_then(Value::as_i64).unwrap_or(10).clamp(1, 30),
+            side_effects: text("sideEffects"),
+            reinvoke: text("reinvocationPolicy").as_deref() == Some("IfNeeded"),
+            review_versions: strings(w.get("admissionReviewVersions")),
+            client: ClientConfig::read(w.get("clientConfig").unwrap_or(&Value::Null)),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,212 @@
+//! The `AdmissionReview` a webhook is sent (`admission.k8s.io/v1`, or `v1beta1` when that is
+//! the first version the webhook accepts) and what kube makes of its answer
+//! (`VerifyAdmissionResponse`, `ToStatusErr`), in kube's words.
+
+use base64::Engine;
+use bytes::Bytes;
+use serde_json::{Map, Value, json};
+
+use super::Hook;
+use super::matching::{namespace_of, operation_name};
+use crate::admission::{Attributes, Operation};
+use crate::rand::Rng;
+use crate::status::{ApiError, StatusCause, StatusDetails, quote};
+use crate::webhook::{WebhookAnswer, unexpected_status};
+
+/// The review versions kube sends, in its order of preference.
+const VERSIONS: [&str; 2] = ["v1", "v1beta1"];
+
+/// The first review version the webhook accepts, or kube's error (for the failure policy).
+pub fn version(hook: &Hook) -> Result<&'static str, String> {
+    hook.review_versions
+        .iter()
+        .find_map(|v| VERSIONS.into_iter().find(|k| k == v))
+        .ok_or_else(|| "could not create admission objects: webhook does not accept known AdmissionReview versions (v1, v1beta1)".to_string())
+}
+
+/// The review's `request` without its uid and objects (CEL's `request`): the kind and
+/// resource written, the request's, the name, namespace, operation, user, dry run and options.
+pub fn request(a: &Attributes, obj: Option<&Value>) -> Value {
+    let info = a.info;
+    let (kind_group, kind_version, kind) = match a.subresource.and_then(|s| info.subresource(s)) {
+        Some(s) => (s.group.as_str(), s.version.as_str(), s.kind.as_str()),
+        None => (info.group.as_str(), info.version.as_str(), info.kind.as_str()),
+    };
+    let kind = json!({"group": kind_group, "version": kind_version, "kind": kind});
+    let resource = json!({"group": info.group, "version": info.version, "resource": info.resource});
+    let mut r = Map::new();
+    r.insert("kind".into(), kind.clone());
+    r.insert("resource".into(), resource.clone());
+    if let Some(s) = a.subresource {
+        r.insert("subResource".into(), json!(s));
+    }
+    r.insert("requestKind".into(), kind);
+    r.insert("requestResource".into(), resource);
+    if let Some(s) = a.subresource {
+        r.insert("requestSubResource".into(), json!(s));
+    }
+    let name = if a.name.is_empty() { obj.map(crate::meta::name).unwrap_or_default() } else { a.name };
+    if !name.is_empty() {
+        r.insert("name".into(), json!(name));
+    }
+    let namespace = namespace_of(a, obj);
+    if !namespace.is_empty() {
+        r.insert("namespace".into(), json!(namespace));
+    }
+    r.insert("operation".into(), json!(operation_name(a.operation)));
+    r.insert("userInfo".into(), user_info(a.user));
+    r.insert("dryRun".into(), json!(a.dry_run));
+    let options = match a.operation {
+        Operation::Create => "CreateOptions",
+        Operation::Update => "UpdateOptions",
+        Operation::Delete => "DeleteOptions",
+    };
+    let mut options = json!({"kind": options, "apiVersion": "meta.k8s.io/v1"});
+    if a.dry_run {
+        options["dryRun"] = json!(["All"]);
+    }
+    r.insert("options".into(), options);
+    Value::Object(r)
+}
+
+/// `authenticationv1.UserInfo` as a review carries it (empty fields left out).
+fn user_info(user: &crate::auth::UserInfo) -> Value {
+    let mut u = Map::new();
+    u.insert("username".into(), json!(user.name));
+    if !user.uid.is_empty() {
+        u.insert("uid".into(), json!(user.uid));
+    }
+    if !user.groups.is_empty() {
+        u.insert("groups".into(), json!(user.groups));
+    }
+    if !user.extra.is_empty() {
+        u.insert("extra".into(), json!(user.extra));
+    }
+    Value::Object(u)
+}
+
+/// The review sent: its uid (drawn from `salt`, the webhook and what it asks, so the same
+/// question gets the same uid) and its body.
+pub fn body(hook: &Hook, version: &str, request: &Value, obj: Option<&Value>, old: Option<&Value>, salt: u64) -> (String, Bytes) {
+    let mut r = Map::new();
+    r.insert("uid".into(), json!(""));
+    for (k, v) in request.as_object().into_iter().flatten() {
+        if k == "dryRun" {
+            r.insert("object".into(), obj.cloned().unwrap_or(Value::Null));
+            r.insert("oldObject".into(), old.cloned().unwrap_or(Value::Null));
+        }
+        r.insert(k.clone(), v.clone());
+    }
+    let mut review = json!({"kind": "AdmissionReview", "apiVersion": format!("admission.k8s.io/{version}"), "request": Value::Object(r)});
+    let unnamed = serde_json::to_vec(&review).expect("JSON trees serialize");
+    let uid = Rng::of(&[&salt.to_be_bytes()[..], hook.uid.as_bytes(), &unnamed].concat()).uuid();
+    review["request"]["uid"] = json!(uid);
+    (uid, Bytes::from(serde_json::to_vec(&review).expect("JSON trees serialize")))
+}
+
+/// What a webhook answered, checked.
+#[derive(Debug, Default, PartialEq)]
+pub struct Response {
+    pub allowed: bool,
+    pub status: Option<Value>,
+    /// A mutating webhook's JSON patch, decoded from base64.
+    pub patch: Option<Vec<u8>>,
+    /// Its type, with a patch (only `JSONPatch` is applied).
+    pub patch_type: Option<String>,
+    pub warnings: Vec<String>,
+}
+
+/// kube's reading of a webhook's answer to the review `uid` (`version`): the response, or
+/// why the call failed (`failed calling webhook "<name>": ...`), which the failure policy
+/// decides on.
+pub fn read(hook: &Hook, version: &str, uid: &str, mutating: bool, answer: &Result<WebhookAnswer, String>) -> Result<Response, String> {
+    let failed = |why: String| format!("failed calling webhook {}: {why}", quote(&hook.name));
+    let answer = answer.as_ref().map_err(|e| failed(format!("failed to call webhook: {e}")))?;
+    if !answer.succeeded() {
+        return Err(failed(format!("failed to call webhook: {}", unexpected_status(answer))));
+    }
+    if answer.body.is_empty() {
+        return Err(failed(format!("failed to call webhook: 0-length response with status code: {} and content type: {}", answer.status, answer.content_type)));
+    }
+    let review: Value =
+        serde_json::from_slice(&answer.body).map_err(|e| failed(format!("failed to call webhook: couldn't get version/kind; json parse error: {e}")))?;
+    verify(&review, version, uid, mutating).map_err(|e| failed(format!("received invalid webhook response: {e}")))
+}
+
+/// `VerifyAdmissionResponse`.
+fn verify(review: &Value, version: &str, uid: &str, mutating: bool) -> Result<Response, String> {
+    let response = review.get("response").filter(|r| r.is_object()).ok_or("webhook response was absent")?;
+    let text = |k: &str| response.get(k).and_then(Value::as_str);
+    let mut patch = match response.get("patch") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(p)) if p.is_empty() => None,
+        Some(Value::String(p)) => Some(base64::engine::general_purpose::STANDARD.decode(p).map_err(|e| format!("illegal base64 data in response.patch: {e}"))?),
+        Some(_) => return Err("response.patch is not a base64 string".into()),
+    };
+    let patch_type = text("patchType");
+    if version == "v1" {
+        let got = text("uid").unwrap_or_default();
+        if got != uid {
+            return Err(format!("expected response.uid={uid:?}, got {got:?}"));
+        }
+        let api_version = review.get("apiVersion").and_then(Value::as_str).unwrap_or_default();
+        let kind = review.get("kind").and_then(Value::as_str).unwrap_or_default();
+        if api_version != "admission.k8s.io/v1" || kind != "AdmissionReview" {
+            let (group, v) = api_version.rsplit_once('/').unwrap_or(("", api_version));
+            return Err(format!("expected webhook response of admission.k8s.io/v1, Kind=AdmissionReview, got {group}/{v}, Kind={kind}"));
+        }
+        match (mutating, &patch, patch_type) {
+            (true, Some(_), None) => return Err("webhook returned response.patch but not response.patchType".into()),
+            (true, None, Some(_)) => return Err("webhook returned response.patchType but not response.patch".into()),
+            (true, _, Some("")) => return Err("webhook returned invalid response.patchType of \"\"".into()),
+            (false, Some(_), _) => return Err("validating webhook may not return response.patch".into()),
+            (false, None, Some(_)) => return Err("validating webhook may not return response.patchType".into()),
+            _ => {}
+        }
+    }
+    if !mutating {
+        patch = None;
+    }
+    // v1beta1's patches are JSON patches whatever the type says.
+    let patch_type = patch.as_ref().map(|_| if version == "v1" { patch_type.unwrap_or_default() } else { "JSONPatch" }.to_string());
+    Ok(Response {
+        allowed: response.get("allowed").and_then(Value::as_bool).unwrap_or(false),
+        status: response.get("status").filter(|s| s.is_object()).cloned(),
+        patch,
+        patch_type,
+        warnings: crate::meta::strings(response.get("warnings")),
+    })
+}
+
+/// A webhook's refusal (`ToStatusErr`): its status, at least a 400, with kube's message
+/// (`admission webhook "<name>" denied the request: <message or reason>`).
+pub fn denied(hook: &Hook, status: Option<&Value>) -> ApiError {
+    let empty = Value::Null;
+    let status = status.unwrap_or(&empty);
+    let text = |k: &str| status.get(k).and_then(Value::as_str).unwrap_or_default();
+    let denied_by = format!("admission webhook {} denied the request", quote(&hook.name));
+    let message = match (text("message"), text("reason")) {
+        ("", "") => format!("{denied_by} without explanation"),
+        ("", reason) => format!("{denied_by}: {reason}"),
+        (message, _) => format!("{denied_by}: {message}"),
+    };
+    let code = status.get("code").and_then(Value::as_u64).filter(|c| (400..600).contains(c)).unwrap_or(400) as u16;
+    let details = status.get("details").filter(|d| d.is_object()).map(|d| {
+        let text = |k: &str| d.get(k).and_then(Value::as_str).unwrap_or_default().to_string();
+        let causes = d.get("causes").and_then(Value::as_array).into_iter().flatten();
+        Box::new(StatusDetails {
+            name: text("name"),
+            group: text("group"),
+            kind: text("kind"),
+            uid: text("uid"),
+            causes: causes
+                .map(|c| {
+                    let text = |k: &str| c.get(k).and_then(Value::as_str).unwrap_or_default().to_string();
+                    StatusCause { reason: text("reason"), message: text("message"), field: text("field") }
+                })
+                .collect(),
+            retry_after_seconds: d.get("retryAfterSeconds").and_then(Value::as_i64).and_then(|s| i32::try_from(s).ok()).unwrap_or(0),
+        })
+    });
+    ApiError { details, ..ApiError::new(code, crate::status::known_reason(text("reason")), message) }
+}

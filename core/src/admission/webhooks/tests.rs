@@ -1,0 +1,98 @@
+use serde_json::{Value, json};
+
+use super::matching::matches;
+use super::review::{denied, read, version};
+use super::*;
+use crate::admission::{Attributes, Found, Operation};
+use crate::auth::UserInfo;
+use crate::resources::{Settings, catalog};
+use crate::webhook::WebhookAnswer;
+
+fn hook(rules: Value) -> Hook {
+    let w = json!({"name": "w.example.com", "rules": rules, "sideEffects": "None", "admissionReviewVersions": ["v1beta1", "v1"],
+        "clientConfig": {"url": "https://h.example/x"}});
+    Hook::read(&w, "c/w.example.com/0", "c")
+}
+
+/// Whether `hook` matches `op` of `resource` (`group`), at `subresource`, in `namespace`.
+fn matched(hook: &Hook, (group, resource): (&str, &str), subresource: Option<&str>, namespace: &str, op: Operation) -> bool {
+    let cat = catalog(&Settings::default());
+    let info = &cat.resources().find(|r| r.info.group == group && r.info.resource == resource).unwrap().info;
+    let (user, found) = (UserInfo::default(), Found::default());
+    let a = Attributes { operation: op, info, subresource, namespace, name: "n", dry_run: false, user: &user, old: None, found: &found, access: None };
+    matches(hook, &a, Some(&json!({"metadata": {"name": "n"}}))).unwrap()
+}
+
+#[test]
+fn rules_match_as_kubes_matcher_reads_them() {
+    let rule = |resources: Value, scope: &str| {
+        hook(json!([{"operations": ["CREATE"], "apiGroups": ["", "apps"], "apiVersions": ["v1"], "resources": resources, "scope": scope}]))
+    };
+    let pods = ("", "pods");
+    // `*` is every resource but no subresource; `pods/*` is pods and its subresources.
+    assert!(matched(&rule(json!(["*"]), "*"), pods, None, "dev", Operation::Create));
+    assert!(!matched(&rule(json!(["*"]), "*"), pods, Some("status"), "dev", Operation::Create));
+    assert!(matched(&rule(json!(["pods/*"]), "*"), pods, Some("status"), "dev", Operation::Create));
+    assert!(matched(&rule(json!(["pods/*"]), "*"), pods, None, "dev", Operation::Create));
+    assert!(matched(&rule(json!(["*/status"]), "*"), ("apps", "deployments"), Some("status"), "dev", Operation::Create));
+    assert!(!matched(&rule(json!(["*/status"]), "*"), ("apps", "deployments"), Some("scale"), "dev", Operation::Create));
+    assert!(!matched(&rule(json!(["pods"]), "*"), pods, None, "dev", Operation::Update));
+    assert!(!matched(&rule(json!(["*"]), "*"), ("batch", "jobs"), None, "dev", Operation::Create));
+    // Scopes: a namespace itself is cluster-scoped.
+    assert!(!matched(&rule(json!(["pods"]), "Cluster"), pods, None, "dev", Operation::Create));
+    assert!(matched(&rule(json!(["namespaces"]), "Cluster"), ("", "namespaces"), None, "", Operation::Create));
+    assert!(!matched(&rule(json!(["namespaces"]), "Namespaced"), ("", "namespaces"), None, "", Operation::Create));
+    assert!(matched(&rule(json!(["nodes"]), "Cluster"), ("", "nodes"), None, "", Operation::Create));
+}
+
+#[test]
+fn configurations_are_ordered_by_name_and_webhooks_as_listed() {
+    let config = |name: &str, hooks: &[&str]| {
+        let hooks: Vec<Value> = hooks.iter().map(|h| json!({"name": h})).collect();
+        json!({"metadata": {"name": name}, "webhooks": hooks})
+    };
+    let (b, a) = (config("b", &["x.example.com", "x.example.com"]), config("a", &["z.example.com", "y.example.com"]));
+    let hooks = Hooks::default().with(false, [&b, &a]);
+    let uids: Vec<&str> = hooks.validating.iter().map(|h| h.uid.as_str()).collect();
+    assert_eq!(uids, ["a/z.example.com/0", "a/y.example.com/0", "b/x.example.com/0", "b/x.example.com/1"]);
+    assert!(hooks.mutating.is_empty());
+    // Defaults as kube's dispatcher reads an undefaulted webhook: fail closed, Equivalent.
+    assert!(!hooks.validating[0].ignore_failures && hooks.validating[0].equivalent && hooks.validating[0].timeout_seconds == 10);
+}
+
+#[test]
+fn refusals_and_bad_answers_are_put_in_kubes_words() {
+    let h = hook(json!([]));
+    assert_eq!(version(&h), Ok("v1beta1"));
+    let e = denied(&h, None);
+    assert_eq!((e.code, e.reason, e.message.as_str()), (400, "", "admission webhook \"w.example.com\" denied the request without explanation"));
+    let e = denied(&h, Some(&json!({"code": 200, "reason": "NotAcceptable"})));
+    assert_eq!((e.code, e.reason, e.message.as_str()), (400, "NotAcceptable", "admission webhook \"w.example.com\" denied the request: NotAcceptable"));
+    let e = denied(&h, Some(&json!({"code": 422, "reason": "Invalid", "message": "no", "details": {"causes": [{"field": "spec", "message": "bad"}]}})));
+    assert_eq!(
+        (e.code, e.message.as_str(), e.details.unwrap().causes[0].field.as_str()),
+        (422, "admission webhook \"w.example.com\" denied the request: no", "spec")
+    );
+
+    let answer = |body: Value| Ok(WebhookAnswer { status: 200, body: serde_json::to_vec(&body).unwrap().into(), content_type: "application/json".into() });
+    let v1 = |response: Value| answer(json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "response": response}));
+    let why = |r: Result<WebhookAnswer, String>, mutating: bool| read(&h, "v1", "u", mutating, &r).unwrap_err();
+    let prefix = "failed calling webhook \"w.example.com\": received invalid webhook response: ";
+    assert_eq!(why(answer(json!({"kind": "AdmissionReview"})), false), format!("{prefix}webhook response was absent"));
+    assert_eq!(why(v1(json!({"uid": "x"})), false), format!("{prefix}expected response.uid=\"u\", got \"x\""));
+    let wrong = answer(json!({"apiVersion": "v1", "kind": "Status", "response": {"uid": "u"}}));
+    assert_eq!(why(wrong, false), format!("{prefix}expected webhook response of admission.k8s.io/v1, Kind=AdmissionReview, got /v1, Kind=Status"));
+    assert_eq!(why(v1(json!({"uid": "u", "patch": "W10="})), true), format!("{prefix}webhook returned response.patch but not response.patchType"));
+    assert_eq!(why(v1(json!({"uid": "u", "patchType": "JSONPatch"})), true), format!("{prefix}webhook returned response.patchType but not response.patch"));
+    assert_eq!(
+        why(v1(json!({"uid": "u", "patch": "W10=", "patchType": "JSONPatch"})), false),
+        format!("{prefix}validating webhook may not return response.patch")
+    );
+    let empty = Ok(WebhookAnswer { status: 200, body: Default::default(), content_type: "application/json".into() });
+    assert_eq!(
+        why(empty, false),
+        "failed calling webhook \"w.example.com\": failed to call webhook: 0-length response with status code: 200 and content type: application/json"
+    );
+    let ok = read(&h, "v1", "u", true, &v1(json!({"uid": "u", "allowed": true, "patch": "W10=", "patchType": "JSONPatch", "warnings": ["w"]}))).unwrap();
+    assert_eq!((ok.allowed, ok.patch.as_deref(), ok.warnings), (true, Some(&b"[]"[..]), vec!["w".to_string()]));
+}

@@ -1,0 +1,71 @@
+//! Admission of a write: the chain's plugins and the webhooks of the configurations served
+//! (`admission::webhooks`), mutating then validating, as kube's chain runs them (the mutating
+//! webhooks where `MutatingAdmissionWebhook` stands, last of the mutating plugins; the
+//! validating ones before `ResourceQuota`'s charge).
+//!
+//! A webhook the write has no answer from yet stops it (see [`WriteOp::paused_at`]): the error
+//! returned then is never seen; the write asks and runs again from where it began, with the
+//! answer.
+
+use serde_json::Value;
+
+use super::WriteOp;
+use crate::admission::Operation;
+use crate::admission::webhooks::dispatch::{Halt, Reinvocation, Webhooks};
+use crate::status::ApiError;
+
+impl WriteOp {
+    /// The mutating plugins, then the mutating webhooks on `obj` (`None` for a delete); all
+    /// once more when a webhook changed the object after one that asks to be called again
+    /// (`reinvocationPolicy: IfNeeded`) was called, as kube's reinvoker runs them.
+    pub(super) fn mutating_admission(&mut self, operation: Operation, name: &str, old: Option<&Value>, mut obj: Option<&mut Value>) -> Result<(), ApiError> {
+        let mut reinvocation = Reinvocation::default();
+        let mut last_output: Option<Value> = None;
+        loop {
+            let a = super::admission_attributes(&self.res, &self.ctx, &self.found, operation, name, old);
+            self.ctx.admission.admit(&a, obj.as_deref_mut(), &mut self.rng)?;
+            if !self.ctx.admission.mutating_webhooks || self.ctx.webhooks.mutating.is_empty() {
+                return Ok(());
+            }
+            // A plugin that changed the object since the webhooks last saw it calls them again.
+            if last_output.is_some() && last_output.as_ref() != obj.as_deref() {
+                reinvocation.changed();
+            }
+            let webhooks = Webhooks { hooks: &self.ctx.webhooks, answers: &self.admitted, salt: self.salt };
+            let res = self.res.clone();
+            let default = |o: &mut Value| res.strategy.default(o);
+            match webhooks.mutate(&a, obj.as_deref_mut(), &mut reinvocation, &default, &mut self.admission_warnings) {
+                Ok(()) => {}
+                Err(Halt::Refused(e)) => return Err(e),
+                Err(Halt::Ask(calls)) => {
+                    self.blocked = Some(super::Blocked::Admit(calls));
+                    return Err(ApiError::internal("waiting for admission webhooks"));
+                }
+            }
+            if !reinvocation.needed || reinvocation.second_round {
+                return Ok(());
+            }
+            reinvocation.second_round = true;
+            last_output = obj.as_deref().cloned();
+        }
+    }
+
+    /// The validating plugins, then the validating webhooks, on the final object (`None` for
+    /// a delete).
+    pub(super) fn validating_admission(&mut self, operation: Operation, name: &str, old: Option<&Value>, obj: Option<&Value>) -> Result<(), ApiError> {
+        let a = super::admission_attributes(&self.res, &self.ctx, &self.found, operation, name, old);
+        self.ctx.admission.validate(&a, obj, &mut self.admission_warnings)?;
+        if !self.ctx.admission.validating_webhooks {
+            return Ok(());
+        }
+        let webhooks = Webhooks { hooks: &self.ctx.webhooks, answers: &self.admitted, salt: self.salt };
+        match webhooks.validate(&a, obj, &mut self.admission_warnings) {
+            Ok(()) => Ok(()),
+            Err(Halt::Refused(e)) => Err(e),
+            Err(Halt::Ask(calls)) => {
+                self.blocked = Some(super::Blocked::Admit(calls));
+                Err(ApiError::internal("waiting for admission webhooks"))
+            }
+        }
+    }
+}

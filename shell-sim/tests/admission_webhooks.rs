@@ -1,0 +1,293 @@
+//! Admission webhooks through the core's request pipeline with stand-in webhooks: which
+//! writes a configuration's rules and selectors send to its webhooks, what the
+//! AdmissionReview carries, how patches, refusals, warnings and failures come back to the
+//! client (kube's codes and messages), and that a webhook that cannot be asked never lets a
+//! `Fail` write through.
+
+use std::cell::RefCell;
+use std::collections::BTreeMap;
+use std::rc::Rc;
+
+use base64::Engine;
+use bytes::Bytes;
+use kapi_core::controllers::Enabled;
+use kapi_core::webhook::{WebhookAnswer, WebhookCall};
+use kapi_sim::{Response, World, default_server, epoch};
+use serde_json::{Value, json};
+
+const VALIDATING: &str = "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations";
+const MUTATING: &str = "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations";
+const CONFIGMAPS: &str = "/api/v1/namespaces/default/configmaps";
+
+/// What a stand-in webhook answers a review (its `request`), by the URL path it is called at.
+type Answer = Box<dyn Fn(&Value) -> Result<WebhookAnswer, String>>;
+
+/// The reviews each webhook was sent, by path.
+type Seen = Rc<RefCell<Vec<(String, Value)>>>;
+
+fn world(answers: BTreeMap<&'static str, Answer>) -> (World, Seen) {
+    let mut w = World::new(default_server(), epoch(), 7);
+    w.start_controllers(Enabled::NONE);
+    let seen: Seen = Rc::default();
+    let log = seen.clone();
+    w.webhook = Some(Box::new(move |call: &WebhookCall| {
+        let review: Value = serde_json::from_slice(&call.body).expect("a review");
+        let path = call.path.split('?').next().unwrap_or_default().to_string();
+        log.borrow_mut().push((call.path.clone(), review.clone()));
+        match answers.get(path.as_str()) {
+            Some(answer) => answer(&review["request"]),
+            None => Err(format!("Post \"{}{}\": dial tcp 127.0.0.1:443: connect: connection refused", call.target.url, call.path)),
+        }
+    }));
+    (w, seen)
+}
+
+fn review(response: Value) -> Result<WebhookAnswer, String> {
+    let body = json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "response": response});
+    Ok(WebhookAnswer { status: 200, body: Bytes::from(serde_json::to_vec(&body).unwrap()), content_type: "application/json".into() })
+}
+
+fn allow(request: &Value) -> Result<WebhookAnswer, String> {
+    review(json!({"uid": request["uid"], "allowed": true}))
+}
+
+fn patch(request: &Value, ops: Value) -> Result<WebhookAnswer, String> {
+    let patch = base64::engine::general_purpose::STANDARD.encode(serde_json::to_vec(&ops).unwrap());
+    review(json!({"uid": request["uid"], "allowed": true, "patchType": "JSONPatch", "patch": patch}))
+}
+
+fn hook(name: &str, path: &str, extra: Value) -> Value {
+    let mut h = json!({
+        "name": name,
+        "clientConfig": {"url": format!("https://hooks.example{path}")},
+        "rules": [{"operations": ["CREATE", "UPDATE", "DELETE"], "apiGroups": [""], "apiVersions": ["v1"], "resources": ["configmaps"]}],
+        "sideEffects": "None",
+        "admissionReviewVersions": ["v1"],
+    });
+    for (k, v) in extra.as_object().unwrap() {
+        h[k] = v.clone();
+    }
+    h
+}
+
+fn configure(w: &mut World, at: &str, name: &str, hooks: Vec<Value>) {
+    let kind = if at == MUTATING { "MutatingWebhookConfiguration" } else { "ValidatingWebhookConfiguration" };
+    let body = json!({"apiVersion": "admissionregistration.k8s.io/v1", "kind": kind, "metadata": {"name": name}, "webhooks": hooks});
+    let r = w.call("POST", at, "", Some(&body), "application/json");
+    assert_eq!(r.head.status, 201, "{}", String::from_utf8_lossy(&r.body));
+}
+
+fn configmap(name: &str, labels: Value) -> Value {
+    json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "labels": labels}, "data": {"k": "v"}})
+}
+
+fn create(w: &mut World, path: &str, query: &str, obj: &Value) -> Response {
+    w.call("POST", path, query, Some(obj), "application/json")
+}
+
+fn text(r: &Response) -> String {
+    String::from_utf8_lossy(&r.body).into_owned()
+}
+
+fn warnings(r: &Response) -> Vec<String> {
+    r.head.headers.iter().filter(|(k, _)| k.eq_ignore_ascii_case("Warning")).map(|(_, v)| v.clone()).collect()
+}
+
+#[test]
+fn a_validating_webhook_refuses_with_its_status_and_sees_the_review_kube_sends() {
+    let mut answers: BTreeMap<&str, Answer> = BTreeMap::new();
+    answers.insert(
+        "/deny",
+        Box::new(|request: &Value| {
+            let denied = request["object"]["metadata"]["labels"]["deny"] == "yes";
+            review(json!({"uid": request["uid"], "allowed": !denied, "warnings": ["looked at it"],
+                "status": {"code": 403, "reason": "Forbidden", "message": "labelled deny"}}))
+        }),
+    );
+    let (mut w, seen) = world(answers);
+    configure(&mut w, VALIDATING, "policy", vec![hook("deny.example.com", "/deny", json!({}))]);
+
+    let r = create(&mut w, CONFIGMAPS, "", &configmap("bad", json!({"deny": "yes"})));
+    assert_eq!(r.head.status, 403, "{}", text(&r));
+    assert_eq!(r.json()["message"], "admission webhook \"deny.example.com\" denied the request: labelled deny");
+    assert_eq!(r.json()["reason"], "Forbidden");
+    assert_eq!(warnings(&r), ["299 - \"looked at it\""]);
+    assert_eq!(w.call("GET", &format!("{CONFIGMAPS}/bad"), "", None, "").head.status, 404);
+
+    let r = create(&mut w, CONFIGMAPS, "", &configmap("good", json!({"deny": "no"})));
+    assert_eq!(r.head.status, 201, "{}", text(&r));
+    let (path, sent) = seen.borrow().last().cloned().unwrap();
+    assert_eq!(path, "/deny?timeout=10s");
+    assert_eq!((sent["apiVersion"].as_str(), sent["kind"].as_str()), (Some("admission.k8s.io/v1"), Some("AdmissionReview")));
+    let request = &sent["request"];
+    assert_eq!(request["uid"].as_str().map(str::len), Some(36));
+    assert_eq!(request["kind"], json!({"group": "", "version": "v1", "kind": "ConfigMap"}));
+    assert_eq!(request["resource"], json!({"group": "", "version": "v1", "resource": "configmaps"}));
+    assert_eq!(request["requestKind"], request["kind"]);
+    assert_eq!((request["name"].as_str(), request["namespace"].as_str(), request["operation"].as_str()), (Some("good"), Some("default"), Some("CREATE")));
+    assert_eq!(request["userInfo"]["username"], "admin");
+    assert_eq!(request["oldObject"], Value::Null);
+    assert_eq!(request["dryRun"], false);
+    assert_eq!(request["options"], json!({"kind": "CreateOptions", "apiVersion": "meta.k8s.io/v1"}));
+    // Validating webhooks see the object as it is stored: with its uid.
+    assert_eq!(request["object"]["metadata"]["uid"].as_str().map(str::len), Some(36));
+
+    // An update is sent with the object it replaces; a delete with only that.
+    let r = w.call("PATCH", &format!("{CONFIGMAPS}/good"), "", Some(&json!({"data": {"k": "w"}})), "application/merge-patch+json");
+    assert_eq!(r.head.status, 200, "{}", text(&r));
+    let request = seen.borrow().last().unwrap().1["request"].clone();
+    assert_eq!(
+        (request["operation"].as_str(), request["oldObject"]["data"]["k"].as_str(), request["object"]["data"]["k"].as_str()),
+        (Some("UPDATE"), Some("v"), Some("w"))
+    );
+    assert_eq!(request["options"]["kind"], "UpdateOptions");
+    let r = w.call("DELETE", &format!("{CONFIGMAPS}/good"), "", None, "");
+    assert_eq!(r.head.status, 200, "{}", text(&r));
+    let request = seen.borrow().last().unwrap().1["request"].clone();
+    assert_eq!((request["operation"].as_str(), &request["object"], request["oldObject"]["data"]["k"].as_str()), (Some("DELETE"), &Value::Null, Some("w")));
+}
+
+#[test]
+fn mutating_webhooks_patch_in_order_and_the_ifneeded_ones_run_again() {
+    let mut answers: BTreeMap<&str, Answer> = BTreeMap::new();
+    answers.insert("/first", Box::new(|r: &Value| patch(r, json!([{"op": "add", "path": "/metadata/labels/first", "value": "yes"}]))));
+    answers.insert(
+        "/second",
+        Box::new(|r: &Value| {
+            // It sees the first webhook's label, and adds its own once.
+            assert_eq!(r["object"]["metadata"]["labels"]["first"], "yes");
+            match r["object"]["metadata"]["labels"].get("second") {
+                None => patch(r, json!([{"op": "add", "path": "/metadata/labels/second", "value": "yes"}])),
+                Some(_) => allow(r),
+            }
+        }),
+    );
+    let (mut w, seen) = world(answers);
+    configure(
+        &mut w,
+        MUTATING,
+        "a-config",
+        vec![hook("first.example.com", "/first", json!({"reinvocationPolicy": "IfNeeded"})), hook("second.example.com", "/second", json!({}))],
+    );
+
+    let r = create(&mut w, CONFIGMAPS, "", &configmap("m", json!({})));
+    assert_eq!(r.head.status, 201, "{}", text(&r));
+    assert_eq!(r.json()["metadata"]["labels"], json!({"first": "yes", "second": "yes"}));
+    let stored = w.call("GET", &format!("{CONFIGMAPS}/m"), "", None, "").json();
+    assert_eq!(stored["metadata"]["labels"], json!({"first": "yes", "second": "yes"}));
+    // The first is called again after the second changed the object; the second is not.
+    let paths: Vec<String> = seen.borrow().iter().map(|(p, _)| p.split('?').next().unwrap().to_string()).collect();
+    assert_eq!(paths, ["/first", "/second", "/first"]);
+    // Mutating webhooks see the object before the server fills in its uid.
+    assert_eq!(seen.borrow()[0].1["request"]["object"]["metadata"].get("uid"), None);
+}
+
+#[test]
+fn a_webhook_that_cannot_be_asked_fails_the_write_unless_its_policy_ignores_it() {
+    let (mut w, _) = world(BTreeMap::new());
+    configure(&mut w, VALIDATING, "closed", vec![hook("closed.example.com", "/nowhere", json!({"objectSelector": {"matchLabels": {"guarded": "yes"}}}))]);
+    configure(
+        &mut w,
+        VALIDATING,
+        "open",
+        vec![hook("open.example.com", "/nowhere", json!({"failurePolicy": "Ignore", "objectSelector": {"matchLabels": {"open": "yes"}}}))],
+    );
+    let r = create(&mut w, CONFIGMAPS, "", &configmap("guarded", json!({"guarded": "yes"})));
+    assert_eq!(r.head.status, 500, "{}", text(&r));
+    assert_eq!(r.json()["reason"], "InternalError");
+    assert_eq!(
+        r.json()["message"],
+        "Internal error occurred: failed calling webhook \"closed.example.com\": failed to call webhook: Post \"https://hooks.example:443/nowhere?timeout=10s\": dial tcp 127.0.0.1:443: connect: connection refused"
+    );
+    assert_eq!(w.call("GET", &format!("{CONFIGMAPS}/guarded"), "", None, "").head.status, 404);
+    // The selector leaves other objects alone; the Ignore webhook lets its own through.
+    assert_eq!(create(&mut w, CONFIGMAPS, "", &configmap("plain", json!({}))).head.status, 201);
+    assert_eq!(create(&mut w, CONFIGMAPS, "", &configmap("open", json!({"open": "yes"}))).head.status, 201);
+    // The configurations themselves are never sent to webhooks, so a broken one can go.
+    assert_eq!(w.call("DELETE", &format!("{VALIDATING}/closed"), "", None, "").head.status, 200);
+    assert_eq!(create(&mut w, CONFIGMAPS, "", &configmap("guarded", json!({"guarded": "yes"}))).head.status, 201);
+}
+
+#[test]
+fn answers_kube_refuses_are_call_failures() {
+    let mut answers: BTreeMap<&str, Answer> = BTreeMap::new();
+    answers.insert("/wrong-uid", Box::new(|_: &Value| review(json!({"uid": "nope", "allowed": true}))));
+    answers.insert("/boom", Box::new(|_: &Value| Ok(WebhookAnswer { status: 500, body: Bytes::from_static(b"boom"), content_type: "text/plain".into() })));
+    answers.insert("/patching", Box::new(|r: &Value| patch(r, json!([{"op": "remove", "path": "/metadata/labels/missing"}]))));
+    let (mut w, _) = world(answers);
+    let only = |label: &str| json!({"objectSelector": {"matchLabels": {label: "yes"}}});
+    configure(&mut w, VALIDATING, "v", vec![hook("uid.example.com", "/wrong-uid", only("uid")), hook("boom.example.com", "/boom", only("boom"))]);
+    configure(&mut w, MUTATING, "m", vec![hook("patch.example.com", "/patching", only("patch"))]);
+
+    let r = create(&mut w, CONFIGMAPS, "", &configmap("u", json!({"uid": "yes"})));
+    assert_eq!(r.head.status, 500);
+    let message = r.json()["message"].as_str().unwrap().to_string();
+    assert!(
+        message.starts_with("Internal error occurred: failed calling webhook \"uid.example.com\": received invalid webhook response: expected response.uid=\""),
+        "{message}"
+    );
+    assert!(message.ends_with("\", got \"nope\""), "{message}");
+    let r = create(&mut w, CONFIGMAPS, "", &configmap("b", json!({"boom": "yes"})));
+    assert_eq!(
+        r.json()["message"],
+        "Internal error occurred: failed calling webhook \"boom.example.com\": failed to call webhook: an error on the server (\"boom\") has prevented the request from succeeding"
+    );
+    let r = create(&mut w, CONFIGMAPS, "", &configmap("p", json!({"patch": "yes"})));
+    assert_eq!((r.head.status, r.json()["reason"].as_str()), (500, Some("InternalError")), "{}", text(&r));
+}
+
+#[test]
+fn dry_runs_reach_only_webhooks_without_side_effects() {
+    let (mut w, seen) = world(BTreeMap::from([("/ok", Box::new(allow) as Answer)]));
+    configure(&mut w, VALIDATING, "v", vec![hook("ok.example.com", "/ok", json!({"sideEffects": "NoneOnDryRun"}))]);
+    let r = create(&mut w, CONFIGMAPS, "dryRun=All", &configmap("d", json!({})));
+    assert_eq!(r.head.status, 201, "{}", text(&r));
+    let request = seen.borrow().last().unwrap().1["request"].clone();
+    assert_eq!((request["dryRun"].as_bool(), &request["options"]["dryRun"]), (Some(true), &json!(["All"])));
+    // Nothing was stored.
+    assert_eq!(w.call("GET", &format!("{CONFIGMAPS}/d"), "", None, "").head.status, 404);
+}
+
+#[test]
+fn rules_selectors_and_conditions_choose_the_writes_sent() {
+    let (mut w, seen) = world(BTreeMap::from([("/ok", Box::new(allow) as Answer)]));
+    let ns = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "watched", "labels": {"watch": "yes"}}});
+    assert_eq!(w.call("POST", "/api/v1/namespaces", "", Some(&ns), "application/json").head.status, 201);
+    let watched = "/api/v1/namespaces/watched/configmaps";
+    configure(
+        &mut w,
+        VALIDATING,
+        "v",
+        vec![
+            hook(
+                "ns.example.com",
+                "/ok",
+                json!({"namespaceSelector": {"matchLabels": {"watch": "yes"}},
+                "rules": [{"operations": ["CREATE"], "apiGroups": [""], "apiVersions": ["v1"], "resources": ["configmaps"], "scope": "Namespaced"}]}),
+            ),
+            hook("cond.example.com", "/ok", json!({"matchConditions": [{"name": "big", "expression": "has(object.data) && object.data.size() > 1"}]})),
+            hook(
+                "broken.example.com",
+                "/ok",
+                json!({"matchConditions": [{"name": "bad", "expression": "object.nothing == 'x'"}],
+                "objectSelector": {"matchLabels": {"broken": "yes"}}}),
+            ),
+        ],
+    );
+    let sent = |seen: &Seen| seen.borrow().iter().map(|(_, r)| r["request"]["name"].as_str().unwrap().to_string()).collect::<Vec<_>>();
+    assert_eq!(create(&mut w, CONFIGMAPS, "", &configmap("elsewhere", json!({}))).head.status, 201);
+    assert_eq!(create(&mut w, watched, "", &configmap("inside", json!({}))).head.status, 201);
+    assert_eq!(sent(&seen), ["inside"]);
+    // An update is not among the rule's operations.
+    let r = w.call("PATCH", &format!("{watched}/inside"), "", Some(&json!({"data": {"k": "w"}})), "application/merge-patch+json");
+    assert_eq!(r.head.status, 200, "{}", text(&r));
+    assert_eq!(sent(&seen).len(), 1);
+    let big = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "big"}, "data": {"a": "1", "b": "2"}});
+    assert_eq!(create(&mut w, CONFIGMAPS, "", &big).head.status, 201);
+    assert_eq!(sent(&seen), ["inside", "big"]);
+    // A condition that fails to evaluate fails a `Fail` webhook's write with kube's 403.
+    let r = create(&mut w, CONFIGMAPS, "", &configmap("broken", json!({"broken": "yes"})));
+    assert_eq!(r.head.status, 403, "{}", text(&r));
+    let message = r.json()["message"].as_str().unwrap().to_string();
+    assert!(message.starts_with("configmaps \"broken\" is forbidden: expression 'object.nothing == 'x'' resulted in error: "), "{message}");
+}
