@@ -291,3 +291,26 @@ fn rules_selectors_and_conditions_choose_the_writes_sent() {
     let message = r.json()["message"].as_str().unwrap().to_string();
     assert!(message.starts_with("configmaps \"broken\" is forbidden: expression 'object.nothing == 'x'' resulted in error: "), "{message}");
 }
+
+#[test]
+fn an_equivalent_webhook_sees_the_version_its_rules_name() {
+    let (mut w, seen) = world(BTreeMap::from([("/v1", Box::new(allow) as Answer)]));
+    let v1_only =
+        json!({"rules": [{"operations": ["CREATE"], "apiGroups": ["autoscaling"], "apiVersions": ["v1"], "resources": ["horizontalpodautoscalers"]}]});
+    let mut exact = v1_only.clone();
+    exact["matchPolicy"] = json!("Exact");
+    configure(&mut w, VALIDATING, "v", vec![hook("equivalent.example.com", "/v1", v1_only), hook("exact.example.com", "/v1", exact)]);
+    let hpa = json!({"apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler", "metadata": {"name": "web"},
+        "spec": {"scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"}, "maxReplicas": 3,
+            "metrics": [{"type": "Resource", "resource": {"name": "cpu", "target": {"type": "Utilization", "averageUtilization": 60}}}]}});
+    let r = create(&mut w, "/apis/autoscaling/v2/namespaces/default/horizontalpodautoscalers", "", &hpa);
+    assert_eq!(r.head.status, 201, "{}", text(&r));
+    // Only the Equivalent webhook is asked, about autoscaling/v1, with the object at v1.
+    assert_eq!(seen.borrow().len(), 1);
+    let request = seen.borrow()[0].1["request"].clone();
+    assert_eq!(request["kind"], json!({"group": "autoscaling", "version": "v1", "kind": "HorizontalPodAutoscaler"}));
+    assert_eq!(request["resource"]["version"], "v1");
+    assert_eq!(request["requestKind"]["version"], "v2");
+    assert_eq!(request["object"]["apiVersion"], "autoscaling/v1");
+    assert_eq!(request["object"]["spec"]["targetCPUUtilizationPercentage"], 60);
+}

@@ -11,8 +11,14 @@ use serde_json::Value;
 
 use super::WriteOp;
 use crate::admission::Operation;
-use crate::admission::webhooks::dispatch::{Halt, Reinvocation, Webhooks};
+use crate::admission::webhooks::dispatch::{Answers, Halt, Reinvocation, Webhooks};
+use crate::catalog::Resource;
 use crate::status::ApiError;
+
+/// The webhooks of the configurations the write was served with, with its answers so far.
+fn webhooks<'a>(ctx: &'a super::WriteContext, admitted: &'a Answers, salt: u64, res: &'a Resource) -> Webhooks<'a> {
+    Webhooks { hooks: &ctx.webhooks, answers: admitted, salt, resource: res, equivalents: &ctx.equivalents }
+}
 
 impl WriteOp {
     /// The mutating plugins, then the mutating webhooks on `obj` (`None` for a delete); all
@@ -31,7 +37,7 @@ impl WriteOp {
             if last_output.is_some() && last_output.as_ref() != obj.as_deref() {
                 reinvocation.changed();
             }
-            let webhooks = Webhooks { hooks: &self.ctx.webhooks, answers: &self.admitted, salt: self.salt };
+            let webhooks = webhooks(&self.ctx, &self.admitted, self.salt, &self.res);
             let res = self.res.clone();
             let default = |o: &mut Value| res.strategy.default(o);
             match webhooks.mutate(&a, obj.as_deref_mut(), &mut reinvocation, &default, &mut self.admission_warnings) {
@@ -58,7 +64,7 @@ impl WriteOp {
         if !self.ctx.admission.validating_webhooks {
             return Ok(());
         }
-        let webhooks = Webhooks { hooks: &self.ctx.webhooks, answers: &self.admitted, salt: self.salt };
+        let webhooks = webhooks(&self.ctx, &self.admitted, self.salt, &self.res);
         match webhooks.validate(&a, obj, &mut self.admission_warnings) {
             Ok(()) => Ok(()),
             Err(Halt::Refused(e)) => Err(e),

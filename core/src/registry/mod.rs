@@ -78,6 +78,9 @@ pub struct WriteContext {
     pub admission: std::sync::Arc<crate::admission::Chain>,
     /// The admission webhooks of the configurations served when the request came.
     pub webhooks: std::sync::Arc<crate::admission::webhooks::Hooks>,
+    /// The other versions of the resource written that are stored alike (for webhooks of
+    /// `matchPolicy: Equivalent`), in the catalog's order.
+    pub equivalents: Vec<Arc<Resource>>,
 }
 
 /// A patch document and its type.

@@ -14,10 +14,11 @@ use bytes::Bytes;
 use jiff::SignedDuration;
 use serde_json::Value;
 
-use super::matching::{conditions_hold, matches};
+use super::matching::{Invocation, conditions_hold, matches};
 use super::review::{self, Response};
 use super::{Hook, Hooks};
 use crate::admission::Attributes;
+use crate::catalog::{Resource, ResourceInfo};
 use crate::status::{ApiError, quote};
 use crate::webhook::{WebhookAnswer, WebhookCall};
 
@@ -92,6 +93,18 @@ pub struct Webhooks<'a> {
     pub answers: &'a Answers,
     /// Drawn once per write: the reviews' uids differ between writes asking the same.
     pub salt: u64,
+    /// The resource written.
+    pub resource: &'a Resource,
+    /// The other versions stored alike, which webhooks of `matchPolicy: Equivalent` may name.
+    pub equivalents: &'a [Arc<Resource>],
+}
+
+/// `obj` of `from` as `to` serves it (the two stored alike).
+fn convert(from: &Resource, to: &Resource, obj: &Value) -> Value {
+    let stored = from.strategy.stored_from_served(obj).unwrap_or_else(|| obj.clone());
+    let mut out = to.strategy.served_from_stored(stored);
+    crate::meta::set_type_meta(&mut out, &to.info.api_version(), &to.info.kind);
+    out
 }
 
 /// The configurations themselves are never admitted by webhooks (kube's exemption, so that a
@@ -119,9 +132,20 @@ enum Asked {
 }
 
 impl Webhooks<'_> {
+    /// The resource a webhook is asked about, and the objects as it sees them.
+    fn versioned<'x>(&self, invocation: Invocation<'x>, a: &Attributes<'x>, obj: Option<&Value>) -> (&'x ResourceInfo, Option<Value>, Option<Value>) {
+        match invocation {
+            Invocation::Exact => (a.info, obj.cloned(), a.old.cloned()),
+            Invocation::Equivalent(to) => {
+                let each = |o: Option<&Value>| o.map(|o| convert(self.resource, to, o));
+                (&to.info, each(obj), each(a.old))
+            }
+        }
+    }
+
     /// The review of `hook` for the write, answered if it was: refused before any call on a
     /// dry run the webhook may not see.
-    fn ask(&self, hook: &Arc<Hook>, a: &Attributes, obj: Option<&Value>, request: &Value) -> Result<Asked, ApiError> {
+    fn ask(&self, hook: &Arc<Hook>, a: &Attributes, (obj, old): (Option<&Value>, Option<&Value>), request: &Value) -> Result<Asked, ApiError> {
         if a.dry_run {
             match hook.side_effects.as_deref() {
                 None => return Ok(Asked::Failed(format!("failed calling webhook {}: Webhook SideEffects is nil", quote(&hook.name)))),
@@ -133,7 +157,7 @@ impl Webhooks<'_> {
             Ok(v) => v,
             Err(why) => return Ok(Asked::Failed(format!("failed calling webhook {}: {why}", quote(&hook.name)))),
         };
-        let (uid, body) = review::body(hook, version, request, obj, a.old, self.salt);
+        let (uid, body) = review::body(hook, version, request, obj, old, self.salt);
         Ok(match self.answers.get(&uid) {
             None => Asked::Pending(AdmissionCall { hook: hook.clone(), uid, body }),
             Some(answer) => match review::read(hook, version, &uid, hook_is_mutating(self.hooks, hook), answer) {
@@ -157,14 +181,16 @@ impl Webhooks<'_> {
             return Ok(());
         }
         for hook in &self.hooks.mutating {
-            if !matches(hook, a, obj.as_deref())? || (reinvocation.second_round && !reinvocation.again.contains(&hook.uid)) {
+            let Some(invocation) = matches(hook, a, obj.as_deref(), self.equivalents)? else { continue };
+            if reinvocation.second_round && !reinvocation.again.contains(&hook.uid) {
                 continue;
             }
-            let request = review::request(a, obj.as_deref());
-            if !conditions_hold(hook, a, obj.as_deref(), &request)? {
+            let (invoked, seen, old) = self.versioned(invocation, a, obj.as_deref());
+            let request = review::request(a, invoked, seen.as_ref());
+            if !conditions_hold(hook, a, (seen.as_ref(), old.as_ref()), &request)? {
                 continue;
             }
-            let changed = match self.ask(hook, a, obj.as_deref(), &request)? {
+            let changed = match self.ask(hook, a, (seen.as_ref(), old.as_ref()), &request)? {
                 Asked::Pending(call) => return Err(Halt::Ask(vec![call])),
                 Asked::Failed(_) if hook.ignore_failures => false,
                 Asked::Failed(why) => return Err(ApiError::internal(why).into()),
@@ -173,16 +199,18 @@ impl Webhooks<'_> {
                     if !r.allowed {
                         return Err(review::denied(hook, r.status.as_ref()).into());
                     }
-                    match patched(hook, &r, obj.as_deref()) {
+                    match patched(hook, &r, seen.as_ref()) {
                         Err(PatchError::Call(_)) if hook.ignore_failures => false,
                         Err(PatchError::Call(why)) => return Err(ApiError::internal(why).into()),
                         Err(PatchError::Refused(e)) => return Err(e.into()),
                         Ok(None) => false,
                         Ok(Some(mut new)) => {
-                            let target = obj.as_deref_mut().expect("a patch is applied to an object");
-                            let changed = new != *target;
+                            let changed = Some(&new) != seen.as_ref();
                             default(&mut new);
-                            *target = new;
+                            if let Invocation::Equivalent(from) = invocation {
+                                new = convert(from, self.resource, &new);
+                            }
+                            *obj.as_deref_mut().expect("a patch is applied to an object") = new;
                             changed
                         }
                     }
@@ -206,12 +234,11 @@ impl Webhooks<'_> {
         }
         let mut asked = Vec::new();
         for hook in &self.hooks.validating {
-            if !matches(hook, a, obj)? {
-                continue;
-            }
-            let request = review::request(a, obj);
-            if conditions_hold(hook, a, obj, &request)? {
-                asked.push((hook, self.ask(hook, a, obj, &request)));
+            let Some(invocation) = matches(hook, a, obj, self.equivalents)? else { continue };
+            let (invoked, seen, old) = self.versioned(invocation, a, obj);
+            let request = review::request(a, invoked, seen.as_ref());
+            if conditions_hold(hook, a, (seen.as_ref(), old.as_ref()), &request)? {
+                asked.push((hook, self.ask(hook, a, (seen.as_ref(), old.as_ref()), &request)));
             }
         }
         let pending: Vec<AdmissionCall> = asked.iter().filter_map(|(_, a)| if let Ok(Asked::Pending(c)) = a { Some(c.clone()) } else { None }).collect();

@@ -6,8 +6,11 @@
 
 use serde_json::Value;
 
+use std::sync::Arc;
+
 use super::{Hook, Rule};
 use crate::admission::{Attributes, Operation};
+use crate::catalog::{Resource, ResourceInfo};
 use crate::cel::cost::{self, Shape};
 use crate::meta;
 use crate::status::ApiError;
@@ -38,12 +41,12 @@ pub fn namespace_of<'a>(a: &'a Attributes, obj: Option<&'a Value>) -> &'a str {
 /// Whether one rule covers the write (`rules.Matcher`): the operation, group, version, the
 /// resource with its subresource (`*` is every resource but no subresource, `pods/*` is pods
 /// and each of its subresources, `*/*` everything), and the scope.
-fn rule_matches(rule: &Rule, a: &Attributes, namespace: &str) -> bool {
+fn rule_matches(rule: &Rule, a: &Attributes, info: &ResourceInfo, namespace: &str) -> bool {
     let any_or = |items: &[String], wanted: &str| items.iter().any(|i| i == "*" || i == wanted);
     let subresource = a.subresource.unwrap_or_default();
     let resource = rule.resources.iter().any(|r| {
         let (res, sub) = r.split_once('/').unwrap_or((r, ""));
-        (res == "*" || res == a.info.resource) && (sub == "*" || sub == subresource)
+        (res == "*" || res == info.resource) && (sub == "*" || sub == subresource)
     });
     let cluster = is_namespaces(a) || namespace.is_empty();
     let scope = match rule.scope.as_str() {
@@ -52,7 +55,7 @@ fn rule_matches(rule: &Rule, a: &Attributes, namespace: &str) -> bool {
         "Namespaced" => !cluster,
         _ => false,
     };
-    scope && any_or(&rule.operations, operation_name(a.operation)) && any_or(&rule.groups, &a.info.group) && any_or(&rule.versions, &a.info.version) && resource
+    scope && any_or(&rule.operations, operation_name(a.operation)) && any_or(&rule.groups, &info.group) && any_or(&rule.versions, &info.version) && resource
 }
 
 /// The labels of the namespace a write is in, as kube's namespace matcher reads them: those
@@ -72,9 +75,19 @@ fn namespace_labels<'a>(a: &'a Attributes, obj: Option<&'a Value>, namespace: &s
     }
 }
 
+/// Which resource a webhook is asked about: the one written, or (`matchPolicy: Equivalent`)
+/// another version of it its rules name, the objects converted to that version.
+#[derive(Clone, Copy, Debug)]
+pub enum Invocation<'r> {
+    Exact,
+    Equivalent(&'r Arc<Resource>),
+}
+
 /// Whether the selectors and rules of `hook` cover the write (`obj`: the object as the hook
-/// would see it); conditions are checked apart ([`conditions_hold`]).
-pub fn matches(hook: &Hook, a: &Attributes, obj: Option<&Value>) -> Result<bool, ApiError> {
+/// would see it), and as which resource: the written one if a rule names it, else the first
+/// of `equivalents` (the resources stored alike) a rule names, rule by rule. Conditions are
+/// checked apart ([`conditions_hold`]).
+pub fn matches<'r>(hook: &Hook, a: &Attributes, obj: Option<&Value>, equivalents: &'r [Arc<Resource>]) -> Result<Option<Invocation<'r>>, ApiError> {
     let namespace = namespace_of(a, obj);
     let namespace_match = match &hook.namespace_selector {
         Err(e) => Err(ApiError::internal(e)),
@@ -82,7 +95,7 @@ pub fn matches(hook: &Hook, a: &Attributes, obj: Option<&Value>) -> Result<bool,
         Ok(s) => namespace_labels(a, obj, namespace).map(|labels| s.matches(&labels)),
     };
     if matches!(namespace_match, Ok(false)) {
-        return Ok(false);
+        return Ok(None);
     }
     let object_match = match &hook.object_selector {
         Err(e) => Err(ApiError::internal(e)),
@@ -93,24 +106,33 @@ pub fn matches(hook: &Hook, a: &Attributes, obj: Option<&Value>) -> Result<bool,
         }
     };
     if matches!(object_match, Ok(false)) {
-        return Ok(false);
+        return Ok(None);
     }
-    if !hook.rules.iter().any(|r| rule_matches(r, a, namespace)) {
-        return Ok(false);
-    }
+    let invocation = if hook.rules.iter().any(|r| rule_matches(r, a, a.info, namespace)) {
+        Invocation::Exact
+    } else {
+        let equivalents = equivalents.iter().filter(|_| hook.equivalent);
+        let mut found = hook.rules.iter().flat_map(|r| equivalents.clone().map(move |e| (r, e)));
+        match found.find(|(r, e)| rule_matches(r, a, &e.info, namespace)) {
+            Some((_, e)) => Invocation::Equivalent(e),
+            None => return Ok(None),
+        }
+    };
     namespace_match?;
-    object_match
+    object_match?;
+    Ok(Some(invocation))
 }
 
-/// kube's evaluation of `matchConditions` over `object`, `oldObject` and `request` (the
+/// kube's evaluation of `matchConditions` over `object`, `oldObject` (as the webhook sees
+/// them) and `request` (the
 /// review's request without its uid and objects): false at the first that is false; the
 /// errors of the others, to the failure policy: with `Fail` a 403, with `Ignore` the webhook
 /// is skipped.
-pub fn conditions_hold(hook: &Hook, a: &Attributes, obj: Option<&Value>, request: &Value) -> Result<bool, ApiError> {
+pub fn conditions_hold(hook: &Hook, a: &Attributes, (obj, old): (Option<&Value>, Option<&Value>), request: &Value) -> Result<bool, ApiError> {
     if hook.conditions.is_empty() {
         return Ok(true);
     }
-    let variables = [("object", obj.cloned().unwrap_or(Value::Null)), ("oldObject", a.old.cloned().unwrap_or(Value::Null)), ("request", request.clone())];
+    let variables = [("object", obj.cloned().unwrap_or(Value::Null)), ("oldObject", old.cloned().unwrap_or(Value::Null)), ("request", request.clone())];
     let shape: Vec<(&str, Shape)> = variables.iter().map(|(n, v)| (*n, Shape::of(&crate::cel::to_value(v)))).collect();
     let mut errors = Vec::new();
     for (source, condition) in &hook.conditions {

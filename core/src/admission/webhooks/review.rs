@@ -9,6 +9,7 @@ use serde_json::{Map, Value, json};
 use super::Hook;
 use super::matching::{namespace_of, operation_name};
 use crate::admission::{Attributes, Operation};
+use crate::catalog::ResourceInfo;
 use crate::rand::Rng;
 use crate::status::{ApiError, StatusCause, StatusDetails, quote};
 use crate::webhook::{WebhookAnswer, unexpected_status};
@@ -24,24 +25,29 @@ pub fn version(hook: &Hook) -> Result<&'static str, String> {
         .ok_or_else(|| "could not create admission objects: webhook does not accept known AdmissionReview versions (v1, v1beta1)".to_string())
 }
 
-/// The review's `request` without its uid and objects (CEL's `request`): the kind and
-/// resource written, the request's, the name, namespace, operation, user, dry run and options.
-pub fn request(a: &Attributes, obj: Option<&Value>) -> Value {
-    let info = a.info;
-    let (kind_group, kind_version, kind) = match a.subresource.and_then(|s| info.subresource(s)) {
+/// The kind and the resource of a write of `info`'s resource, as a review names them.
+fn kind_and_resource(info: &ResourceInfo, subresource: Option<&str>) -> (Value, Value) {
+    let (kind_group, kind_version, kind) = match subresource.and_then(|s| info.subresource(s)) {
         Some(s) => (s.group.as_str(), s.version.as_str(), s.kind.as_str()),
         None => (info.group.as_str(), info.version.as_str(), info.kind.as_str()),
     };
-    let kind = json!({"group": kind_group, "version": kind_version, "kind": kind});
-    let resource = json!({"group": info.group, "version": info.version, "resource": info.resource});
+    (json!({"group": kind_group, "version": kind_version, "kind": kind}), json!({"group": info.group, "version": info.version, "resource": info.resource}))
+}
+
+/// The review's `request` without its uid and objects (CEL's `request`): the kind and
+/// resource the webhook is asked about (`invoked`: an equivalent one its rules name), the
+/// request's, the name, namespace, operation, user, dry run and options.
+pub fn request(a: &Attributes, invoked: &ResourceInfo, obj: Option<&Value>) -> Value {
+    let (kind, resource) = kind_and_resource(invoked, a.subresource);
+    let (request_kind, request_resource) = kind_and_resource(a.info, a.subresource);
     let mut r = Map::new();
-    r.insert("kind".into(), kind.clone());
-    r.insert("resource".into(), resource.clone());
+    r.insert("kind".into(), kind);
+    r.insert("resource".into(), resource);
     if let Some(s) = a.subresource {
         r.insert("subResource".into(), json!(s));
     }
-    r.insert("requestKind".into(), kind);
-    r.insert("requestResource".into(), resource);
+    r.insert("requestKind".into(), request_kind);
+    r.insert("requestResource".into(), request_resource);
     if let Some(s) = a.subresource {
         r.insert("requestSubResource".into(), json!(s));
     }

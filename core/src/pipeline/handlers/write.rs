@@ -117,7 +117,22 @@ impl RequestMachine {
             access: Some(Box::new(Access { authorizer: self.authorizer.clone(), state: self.served.authz.clone(), asked: self.asked.clone(), now })),
             admission: self.server.admission.clone(),
             webhooks: self.served.webhooks.clone(),
+            equivalents: if self.served.webhooks.is_empty() { Vec::new() } else { self.equivalents(info) },
         }
+    }
+
+    /// The other versions of the resource of `info` stored alike, which a webhook may name
+    /// for it (none converted by a CRD's webhook, nor for a subresource other than `status`:
+    /// its objects are of another kind).
+    fn equivalents(&self, info: &RequestInfo) -> Vec<Arc<Resource>> {
+        let catalog = &self.served.catalog;
+        let Some(res) = catalog.get(&info.api_group, &info.api_version, &info.resource) else { return Vec::new() };
+        let plain = |r: &Resource| r.strategy.conversion_webhook().is_none() && r.info.stored();
+        if !plain(res) || !matches!(info.subresource.as_str(), "" | "status") {
+            return Vec::new();
+        }
+        let same = |r: &Resource| r.info.group == res.info.group && r.info.version == res.info.version;
+        catalog.by_storage_prefix(&res.info.storage_prefix).filter(|r| !same(r) && plain(r)).cloned().collect()
     }
 
     pub(super) fn user_agent(&self) -> String {
