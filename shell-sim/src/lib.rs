@@ -89,7 +89,7 @@ pub struct World {
     /// The APIService cache's revision last taken in.
     api_services_seen: i64,
     /// The webhook configurations (mutating, validating) as last taken in.
-    webhooks_seen: [kapi_core::cache::Objects; 2],
+    webhooks_seen: [Option<kapi_core::cache::Objects>; 2],
     /// What the authorizers read, each collection's objects as last taken in.
     authz_seen: BTreeMap<SlotKey, kapi_core::cache::Objects>,
     /// The extension API servers: what each request proxied to one gets (its answer, or the
@@ -344,10 +344,10 @@ impl World {
         for (i, (mutating, (group, version, resource))) in kapi_core::admission::webhooks::SOURCES.into_iter().enumerate() {
             let key: SlotKey = (group.into(), version.into(), resource.into());
             let Some(now) = self.slots.get(&key).and_then(|s| s.cache.published()) else { continue };
-            if !self.webhooks_seen[i].ptr_eq(&now.objects) {
+            if !self.webhooks_seen[i].as_ref().is_some_and(|seen| seen.ptr_eq(&now.objects)) {
                 let objects: Vec<serde_json::Value> = now.objects.values().map(|o| o.value()).collect();
                 self.served = self.served.with_webhooks(mutating, &objects);
-                self.webhooks_seen[i] = now.objects;
+                self.webhooks_seen[i] = Some(now.objects);
                 changed = true;
             }
         }

@@ -35,7 +35,7 @@ pub async fn run(state: Arc<State>, builtins: Catalog, mut discovered: mpsc::Unb
     let mut authz_seen: Vec<Objects> = vec![Objects::new(); authz_sources.len()];
     // The admission webhooks' configurations, likewise.
     let webhooks_changed: Vec<Option<Arc<Notify>>> = SOURCES.iter().map(|(_, r)| published(*r).map(|(_, n)| n)).collect();
-    let mut webhooks_seen: [Objects; 2] = Default::default();
+    let mut webhooks_seen: [Option<Objects>; 2] = Default::default();
     loop {
         tokio::select! {
             _ = notified(&crds_changed) => {}
@@ -68,11 +68,11 @@ pub async fn run(state: Arc<State>, builtins: Catalog, mut discovered: mpsc::Unb
         }
         for ((mutating, resource), seen) in SOURCES.into_iter().zip(webhooks_seen.iter_mut()) {
             if let Some((Some(now), _)) = published(resource)
-                && !seen.ptr_eq(&now.objects)
+                && !seen.as_ref().is_some_and(|seen| seen.ptr_eq(&now.objects))
             {
                 let objects: Vec<serde_json::Value> = now.objects.values().map(|o| o.value()).collect();
                 state.served.store(state.served.load().with_webhooks(mutating, &objects));
-                *seen = now.objects.clone();
+                *seen = Some(now.objects.clone());
             }
         }
         let Some((Some(crds), _)) = published(CRDS) else { continue };

@@ -145,17 +145,9 @@ impl Served {
 
     fn with(catalog: Catalog, api_services: ApiServices, discovered: Discovered) -> Arc<Served> {
         let crds_synced = catalog.get("apiextensions.k8s.io", "v1", "customresourcedefinitions").is_none();
+        let webhooks = Arc::new(crate::admission::webhooks::Hooks::unread(&catalog));
         let catalog = Arc::new(catalog);
-        Arc::new(Served {
-            catalog,
-            api_services,
-            discovered,
-            made: Default::default(),
-            crds_synced,
-            authz: Default::default(),
-            webhooks: Default::default(),
-            docs: Arc::default(),
-        })
+        Arc::new(Served { catalog, api_services, discovered, made: Default::default(), crds_synced, authz: Default::default(), webhooks, docs: Arc::default() })
     }
 
     /// Whether the CRDs have been taken in (see [`Served::with_crds`]).

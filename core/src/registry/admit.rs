@@ -30,7 +30,7 @@ impl WriteOp {
         loop {
             let a = super::admission_attributes(&self.res, &self.ctx, &self.found, operation, name, old);
             self.ctx.admission.admit(&a, obj.as_deref_mut(), &mut self.rng)?;
-            if !self.ctx.admission.mutating_webhooks || self.ctx.webhooks.mutating.is_empty() {
+            if !self.ctx.admission.mutating_webhooks || self.ctx.webhooks.mutating_synced && self.ctx.webhooks.mutating.is_empty() {
                 return Ok(());
             }
             // A plugin that changed the object since the webhooks last saw it calls them again.
@@ -38,9 +38,7 @@ impl WriteOp {
                 reinvocation.changed();
             }
             let webhooks = webhooks(&self.ctx, &self.admitted, self.salt, &self.res);
-            let res = self.res.clone();
-            let default = |o: &mut Value| res.strategy.default(o);
-            match webhooks.mutate(&a, obj.as_deref_mut(), &mut reinvocation, &default, &mut self.admission_warnings) {
+            match webhooks.mutate(&a, obj.as_deref_mut(), &mut reinvocation, &mut self.admission_warnings) {
                 Ok(()) => {}
                 Err(Halt::Refused(e)) => return Err(e),
                 Err(Halt::Ask(calls)) => {

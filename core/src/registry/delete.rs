@@ -49,8 +49,14 @@ impl WriteOp {
                 &format!("Precondition failed: ResourceVersion in precondition: {rv}, ResourceVersion in object meta: {}", meta::resource_version(&obj)),
             ));
         }
-        self.mutating_admission(Operation::Delete, &name, Some(&obj), None)?;
-        self.validating_admission(Operation::Delete, &name, Some(&obj), None)?;
+        // A graceful deletion already pending that the request does not shorten is answered
+        // without admission (kube's `pendingGraceful`).
+        let grace = meta::at(&obj, &["metadata", "deletionGracePeriodSeconds"]).and_then(Value::as_i64).filter(|g| *g > 0);
+        let pending_graceful = meta::deletion_timestamp(&obj).is_some() && grace.is_some_and(|g| opts.grace_period_seconds.is_none_or(|n| n >= g));
+        if !pending_graceful {
+            self.mutating_admission(Operation::Delete, &name, Some(&obj), None)?;
+            self.validating_admission(Operation::Delete, &name, Some(&obj), None)?;
+        }
         let now = self.ctx.now;
 
         if meta::deletion_timestamp(&obj).is_some() {

@@ -158,7 +158,7 @@ pub struct SimServer {
     /// they make.
     authz_seen: BTreeMap<SlotKey, Objects>,
     /// The webhook configurations (mutating, validating) as last taken in.
-    webhooks_seen: [Objects; 2],
+    webhooks_seen: [Option<Objects>; 2],
     policy: Policy,
     /// The last change of the RBAC objects (their kind's objects after and before it, and its
     /// revision before it), which serves every second request undone (a planted bug).
@@ -183,7 +183,9 @@ impl SimServer {
             server: setup.server,
             builtins: Catalog::clone(&setup.served.catalog),
             initial: setup.served.clone(),
-            served: setup.served,
+            // The world starts from a store bootstrapped without webhook configurations, so
+            // there are none to read yet; a restarted server reads them again.
+            served: setup.served.with_webhooks(true, &[]).with_webhooks(false, &[]),
             crds_seen: 0,
             epoch: 0,
             caches: BTreeMap::new(),
@@ -301,10 +303,10 @@ impl SimServer {
         for (i, (mutating, (group, version, resource))) in kapi_core::admission::webhooks::SOURCES.into_iter().enumerate() {
             let key: SlotKey = (group.into(), version.into(), resource.into());
             let Some(now) = self.slots.get(&key).and_then(|s| self.caches[s].published()) else { continue };
-            if !self.webhooks_seen[i].ptr_eq(&now.objects) {
+            if !self.webhooks_seen[i].as_ref().is_some_and(|seen| seen.ptr_eq(&now.objects)) {
                 let objects: Vec<serde_json::Value> = now.objects.values().map(|o| o.value()).collect();
                 self.served = self.served.with_webhooks(mutating, &objects);
-                self.webhooks_seen[i] = now.objects;
+                self.webhooks_seen[i] = Some(now.objects);
             }
         }
     }

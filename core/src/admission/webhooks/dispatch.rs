@@ -121,6 +121,14 @@ fn exempt(a: &Attributes) -> bool {
     a.info.group == "admissionregistration.k8s.io" && EXEMPT.contains(&a.info.resource.as_str())
 }
 
+/// The phase of a validating webhook's review (see [`Webhooks::ask`]).
+const VALIDATING: &str = "validating";
+
+/// kube's refusal of a write before the configurations have been read.
+fn not_ready(a: &Attributes) -> ApiError {
+    a.forbidden("not yet ready to handle request")
+}
+
 /// What asking one webhook came to.
 enum Asked {
     /// Its checked answer.
@@ -145,7 +153,9 @@ impl Webhooks<'_> {
 
     /// The review of `hook` for the write, answered if it was: refused before any call on a
     /// dry run the webhook may not see.
-    fn ask(&self, hook: &Arc<Hook>, a: &Attributes, (obj, old): (Option<&Value>, Option<&Value>), request: &Value) -> Result<Asked, ApiError> {
+    /// `phase` tells the reviews of one webhook apart: mutating (and in which round) or
+    /// validating, each a call of its own.
+    fn ask(&self, hook: &Arc<Hook>, phase: &str, a: &Attributes, (obj, old): (Option<&Value>, Option<&Value>), request: &Value) -> Result<Asked, ApiError> {
         if a.dry_run {
             match hook.side_effects.as_deref() {
                 None => return Ok(Asked::Failed(format!("failed calling webhook {}: Webhook SideEffects is nil", quote(&hook.name)))),
@@ -157,40 +167,37 @@ impl Webhooks<'_> {
             Ok(v) => v,
             Err(why) => return Ok(Asked::Failed(format!("failed calling webhook {}: {why}", quote(&hook.name)))),
         };
-        let (uid, body) = review::body(hook, version, request, obj, old, self.salt);
+        let (uid, body) = review::body(hook, phase, version, request, obj, old, self.salt);
         Ok(match self.answers.get(&uid) {
             None => Asked::Pending(AdmissionCall { hook: hook.clone(), uid, body }),
-            Some(answer) => match review::read(hook, version, &uid, hook_is_mutating(self.hooks, hook), answer) {
+            Some(answer) => match review::read(hook, version, &uid, phase != VALIDATING, answer) {
                 Ok(r) => Asked::Answered(r),
                 Err(why) => Asked::Failed(why),
             },
         })
     }
 
-    /// The mutating webhooks on `obj` (`None` for a delete), in order; `default`: the
-    /// resource's defaulting, run on every patched object as kube runs it.
-    pub fn mutate(
-        &self,
-        a: &Attributes,
-        mut obj: Option<&mut Value>,
-        reinvocation: &mut Reinvocation,
-        default: &dyn Fn(&mut Value),
-        warnings: &mut Vec<String>,
-    ) -> Result<(), Halt> {
+    /// The mutating webhooks on `obj` (`None` for a delete), in order; a patched object is
+    /// decoded as its kind and defaulted, as kube decodes it.
+    pub fn mutate(&self, a: &Attributes, mut obj: Option<&mut Value>, reinvocation: &mut Reinvocation, warnings: &mut Vec<String>) -> Result<(), Halt> {
         if exempt(a) {
             return Ok(());
         }
+        if !self.hooks.mutating_synced {
+            return Err(not_ready(a).into());
+        }
         for hook in &self.hooks.mutating {
             let Some(invocation) = matches(hook, a, obj.as_deref(), self.equivalents)? else { continue };
-            if reinvocation.second_round && !reinvocation.again.contains(&hook.uid) {
-                continue;
-            }
             let (invoked, seen, old) = self.versioned(invocation, a, obj.as_deref());
             let request = review::request(a, invoked, seen.as_ref());
             if !conditions_hold(hook, a, (seen.as_ref(), old.as_ref()), &request)? {
                 continue;
             }
-            let changed = match self.ask(hook, a, (seen.as_ref(), old.as_ref()), &request)? {
+            if reinvocation.second_round && !reinvocation.again.contains(&hook.uid) {
+                continue;
+            }
+            let phase = if reinvocation.second_round { "mutating/1" } else { "mutating/0" };
+            let changed = match self.ask(hook, phase, a, (seen.as_ref(), old.as_ref()), &request)? {
                 Asked::Pending(call) => return Err(Halt::Ask(vec![call])),
                 Asked::Failed(_) if hook.ignore_failures => false,
                 Asked::Failed(why) => return Err(ApiError::internal(why).into()),
@@ -206,7 +213,11 @@ impl Webhooks<'_> {
                         Ok(None) => false,
                         Ok(Some(mut new)) => {
                             let changed = Some(&new) != seen.as_ref();
-                            default(&mut new);
+                            let kind = match invocation {
+                                Invocation::Exact => self.resource,
+                                Invocation::Equivalent(e) => e,
+                            };
+                            decode(kind, &mut new)?;
                             if let Invocation::Equivalent(from) = invocation {
                                 new = convert(from, self.resource, &new);
                             }
@@ -232,13 +243,16 @@ impl Webhooks<'_> {
         if exempt(a) {
             return Ok(());
         }
+        if !self.hooks.validating_synced {
+            return Err(not_ready(a).into());
+        }
         let mut asked = Vec::new();
         for hook in &self.hooks.validating {
             let Some(invocation) = matches(hook, a, obj, self.equivalents)? else { continue };
             let (invoked, seen, old) = self.versioned(invocation, a, obj);
             let request = review::request(a, invoked, seen.as_ref());
             if conditions_hold(hook, a, (seen.as_ref(), old.as_ref()), &request)? {
-                asked.push((hook, self.ask(hook, a, (seen.as_ref(), old.as_ref()), &request)));
+                asked.push((hook, self.ask(hook, VALIDATING, a, (seen.as_ref(), old.as_ref()), &request)));
             }
         }
         let pending: Vec<AdmissionCall> = asked.iter().filter_map(|(_, a)| if let Ok(Asked::Pending(c)) = a { Some(c.clone()) } else { None }).collect();
@@ -262,15 +276,31 @@ impl Webhooks<'_> {
     }
 }
 
-fn hook_is_mutating(hooks: &Hooks, hook: &Arc<Hook>) -> bool {
-    hooks.mutating.iter().any(|h| Arc::ptr_eq(h, hook))
+/// `obj`, patched, as kube's (lenient) decoder reads it as `res`'s kind: fields the kind does
+/// not have dropped, a value of the wrong type a 500; then defaulted.
+fn decode(res: &Resource, obj: &mut Value) -> Result<(), ApiError> {
+    if res.strategy.prune_unknown(obj).is_none() {
+        crate::schema::normalize::normalize(crate::schema::schema(), &res.info.definition, obj).map_err(ApiError::internal)?;
+    }
+    res.strategy.default(obj);
+    Ok(())
 }
 
+/// The characters of warnings kube's recorder takes from a request's webhooks; past it, it
+/// keeps no more.
+const WARNINGS_BUDGET: usize = 4096;
+
 /// A webhook's warnings as kube's recorder keeps them: each once, none empty or with control
-/// characters.
+/// characters, within [`WARNINGS_BUDGET`].
 fn add_warnings(warnings: &mut Vec<String>, new: &[String]) {
+    let mut used: usize = warnings.iter().map(|w| w.chars().count()).sum();
     for w in new {
+        let size = w.chars().count();
+        if used + size > WARNINGS_BUDGET {
+            return;
+        }
         if !w.is_empty() && !w.chars().any(char::is_control) && !warnings.contains(w) {
+            used += size;
             warnings.push(w.clone());
         }
     }
@@ -287,9 +317,6 @@ enum PatchError {
 /// The object as the webhook's answer patched it; `None` when it did not patch it.
 fn patched(hook: &Hook, r: &Response, obj: Option<&Value>) -> Result<Option<Value>, PatchError> {
     let Some(patch) = &r.patch else { return Ok(None) };
-    if let Some(t) = r.patch_type.as_deref().filter(|t| *t != "JSONPatch") {
-        return Err(PatchError::Call(format!("failed calling webhook {}: unsupported patch type {}", quote(&hook.name), quote(t))));
-    }
     let doc: Value = serde_json::from_slice(patch).map_err(|e| PatchError::Refused(ApiError::internal(e)))?;
     if doc.as_array().is_some_and(Vec::is_empty) {
         return Ok(None);
@@ -298,6 +325,9 @@ fn patched(hook: &Hook, r: &Response, obj: Option<&Value>) -> Result<Option<Valu
         let why = format!("admission webhook {} attempted to modify the object, which is not supported for this operation", quote(&hook.name));
         return Err(PatchError::Refused(ApiError::internal(why)));
     };
+    if let Some(t) = r.patch_type.as_deref().filter(|t| *t != "JSONPatch") {
+        return Err(PatchError::Call(format!("failed calling webhook {}: unsupported patch type {}", quote(&hook.name), quote(t))));
+    }
     let failed = |why: String| PatchError::Refused(ApiError::internal(why));
     match crate::patch::apply_json_patch(obj, &doc) {
         Ok(new) if new.is_object() => Ok(Some(new)),

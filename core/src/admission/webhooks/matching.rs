@@ -90,8 +90,9 @@ pub enum Invocation<'r> {
 pub fn matches<'r>(hook: &Hook, a: &Attributes, obj: Option<&Value>, equivalents: &'r [Arc<Resource>]) -> Result<Option<Invocation<'r>>, ApiError> {
     let namespace = namespace_of(a, obj);
     let namespace_match = match &hook.namespace_selector {
+        _ if namespace.is_empty() && !is_namespaces(a) => Ok(true),
         Err(e) => Err(ApiError::internal(e)),
-        Ok(s) if s.is_empty() || (namespace.is_empty() && !is_namespaces(a)) => Ok(true),
+        Ok(s) if s.is_empty() => Ok(true),
         Ok(s) => namespace_labels(a, obj, namespace).map(|labels| s.matches(&labels)),
     };
     if matches!(namespace_match, Ok(false)) {
@@ -157,6 +158,6 @@ pub fn conditions_hold(hook: &Hook, a: &Attributes, (obj, old): (Option<&Value>,
     match errors.is_empty() {
         true => Ok(true),
         false if hook.ignore_failures => Ok(false),
-        false => Err(ApiError::forbidden(&a.info.group_resource(), a.name, &crate::authz::rbac::aggregate(&errors))),
+        false => Err(ApiError::forbidden(&a.info.group_resource(), super::review::request_name(a, obj), &crate::authz::rbac::aggregate(&errors))),
     }
 }

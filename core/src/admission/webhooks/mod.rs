@@ -35,9 +35,24 @@ pub const SOURCES: [(bool, (&str, &str, &str)); 2] = [
 pub struct Hooks {
     pub mutating: Vec<Arc<Hook>>,
     pub validating: Vec<Arc<Hook>>,
+    /// The mutating configurations have been read (or are not served): until then a write
+    /// they may concern is refused, as kube refuses it before its informer has synced.
+    pub mutating_synced: bool,
+    pub validating_synced: bool,
 }
 
 impl Hooks {
+    /// No webhooks yet: those of the configurations `catalog` serves are still to be read.
+    pub fn unread(catalog: &crate::catalog::Catalog) -> Hooks {
+        let served = |mutating: bool| SOURCES.iter().any(|(m, (g, v, r))| *m == mutating && catalog.get(g, v, r).is_some());
+        Hooks { mutating_synced: !served(true), validating_synced: !served(false), ..Hooks::default() }
+    }
+
+    /// Whether both kinds of configurations have been read.
+    pub fn synced(&self) -> bool {
+        self.mutating_synced && self.validating_synced
+    }
+
     /// The snapshot with the mutating (or validating) webhooks those of `configurations`.
     pub fn with<'a>(&self, mutating: bool, configurations: impl IntoIterator<Item = &'a Value>) -> Hooks {
         let mut configurations: Vec<&Value> = configurations.into_iter().collect();
@@ -53,8 +68,10 @@ impl Hooks {
                 hooks.push(Arc::new(Hook::read(w, &format!("{configuration}/{name}/{n}"), configuration)));
             }
         }
-        let (mutating_hooks, validating) = if mutating { (hooks, self.validating.clone()) } else { (self.mutating.clone(), hooks) };
-        Hooks { mutating: mutating_hooks, validating }
+        match mutating {
+            true => Hooks { mutating: hooks, mutating_synced: true, validating: self.validating.clone(), validating_synced: self.validating_synced },
+            false => Hooks { mutating: self.mutating.clone(), mutating_synced: self.mutating_synced, validating: hooks, validating_synced: true },
+        }
     }
 
     pub fn is_empty(&self) -> bool {

@@ -51,7 +51,7 @@ pub fn request(a: &Attributes, invoked: &ResourceInfo, obj: Option<&Value>) -> V
     if let Some(s) = a.subresource {
         r.insert("requestSubResource".into(), json!(s));
     }
-    let name = if a.name.is_empty() { obj.map(crate::meta::name).unwrap_or_default() } else { a.name };
+    let name = request_name(a, obj);
     if !name.is_empty() {
         r.insert("name".into(), json!(name));
     }
@@ -75,6 +75,15 @@ pub fn request(a: &Attributes, invoked: &ResourceInfo, obj: Option<&Value>) -> V
     Value::Object(r)
 }
 
+/// The name kube's admission attributes carry: a new object's own (empty when it is to be
+/// generated), the request path's otherwise.
+pub fn request_name<'a>(a: &'a Attributes, obj: Option<&'a Value>) -> &'a str {
+    match a.operation {
+        Operation::Create => obj.map(crate::meta::name).unwrap_or_default(),
+        _ => a.name,
+    }
+}
+
 /// `authenticationv1.UserInfo` as a review carries it (empty fields left out).
 fn user_info(user: &crate::auth::UserInfo) -> Value {
     let mut u = Map::new();
@@ -91,9 +100,9 @@ fn user_info(user: &crate::auth::UserInfo) -> Value {
     Value::Object(u)
 }
 
-/// The review sent: its uid (drawn from `salt`, the webhook and what it asks, so the same
-/// question gets the same uid) and its body.
-pub fn body(hook: &Hook, version: &str, request: &Value, obj: Option<&Value>, old: Option<&Value>, salt: u64) -> (String, Bytes) {
+/// The review sent: its uid (drawn from `salt`, the webhook, the `phase` it is asked in and
+/// what it asks, so the same question gets the same uid) and its body.
+pub fn body(hook: &Hook, phase: &str, version: &str, request: &Value, obj: Option<&Value>, old: Option<&Value>, salt: u64) -> (String, Bytes) {
     let mut r = Map::new();
     r.insert("uid".into(), json!(""));
     for (k, v) in request.as_object().into_iter().flatten() {
@@ -105,7 +114,7 @@ pub fn body(hook: &Hook, version: &str, request: &Value, obj: Option<&Value>, ol
     }
     let mut review = json!({"kind": "AdmissionReview", "apiVersion": format!("admission.k8s.io/{version}"), "request": Value::Object(r)});
     let unnamed = serde_json::to_vec(&review).expect("JSON trees serialize");
-    let uid = Rng::of(&[&salt.to_be_bytes()[..], hook.uid.as_bytes(), &unnamed].concat()).uuid();
+    let uid = Rng::of(&[&salt.to_be_bytes()[..], hook.uid.as_bytes(), phase.as_bytes(), &unnamed].concat()).uuid();
     review["request"]["uid"] = json!(uid);
     (uid, Bytes::from(serde_json::to_vec(&review).expect("JSON trees serialize")))
 }

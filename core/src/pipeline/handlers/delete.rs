@@ -164,6 +164,7 @@ impl RequestMachine {
                 true
             }
             Some(WriteEffect::Done(result)) => {
+                self.warnings.extend(op.take_admission_warnings());
                 dc.current = None;
                 match result {
                     Ok(o) => {
