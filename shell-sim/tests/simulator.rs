@@ -56,6 +56,12 @@ fn a_store_that_lets_a_stale_quota_charge_land_is_caught() {
     assert_eq!(invariant(&r), Some(Invariant::Quota), "seed {seed}: {:?}", r.failure);
 }
 
+#[test]
+fn a_shell_that_lets_a_write_through_a_failed_webhook_is_caught() {
+    let (seed, r) = first_failure(Planted { open_webhooks: true, ..Planted::default() }, 30).expect("caught within 30 seeds");
+    assert_eq!(invariant(&r), Some(Invariant::Admission), "seed {seed}: {:?}", r.failure);
+}
+
 /// Seeds that found bugs, with the steps they ran: each must pass from now on.
 const REGRESSIONS: &[(u64, u64, &str)] = &[
     (11, 2000, "a slow watcher was closed as slow while its initial events were sent, so it never caught up"),
@@ -63,6 +69,11 @@ const REGRESSIONS: &[(u64, u64, &str)] = &[
     (668, 5000, "the simulator's own: a world of users only goes quiet in the liveness phase, which is settled, not stuck"),
     (31, 2000, "a server-side apply created a widget while its CRD was being deleted, after the cleanup's last look: the CRD went, the widget stayed"),
     (306, 5000, "the simulator's own: the world counted as settled while a revision was on its way to the quota controller's watch, which has no client view"),
+    (
+        84,
+        5000,
+        "the simulator's own: a watch of a revision its cache could not reach while the store was out got kube's 504, which the watch check did not expect",
+    ),
 ];
 
 #[test]

@@ -18,6 +18,7 @@ mod server;
 mod setup;
 mod store;
 mod swarm;
+mod webhooks;
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::hash::{DefaultHasher, Hash, Hasher};
@@ -184,6 +185,8 @@ struct Simulation {
     next_id: u64,
     sent: u64,
     calm: bool,
+    /// The admission webhooks, in a world with them.
+    webhooks: Option<webhooks::WebhookServers>,
     setup_reply: Option<(u16, Bytes)>,
     durability: Durability,
     lists: Lists,
@@ -208,6 +211,7 @@ impl Simulation {
         let token = setup.server.authenticator.loopback.clone().expect("the simulated server has a loopback token");
         let controllers = ControllerClient::new(&setup.served.catalog, &token, now, config.planted.blind_cleanup, swarm.quota.is_some());
         let mut sim_server = SimServer::new(setup, swarm.cache_history, swarm.watch_buffer);
+        let hooks = swarm.webhooks.map(|t| webhooks::WebhookServers::new(t, config.seed ^ 0x5eed_0018, config.planted.open_webhooks));
         sim_server.stale_catalog = config.planted.stale_catalog;
         sim_server.stale_policy = config.planted.stale_policy;
         sim_server.kept_rbac_deletes = config.planted.kept_rbac_deletes;
@@ -229,6 +233,7 @@ impl Simulation {
             next_id: 0,
             sent: 0,
             calm: false,
+            webhooks: hooks,
             setup_reply: None,
             durability: Durability::default(),
             lists: Lists::default(),
@@ -257,6 +262,7 @@ impl Simulation {
         }
         self.serve_widgets()?;
         self.limit_configmaps()?;
+        self.admit_by_webhooks()?;
         self.store.set_faults(self.swarm.clone());
         self.add_clients();
         self.schedule_faults();
@@ -291,7 +297,8 @@ impl Simulation {
     fn step(&mut self) -> Result<bool, Violation> {
         // Requests sent from outside a step have effects to hand out first.
         self.drain()?;
-        let next = [self.store.poll_timeout(), self.server.poll_timeout(), self.wakes.first().map(|w| w.0), self.faults.first().map(|f| f.0)]
+        let webhooks = self.webhooks.as_ref().and_then(webhooks::WebhookServers::poll_timeout);
+        let next = [self.store.poll_timeout(), self.server.poll_timeout(), self.wakes.first().map(|w| w.0), self.faults.first().map(|f| f.0), webhooks]
             .into_iter()
             .flatten()
             .min();
@@ -310,6 +317,12 @@ impl Simulation {
                     StoreOut::Watch { stream, resp } => self.server.store_watch(self.now, stream, Some(resp)),
                     StoreOut::Broken { stream } => self.server.store_watch(self.now, stream, None),
                 }
+                self.drain()?;
+            }
+            while let Some((id, answers)) = self.webhooks.as_mut().and_then(|w| w.poll(self.now)) {
+                busy = true;
+                self.note(|| format!("#{} <- the webhooks' answers", id.0));
+                self.server.called(self.now, id, answers);
                 self.drain()?;
             }
             self.server.tick(self.now);
@@ -357,6 +370,10 @@ impl Simulation {
             any = true;
             let now = self.now;
             match out {
+                ServerOut::Calls { id, calls } => match self.webhooks.as_mut() {
+                    Some(w) => w.call(now, id, &calls)?,
+                    None => self.server.called(now, id, calls.iter().map(|_| Err("dial tcp: connect: connection refused".into())).collect()),
+                },
                 ServerOut::Kv { ticket, req } => self.store.submit(now, ticket, req),
                 ServerOut::Watch { stream, req } => self.store.watch(now, stream, req),
                 ServerOut::Progress { stream } => self.store.progress(now, stream),
@@ -399,6 +416,7 @@ impl Simulation {
             member: clients::rbac::MEMBERS.iter().position(|m| req.header("Authorization") == Some(&format!("Bearer {}", m.token))),
             policy: server::Policy::default(),
             quota: self.swarm.quota,
+            webhooks: self.swarm.webhooks.is_some(),
         };
         let who = if client == SETUP { "setup".to_string() } else { self.clients[client].name() };
         self.note(|| format!("#{} {who} {} {}?{}", id.0, req.method, req.path, req.query));
@@ -414,6 +432,9 @@ impl Simulation {
     fn calm_down(&mut self) {
         self.calm = true;
         self.store.set_faults(self.swarm.calm());
+        if let Some(w) = &mut self.webhooks {
+            w.calm = true;
+        }
         self.store.outage(self.now, self.now);
         self.note(|| "faults off: liveness phase".into());
     }
@@ -479,9 +500,12 @@ impl Simulation {
         s.call.catalogs = catalogs;
         s.call.policy = policy;
         self.catalog_not_older(&s)?;
-        // A refusal by the quota comes after authorization allowed the request.
+        // A refusal by admission comes after authorization allowed the request.
         let parsed = serde_json::from_slice(&body).unwrap_or_default();
-        let authorized = if check::quota::refused(&s.call, status, &parsed) { 200 } else { status };
+        let admitted = check::quota::refused(&s.call, status, &parsed)
+            || check::webhooks::refused(&s.call, status, &parsed)
+            || check::response::not_ready(&s.call, status, &parsed);
+        let authorized = if admitted { 200 } else { status };
         self.policies.answered(&s.call, authorized, s.policy_seen, &self.store.oracle)?;
         self.note(|| format!("#{} -> {status} {}", id.0, String::from_utf8_lossy(&body[..body.len().min(160)])));
         let oracle = &self.store.oracle;
@@ -490,6 +514,7 @@ impl Simulation {
             self.durability.answered(&s.call, &v, oracle)?;
             check::concurrency::answered(&s.call, &v, oracle)?;
             check::quota::answered(&s.call, status, &v, oracle)?;
+            check::webhooks::answered(&s.call, status, &v, self.webhooks.as_ref())?;
             self.lists.answered(&s.call, &v, oracle)?;
         }
         self.deliver(s.client, s.tag, Reply::Response { status, body })

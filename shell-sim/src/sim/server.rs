@@ -39,6 +39,11 @@ use crate::{Setup, SlotKey, slot_key, watch_caches};
 
 #[derive(Debug)]
 pub enum ServerOut {
+    /// A request asks admission webhooks; their answers go to [`SimServer::called`].
+    Calls {
+        id: ReqId,
+        calls: Vec<kapi_core::webhook::WebhookCall>,
+    },
     Kv {
         ticket: Ticket,
         req: KvRequest,
@@ -385,6 +390,22 @@ impl SimServer {
         self.pump(now);
     }
 
+    /// The admission webhooks a request asked answered (a request a restart threw away is
+    /// gone).
+    pub fn called(&mut self, now: Timestamp, id: ReqId, answers: Vec<Result<kapi_core::webhook::WebhookAnswer, String>>) {
+        if let Some(r) = self.requests.get_mut(&id) {
+            r.machine.handle(now, Event::CalledAll(answers));
+            self.dirty_requests.insert(id);
+            self.pump(now);
+        }
+    }
+
+    /// Whether the admission webhooks' configurations are read and name webhooks of both kinds.
+    pub fn admits_by_webhooks(&self) -> bool {
+        let hooks = &self.served.webhooks;
+        !hooks.mutating.is_empty() && !hooks.validating.is_empty()
+    }
+
     pub fn store_reply(&mut self, now: Timestamp, ticket: Ticket, result: KvResult) {
         if ticket.epoch != self.epoch {
             return;
@@ -594,11 +615,10 @@ impl SimServer {
                 Effect::Probe(probes) => r.machine.handle(now, Event::Probed(probes.iter().map(|_| ProbeOutcome::Refused).collect())),
                 // Nor does it run extension servers: none can be reached.
                 Effect::Proxy(_) => r.machine.handle(now, Event::Proxied(Err("dial tcp: connect: connection refused".into()))),
-                // Nor webhooks.
+                // Nor conversion webhooks.
                 Effect::Call(_) => r.machine.handle(now, Event::Called(Err("dial tcp: connect: connection refused".into()))),
-                Effect::Calls(calls) => {
-                    r.machine.handle(now, Event::CalledAll(calls.iter().map(|_| Err("dial tcp: connect: connection refused".into())).collect()))
-                }
+                // Admission webhooks are the world's to answer, in time.
+                Effect::Calls(calls) => self.out.push_back(ServerOut::Calls { id, calls }),
                 // The server's own writes follow only legacy service account tokens, which
                 // the swarm's clients never present.
                 Effect::Loopback(_) => {}

@@ -66,6 +66,25 @@ impl Simulation {
         Ok(())
     }
 
+    /// In a world with admission webhooks: configures them and waits until the server admits
+    /// by them.
+    pub(super) fn admit_by_webhooks(&mut self) -> Result<(), Violation> {
+        let Some(configurations) = self.webhooks.as_ref().map(|w| w.configurations()) else { return Ok(()) };
+        for (path, body) in configurations {
+            let (status, _) = self.setup(clients::request("POST", path, "", Some(&body), "application/json"))?;
+            if status != 201 {
+                return Err(fail(Invariant::Response, format!("creating a webhook configuration answered {status}")));
+            }
+        }
+        let deadline = self.now + SignedDuration::from_secs(10);
+        while !self.server.admits_by_webhooks() {
+            if !self.step()? || self.now > deadline {
+                return Err(fail(Invariant::Liveness, "the webhook configurations were never taken in".into()));
+            }
+        }
+        Ok(())
+    }
+
     pub(super) fn add_clients(&mut self) {
         let namespaces = self.namespaces();
         if self.swarm.crd_churn {

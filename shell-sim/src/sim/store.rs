@@ -36,6 +36,9 @@ pub struct Planted {
     /// The store ignores what a transaction compares of ResourceQuotas (a quota charged on a
     /// stale read still lands).
     pub unguarded_quotas: bool,
+    /// A call to an admission webhook that fails is answered as if the webhook allowed the
+    /// write (a shell that fails open).
+    pub open_webhooks: bool,
 }
 
 pub enum StoreOut {

@@ -52,6 +52,9 @@ pub struct Swarm {
     /// Every namespace has a ResourceQuota of this many configmaps (`count/configmaps`),
     /// kept by kapi's resourcequota controller; none if `None`.
     pub quota: Option<u64>,
+    /// Admission webhooks (`sim::webhooks`) guard and stamp configmaps, with this
+    /// `timeoutSeconds`; none if `None`.
+    pub webhooks: Option<i64>,
 }
 
 impl Swarm {
@@ -61,6 +64,7 @@ impl Swarm {
     pub fn draw(rng: &mut SimRng, seed: u64) -> Swarm {
         let mut added = SimRng::new(seed ^ 0x5eed_0009);
         let mut quotas = SimRng::new(seed ^ 0x5eed_0016);
+        let mut webhooks = SimRng::new(seed ^ 0x5eed_0017);
         let compaction = rng.chance(0.6).then(|| SignedDuration::from_millis(rng.between(500, 30_000) as i64));
         Swarm {
             users: rng.between(1, 8) as usize,
@@ -83,6 +87,7 @@ impl Swarm {
             crd_churn: rng.chance(0.5),
             rbac_members: if added.chance(0.5) { added.between(1, 3) as usize } else { 0 },
             quota: quotas.chance(0.4).then(|| quotas.between(1, 12)),
+            webhooks: webhooks.chance(0.3).then(|| webhooks.between(1, 3) as i64),
         }
     }
 
@@ -104,7 +109,7 @@ impl fmt::Display for Swarm {
         let compaction = self.compaction.map_or("off".to_string(), |d| format!("every {}ms keeping {}", d.as_millis(), self.compaction_keep));
         write!(
             f,
-            "users={} controllers={} watchers={} slow_watchers={} names={} namespaces={} latency={}us errors={:.3} ambiguous_commits={:.3} ambiguous_failures={:.3} watch_drops={:.4} compaction={} outages={} restarts={} cache_history={} watch_buffer={} crd_churn={} rbac_members={} quota={:?}",
+            "users={} controllers={} watchers={} slow_watchers={} names={} namespaces={} latency={}us errors={:.3} ambiguous_commits={:.3} ambiguous_failures={:.3} watch_drops={:.4} compaction={} outages={} restarts={} cache_history={} watch_buffer={} crd_churn={} rbac_members={} quota={:?} webhooks={:?}",
             self.users,
             self.controllers,
             self.watchers,
@@ -123,7 +128,8 @@ impl fmt::Display for Swarm {
             self.watch_buffer,
             self.crd_churn,
             self.rbac_members,
-            self.quota
+            self.quota,
+            self.webhooks
         )
     }
 }

@@ -11,6 +11,7 @@ pub mod quota;
 pub mod response;
 pub mod selector;
 pub mod watch;
+pub mod webhooks;
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -45,6 +46,9 @@ pub enum Invariant {
     Authorization,
     /// 9. A quota is never exceeded by acknowledged writes.
     Quota,
+    /// 10. A webhook that did not answer never lets a write through, and webhooks are called
+    ///     within their timeouts.
+    Admission,
 }
 
 impl Invariant {
@@ -150,6 +154,8 @@ pub struct Call {
     pub policy: super::server::Policy,
     /// The configmaps each namespace's quota allows, in a world with quotas.
     pub quota: Option<u64>,
+    /// The world has admission webhooks (`sim::webhooks`).
+    pub webhooks: bool,
 }
 
 impl Call {

@@ -43,7 +43,7 @@ fn code_fits(call: &Call, code: u16) -> bool {
 
 /// Whether `v` is kube's refusal of a write that came before a restarted server read the
 /// admission webhooks' configurations again.
-fn not_ready(call: &Call, code: u16, v: &serde_json::Value) -> bool {
+pub fn not_ready(call: &Call, code: u16, v: &serde_json::Value) -> bool {
     call.faulty && code == 403 && v["message"].as_str().is_some_and(|m| m.ends_with("is forbidden: not yet ready to handle request"))
 }
 
@@ -53,7 +53,12 @@ pub fn answered(call: &Call, code: u16, body: &[u8], oracle: &Oracle) -> Result<
     let Ok(v) = serde_json::from_slice::<serde_json::Value>(body) else {
         return Err(fail(Invariant::Response, format!("{} answered {code} with a body that is not JSON: {:?}", what(), String::from_utf8_lossy(body))));
     };
-    if call.target.is_some() && !code_fits(call, code) && !super::quota::refused(call, code, &v) && !not_ready(call, code, &v) {
+    if call.target.is_some()
+        && !code_fits(call, code)
+        && !super::quota::refused(call, code, &v)
+        && !super::webhooks::refused(call, code, &v)
+        && !not_ready(call, code, &v)
+    {
         violation(Invariant::Response, format!("{} answered {code}: {v}", what()))?;
     }
     if (200..300).contains(&code) {

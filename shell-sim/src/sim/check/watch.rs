@@ -44,6 +44,9 @@ struct Session {
     held: Vec<Ev>,
     /// An ERROR event ended the session.
     errored: bool,
+    /// Faults were possible while it ran: a cache the store could not feed may give up on
+    /// the revision asked for.
+    faulty: bool,
 }
 
 #[derive(Default)]
@@ -168,6 +171,7 @@ impl Watches {
                 mode,
                 held: Vec::new(),
                 errored: false,
+                faulty: call.faulty,
             },
         );
     }
@@ -184,8 +188,12 @@ impl Watches {
         }
         if kind == "ERROR" {
             s.errored = true;
-            if object["kind"] != "Status" || object["code"] != 410 || !matches!(object["reason"].as_str(), Some("Expired" | "Gone")) {
-                return s.fail(format!("an ERROR event that is not 410 Expired: {object}"));
+            // kube's 504 for a revision its cache did not reach within 3 s, as when the store
+            // is out.
+            let too_large = s.faulty && object["code"] == 504 && object["details"]["causes"][0]["reason"] == "ResourceVersionTooLarge";
+            let expired = object["code"] == 410 && matches!(object["reason"].as_str(), Some("Expired" | "Gone"));
+            if object["kind"] != "Status" || !(expired || too_large) {
+                return s.fail(format!("an ERROR event that is not 410 Expired (nor, under faults, 504 for a revision too large): {object}"));
             }
             return Ok(());
         }
