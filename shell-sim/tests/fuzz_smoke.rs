@@ -61,6 +61,11 @@ fn random_conversion_webhook_answers_never_break_a_request() {
 }
 
 #[test]
+fn random_admission_webhook_answers_never_let_a_write_through_unallowed() {
+    random_inputs(300, 1024, kapi_sim::fuzzing::admission_webhooks);
+}
+
+#[test]
 fn random_rbac_changes_are_decided_as_kubes_walk_decides() {
     random_inputs(2000, 1024, kapi_sim::fuzzing::rbac);
 }

@@ -16,7 +16,8 @@
 //! read, admitted consistently across levels;
 //! [`tokens`] (in `tokens.rs`) service account tokens as bearer credentials;
 //! [`auth_webhooks`] (in `auth_webhooks.rs`) authentication and authorization webhooks that
-//! answer anything.
+//! answer anything; [`admission_webhooks`] (in `admission_webhooks.rs`) admission webhooks
+//! that answer anything, malformed and huge patches included.
 
 use std::cell::RefCell;
 
@@ -26,6 +27,7 @@ use kapi_core::pipeline::Request;
 
 use crate::{ADMIN_TOKEN, World, default_server, epoch};
 
+mod admission_webhooks;
 mod aggregation;
 mod auth_webhooks;
 mod cel_rules;
@@ -38,6 +40,7 @@ mod schemas;
 mod tokens;
 mod writes;
 
+pub use admission_webhooks::admission_webhooks;
 pub use aggregation::aggregation;
 pub use auth_webhooks::auth_webhooks;
 pub use cel_rules::cel_rules;
