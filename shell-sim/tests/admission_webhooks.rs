@@ -314,3 +314,24 @@ fn an_equivalent_webhook_sees_the_version_its_rules_name() {
     assert_eq!(request["object"]["apiVersion"], "autoscaling/v1");
     assert_eq!(request["object"]["spec"]["targetCPUUtilizationPercentage"], 60);
 }
+
+#[test]
+fn a_scale_webhook_sees_and_patches_the_scale() {
+    let (mut w, seen) =
+        world(BTreeMap::from([("/scale", Box::new(|r: &Value| patch(r, json!([{"op": "replace", "path": "/spec/replicas", "value": 5}]))) as Answer)]));
+    let rules = json!([{"operations": ["UPDATE"], "apiGroups": ["apps"], "apiVersions": ["v1"], "resources": ["deployments/scale"]}]);
+    configure(&mut w, MUTATING, "m", vec![hook("scale.example.com", "/scale", json!({"rules": rules}))]);
+    let deployment = json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web"}, "spec": {"replicas": 1,
+        "selector": {"matchLabels": {"app": "web"}}, "template": {"metadata": {"labels": {"app": "web"}}, "spec": {"containers": [{"name": "c", "image": "nginx"}]}}}});
+    let deployments = "/apis/apps/v1/namespaces/default/deployments";
+    assert_eq!(create(&mut w, deployments, "", &deployment).head.status, 201);
+    assert!(seen.borrow().is_empty(), "the rule names only the scale subresource");
+    let scale = json!({"apiVersion": "autoscaling/v1", "kind": "Scale", "metadata": {"name": "web", "namespace": "default"}, "spec": {"replicas": 3}});
+    let r = w.call("PUT", &format!("{deployments}/web/scale"), "", Some(&scale), "application/json");
+    assert_eq!((r.head.status, r.json()["spec"]["replicas"].as_i64()), (200, Some(5)), "{}", text(&r));
+    let request = seen.borrow()[0].1["request"].clone();
+    assert_eq!((request["kind"]["kind"].as_str(), request["subResource"].as_str()), (Some("Scale"), Some("scale")));
+    assert_eq!((request["object"]["kind"].as_str(), request["object"]["spec"]["replicas"].as_i64()), (Some("Scale"), Some(3)));
+    assert_eq!(request["oldObject"]["spec"]["replicas"], 1);
+    assert_eq!(w.call("GET", &format!("{deployments}/web"), "", None, "").json()["spec"]["replicas"], 5);
+}

@@ -142,6 +142,11 @@ enum Asked {
 impl Webhooks<'_> {
     /// The resource a webhook is asked about, and the objects as it sees them.
     fn versioned<'x>(&self, invocation: Invocation<'x>, a: &Attributes<'x>, obj: Option<&Value>) -> (&'x ResourceInfo, Option<Value>, Option<Value>) {
+        if a.subresource == Some("scale") {
+            // The scale subresource's objects are `autoscaling/v1` Scales.
+            let view = |o: Option<&Value>| o.and_then(|o| self.resource.strategy.scale_of(o).ok()).map(|s| s.scale);
+            return (a.info, view(obj), view(a.old));
+        }
         match invocation {
             Invocation::Exact => (a.info, obj.cloned(), a.old.cloned()),
             Invocation::Equivalent(to) => {
@@ -149,6 +154,27 @@ impl Webhooks<'_> {
                 (&to.info, each(obj), each(a.old))
             }
         }
+    }
+
+    /// Puts what a webhook patched (`new`, as the webhook saw the object) in `target`, the
+    /// object written: decoded as its kind and defaulted, converted back from the version the
+    /// webhook was asked about; for the scale subresource, the patched Scale's replicas.
+    fn patch_into(&self, invocation: Invocation, a: &Attributes, mut new: Value, target: &mut Value) -> Result<(), ApiError> {
+        if a.subresource == Some("scale") {
+            crate::schema::normalize::normalize(crate::schema::schema(), "io.k8s.api.autoscaling.v1.Scale", &mut new).map_err(ApiError::internal)?;
+            let replicas = new.pointer("/spec/replicas").and_then(Value::as_i64).unwrap_or(0);
+            return self.resource.strategy.set_scale_replicas(target, replicas);
+        }
+        let kind = match invocation {
+            Invocation::Exact => self.resource,
+            Invocation::Equivalent(e) => e,
+        };
+        decode(kind, &mut new)?;
+        if let Invocation::Equivalent(from) = invocation {
+            new = convert(from, self.resource, &new);
+        }
+        *target = new;
+        Ok(())
     }
 
     /// The review of `hook` for the write, answered if it was: refused before any call on a
@@ -211,17 +237,9 @@ impl Webhooks<'_> {
                         Err(PatchError::Call(why)) => return Err(ApiError::internal(why).into()),
                         Err(PatchError::Refused(e)) => return Err(e.into()),
                         Ok(None) => false,
-                        Ok(Some(mut new)) => {
+                        Ok(Some(new)) => {
                             let changed = Some(&new) != seen.as_ref();
-                            let kind = match invocation {
-                                Invocation::Exact => self.resource,
-                                Invocation::Equivalent(e) => e,
-                            };
-                            decode(kind, &mut new)?;
-                            if let Invocation::Equivalent(from) = invocation {
-                                new = convert(from, self.resource, &new);
-                            }
-                            *obj.as_deref_mut().expect("a patch is applied to an object") = new;
+                            self.patch_into(invocation, a, new, obj.as_deref_mut().expect("a patch is applied to an object"))?;
                             changed
                         }
                     }
