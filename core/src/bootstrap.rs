@@ -169,6 +169,7 @@ impl Bootstrap {
             access: None,
             admission: Default::default(),
             webhooks: Default::default(),
+            policies: Default::default(),
             equivalents: Vec::new(),
         }
     }

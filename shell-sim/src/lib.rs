@@ -88,8 +88,9 @@ pub struct World {
     controller_watches: BTreeMap<WatcherId, RequestId>,
     /// The APIService cache's revision last taken in.
     api_services_seen: i64,
-    /// The webhook configurations (mutating, validating) as last taken in.
-    webhooks_seen: [Option<kapi_core::cache::Objects>; 2],
+    /// What admission is configured by (webhook configurations, policies, bindings) as last
+    /// taken in.
+    admission_seen: [Option<kapi_core::cache::Objects>; kapi_core::admission::SOURCES.len()],
     /// What the authorizers read, each collection's objects as last taken in.
     authz_seen: BTreeMap<SlotKey, kapi_core::cache::Objects>,
     /// The extension API servers: what each request proxied to one gets (its answer, or the
@@ -257,7 +258,7 @@ impl World {
             controllers: None,
             controller_watches: BTreeMap::new(),
             api_services_seen: 0,
-            webhooks_seen: Default::default(),
+            admission_seen: Default::default(),
             authz_seen: BTreeMap::new(),
             extension: None,
             unreadable: None,
@@ -341,13 +342,13 @@ impl World {
     /// True when something changed.
     fn take_in_webhooks(&mut self) -> bool {
         let mut changed = false;
-        for (i, (mutating, (group, version, resource))) in kapi_core::admission::webhooks::SOURCES.into_iter().enumerate() {
+        for (i, (source, (group, version, resource))) in kapi_core::admission::SOURCES.into_iter().enumerate() {
             let key: SlotKey = (group.into(), version.into(), resource.into());
             let Some(now) = self.slots.get(&key).and_then(|s| s.cache.published()) else { continue };
-            if !self.webhooks_seen[i].as_ref().is_some_and(|seen| seen.ptr_eq(&now.objects)) {
+            if !self.admission_seen[i].as_ref().is_some_and(|seen| seen.ptr_eq(&now.objects)) {
                 let objects: Vec<serde_json::Value> = now.objects.values().map(|o| o.value()).collect();
-                self.served = self.served.with_webhooks(mutating, &objects);
-                self.webhooks_seen[i] = Some(now.objects);
+                self.served = self.served.with_admission(source, &objects);
+                self.admission_seen[i] = Some(now.objects);
                 changed = true;
             }
         }

@@ -7,13 +7,14 @@
 //! (`Served::with_api_services`), and what the availability controller learns that extension
 //! servers serve (`Served::with_discovered`), and each new state of the caches of what the
 //! authorizers read (`Served::with_authz`: the RBAC objects for RBAC, pods and volumes for the
-//! Node authorizer), and of the webhook configurations' (`Served::with_webhooks`); one task
+//! Node authorizer), and of what admission is configured by (`Served::with_admission`: webhook configurations,
+//! admission policies and their bindings); one task
 //! makes every change, so none undoes another.
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use kapi_core::admission::webhooks::SOURCES;
+use kapi_core::admission::SOURCES;
 use kapi_core::cache::Objects;
 use kapi_core::catalog::Catalog;
 
@@ -33,15 +34,15 @@ pub async fn run(state: Arc<State>, builtins: Catalog, mut discovered: mpsc::Unb
     let authz_sources = state.server.authorizer.load().sources();
     let authz_changed: Vec<Option<Arc<Notify>>> = authz_sources.iter().map(|s| published(s.resource()).map(|(_, n)| n)).collect();
     let mut authz_seen: Vec<Objects> = vec![Objects::new(); authz_sources.len()];
-    // The admission webhooks' configurations, likewise.
-    let webhooks_changed: Vec<Option<Arc<Notify>>> = SOURCES.iter().map(|(_, r)| published(*r).map(|(_, n)| n)).collect();
-    let mut webhooks_seen: [Option<Objects>; 2] = Default::default();
+    // What admission is configured by, likewise.
+    let admission_changed: Vec<Option<Arc<Notify>>> = SOURCES.iter().map(|(_, r)| published(*r).map(|(_, n)| n)).collect();
+    let mut admission_seen: [Option<Objects>; SOURCES.len()] = Default::default();
     loop {
         tokio::select! {
             _ = notified(&crds_changed) => {}
             _ = notified(&apis_changed) => {}
             _ = any_notified(&authz_changed) => {}
-            _ = any_notified(&webhooks_changed) => {}
+            _ = any_notified(&admission_changed) => {}
             Some((group, version, discovery)) = discovered.recv() => {
                 if let Some(next) = state.served.load().with_discovered(&group, &version, discovery) {
                     state.served.store(next);
@@ -66,12 +67,12 @@ pub async fn run(state: Arc<State>, builtins: Catalog, mut discovered: mpsc::Unb
                 *seen = now.objects.clone();
             }
         }
-        for ((mutating, resource), seen) in SOURCES.into_iter().zip(webhooks_seen.iter_mut()) {
+        for ((source, resource), seen) in SOURCES.into_iter().zip(admission_seen.iter_mut()) {
             if let Some((Some(now), _)) = published(resource)
                 && !seen.as_ref().is_some_and(|seen| seen.ptr_eq(&now.objects))
             {
                 let objects: Vec<serde_json::Value> = now.objects.values().map(|o| o.value()).collect();
-                state.served.store(state.served.load().with_webhooks(mutating, &objects));
+                state.served.store(state.served.load().with_admission(source, &objects));
                 *seen = Some(now.objects.clone());
             }
         }

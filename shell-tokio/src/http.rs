@@ -107,7 +107,7 @@ impl State {
         Health {
             storage: self.store.health().await,
             // Writes are refused until the admission webhooks' configurations are read.
-            caches_ready: self.caches.ready() && self.served.load().webhooks.synced(),
+            caches_ready: self.caches.ready() && self.served.load().admission_synced(),
             bootstrapped: self.bootstrapped.load(Ordering::Relaxed),
             shutting_down: self.shutting_down.load(Ordering::Relaxed),
         }
@@ -191,18 +191,18 @@ async fn handle(state: Arc<State>, peer: Peer, req: hyper::Request<Incoming>) ->
     call(state, request, switch).await
 }
 
-/// Runs `request` as a request of its own, its answer dropped (the server's own writes).
-/// Waits, as kube's webhook admission waits for its informers (`WaitForReady`: every 100 ms,
-/// up to 10 s), until the admission webhooks' configurations have been read; a write that
-/// comes sooner would be refused (`not yet ready to handle request`) rather than admitted
-/// without them.
-async fn webhooks_read(state: &State) {
+/// Waits, as kube's webhook and policy admission waits for its informers (`WaitForReady`:
+/// every 100 ms, up to 10 s), until what admission is configured by (webhook configurations,
+/// policies, bindings) has been read; a write that comes sooner would be refused (`not yet
+/// ready to handle request`) rather than admitted without them.
+async fn admission_read(state: &State) {
     let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(10);
-    while !state.served.load().webhooks.synced() && tokio::time::Instant::now() < deadline {
+    while !state.served.load().admission_synced() && tokio::time::Instant::now() < deadline {
         tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     }
 }
 
+/// Runs `request` as a request of its own, its answer dropped (the server's own writes).
 fn spawn_call(state: Arc<State>, request: Request) {
     tokio::spawn(async move {
         call(state, request, None).await;
@@ -223,7 +223,7 @@ fn spawn_call(state: Arc<State>, request: Request) {
 pub async fn call(state: Arc<State>, request: Request, switch: Option<OnUpgrade>) -> hyper::Response<Body> {
     let heavy = request.body.len() >= HEAVY_BODY_BYTES;
     if request.method != "GET" {
-        webhooks_read(&state).await;
+        admission_read(&state).await;
     }
     // Boxed, as the stores' large futures are: the request's future stays small to move.
     let mut m = Box::new(RequestMachine::new(state.server.clone(), state.served.load_full(), request, now(), seed()));

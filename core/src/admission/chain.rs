@@ -129,6 +129,9 @@ pub struct Chain {
     /// `ValidatingAdmissionWebhook` is on: the validating webhooks run after the validating
     /// plugins, before the quota's charge (`ResourceQuota` follows it in kube's order).
     pub validating_webhooks: bool,
+    /// `ValidatingAdmissionPolicy` is on: the policies run after the validating plugins,
+    /// before the validating webhooks.
+    pub validating_policies: bool,
 }
 
 impl Chain {
@@ -159,6 +162,7 @@ impl Chain {
             match (name, plugin(name, configs.get(name).map(Vec::as_slice))) {
                 ("MutatingAdmissionWebhook", _) => chain.mutating_webhooks = true,
                 ("ValidatingAdmissionWebhook", _) => chain.validating_webhooks = true,
+                ("ValidatingAdmissionPolicy", _) => chain.validating_policies = true,
                 (_, Some(p)) => chain.plugins.push(p?),
                 (_, None) if enable.iter().any(|e| e == name) => return Err(format!("admission plugin {name:?} is not implemented by kapi yet")),
                 (_, None) => continue,
@@ -243,6 +247,7 @@ mod tests {
             "CertificateSubjectRestriction",
             "DefaultIngressClass",
             "MutatingAdmissionWebhook",
+            "ValidatingAdmissionPolicy",
             "ValidatingAdmissionWebhook",
             "ResourceQuota",
         ];

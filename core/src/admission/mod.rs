@@ -17,11 +17,13 @@ mod default_class;
 mod default_toleration_seconds;
 mod deny_service_external_ips;
 mod limit_ranger;
+pub mod matching;
 mod namespace_exists;
 mod namespace_lifecycle;
 mod node_restriction;
 mod persistent_volume_claim_resize;
 mod pod_security;
+pub mod policies;
 mod priority;
 mod resource_quota;
 mod runtime_class;
@@ -39,6 +41,30 @@ use crate::auth::UserInfo;
 use crate::catalog::ResourceInfo;
 use crate::rand::Rng;
 use crate::status::ApiError;
+
+/// A collection admission is configured by: the webhook configurations, the validating
+/// admission policies and their bindings. The server takes each one's objects in as they
+/// change (`Served::with_admission`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Source {
+    MutatingWebhooks,
+    ValidatingWebhooks,
+    Policies,
+    PolicyBindings,
+}
+
+/// Each source, with the group, version and resource it is read from.
+pub const SOURCES: [(Source, (&str, &str, &str)); 4] = [
+    (Source::MutatingWebhooks, ("admissionregistration.k8s.io", "v1", "mutatingwebhookconfigurations")),
+    (Source::ValidatingWebhooks, ("admissionregistration.k8s.io", "v1", "validatingwebhookconfigurations")),
+    (Source::Policies, ("admissionregistration.k8s.io", "v1", "validatingadmissionpolicies")),
+    (Source::PolicyBindings, ("admissionregistration.k8s.io", "v1", "validatingadmissionpolicybindings")),
+];
+
+/// Whether `catalog` serves the collection `source` is read from.
+pub fn serves(catalog: &crate::catalog::Catalog, source: Source) -> bool {
+    SOURCES.iter().any(|(s, (g, v, r))| *s == source && catalog.get(g, v, r).is_some())
+}
 
 /// An object a request needs to see: admission's (a namespace, a service account), or the
 /// validation of a service account token's (its account, pod, secret or node).
@@ -69,12 +95,21 @@ pub enum Lookup {
     Pods(String),
     /// Every ResourceQuota of a namespace (a list).
     ResourceQuotas(String),
+    /// What an admission policy's binding takes its parameters from: the object of the
+    /// resource (group, version, resource) its `paramRef` names, or (no name) the objects of a
+    /// namespace, or every object of a cluster-scoped resource, to select from (a list).
+    Params {
+        resource: (String, String, String),
+        namespace: Option<String>,
+        name: Option<String>,
+    },
 }
 
 impl Lookup {
     /// The group, version and resource of what it looks for.
-    pub fn resource(&self) -> (&'static str, &'static str, &'static str) {
+    pub fn resource(&self) -> (&str, &str, &str) {
         match self {
+            Lookup::Params { resource: (g, v, r), .. } => (g, v, r),
             Lookup::Namespace(_) => ("", "v1", "namespaces"),
             Lookup::ServiceAccount { .. } => ("", "v1", "serviceaccounts"),
             Lookup::Pod { .. } => ("", "v1", "pods"),
@@ -97,6 +132,7 @@ impl Lookup {
             Lookup::StorageClasses | Lookup::IngressClasses => (None, None),
             Lookup::ServiceAccount { namespace, name } | Lookup::Pod { namespace, name } | Lookup::Secret { namespace, name } => (Some(namespace), Some(name)),
             Lookup::LimitRanges(namespace) | Lookup::Pods(namespace) | Lookup::ResourceQuotas(namespace) => (Some(namespace), None),
+            Lookup::Params { namespace, name, .. } => (namespace.as_deref(), name.as_deref()),
         }
     }
 }
@@ -127,6 +163,8 @@ pub struct Found {
     pub node: Option<Option<Value>>,
     /// The ResourceQuotas of the namespace written in.
     pub resource_quotas: Vec<Value>,
+    /// What the admission policies' parameters were looked up as, and what was found.
+    pub params: Vec<(Lookup, Option<Value>)>,
 }
 
 impl Found {
@@ -142,6 +180,7 @@ impl Found {
             Lookup::Pods(_) => self.pods = list(found),
             Lookup::Node(_) => self.node = Some(found),
             Lookup::ResourceQuotas(_) => self.resource_quotas = list(found),
+            l @ Lookup::Params { .. } => self.params.push((l, found)),
             // What tokens name; admission does not look for it.
             Lookup::Pod { .. } | Lookup::Secret { .. } => {}
         }

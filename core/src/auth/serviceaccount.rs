@@ -242,7 +242,8 @@ impl Claimed {
                 | Lookup::IngressClasses
                 | Lookup::RuntimeClass(_)
                 | Lookup::Pods(_)
-                | Lookup::ResourceQuotas(_) => {
+                | Lookup::ResourceQuotas(_)
+                | Lookup::Params { .. } => {
                     continue;
                 }
             };

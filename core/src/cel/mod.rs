@@ -164,6 +164,26 @@ pub fn to_value(v: &serde_json::Value) -> Value {
     }
 }
 
+/// The name cel-go gives the type of `v` (`int`, `map`, `null_type`, `kubernetes.Quantity`).
+pub fn type_name(v: &Value) -> String {
+    match v {
+        Value::List(_) => "list".into(),
+        Value::Map(_) => "map".into(),
+        Value::Function(..) => "function".into(),
+        Value::Int(_) => "int".into(),
+        Value::UInt(_) => "uint".into(),
+        Value::Float(_) => "double".into(),
+        Value::String(_) => "string".into(),
+        Value::Bytes(_) => "bytes".into(),
+        Value::Bool(_) => "bool".into(),
+        Value::Duration(_) => "google.protobuf.Duration".into(),
+        Value::Timestamp(_) => "google.protobuf.Timestamp".into(),
+        Value::Opaque(o) => o.runtime_type_name().to_string(),
+        Value::Struct(_) => v.type_of().to_string(),
+        Value::Null => "null_type".into(),
+    }
+}
+
 /// An error as cel-go words it: lowercase (`no such key: x`).
 fn go_style(message: &str) -> String {
     let mut chars = message.chars();

@@ -134,6 +134,8 @@ pub struct Served {
     pub authz: crate::authz::Snapshot,
     /// The admission webhooks of the webhook configurations.
     pub webhooks: Arc<crate::admission::webhooks::Hooks>,
+    /// The validating admission policies and their bindings.
+    pub policies: Arc<crate::admission::policies::Policies>,
     /// The documents, made on first use; shared by states whose sources are the same.
     docs: Arc<Docs>,
 }
@@ -146,8 +148,17 @@ impl Served {
     fn with(catalog: Catalog, api_services: ApiServices, discovered: Discovered) -> Arc<Served> {
         let crds_synced = catalog.get("apiextensions.k8s.io", "v1", "customresourcedefinitions").is_none();
         let webhooks = Arc::new(crate::admission::webhooks::Hooks::unread(&catalog));
+        let policies = Arc::new(crate::admission::policies::Policies::unread(&catalog));
         let catalog = Arc::new(catalog);
-        Arc::new(Served { catalog, api_services, discovered, made: Default::default(), crds_synced, authz: Default::default(), webhooks, docs: Arc::default() })
+        let authz = Default::default();
+        Arc::new(Served { catalog, api_services, discovered, made: Default::default(), crds_synced, authz, webhooks, policies, docs: Arc::default() })
+    }
+
+    /// Whether what admission is configured by has been taken in (see
+    /// [`Served::with_admission`]): until then a write is refused, as kube refuses it before
+    /// its admission informers have synced.
+    pub fn admission_synced(&self) -> bool {
+        self.webhooks.synced() && self.policies.synced()
     }
 
     /// Whether the CRDs have been taken in (see [`Served::with_crds`]).
@@ -179,8 +190,11 @@ impl Served {
     /// it serves already (and has taken them in before).
     pub fn with_crds(&self, builtins: &Catalog, crds: &crate::cache::Snapshot) -> Option<Arc<Served>> {
         let (catalog, made) = crate::apiextensions::catalog_of_snapshot(builtins, &self.catalog, &self.made, crds);
-        (!self.crds_synced || !catalog.same_entries(&self.catalog))
-            .then(|| Arc::new(Served { catalog: Arc::new(catalog), made, crds_synced: true, ..self.shallow_copy() }))
+        (!self.crds_synced || !catalog.same_entries(&self.catalog)).then(|| {
+            // A policy's parameters may be of a kind served now, or no more.
+            let policies = Arc::new(self.policies.resolved(&catalog));
+            Arc::new(Served { catalog: Arc::new(catalog), made, crds_synced: true, policies, ..self.shallow_copy() })
+        })
     }
 
     /// What the server serves once the objects an authorizer reads from `source` went from
@@ -190,11 +204,18 @@ impl Served {
         Arc::new(Served { authz: self.authz.with_changes(source, old, new), docs: self.docs.clone(), ..self.shallow_copy() })
     }
 
-    /// What the server admits writes with once the mutating (or validating) webhook
-    /// configurations are `objects` (the published state of their watch cache); the documents
-    /// stay as they were.
-    pub fn with_webhooks<'a>(&self, mutating: bool, objects: impl IntoIterator<Item = &'a serde_json::Value>) -> Arc<Served> {
-        Arc::new(Served { webhooks: Arc::new(self.webhooks.with(mutating, objects)), docs: self.docs.clone(), ..self.shallow_copy() })
+    /// What the server admits writes with once the objects admission reads from `source`
+    /// (webhook configurations, policies or bindings) are `objects` (the published state of
+    /// their watch cache); the documents stay as they were.
+    pub fn with_admission<'a>(&self, source: crate::admission::Source, objects: impl IntoIterator<Item = &'a serde_json::Value>) -> Arc<Served> {
+        use crate::admission::Source;
+        let (mut webhooks, mut policies) = (self.webhooks.clone(), self.policies.clone());
+        match source {
+            Source::MutatingWebhooks => webhooks = Arc::new(webhooks.with(true, objects)),
+            Source::ValidatingWebhooks => webhooks = Arc::new(webhooks.with(false, objects)),
+            Source::Policies | Source::PolicyBindings => policies = Arc::new(policies.with(source, objects, &self.catalog)),
+        }
+        Arc::new(Served { webhooks, policies, docs: self.docs.clone(), ..self.shallow_copy() })
     }
 
     /// The same parts, with documents to be made anew (from these where they fit).
@@ -207,6 +228,7 @@ impl Served {
             crds_synced: self.crds_synced,
             authz: self.authz.clone(),
             webhooks: self.webhooks.clone(),
+            policies: self.policies.clone(),
             docs: Arc::new(Docs::after(&self.docs)),
         }
     }

@@ -1,7 +1,8 @@
-//! Admission of a write: the chain's plugins and the webhooks of the configurations served
-//! (`admission::webhooks`), mutating then validating, as kube's chain runs them (the mutating
-//! webhooks where `MutatingAdmissionWebhook` stands, last of the mutating plugins; the
-//! validating ones before `ResourceQuota`'s charge).
+//! Admission of a write: the chain's plugins, the webhooks of the configurations served
+//! (`admission::webhooks`) and the validating admission policies (`admission::policies`),
+//! mutating then validating, as kube's chain runs them (the mutating webhooks where
+//! `MutatingAdmissionWebhook` stands, last of the mutating plugins; the policies, then the
+//! validating webhooks, before `ResourceQuota`'s charge).
 //!
 //! A webhook the write has no answer from yet stops it (see [`WriteOp::paused_at`]): the error
 //! returned then is never seen; the write asks and runs again from where it began, with the
@@ -10,14 +11,29 @@
 use serde_json::Value;
 
 use super::WriteOp;
-use crate::admission::Operation;
 use crate::admission::webhooks::dispatch::{Answers, Halt, Reinvocation, Webhooks};
+use crate::admission::{Lookup, Operation, Pending};
 use crate::catalog::Resource;
 use crate::status::ApiError;
 
 /// The webhooks of the configurations the write was served with, with its answers so far.
 fn webhooks<'a>(ctx: &'a super::WriteContext, admitted: &'a Answers, salt: u64, res: &'a Resource) -> Webhooks<'a> {
     Webhooks { hooks: &ctx.webhooks, answers: admitted, salt, resource: res, equivalents: &ctx.equivalents }
+}
+
+impl super::WriteContext {
+    /// What the webhooks and the policies the write is admitted by read first.
+    pub fn configured_lookups(&self, pending: &Pending) -> Vec<Lookup> {
+        let mut lookups = self.webhooks.lookups(pending);
+        if self.admission.validating_policies {
+            for l in self.policies.lookups(pending) {
+                if !lookups.contains(&l) {
+                    lookups.push(l);
+                }
+            }
+        }
+        lookups
+    }
 }
 
 impl WriteOp {
@@ -54,11 +70,15 @@ impl WriteOp {
         }
     }
 
-    /// The validating plugins, then the validating webhooks, on the final object (`None` for
-    /// a delete).
+    /// The validating plugins, the validating admission policies, then the validating
+    /// webhooks, on the final object (`None` for a delete).
     pub(super) fn validating_admission(&mut self, operation: Operation, name: &str, old: Option<&Value>, obj: Option<&Value>) -> Result<(), ApiError> {
         let a = super::admission_attributes(&self.res, &self.ctx, &self.found, operation, name, old);
         self.ctx.admission.validate(&a, obj, &mut self.admission_warnings)?;
+        if self.ctx.admission.validating_policies {
+            let policies = &self.ctx.policies;
+            crate::admission::policies::dispatch::validate(policies, &self.res, &self.ctx.equivalents, &a, obj, &mut self.admission_warnings)?;
+        }
         if !self.ctx.admission.validating_webhooks {
             return Ok(());
         }

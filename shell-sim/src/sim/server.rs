@@ -162,8 +162,9 @@ pub struct SimServer {
     /// What the authorizers read, each collection's objects as last taken in, and the policy
     /// they make.
     authz_seen: BTreeMap<SlotKey, Objects>,
-    /// The webhook configurations (mutating, validating) as last taken in.
-    webhooks_seen: [Option<Objects>; 2],
+    /// What admission is configured by (webhook configurations, policies, bindings) as last
+    /// taken in.
+    admission_seen: [Option<Objects>; kapi_core::admission::SOURCES.len()],
     policy: Policy,
     /// The last change of the RBAC objects (their kind's objects after and before it, and its
     /// revision before it), which serves every second request undone (a planted bug).
@@ -188,9 +189,10 @@ impl SimServer {
             server: setup.server,
             builtins: Catalog::clone(&setup.served.catalog),
             initial: setup.served.clone(),
-            // The world starts from a store bootstrapped without webhook configurations, so
-            // there are none to read yet; a restarted server reads them again.
-            served: setup.served.with_webhooks(true, &[]).with_webhooks(false, &[]),
+            // The world starts from a store bootstrapped without webhook configurations or
+            // admission policies, so there are none to read yet; a restarted server reads
+            // them again.
+            served: kapi_core::admission::SOURCES.iter().fold(setup.served.clone(), |served, (source, _)| served.with_admission(*source, &[])),
             crds_seen: 0,
             epoch: 0,
             caches: BTreeMap::new(),
@@ -200,7 +202,7 @@ impl SimServer {
             stale: None,
             stale_catalog: false,
             authz_seen: BTreeMap::new(),
-            webhooks_seen: Default::default(),
+            admission_seen: Default::default(),
             policy: Policy::default(),
             stale_authz: None,
             stale_policy: false,
@@ -303,15 +305,16 @@ impl SimServer {
         }
     }
 
-    /// Takes in what the webhook configurations' caches hold now, as kapi's catalog task does.
-    fn take_in_webhooks(&mut self) {
-        for (i, (mutating, (group, version, resource))) in kapi_core::admission::webhooks::SOURCES.into_iter().enumerate() {
+    /// Takes in what the caches of what admission is configured by hold now, as kapi's catalog
+    /// task does.
+    fn take_in_admission(&mut self) {
+        for (i, (source, (group, version, resource))) in kapi_core::admission::SOURCES.into_iter().enumerate() {
             let key: SlotKey = (group.into(), version.into(), resource.into());
             let Some(now) = self.slots.get(&key).and_then(|s| self.caches[s].published()) else { continue };
-            if !self.webhooks_seen[i].as_ref().is_some_and(|seen| seen.ptr_eq(&now.objects)) {
+            if !self.admission_seen[i].as_ref().is_some_and(|seen| seen.ptr_eq(&now.objects)) {
                 let objects: Vec<serde_json::Value> = now.objects.values().map(|o| o.value()).collect();
-                self.served = self.served.with_webhooks(mutating, &objects);
-                self.webhooks_seen[i] = Some(now.objects);
+                self.served = self.served.with_admission(source, &objects);
+                self.admission_seen[i] = Some(now.objects);
             }
         }
     }
@@ -367,7 +370,7 @@ impl SimServer {
         self.crds_seen = 0;
         self.stale = None;
         self.authz_seen.clear();
-        self.webhooks_seen = Default::default();
+        self.admission_seen = Default::default();
         self.policy = Policy::default();
         self.stale_authz = None;
         self.start_caches();
@@ -515,7 +518,7 @@ impl SimServer {
                 let before = (Arc::as_ptr(&self.served), self.retired.len());
                 self.take_in_crds(now);
                 self.take_in_authz();
-                self.take_in_webhooks();
+                self.take_in_admission();
                 self.stop_retired(now);
                 if before == (Arc::as_ptr(&self.served), self.retired.len()) && self.dirty_caches.is_empty() && self.dirty_requests.is_empty() {
                     return;

@@ -14,11 +14,12 @@ use bytes::Bytes;
 use jiff::SignedDuration;
 use serde_json::Value;
 
-use super::matching::{Invocation, conditions_hold, matches};
 use super::review::{self, Response};
 use super::{Hook, Hooks};
 use crate::admission::Attributes;
-use crate::catalog::{Resource, ResourceInfo};
+use crate::admission::matching::{Invocation, convert, matches, versioned};
+use crate::catalog::Resource;
+use crate::cel::cost::{self, Shape};
 use crate::status::{ApiError, quote};
 use crate::webhook::{WebhookAnswer, WebhookCall};
 
@@ -99,14 +100,6 @@ pub struct Webhooks<'a> {
     pub equivalents: &'a [Arc<Resource>],
 }
 
-/// `obj` of `from` as `to` serves it (the two stored alike).
-fn convert(from: &Resource, to: &Resource, obj: &Value) -> Value {
-    let stored = from.strategy.stored_from_served(obj).unwrap_or_else(|| obj.clone());
-    let mut out = to.strategy.served_from_stored(stored);
-    crate::meta::set_type_meta(&mut out, &to.info.api_version(), &to.info.kind);
-    out
-}
-
 /// The configurations themselves are never admitted by webhooks (kube's exemption, so that a
 /// broken webhook can be taken away).
 fn exempt(a: &Attributes) -> bool {
@@ -140,22 +133,6 @@ enum Asked {
 }
 
 impl Webhooks<'_> {
-    /// The resource a webhook is asked about, and the objects as it sees them.
-    fn versioned<'x>(&self, invocation: Invocation<'x>, a: &Attributes<'x>, obj: Option<&Value>) -> (&'x ResourceInfo, Option<Value>, Option<Value>) {
-        if a.subresource == Some("scale") {
-            // The scale subresource's objects are `autoscaling/v1` Scales.
-            let view = |o: Option<&Value>| o.and_then(|o| self.resource.strategy.scale_of(o).ok()).map(|s| s.scale);
-            return (a.info, view(obj), view(a.old));
-        }
-        match invocation {
-            Invocation::Exact => (a.info, obj.cloned(), a.old.cloned()),
-            Invocation::Equivalent(to) => {
-                let each = |o: Option<&Value>| o.map(|o| convert(self.resource, to, o));
-                (&to.info, each(obj), each(a.old))
-            }
-        }
-    }
-
     /// Puts what a webhook patched (`new`, as the webhook saw the object) in `target`, the
     /// object written: decoded as its kind and defaulted, converted back from the version the
     /// webhook was asked about; for the scale subresource, the patched Scale's replicas.
@@ -213,8 +190,8 @@ impl Webhooks<'_> {
             return Err(not_ready(a).into());
         }
         for hook in &self.hooks.mutating {
-            let Some(invocation) = matches(hook, a, obj.as_deref(), self.equivalents)? else { continue };
-            let (invoked, seen, old) = self.versioned(invocation, a, obj.as_deref());
+            let Some(invocation) = matches(&hook.matching, a, obj.as_deref(), self.equivalents)? else { continue };
+            let (invoked, seen, old) = versioned(self.resource, invocation, a, obj.as_deref());
             let request = review::request(a, invoked, seen.as_ref());
             if !conditions_hold(hook, a, (seen.as_ref(), old.as_ref()), &request)? {
                 continue;
@@ -266,8 +243,8 @@ impl Webhooks<'_> {
         }
         let mut asked = Vec::new();
         for hook in &self.hooks.validating {
-            let Some(invocation) = matches(hook, a, obj, self.equivalents)? else { continue };
-            let (invoked, seen, old) = self.versioned(invocation, a, obj);
+            let Some(invocation) = matches(&hook.matching, a, obj, self.equivalents)? else { continue };
+            let (invoked, seen, old) = versioned(self.resource, invocation, a, obj);
             let request = review::request(a, invoked, seen.as_ref());
             if conditions_hold(hook, a, (seen.as_ref(), old.as_ref()), &request)? {
                 asked.push((hook, self.ask(hook, VALIDATING, a, (seen.as_ref(), old.as_ref()), &request)));
@@ -354,5 +331,43 @@ fn patched(hook: &Hook, r: &Response, obj: Option<&Value>) -> Result<Option<Valu
         Err(crate::patch::JsonPatchFailure::TooMany(n)) => Err(failed(format!("a patch of {n} operations is more than kube applies"))),
         Err(crate::patch::JsonPatchFailure::TooMuchCopied) => Err(failed("Unable to copy, would exceed the accumulated copy size limit".into())),
         Err(crate::patch::JsonPatchFailure::Undecodable(e) | crate::patch::JsonPatchFailure::Failed(e)) => Err(failed(e)),
+    }
+}
+
+/// kube's evaluation of `matchConditions` over `object`, `oldObject` (as the webhook sees
+/// them) and `request` (the
+/// review's request without its uid and objects): false at the first that is false; the
+/// errors of the others, to the failure policy: with `Fail` a 403, with `Ignore` the webhook
+/// is skipped.
+pub fn conditions_hold(hook: &Hook, a: &Attributes, (obj, old): (Option<&Value>, Option<&Value>), request: &Value) -> Result<bool, ApiError> {
+    if hook.conditions.is_empty() {
+        return Ok(true);
+    }
+    let variables = [("object", obj.cloned().unwrap_or(Value::Null)), ("oldObject", old.cloned().unwrap_or(Value::Null)), ("request", request.clone())];
+    let shape: Vec<(&str, Shape)> = variables.iter().map(|(n, v)| (*n, Shape::of(&crate::cel::to_value(v)))).collect();
+    let mut errors = Vec::new();
+    for (source, condition) in &hook.conditions {
+        let failed = |why: String| (source.clone(), why);
+        let compiled = condition.as_ref().map_err(|e| failed(format!("compilation error: {e}")));
+        let outcome = compiled.and_then(|c| {
+            if cost::estimate(c, &shape) > cost::CALL_LIMIT {
+                return Err(failed("operation cancelled: actual cost limit exceeded".into()));
+            }
+            match c.evaluate(variables.iter().map(|(n, v)| (*n, crate::cel::to_value(v))).collect()) {
+                Ok(crate::cel::Value::Bool(b)) => Ok(b),
+                Ok(other) => Err(failed(format!("expected bool, got {:?}", other.type_of()))),
+                Err(e) => Err(failed(e)),
+            }
+        });
+        match outcome {
+            Ok(true) => {}
+            Ok(false) => return Ok(false),
+            Err((source, why)) => errors.push(format!("expression '{source}' resulted in error: {why}")),
+        }
+    }
+    match errors.is_empty() {
+        true => Ok(true),
+        false if hook.ignore_failures => Ok(false),
+        false => Err(ApiError::forbidden(&a.info.group_resource(), review::request_name(a, obj), &crate::authz::rbac::aggregate(&errors))),
     }
 }

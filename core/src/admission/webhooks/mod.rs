@@ -10,24 +10,16 @@
 //! keeps by the review's uid (drawn from what the review asks, so asking again asks the same).
 
 pub mod dispatch;
-pub mod matching;
 pub mod review;
 
 use std::sync::Arc;
 
 use serde_json::Value;
 
-use super::{Lookup, Pending};
+use super::{Lookup, Pending, Source};
+use crate::admission::matching::Match;
 use crate::cel::Expression;
-use crate::selector::LabelSelector;
 use crate::webhook::ClientConfig;
-
-/// The collections the webhooks are read from: whether they are the mutating ones, and the
-/// configurations' group, version and resource.
-pub const SOURCES: [(bool, (&str, &str, &str)); 2] = [
-    (true, ("admissionregistration.k8s.io", "v1", "mutatingwebhookconfigurations")),
-    (false, ("admissionregistration.k8s.io", "v1", "validatingwebhookconfigurations")),
-];
 
 /// The webhooks of the configurations, in kube's order: configurations by name, each one's
 /// webhooks as listed.
@@ -44,8 +36,8 @@ pub struct Hooks {
 impl Hooks {
     /// No webhooks yet: those of the configurations `catalog` serves are still to be read.
     pub fn unread(catalog: &crate::catalog::Catalog) -> Hooks {
-        let served = |mutating: bool| SOURCES.iter().any(|(m, (g, v, r))| *m == mutating && catalog.get(g, v, r).is_some());
-        Hooks { mutating_synced: !served(true), validating_synced: !served(false), ..Hooks::default() }
+        let served = |source| crate::admission::serves(catalog, source);
+        Hooks { mutating_synced: !served(Source::MutatingWebhooks), validating_synced: !served(Source::ValidatingWebhooks), ..Hooks::default() }
     }
 
     /// Whether both kinds of configurations have been read.
@@ -81,23 +73,12 @@ impl Hooks {
     /// What matching needs read before a write: the labels of the namespace written in, when
     /// a webhook selects namespaces.
     pub fn lookups(&self, request: &Pending) -> Vec<Lookup> {
-        let selects = self.mutating.iter().chain(&self.validating).any(|h| !matches!(&h.namespace_selector, Ok(s) if s.is_empty()));
+        let selects = self.mutating.iter().chain(&self.validating).any(|h| h.matching.selects_namespaces());
         match request.namespace.filter(|ns| selects && request.info.namespaced && !ns.is_empty()) {
             Some(ns) => vec![Lookup::Namespace(ns.to_string())],
             None => Vec::new(),
         }
     }
-}
-
-/// One rule of a webhook (`RuleWithOperations`).
-#[derive(Debug, Default)]
-pub struct Rule {
-    pub operations: Vec<String>,
-    pub groups: Vec<String>,
-    pub versions: Vec<String>,
-    pub resources: Vec<String>,
-    /// `*` (or absent), `Cluster` or `Namespaced`.
-    pub scope: String,
 }
 
 /// One webhook of a configuration, read once (its selectors parsed and its conditions
@@ -108,11 +89,8 @@ pub struct Hook {
     pub uid: String,
     pub configuration: String,
     pub name: String,
-    pub rules: Vec<Rule>,
-    /// `matchPolicy: Equivalent`.
-    pub equivalent: bool,
-    pub namespace_selector: Result<LabelSelector, String>,
-    pub object_selector: Result<LabelSelector, String>,
+    /// Its rules and selectors.
+    pub matching: Match,
     /// Each condition's expression, compiled (or why it does not compile).
     pub conditions: Vec<(String, Result<Expression, String>)>,
     /// `failurePolicy: Ignore` (anything else fails closed, as kube).
@@ -130,27 +108,11 @@ impl Hook {
     fn read(w: &Value, uid: &str, configuration: &str) -> Hook {
         let text = |k: &str| w.get(k).and_then(Value::as_str).map(str::to_string);
         let strings = |v: Option<&Value>| crate::meta::strings(v);
-        let selector = |k: &str| match w.get(k) {
-            None | Some(Value::Null) => Ok(LabelSelector::default()),
-            Some(s) => LabelSelector::from_object(s),
-        };
-        let rules = w.get("rules").and_then(Value::as_array).into_iter().flatten();
         Hook {
             uid: uid.to_string(),
             configuration: configuration.to_string(),
             name: text("name").unwrap_or_default(),
-            rules: rules
-                .map(|r| Rule {
-                    operations: strings(r.get("operations")),
-                    groups: strings(r.get("apiGroups")),
-                    versions: strings(r.get("apiVersions")),
-                    resources: strings(r.get("resources")),
-                    scope: r.get("scope").and_then(Value::as_str).unwrap_or("*").to_string(),
-                })
-                .collect(),
-            equivalent: text("matchPolicy").as_deref() != Some("Exact"),
-            namespace_selector: selector("namespaceSelector"),
-            object_selector: selector("objectSelector"),
+            matching: Match::read(w, "rules"),
             conditions: w
                 .get("matchConditions")
                 .and_then(Value::as_array)

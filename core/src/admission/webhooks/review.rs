@@ -7,7 +7,7 @@ use bytes::Bytes;
 use serde_json::{Map, Value, json};
 
 use super::Hook;
-use super::matching::{namespace_of, operation_name};
+use crate::admission::matching::{namespace_of, operation_name};
 use crate::admission::{Attributes, Operation};
 use crate::catalog::ResourceInfo;
 use crate::rand::Rng;

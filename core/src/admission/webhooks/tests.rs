@@ -1,8 +1,8 @@
 use serde_json::{Value, json};
 
-use super::matching::matches;
 use super::review::{denied, read, version};
 use super::*;
+use crate::admission::matching::matches;
 use crate::admission::{Attributes, Found, Operation};
 use crate::auth::UserInfo;
 use crate::resources::{Settings, catalog};
@@ -20,7 +20,7 @@ fn matched(hook: &Hook, (group, resource): (&str, &str), subresource: Option<&st
     let info = &cat.resources().find(|r| r.info.group == group && r.info.resource == resource).unwrap().info;
     let (user, found) = (UserInfo::default(), Found::default());
     let a = Attributes { operation: op, info, subresource, namespace, name: "n", dry_run: false, user: &user, old: None, found: &found, access: None };
-    matches(hook, &a, Some(&json!({"metadata": {"name": "n"}})), &[]).unwrap().is_some()
+    matches(&hook.matching, &a, Some(&json!({"metadata": {"name": "n"}})), &[]).unwrap().is_some()
 }
 
 #[test]
@@ -57,7 +57,7 @@ fn configurations_are_ordered_by_name_and_webhooks_as_listed() {
     assert_eq!(uids, ["a/z.example.com/0", "a/y.example.com/0", "b/x.example.com/0", "b/x.example.com/1"]);
     assert!(hooks.mutating.is_empty());
     // Defaults as kube's dispatcher reads an undefaulted webhook: fail closed, Equivalent.
-    assert!(!hooks.validating[0].ignore_failures && hooks.validating[0].equivalent && hooks.validating[0].timeout_seconds == 10);
+    assert!(!hooks.validating[0].ignore_failures && hooks.validating[0].matching.equivalent && hooks.validating[0].timeout_seconds == 10);
 }
 
 #[test]

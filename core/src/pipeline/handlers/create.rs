@@ -73,7 +73,7 @@ impl RequestMachine {
         let pending =
             Pending { operation: Operation::Create, info: &res.info, subresource: None, namespace: namespace.as_deref(), name: None, object: Some(&obj) };
         let mut lookups = ctx.admission.lookups(&pending);
-        for l in ctx.webhooks.lookups(&pending) {
+        for l in ctx.configured_lookups(&pending) {
             if !lookups.contains(&l) {
                 lookups.push(l);
             }

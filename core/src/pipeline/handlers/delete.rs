@@ -21,7 +21,7 @@ use crate::registry::{self, FieldValidation, WriteContext, WriteEffect, WriteKin
 use crate::status::ApiError;
 use crate::storage::{Outcome, StorageEffect, StorageOp, StorageRequest};
 
-/// What admission reads before deleting objects of `res` (the webhooks' namespace labels).
+/// What admission reads before deleting objects of `res` (the namespace, the policies' parameters).
 fn delete_lookups(ctx: &WriteContext, res: &Resource) -> Vec<crate::admission::Lookup> {
     let pending = crate::admission::Pending {
         operation: crate::admission::Operation::Delete,
@@ -31,7 +31,7 @@ fn delete_lookups(ctx: &WriteContext, res: &Resource) -> Vec<crate::admission::L
         name: ctx.name.as_deref(),
         object: None,
     };
-    ctx.webhooks.lookups(&pending)
+    ctx.configured_lookups(&pending)
 }
 
 impl RequestMachine {

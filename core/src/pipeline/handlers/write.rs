@@ -117,11 +117,12 @@ impl RequestMachine {
             access: Some(Box::new(Access { authorizer: self.authorizer.clone(), state: self.served.authz.clone(), asked: self.asked.clone(), now })),
             admission: self.server.admission.clone(),
             webhooks: self.served.webhooks.clone(),
-            equivalents: if self.served.webhooks.is_empty() { Vec::new() } else { self.equivalents(info) },
+            policies: self.served.policies.clone(),
+            equivalents: if self.served.webhooks.is_empty() && self.served.policies.is_empty() { Vec::new() } else { self.equivalents(info) },
         }
     }
 
-    /// The other versions of the resource of `info` stored alike, which a webhook may name
+    /// The other versions of the resource of `info` stored alike, which a webhook or a policy may name
     /// for it (none converted by a CRD's webhook, nor for a subresource other than `status`:
     /// its objects are of another kind).
     fn equivalents(&self, info: &RequestInfo) -> Vec<Arc<Resource>> {
@@ -152,7 +153,7 @@ impl RequestMachine {
                 name: ctx.name.as_deref(),
                 object,
             };
-            for l in ctx.admission.lookups(&pending).into_iter().chain(ctx.webhooks.lookups(&pending)) {
+            for l in ctx.admission.lookups(&pending).into_iter().chain(ctx.configured_lookups(&pending)) {
                 if !lookups.contains(&l) {
                     lookups.push(l);
                 }

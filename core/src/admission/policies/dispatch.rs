@@ -1,0 +1,240 @@
+//! kube's dispatcher of the validating admission policies on a write (after every mutation,
+//! before the validating webhooks): each policy whose `matchConstraints` cover the write, with
+//! each of its bindings whose `matchResources` do too, once per parameter the binding's
+//! `paramRef` finds; a failed validation denies, warns or is left to the audit log as the
+//! binding's `validationActions` say. Every policy is evaluated (a warning of a later one
+//! still reaches the client); the first denial, in the order of the policies' names and then
+//! of their bindings', is the answer.
+
+use std::sync::Arc;
+
+use serde_json::Value;
+
+use super::evaluate::{Decision, Inputs, evaluate, value_of};
+use super::{Binding, FailurePolicy, ParamResource, Policies};
+use crate::admission::matching::{matches, namespace_of, versioned};
+use crate::admission::webhooks::review;
+use crate::admission::{Attributes, Lookup};
+use crate::catalog::Resource;
+use crate::meta;
+use crate::status::{ApiError, StatusCause};
+
+/// What kube's policies never see: the policies and bindings themselves (so a broken one can
+/// be taken away), and the reviews nothing stores.
+fn exempt(a: &Attributes) -> bool {
+    let resource = a.info.resource.as_str();
+    match a.info.group.as_str() {
+        "admissionregistration.k8s.io" => {
+            ["validatingadmissionpolicies", "validatingadmissionpolicybindings", "mutatingadmissionpolicies", "mutatingadmissionpolicybindings"]
+                .contains(&resource)
+        }
+        "authentication.k8s.io" => ["tokenreviews", "selfsubjectreviews"].contains(&resource),
+        "authorization.k8s.io" => {
+            ["localsubjectaccessreviews", "selfsubjectaccessreviews", "selfsubjectrulesreviews", "subjectaccessreviews"].contains(&resource)
+        }
+        _ => false,
+    }
+}
+
+/// The HTTP status of a refusal with `reason` (kube's `reasonToCode`).
+fn code_of(reason: &str) -> u16 {
+    match reason {
+        "Forbidden" => 403,
+        "Unauthorized" => 401,
+        "RequestEntityTooLarge" => 413,
+        _ => 422,
+    }
+}
+
+/// kube's refusal of a write by `policy` (and `binding`, unless the policy itself could not be
+/// applied): `<resource> "<name>" is forbidden: ValidatingAdmissionPolicy '<p>' [with binding
+/// '<b>'] denied request: <message>`, with the decision's reason and its code.
+fn refusal(a: &Attributes, obj: Option<&Value>, policy: &str, binding: Option<&str>, d: &Decision) -> ApiError {
+    let message = match binding {
+        Some(b) => format!("ValidatingAdmissionPolicy '{policy}' with binding '{b}' denied request: {}", d.message),
+        None => format!("ValidatingAdmissionPolicy '{policy}' denied request: {}", d.message),
+    };
+    let generated = obj.and_then(|o| meta::str_at(o, &["metadata", "generateName"])).unwrap_or_default();
+    let name = [review::request_name(a, obj), generated].into_iter().find(|n| !n.is_empty()).unwrap_or("Unknown");
+    let mut e = ApiError::forbidden(&a.info.group_resource(), name, &message);
+    e.reason = d.reason.unwrap_or("Invalid");
+    e.code = code_of(e.reason);
+    if let Some(details) = e.details.as_mut() {
+        details.causes.push(StatusCause { message, ..StatusCause::default() });
+    }
+    e
+}
+
+/// The parameters `binding` gives its policy's evaluations (`None`: it names none, the policy
+/// is evaluated once without); an empty list skips it. The error is why it cannot be applied.
+fn params_of(at: &ParamResource, binding: &Binding, a: &Attributes, request_namespace: &str) -> Result<Option<Vec<Value>>, String> {
+    let Some(r) = &binding.param_ref else { return Ok(None) };
+    let namespace = match (at.namespaced, &r.namespace) {
+        (true, Some(ns)) => Some(ns.clone()),
+        (true, None) if !request_namespace.is_empty() => Some(request_namespace.to_string()),
+        (true, None) => return Err("cannot use namespaced paramRef in policy binding that matches cluster-scoped resources".into()),
+        (false, Some(_)) => return Err("paramRef.namespace must not be provided for a cluster-scoped `paramKind`".into()),
+        (false, None) => None,
+    };
+    let resource = (at.group.clone(), at.version.clone(), at.resource.clone());
+    let found = |name: Option<String>| {
+        let lookup = Lookup::Params { resource: resource.clone(), namespace: namespace.clone(), name };
+        a.found.params.iter().find(|(l, _)| *l == lookup).and_then(|(_, o)| o.clone())
+    };
+    let params: Vec<Value> = match (&r.name, &r.selector) {
+        (Some(_), Some(_)) => return Err("paramRef.name and paramRef.selector are mutually exclusive".into()),
+        (None, None) => return Err("one of name or selector must be provided".into()),
+        (Some(name), None) => found(Some(name.clone())).into_iter().collect(),
+        (None, Some(selector)) => {
+            let selector = selector.as_ref().map_err(String::clone)?;
+            let all = match found(None) {
+                Some(Value::Array(items)) => items,
+                _ => Vec::new(),
+            };
+            all.into_iter().filter(|o| selector.matches(&meta::labels(o))).collect()
+        }
+    };
+    if params.is_empty() && r.deny_when_missing {
+        return Err("no params found for policy binding with `Deny` parameterNotFoundAction".into());
+    }
+    Ok(Some(params))
+}
+
+/// The namespace a write is in as `namespaceObject` (`null` for a cluster-scoped write or a
+/// namespace's own), without its managed fields and owners; 404 when it does not exist.
+fn namespace_object(a: &Attributes, obj: Option<&Value>) -> Result<crate::cel::Value, ApiError> {
+    let namespace = namespace_of(a, obj);
+    if namespace.is_empty() || (a.info.group.is_empty() && a.info.resource == "namespaces") {
+        return Ok(crate::cel::Value::Null);
+    }
+    match &a.found.namespace {
+        Some((ns, Some(found))) if ns == namespace => {
+            let mut found = found.clone();
+            if let Some(Value::Object(m)) = found.get_mut("metadata") {
+                m.remove("managedFields");
+                m.remove("ownerReferences");
+            }
+            Ok(crate::cel::to_value(&found))
+        }
+        _ => Err(ApiError::not_found(&crate::status::GroupResource::new("", "namespaces"), namespace)),
+    }
+}
+
+/// The validating admission policies on the final object (`None` for a delete); their
+/// warnings go to `warnings`.
+pub fn validate(
+    policies: &Policies,
+    resource: &Resource,
+    equivalents: &[Arc<Resource>],
+    a: &Attributes,
+    obj: Option<&Value>,
+    warnings: &mut Vec<String>,
+) -> Result<(), ApiError> {
+    if exempt(a) {
+        return Ok(());
+    }
+    if !policies.synced() {
+        return Err(a.forbidden("not yet ready to handle request"));
+    }
+    let mut denied: Option<ApiError> = None;
+    let mut deny = |e: ApiError| {
+        denied.get_or_insert(e);
+    };
+    let mut namespace = None;
+    for hook in &policies.hooks {
+        let policy = &hook.policy;
+        // A policy that cannot be applied: denied if it fails closed, whatever the bindings say.
+        let misconfigured = |binding: Option<&str>, why: String| {
+            let what = if binding.is_some() { "binding" } else { "policy" };
+            let message = match &policy.failure_policy {
+                FailurePolicy::Fail => format!("failed to configure {what}: {why}"),
+                FailurePolicy::Ignore => return None,
+                FailurePolicy::Unknown(p) => format!("unrecognized failure policy: '{p}'"),
+            };
+            Some(refusal(a, obj, &policy.name, binding, &Decision { message, reason: None }))
+        };
+        let Some(constraints) = &policy.matching else {
+            misconfigured(None, "policy contained no match constraints, a required field".into()).map(&mut deny);
+            continue;
+        };
+        let invocation = match matches(constraints, a, obj, equivalents) {
+            Ok(None) => continue,
+            Ok(Some(i)) => i,
+            Err(e) => {
+                misconfigured(None, e.message).map(&mut deny);
+                continue;
+            }
+        };
+        let at = match &hook.params {
+            Ok(at) => at,
+            Err(why) => {
+                misconfigured(None, why.clone()).map(&mut deny);
+                continue;
+            }
+        };
+        let inputs = inputs(resource, invocation, a, obj, &mut namespace)?;
+        for binding in &hook.bindings {
+            if let Some(m) = &binding.matching {
+                match matches(m, a, obj, equivalents) {
+                    Ok(None) => continue,
+                    Ok(Some(_)) => {}
+                    Err(e) => {
+                        misconfigured(Some(&binding.name), e.message).map(&mut deny);
+                        continue;
+                    }
+                }
+            }
+            let params = match at {
+                None => None,
+                Some(at) => match params_of(at, binding, a, namespace_of(a, obj)) {
+                    Ok(p) => p,
+                    Err(why) => {
+                        misconfigured(Some(&binding.name), why).map(&mut deny);
+                        continue;
+                    }
+                },
+            };
+            let params: Vec<Option<crate::cel::Value>> = match params {
+                None => vec![None],
+                Some(list) => list.iter().map(|p| Some(crate::cel::to_value(p))).collect(),
+            };
+            for param in &params {
+                let evaluated = evaluate(policy, &inputs, param.as_ref());
+                for d in &evaluated.denials {
+                    if binding.actions.deny {
+                        deny(refusal(a, obj, &policy.name, Some(&binding.name), d));
+                    }
+                    if binding.actions.warn {
+                        let warning =
+                            format!("Validation failed for ValidatingAdmissionPolicy '{}' with binding '{}': {}", policy.name, binding.name, d.message);
+                        if !warnings.contains(&warning) {
+                            warnings.push(warning);
+                        }
+                    }
+                }
+                for message in evaluated.audit_errors {
+                    deny(refusal(a, obj, &policy.name, Some(&binding.name), &Decision { message, reason: None }));
+                }
+            }
+        }
+    }
+    denied.map_or(Ok(()), Err)
+}
+
+/// What a policy's expressions are given on the write, as `invocation` sees it; the namespace
+/// object is made once per write (`namespace`).
+fn inputs(
+    resource: &Resource,
+    invocation: crate::admission::matching::Invocation,
+    a: &Attributes,
+    obj: Option<&Value>,
+    namespace: &mut Option<crate::cel::Value>,
+) -> Result<Inputs, ApiError> {
+    let (invoked, seen, old) = versioned(resource, invocation, a, obj);
+    let request = review::request(a, invoked, seen.as_ref());
+    let namespace_object = match namespace {
+        Some(ns) => ns.clone(),
+        None => namespace.insert(namespace_object(a, obj)?).clone(),
+    };
+    Ok(Inputs { object: value_of(seen.as_ref()), old_object: value_of(old.as_ref()), request: crate::cel::to_value(&request), namespace_object })
+}

@@ -1,0 +1,236 @@
+//! One policy's expressions on one write, with one of its bindings' parameters (kube's
+//! `validator.Validate`): the match conditions, then the validations and their message
+//! expressions, then the audit annotations, each within kube's cost budgets.
+//!
+//! kapi's CEL does not count the cost of an evaluation as it runs: the cost charged is the
+//! estimate of the expression over the shapes of the values it is given (their sizes), which
+//! is never less than what running it costs.
+
+use std::collections::HashMap;
+
+use super::{Compiled, FailurePolicy, Policy};
+use crate::cel::cost::{self, Shape};
+use crate::cel::{Key, Value};
+
+/// kube's budget of a policy's match conditions (`RuntimeCELCostBudgetMatchConditions`).
+const CONDITIONS_BUDGET: u64 = 2_500_000;
+
+/// The longest message a message expression may give (`MaxEvaluatedMessageExpressionSizeBytes`).
+const MAX_MESSAGE_BYTES: usize = 5 * 1024;
+
+/// kube's error when the budget is spent.
+pub const OUT_OF_BUDGET: &str = "validation failed due to running out of cost budget, no further validation rules will be run";
+
+/// What the expressions are given, as CEL values.
+pub struct Inputs {
+    pub object: Value,
+    pub old_object: Value,
+    pub request: Value,
+    /// The namespace written in (`null` for a cluster-scoped write).
+    pub namespace_object: Value,
+}
+
+/// A denial, or a failed evaluation the failure policy made one.
+#[derive(Debug)]
+pub struct Decision {
+    pub message: String,
+    /// The validation's `reason` (`None`: `Invalid`).
+    pub reason: Option<&'static str>,
+}
+
+/// What one evaluation decided: the denials (which the binding's actions apply), and the
+/// errors of audit annotations (which deny whatever the actions are).
+#[derive(Debug, Default)]
+pub struct Evaluated {
+    pub denials: Vec<Decision>,
+    pub audit_errors: Vec<String>,
+}
+
+/// Why an expression gave no value.
+enum Failure {
+    Error(String),
+    OutOfBudget,
+}
+
+/// The variables bound for one evaluation, and their shapes (for the cost).
+struct Activation<'p> {
+    policy: &'p Policy,
+    bound: Vec<(&'static str, Value)>,
+    shapes: Vec<(&'static str, Shape)>,
+    /// The errors of `variables` that did not evaluate, by name.
+    failed_variables: Vec<(&'p str, String)>,
+}
+
+impl<'p> Activation<'p> {
+    /// `namespaceObject` is bound unless `conditions` (match conditions do not see it);
+    /// `params` when the policy has `paramKind`; then each of `variables`, in order.
+    fn new(policy: &'p Policy, inputs: &Inputs, params: Option<&Value>, conditions: bool) -> Activation<'p> {
+        let namespace = if conditions { Value::Null } else { inputs.namespace_object.clone() };
+        let mut bound = vec![
+            ("object", inputs.object.clone()),
+            ("oldObject", inputs.old_object.clone()),
+            ("request", inputs.request.clone()),
+            ("namespaceObject", namespace),
+        ];
+        if policy.param_kind.is_some() {
+            bound.push(("params", params.cloned().unwrap_or(Value::Null)));
+        }
+        let shapes = bound.iter().map(|(n, v)| (*n, Shape::of(v))).collect();
+        let mut a = Activation { policy, bound, shapes, failed_variables: Vec::new() };
+        a.bind_variables();
+        a
+    }
+
+    /// Evaluates `variables` in order, each seeing those before it (kube evaluates one when
+    /// first used; its error is the error of what uses it).
+    fn bind_variables(&mut self) {
+        let mut values: HashMap<Key, Value> = HashMap::new();
+        self.bound.push(("variables", Value::Map(values.clone().into())));
+        self.shapes.push(("variables", Shape::of(&Value::Map(values.clone().into()))));
+        for (name, compiled) in &self.policy.variables {
+            let mut budget = cost::CALL_LIMIT;
+            match self.run(compiled, &mut budget) {
+                Ok(v) => {
+                    values.insert(Key::from(name.as_str()), v);
+                    let map = Value::Map(values.clone().into());
+                    self.shapes.last_mut().expect("variables are bound").1 = Shape::of(&map);
+                    self.bound.last_mut().expect("variables are bound").1 = map;
+                }
+                Err(Failure::OutOfBudget) => self.failed_variables.push((name, "operation cancelled: actual cost limit exceeded".into())),
+                Err(Failure::Error(e)) => self.failed_variables.push((name, e)),
+            }
+        }
+    }
+
+    /// Evaluates `c`, charging its cost to `budget`.
+    fn run(&self, c: &Compiled, budget: &mut u64) -> Result<Value, Failure> {
+        let source = &c.source;
+        let expression = c.expression.as_ref().map_err(|e| Failure::Error(format!("compilation error: compilation failed: {e}")))?;
+        if let Some((name, why)) = self.failed_variables.iter().find(|(name, _)| expression.selects("variables", name)) {
+            let compiled = self.policy.variables.iter().any(|(n, c)| n == name && c.expression.is_ok());
+            let what = if compiled { "evaluate" } else { "compile" };
+            return Err(Failure::Error(format!("expression '{source}' resulted in error: composited variable \"{name}\" fails to {what}: {why}")));
+        }
+        // An evaluation is cancelled once it has cost the limit of one call.
+        let estimate = cost::estimate(expression, &self.shapes);
+        let spent = estimate.min(cost::CALL_LIMIT);
+        if spent > *budget {
+            return Err(Failure::OutOfBudget);
+        }
+        *budget -= spent;
+        if estimate > cost::CALL_LIMIT {
+            return Err(Failure::Error(format!("expression '{source}' resulted in error: operation cancelled: actual cost limit exceeded")));
+        }
+        expression.evaluate(self.bound.clone()).map_err(|e| Failure::Error(format!("expression '{source}' resulted in error: {e}")))
+    }
+}
+
+/// Whether the policy fails closed on an error.
+fn fails_closed(policy: &Policy) -> bool {
+    policy.failure_policy != FailurePolicy::Ignore
+}
+
+/// The match conditions (kube's `matchconditions.Matcher`): `Ok(false)` when one is false (the
+/// policy is skipped), the errors of the others when none is (a denial if the policy fails
+/// closed, else skipped too).
+fn conditions(policy: &Policy, inputs: &Inputs, params: Option<&Value>) -> Result<bool, String> {
+    if policy.conditions.is_empty() {
+        return Ok(true);
+    }
+    let activation = Activation::new(policy, inputs, params, true);
+    let mut budget = CONDITIONS_BUDGET;
+    let mut errors = Vec::new();
+    for c in &policy.conditions {
+        match activation.run(c, &mut budget) {
+            Ok(Value::Bool(true)) => {}
+            Ok(Value::Bool(false)) => return Ok(false),
+            Ok(other) => {
+                errors.push(format!("expression '{}' resulted in error: no such overload: expected bool, got {}", c.source, crate::cel::type_name(&other)))
+            }
+            Err(Failure::OutOfBudget) => return if fails_closed(policy) { Err(OUT_OF_BUDGET.into()) } else { Ok(false) },
+            Err(Failure::Error(e)) => errors.push(e),
+        }
+    }
+    match errors.is_empty() {
+        true => Ok(true),
+        false if fails_closed(policy) => Err(crate::authz::rbac::aggregate(&errors)),
+        false => Ok(false),
+    }
+}
+
+/// The policy on one write with one parameter (`params`: `None` for a binding without one).
+pub fn evaluate(policy: &Policy, inputs: &Inputs, params: Option<&Value>) -> Evaluated {
+    let mut out = Evaluated::default();
+    let closed = fails_closed(policy);
+    let fail = |out: &mut Evaluated, message: String| {
+        if closed {
+            out.denials.push(Decision { message, reason: None });
+        }
+    };
+    match conditions(policy, inputs, params) {
+        Ok(true) => {}
+        Ok(false) => return out,
+        Err(why) => {
+            out.denials.push(Decision { message: why, reason: None });
+            return out;
+        }
+    }
+    let activation = Activation::new(policy, inputs, params, false);
+    let mut budget = cost::OBJECT_BUDGET;
+    let mut results = Vec::new();
+    for v in &policy.validations {
+        match activation.run(&v.expression, &mut budget) {
+            Ok(value) => results.push(Ok(value == Value::Bool(true))),
+            Err(Failure::OutOfBudget) => {
+                fail(&mut out, OUT_OF_BUDGET.into());
+                return out;
+            }
+            Err(Failure::Error(e)) => results.push(Err(e)),
+        }
+    }
+    let mut messages_spent = false;
+    for (v, result) in policy.validations.iter().zip(results) {
+        let message = match (&v.message_expression, messages_spent) {
+            (Some(m), false) => match activation.run(m, &mut budget) {
+                Ok(Value::String(s)) => Some(s.trim().to_string()).filter(|s| !s.is_empty() && s.len() <= MAX_MESSAGE_BYTES && !s.contains('\n')),
+                Err(Failure::OutOfBudget) => {
+                    messages_spent = true;
+                    None
+                }
+                _ => None,
+            },
+            _ => None,
+        };
+        match result {
+            Err(e) => fail(&mut out, e),
+            _ if messages_spent && v.message_expression.is_some() => fail(&mut out, format!("failed messageExpression: {OUT_OF_BUDGET}")),
+            Ok(true) => {}
+            Ok(false) => {
+                let written = v.message.as_deref().map(str::trim).filter(|m| !m.is_empty()).map(str::to_string);
+                let message = message.or(written).unwrap_or_else(|| format!("failed expression: {}", v.expression.source.trim()));
+                out.denials.push(Decision { message, reason: v.reason });
+            }
+        }
+    }
+    let mut budget = cost::OBJECT_BUDGET;
+    for (_, value) in &policy.audit_annotations {
+        match activation.run(value, &mut budget) {
+            // kapi keeps no audit log: a value is checked, not kept.
+            Ok(Value::String(_) | Value::Null) => {}
+            Ok(other) => out.audit_errors.push(format!(
+                "valueExpression '{}' resulted in unsupported return type: {}. Return type must be either string or null.",
+                value.source,
+                crate::cel::type_name(&other)
+            )),
+            Err(Failure::OutOfBudget) if closed => out.audit_errors.push(OUT_OF_BUDGET.into()),
+            Err(Failure::Error(e)) if closed => out.audit_errors.push(e),
+            Err(_) => {}
+        }
+    }
+    out
+}
+
+/// A JSON object as the CEL value it is given as.
+pub fn value_of(v: Option<&serde_json::Value>) -> Value {
+    v.map_or(Value::Null, crate::cel::to_value)
+}
