@@ -285,3 +285,36 @@ fn policies_and_bindings_are_never_validated_by_policies() {
     assert_eq!(w.call("DELETE", &format!("{BINDINGS}/everything"), "", None, "").head.status, 200);
     created(&mut w, CONFIGMAPS, configmap("c", json!({})));
 }
+
+#[test]
+fn expressions_that_do_not_compile_or_give_the_wrong_type_are_refused() {
+    let mut w = world();
+    let body = json!({
+        "apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicy", "metadata": {"name": "bad"},
+        "spec": {
+            "matchConstraints": {"resourceRules": [{"operations": ["CREATE"], "apiGroups": [""], "apiVersions": ["v1"], "resources": ["configmaps"]}]},
+            "matchConditions": [{"name": "c", "expression": "request.bogus"}],
+            "variables": [{"name": "1x", "expression": "1"}],
+            "validations": [
+                {"expression": "1"},
+                {"expression": "params.max > 1"},
+                {"expression": "true", "messageExpression": "1"},
+            ],
+            "auditAnnotations": [{"key": "k", "valueExpression": "true"}],
+        },
+    });
+    let r = create(&mut w, POLICIES, &body);
+    assert_eq!(r.head.status, 422, "{}", text(&r));
+    let message = r.json()["message"].as_str().unwrap().to_string();
+    assert!(message.starts_with("ValidatingAdmissionPolicy.admissionregistration.k8s.io \"bad\" is invalid: ["), "{message}");
+    for part in [
+        "spec.matchConditions[0].expression: Invalid value: \"request.bogus\": compilation failed: ERROR: <input>:1:8: undefined field 'bogus'",
+        "spec.variables[0].name: Invalid value: \"1x\": name is not a valid CEL identifier",
+        "spec.validations[0].expression: Invalid value: \"1\": must evaluate to bool but got int",
+        "spec.validations[1].expression: Invalid value: \"params.max > 1\": compilation failed: ERROR: <input>:1:1: undeclared reference to 'params'",
+        "spec.validations[2].messageExpression: Invalid value: \"1\": must evaluate to string but got int",
+        "spec.auditAnnotations[0].valueExpression: Invalid value: \"true\": must evaluate to one of [string null_type] but got bool",
+    ] {
+        assert!(message.contains(part), "{part} not in {message}");
+    }
+}

@@ -5,6 +5,7 @@
 use serde_json::{Map, Value, json};
 
 use super::{info, serve, status_subresource};
+use crate::admission::policies::checks;
 use crate::catalog::{Lifecycle, Resource, Strategy};
 use crate::meta;
 use crate::status::FieldError;
@@ -118,6 +119,8 @@ fn validate_webhook(w: &Value, at: &str, mutating: bool, errs: &mut Vec<FieldErr
     for (i, r) in w.get("rules").and_then(Value::as_array).into_iter().flatten().enumerate() {
         validate_rule(r, &format!("{at}.rules[{i}]"), errs);
     }
+    let conditions = checks::Environment { params: false, namespace: false, variables: false };
+    checks::match_conditions(w.get("matchConditions"), &format!("{at}.matchConditions"), conditions, errs);
     supported(errs, w.get("failurePolicy"), &format!("{at}.failurePolicy"), &["Fail", "Ignore"]);
     supported(errs, w.get("matchPolicy"), &format!("{at}.matchPolicy"), &["Equivalent", "Exact"]);
     match w.get("sideEffects") {
@@ -176,9 +179,6 @@ fn validate_policy(obj: &Value, errs: &mut Vec<FieldError>) {
         }
     }
     for (i, v) in validations.into_iter().flatten().enumerate() {
-        if v.get("expression").and_then(Value::as_str).is_none_or(|e| e.trim().is_empty()) {
-            errs.push(FieldError::required(format!("spec.validations[{i}].expression"), "expression is not specified"));
-        }
         if let Some(msg) = v.get("message").and_then(Value::as_str) {
             if msg.trim().is_empty() {
                 errs.push(FieldError::invalid(format!("spec.validations[{i}].message"), json!(msg), "message must be non-empty if specified"));
@@ -188,6 +188,7 @@ fn validate_policy(obj: &Value, errs: &mut Vec<FieldError>) {
         }
         supported(errs, v.get("reason"), &format!("spec.validations[{i}].reason"), &["Forbidden", "Invalid", "RequestEntityTooLarge"]);
     }
+    checks::policy(meta::name(obj), obj.get("spec").unwrap_or(&Value::Null), errs);
 }
 
 fn validate_binding(obj: &Value, errs: &mut Vec<FieldError>) {

@@ -8,6 +8,7 @@
 //! Expressions are compiled once, when a policy is read (again only when its
 //! resourceVersion changes), in the one CEL environment kapi has (`crate::cel`).
 
+pub mod checks;
 pub mod dispatch;
 mod evaluate;
 
