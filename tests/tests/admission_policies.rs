@@ -1,0 +1,158 @@
+//! Validating admission policies driven with kubectl, as kube's documentation shows them: a
+//! policy whose parameters are custom resources (a CRD the test creates), bound to the
+//! namespaces labelled for it, refusing a Deployment with too many replicas in kube's words;
+//! a binding that only warns, whose warning kubectl prints; and a policy whose expression does
+//! not compile, refused when it is created.
+
+use std::time::Duration;
+
+use kapi_tests::{Kapi, eventually};
+
+const CRD: &str = r#"
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {name: replicalimits.rules.example.com}
+spec:
+  group: rules.example.com
+  scope: Namespaced
+  names: {plural: replicalimits, singular: replicalimit, kind: ReplicaLimit}
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    schema:
+      openAPIV3Schema:
+        type: object
+        properties:
+          maxReplicas: {type: integer}
+"#;
+
+const POLICY: &str = r#"
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicy
+metadata: {name: replica-limit}
+spec:
+  failurePolicy: Fail
+  paramKind: {apiVersion: rules.example.com/v1, kind: ReplicaLimit}
+  matchConstraints:
+    resourceRules:
+    - apiGroups: [apps]
+      apiVersions: [v1]
+      operations: [CREATE, UPDATE]
+      resources: [deployments]
+  variables:
+  - name: replicas
+    expression: "object.spec.replicas"
+  validations:
+  - expression: "variables.replicas <= params.maxReplicas"
+    messageExpression: "'replicas must be no greater than ' + string(params.maxReplicas)"
+    reason: Forbidden
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicyBinding
+metadata: {name: replica-limit-test}
+spec:
+  policyName: replica-limit
+  validationActions: [Deny]
+  paramRef: {name: limit, parameterNotFoundAction: Deny}
+  matchResources:
+    namespaceSelector:
+      matchLabels: {environment: test}
+"#;
+
+const LIMIT: &str = r#"
+apiVersion: rules.example.com/v1
+kind: ReplicaLimit
+metadata: {name: limit, namespace: staging}
+maxReplicas: 3
+"#;
+
+fn deployment(name: &str, replicas: u32) -> String {
+    format!(
+        r#"{{"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {{"name": "{name}"}},
+        "spec": {{"replicas": {replicas}, "selector": {{"matchLabels": {{"app": "{name}"}}}},
+        "template": {{"metadata": {{"labels": {{"app": "{name}"}}}}, "spec": {{"containers": [{{"name": "c", "image": "nginx"}}]}}}}}}}}"#
+    )
+}
+
+fn stderr(out: &std::process::Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+#[test]
+fn a_policy_with_custom_resource_params_refuses_with_kubectl() {
+    let k = Kapi::start();
+    k.kubectl_in(&["apply", "-f", "-"], CRD);
+    assert!(eventually(Duration::from_secs(30), || k.kubectl(&["get", "replicalimits", "-A"]).status.success()), "the CRD is served");
+    k.kubectl_in(&["create", "namespace", "staging"], "");
+    k.kubectl_in(&["label", "namespace", "staging", "environment=test"], "");
+    k.kubectl_in(&["create", "namespace", "other"], "");
+    k.kubectl_in(&["apply", "-f", "-"], POLICY);
+
+    // The binding's parameter is missing, and it says to deny then.
+    let out = k.kubectl_with_input(&["create", "-n", "staging", "-f", "-"], &deployment("web", 5));
+    assert!(!out.status.success());
+    assert!(
+        // A 422 with its cause, as kubectl prints it.
+        stderr(&out).contains(
+            "The deployments \"web\" is invalid: : ValidatingAdmissionPolicy 'replica-limit' with binding 'replica-limit-test' denied request: failed to configure binding: no params found for policy binding with `Deny` parameterNotFoundAction"
+        ),
+        "{}",
+        stderr(&out)
+    );
+
+    k.kubectl_in(&["apply", "-f", "-"], LIMIT);
+    let out = k.kubectl_with_input(&["create", "-n", "staging", "-f", "-"], &deployment("web", 5));
+    assert!(!out.status.success());
+    assert!(
+        // The validation's reason, Forbidden: a 403.
+        stderr(&out).contains(
+            "Error from server (Forbidden): error when creating \"STDIN\": deployments.apps \"web\" is forbidden: ValidatingAdmissionPolicy 'replica-limit' with binding 'replica-limit-test' denied request: replicas must be no greater than 3"
+        ),
+        "{}",
+        stderr(&out)
+    );
+    k.kubectl_in(&["create", "-n", "staging", "-f", "-"], &deployment("web", 2));
+    // Namespaces the binding does not select are not limited.
+    k.kubectl_in(&["create", "-n", "other", "-f", "-"], &deployment("web", 5));
+    // Nor is a scale beyond the limit through the scale subresource, which the rules do not name.
+    let out = k.kubectl(&["scale", "-n", "staging", "deployment/web", "--replicas=4"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+
+    // A binding that warns lets the write through and kubectl prints the warning.
+    let warn = POLICY
+        .split("---")
+        .nth(1)
+        .unwrap()
+        .replace("replica-limit-test", "replica-limit-warn")
+        .replace("[Deny]", "[Warn]")
+        .replace("environment: test", "kubernetes.io/metadata.name: other");
+    let warn =
+        warn.replace("paramRef: {name: limit, parameterNotFoundAction: Deny}", "paramRef: {name: limit, namespace: staging, parameterNotFoundAction: Deny}");
+    k.kubectl_in(&["apply", "-f", "-"], &warn);
+    let out = k.kubectl_with_input(&["create", "-n", "other", "-f", "-"], &deployment("wide", 7));
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains(
+            "Warning: Validation failed for ValidatingAdmissionPolicy 'replica-limit' with binding 'replica-limit-warn': replicas must be no greater than 3"
+        ),
+        "{}",
+        stderr(&out)
+    );
+
+    // kubectl lists them with kube's columns.
+    let listed = String::from_utf8(k.kubectl(&["get", "validatingadmissionpolicybindings"]).stdout).unwrap();
+    assert!(listed.starts_with("NAME"), "{listed}");
+    assert!(listed.contains("replica-limit-test   replica-limit   */limit"), "{listed}");
+
+    // An expression that does not compile is refused when the policy is created.
+    let broken =
+        POLICY.split("---").next().unwrap().replace("replica-limit}", "broken}").replace("variables.replicas <= params.maxReplicas", "variables.replicas <=");
+    let out = k.kubectl_with_input(&["apply", "-f", "-"], &broken);
+    assert!(!out.status.success());
+    assert!(
+        stderr(&out).contains("spec.validations[0].expression: Invalid value: \"variables.replicas <=\": compilation failed: ERROR: <input>:1:"),
+        "{}",
+        stderr(&out)
+    );
+}
