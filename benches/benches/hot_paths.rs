@@ -1,6 +1,7 @@
 //! Criterion micro-benchmarks of kapi-core's hot paths, on the pod kapi-bench writes:
 //! JSON decode/encode, strategic merge patch, server-side apply, managed fields of a create,
-//! a whole create through the core, selector matching, one watch event dispatched to 1, 100 and
+//! a whole create through the core (with admission off, and with ten validating admission
+//! policies), selector matching, one watch event dispatched to 1, 100 and
 //! 10,000 watchers, a LIST body of 10,000 pods, a stored pod decoded for the watch cache, and
 //! an RBAC decision among 110 and among 11,000 bindings.
 //!
@@ -92,9 +93,54 @@ fn create(c: &mut Criterion) {
     });
 }
 
+/// The admission target's three creates: with no admission plugin at all, with kube's
+/// default plugins (as `create/pod_through_the_core`), and with those and ten validating
+/// admission policies on pods, each with a binding.
+fn create_admitted(c: &mut Criterion) {
+    let mut off = kapi_sim::default_server();
+    Arc::get_mut(&mut off.server).expect("the setup is not shared yet").admission = Arc::new(kapi_core::admission::Chain::default());
+    let mut policies = world_with_service_account();
+    for i in 0..10 {
+        let policy = json!({
+            "apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicy", "metadata": {"name": format!("pods-{i}")},
+            "spec": {
+                "matchConstraints": {"resourceRules": [{"operations": ["CREATE", "UPDATE"], "apiGroups": [""], "apiVersions": ["v1"], "resources": ["pods"]}]},
+                "validations": [
+                    {"expression": "object.spec.containers.all(c, !c.image.endsWith(':latest'))", "message": "pin the image"},
+                    {"expression": format!("size(object.metadata.name) < {}", 64 + i)},
+                ],
+            },
+        });
+        let binding = json!({
+            "apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicyBinding", "metadata": {"name": format!("pods-{i}")},
+            "spec": {"policyName": format!("pods-{i}"), "validationActions": ["Deny"]},
+        });
+        for (path, body) in [("validatingadmissionpolicies", policy), ("validatingadmissionpolicybindings", binding)] {
+            let r = policies.call("POST", &format!("/apis/admissionregistration.k8s.io/v1/{path}"), "", Some(&body), "application/json");
+            assert_eq!(r.head.status, 201, "{}", String::from_utf8_lossy(&r.body));
+        }
+    }
+    let mut n = 0u64;
+    for (name, mut world) in [("create/pod_admission_off", world_with(off)), ("create/pod_with_10_policies", policies)] {
+        c.bench_function(name, |b| {
+            b.iter(|| {
+                n += 1;
+                let body = pod(&format!("bench-{n:08}"));
+                let r = world.call("POST", "/api/v1/namespaces/default/pods", "", Some(&body), "application/json");
+                assert_eq!(r.head.status, 201, "{}", String::from_utf8_lossy(&r.body));
+            })
+        });
+    }
+}
+
 /// A simulated server with the default namespace's service account, where pods can be created.
 fn world_with_service_account() -> kapi_sim::World {
-    let mut world = kapi_sim::World::new(kapi_sim::default_server(), kapi_sim::epoch(), 1);
+    world_with(kapi_sim::default_server())
+}
+
+/// A simulated `setup` with the default namespace's service account.
+fn world_with(setup: kapi_sim::Setup) -> kapi_sim::World {
+    let mut world = kapi_sim::World::new(setup, kapi_sim::epoch(), 1);
     let sa = json!({"metadata": {"name": "default"}});
     let r = world.call("POST", "/api/v1/namespaces/default/serviceaccounts", "", Some(&sa), "application/json");
     assert_eq!(r.head.status, 201, "{}", String::from_utf8_lossy(&r.body));
@@ -260,5 +306,5 @@ fn rbac(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, codecs, patches, create, cache_object, selectors, dispatch, list_encoding, rbac);
+criterion_group!(benches, codecs, patches, create, create_admitted, cache_object, selectors, dispatch, list_encoding, rbac);
 criterion_main!(benches);

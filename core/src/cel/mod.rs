@@ -94,6 +94,15 @@ impl Expression {
         self.program.execute(&context).map_err(|e| go_style(&e.to_string()))
     }
 
+    /// Evaluates the expression with the variables of `layers` bound: a name bound in more
+    /// than one is the first's.
+    pub fn evaluate_in(&self, layers: &[&Bindings]) -> Result<Value, String> {
+        let resolver = Layered(layers);
+        let mut context = cel::Context::with_env(Arc::clone(&ENVIRONMENT));
+        context.set_variable_resolver(&resolver);
+        self.program.execute(&context).map_err(|e| go_style(&e.to_string()))
+    }
+
     /// Whether the expression selects `field` of the variable `variable` anywhere
     /// (`claims.email`, `claims.?email`, `has(claims.email)`; not `claims["email"]`), as
     /// kube's syntactic checks look for it.
@@ -146,6 +155,38 @@ impl Expression {
     fn offset_of(&self, id: u64) -> Option<usize> {
         let start = (self.program.source_info().offset_for(id)?.0 as usize).min(self.source.len());
         (0..=start).rev().find(|i| self.source.is_char_boundary(*i))
+    }
+}
+
+/// Values bound to names, made once into what evaluations read, so that many evaluations
+/// share them (the object of a write, read by every admission policy's expressions).
+#[derive(Debug, Default)]
+pub struct Bindings {
+    values: std::collections::BTreeMap<String, Box<dyn cel::common::value::Val>>,
+}
+
+impl Bindings {
+    pub fn new<'a>(values: impl IntoIterator<Item = (&'a str, Value)>) -> Bindings {
+        let mut b = Bindings::default();
+        for (name, value) in values {
+            b.bind(name, value);
+        }
+        b
+    }
+
+    /// Binds `name` to `value` (in place of what it was bound to).
+    pub fn bind(&mut self, name: &str, value: Value) {
+        let value: Box<dyn cel::common::value::Val> = value.try_into().expect("every value converts");
+        self.values.insert(name.to_string(), value);
+    }
+}
+
+/// Bindings looked up in order.
+struct Layered<'a>(&'a [&'a Bindings]);
+
+impl cel::context::VariableResolver for Layered<'_> {
+    fn resolve<'b>(&'b self, name: &str) -> Option<cel::common::value::CowVal<'b, 'b>> {
+        self.0.iter().find_map(|b| b.values.get(name)).map(|v| cel::common::value::CowVal::Borrowed(v.as_ref()))
     }
 }
 

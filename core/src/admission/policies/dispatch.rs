@@ -11,8 +11,8 @@ use std::sync::Arc;
 use serde_json::Value;
 
 use super::evaluate::{Decision, Inputs, evaluate, value_of};
-use super::{Binding, FailurePolicy, ParamResource, Policies};
-use crate::admission::matching::{matches, namespace_of, versioned};
+use super::{Binding, FailurePolicy, ParamResource, Policies, Uses};
+use crate::admission::matching::{Invocation, matches, namespace_of, versioned};
 use crate::admission::webhooks::review;
 use crate::admission::{Attributes, Lookup};
 use crate::catalog::Resource;
@@ -140,7 +140,7 @@ pub fn validate(
     let mut deny = |e: ApiError| {
         denied.get_or_insert(e);
     };
-    let mut namespace = None;
+    let (mut namespace, mut exact) = (None, None);
     for hook in &policies.hooks {
         let policy = &hook.policy;
         // A policy that cannot be applied: denied if it fails closed, whatever the bindings say.
@@ -172,7 +172,16 @@ pub fn validate(
                 continue;
             }
         };
-        let inputs = inputs(resource, invocation, a, obj, &mut namespace)?;
+        // What every policy that sees the write as it is sent shares.
+        let built;
+        let inputs = match invocation {
+            Invocation::Exact if exact.is_some() => exact.as_ref().expect("made"),
+            Invocation::Exact => exact.insert(inputs(resource, invocation, a, obj, &mut namespace, policies.uses)?),
+            Invocation::Equivalent(_) => {
+                built = inputs(resource, invocation, a, obj, &mut namespace, policies.uses)?;
+                &built
+            }
+        };
         for binding in &hook.bindings {
             if let Some(m) = &binding.matching {
                 match matches(m, a, obj, equivalents) {
@@ -199,7 +208,7 @@ pub fn validate(
                 Some(list) => list.iter().map(|p| Some(crate::cel::to_value(p))).collect(),
             };
             for param in &params {
-                let evaluated = evaluate(policy, &inputs, param.as_ref());
+                let evaluated = evaluate(policy, inputs, param.as_ref());
                 for d in &evaluated.denials {
                     if binding.actions.deny {
                         deny(refusal(a, obj, &policy.name, Some(&binding.name), d));
@@ -221,20 +230,24 @@ pub fn validate(
     denied.map_or(Ok(()), Err)
 }
 
-/// What a policy's expressions are given on the write, as `invocation` sees it; the namespace
-/// object is made once per write (`namespace`).
+/// What a policy's expressions are given on the write, as `invocation` sees it (what none of
+/// them reads, `uses` says, as `null`); the namespace object is made once per write
+/// (`namespace`).
 fn inputs(
     resource: &Resource,
-    invocation: crate::admission::matching::Invocation,
+    invocation: Invocation,
     a: &Attributes,
     obj: Option<&Value>,
     namespace: &mut Option<crate::cel::Value>,
+    uses: Uses,
 ) -> Result<Inputs, ApiError> {
     let (invoked, seen, old) = versioned(resource, invocation, a, obj);
-    let request = review::request(a, invoked, seen.as_ref());
     let namespace_object = match namespace {
         Some(ns) => ns.clone(),
         None => namespace.insert(namespace_object(a, obj)?).clone(),
     };
-    Ok(Inputs { object: value_of(seen.as_ref()), old_object: value_of(old.as_ref()), request: crate::cel::to_value(&request), namespace_object })
+    let made = |used: bool, v: Option<&Value>| if used { value_of(v) } else { crate::cel::Value::Null };
+    let request = if uses.request { crate::cel::to_value(&review::request(a, invoked, seen.as_ref())) } else { crate::cel::Value::Null };
+    let namespace_object = if uses.namespace { namespace_object } else { crate::cel::Value::Null };
+    Ok(Inputs::new(made(uses.object, seen.as_ref()), made(uses.old_object, old.as_ref()), request, namespace_object))
 }

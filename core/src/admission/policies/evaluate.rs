@@ -10,7 +10,7 @@ use std::collections::HashMap;
 
 use super::{Compiled, FailurePolicy, Policy};
 use crate::cel::cost::{self, Shape};
-use crate::cel::{Key, Value};
+use crate::cel::{Bindings, Key, Value};
 
 /// kube's budget of a policy's match conditions (`RuntimeCELCostBudgetMatchConditions`).
 const CONDITIONS_BUDGET: u64 = 2_500_000;
@@ -21,13 +21,20 @@ const MAX_MESSAGE_BYTES: usize = 5 * 1024;
 /// kube's error when the budget is spent.
 pub const OUT_OF_BUDGET: &str = "validation failed due to running out of cost budget, no further validation rules will be run";
 
-/// What the expressions are given, as CEL values.
+/// What the expressions are given on one write (`object`, `oldObject`, `request`,
+/// `namespaceObject`), made once for every policy that sees the write alike, with their shapes.
 pub struct Inputs {
-    pub object: Value,
-    pub old_object: Value,
-    pub request: Value,
-    /// The namespace written in (`null` for a cluster-scoped write).
-    pub namespace_object: Value,
+    bindings: Bindings,
+    shapes: Vec<(&'static str, Shape)>,
+}
+
+impl Inputs {
+    /// `namespace`: `null` for a cluster-scoped write.
+    pub fn new(object: Value, old_object: Value, request: Value, namespace: Value) -> Inputs {
+        let values = [("object", object), ("oldObject", old_object), ("request", request), ("namespaceObject", namespace)];
+        let shapes = values.iter().map(|(n, v)| (*n, Shape::of(v))).collect();
+        Inputs { bindings: Bindings::new(values), shapes }
+    }
 }
 
 /// A denial, or a failed evaluation the failure policy made one.
@@ -52,10 +59,12 @@ enum Failure {
     OutOfBudget,
 }
 
-/// The variables bound for one evaluation, and their shapes (for the cost).
+/// The variables bound for one evaluation (its own, then the write's), and their shapes (for
+/// the cost).
 struct Activation<'p> {
     policy: &'p Policy,
-    bound: Vec<(&'static str, Value)>,
+    inputs: &'p Inputs,
+    own: Bindings,
     shapes: Vec<(&'static str, Shape)>,
     /// The errors of `variables` that did not evaluate, by name.
     failed_variables: Vec<(&'p str, String)>,
@@ -64,19 +73,17 @@ struct Activation<'p> {
 impl<'p> Activation<'p> {
     /// `namespaceObject` is bound unless `conditions` (match conditions do not see it);
     /// `params` when the policy has `paramKind`; then each of `variables`, in order.
-    fn new(policy: &'p Policy, inputs: &Inputs, params: Option<&Value>, conditions: bool) -> Activation<'p> {
-        let namespace = if conditions { Value::Null } else { inputs.namespace_object.clone() };
-        let mut bound = vec![
-            ("object", inputs.object.clone()),
-            ("oldObject", inputs.old_object.clone()),
-            ("request", inputs.request.clone()),
-            ("namespaceObject", namespace),
-        ];
-        if policy.param_kind.is_some() {
-            bound.push(("params", params.cloned().unwrap_or(Value::Null)));
+    fn new(policy: &'p Policy, inputs: &'p Inputs, params: Option<&Value>, conditions: bool) -> Activation<'p> {
+        let mut own = Vec::new();
+        if conditions {
+            own.push(("namespaceObject", Value::Null));
         }
-        let shapes = bound.iter().map(|(n, v)| (*n, Shape::of(v))).collect();
-        let mut a = Activation { policy, bound, shapes, failed_variables: Vec::new() };
+        if policy.param_kind.is_some() {
+            own.push(("params", params.cloned().unwrap_or(Value::Null)));
+        }
+        let mut shapes: Vec<(&'static str, Shape)> = own.iter().map(|(n, v)| (*n, Shape::of(v))).collect();
+        shapes.extend(inputs.shapes.iter().cloned());
+        let mut a = Activation { policy, inputs, own: Bindings::new(own), shapes, failed_variables: Vec::new() };
         a.bind_variables();
         a
     }
@@ -85,16 +92,17 @@ impl<'p> Activation<'p> {
     /// first used; its error is the error of what uses it).
     fn bind_variables(&mut self) {
         let mut values: HashMap<Key, Value> = HashMap::new();
-        self.bound.push(("variables", Value::Map(values.clone().into())));
-        self.shapes.push(("variables", Shape::of(&Value::Map(values.clone().into()))));
+        let none = Value::Map(values.clone().into());
+        self.shapes.insert(0, ("variables", Shape::of(&none)));
+        self.own.bind("variables", none);
         for (name, compiled) in &self.policy.variables {
             let mut budget = cost::CALL_LIMIT;
             match self.run(compiled, &mut budget) {
                 Ok(v) => {
                     values.insert(Key::from(name.as_str()), v);
                     let map = Value::Map(values.clone().into());
-                    self.shapes.last_mut().expect("variables are bound").1 = Shape::of(&map);
-                    self.bound.last_mut().expect("variables are bound").1 = map;
+                    self.shapes[0].1 = Shape::of(&map);
+                    self.own.bind("variables", map);
                 }
                 Err(Failure::OutOfBudget) => self.failed_variables.push((name, "operation cancelled: actual cost limit exceeded".into())),
                 Err(Failure::Error(e)) => self.failed_variables.push((name, e)),
@@ -121,7 +129,7 @@ impl<'p> Activation<'p> {
         if estimate > cost::CALL_LIMIT {
             return Err(Failure::Error(format!("expression '{source}' resulted in error: operation cancelled: actual cost limit exceeded")));
         }
-        expression.evaluate(self.bound.clone()).map_err(|e| Failure::Error(format!("expression '{source}' resulted in error: {e}")))
+        expression.evaluate_in(&[&self.own, &self.inputs.bindings]).map_err(|e| Failure::Error(format!("expression '{source}' resulted in error: {e}")))
     }
 }
 

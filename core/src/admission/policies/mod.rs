@@ -78,6 +78,36 @@ pub struct Policy {
     /// `auditAnnotations`: each key and its value's expression.
     pub audit_annotations: Vec<(String, Compiled)>,
     pub failure_policy: FailurePolicy,
+    /// What of a write its expressions read.
+    pub uses: Uses,
+}
+
+/// Which of what a write gives them a policy's expressions read: what none reads is not made.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Uses {
+    pub object: bool,
+    pub old_object: bool,
+    pub request: bool,
+    pub namespace: bool,
+}
+
+impl Uses {
+    fn of<'a>(expressions: impl Iterator<Item = &'a Compiled>) -> Uses {
+        let mut u = Uses::default();
+        for e in expressions.filter_map(|c| c.expression.as_ref().ok()) {
+            u = u.or(Uses { object: e.uses("object"), old_object: e.uses("oldObject"), request: e.uses("request"), namespace: e.uses("namespaceObject") });
+        }
+        u
+    }
+
+    fn or(self, o: Uses) -> Uses {
+        Uses {
+            object: self.object || o.object,
+            old_object: self.old_object || o.old_object,
+            request: self.request || o.request,
+            namespace: self.namespace || o.namespace,
+        }
+    }
 }
 
 impl Policy {
@@ -85,7 +115,7 @@ impl Policy {
         let spec = p.get("spec").unwrap_or(&Value::Null);
         let items = |k: &str| spec.get(k).and_then(Value::as_array).into_iter().flatten();
         let text = |v: &Value, k: &str| v.get(k).and_then(Value::as_str).map(str::to_string);
-        Policy {
+        let mut policy = Policy {
             name: meta::name(p).to_string(),
             resource_version: meta::str_at(p, &["metadata", "resourceVersion"]).unwrap_or_default().to_string(),
             param_kind: spec
@@ -111,7 +141,12 @@ impl Policy {
                 Some("Ignore") => FailurePolicy::Ignore,
                 Some(other) => FailurePolicy::Unknown(other.to_string()),
             },
-        }
+            uses: Uses::default(),
+        };
+        let messages = policy.validations.iter().filter_map(|v| v.message_expression.as_ref());
+        let expressions = policy.conditions.iter().chain(policy.variables.iter().map(|(_, c)| c)).chain(policy.validations.iter().map(|v| &v.expression));
+        policy.uses = Uses::of(expressions.chain(messages).chain(policy.audit_annotations.iter().map(|(_, c)| c)));
+        policy
     }
 }
 
@@ -195,6 +230,8 @@ pub struct Policies {
     bindings: BTreeMap<String, Arc<Binding>>,
     /// The policies that have bindings, by name: what a write meets.
     pub hooks: Vec<Hook>,
+    /// What the expressions of the policies with bindings read.
+    pub uses: Uses,
     /// The policies (and the bindings) have been read, or are not served: until both are, a
     /// write is refused, as kube refuses it before its informers have synced.
     policies_synced: bool,
@@ -235,15 +272,17 @@ impl Policies {
             bindings = objects.into_iter().map(|b| (meta::name(b).to_string(), Arc::new(Binding::read(b)))).collect();
             bindings_synced = true;
         }
-        let mut next = Policies { policies, bindings, hooks: Vec::new(), policies_synced, bindings_synced };
+        let mut next = Policies { policies, bindings, hooks: Vec::new(), uses: Uses::default(), policies_synced, bindings_synced };
         next.hooks = next.hooks_of(catalog);
+        next.uses = next.hooks.iter().fold(Uses::default(), |u, h| u.or(h.policy.uses));
         next
     }
 
     /// The same policies, their parameters found in `catalog` (which serves other kinds now).
     pub fn resolved(&self, catalog: &Catalog) -> Policies {
         let (policies, bindings) = (self.policies.clone(), self.bindings.clone());
-        let mut next = Policies { policies, bindings, hooks: Vec::new(), policies_synced: self.policies_synced, bindings_synced: self.bindings_synced };
+        let (policies_synced, bindings_synced) = (self.policies_synced, self.bindings_synced);
+        let mut next = Policies { policies, bindings, hooks: Vec::new(), uses: self.uses, policies_synced, bindings_synced };
         next.hooks = next.hooks_of(catalog);
         next
     }
