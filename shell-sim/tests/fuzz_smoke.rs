@@ -66,6 +66,11 @@ fn random_admission_webhook_answers_never_let_a_write_through_unallowed() {
 }
 
 #[test]
+fn random_admission_policies_never_let_a_refused_write_through() {
+    random_inputs(300, 1024, kapi_sim::fuzzing::admission_policies);
+}
+
+#[test]
 fn random_rbac_changes_are_decided_as_kubes_walk_decides() {
     random_inputs(2000, 1024, kapi_sim::fuzzing::rbac);
 }

@@ -31,7 +31,7 @@ const ATOMS: [&str; 16] = [
     "self.metadata.name",
 ];
 /// Expressions of parts, each `#` one.
-const FORMS: [&str; 44] = [
+pub(super) const FORMS: [&str; 44] = [
     "# + #",
     "# - #",
     "# * #",
@@ -79,15 +79,16 @@ const FORMS: [&str; 44] = [
 ];
 const MAX_DEPTH: u32 = 5;
 
-fn expression(u: &mut Unstructured, depth: u32) -> Result<String> {
+/// An expression of [`FORMS`] over `atoms`.
+pub(super) fn expression(u: &mut Unstructured, atoms: &[&str], depth: u32) -> Result<String> {
     if depth >= MAX_DEPTH || u.ratio(1, 3)? {
-        return Ok(u.choose(&ATOMS)?.to_string());
+        return Ok(u.choose(atoms)?.to_string());
     }
     let form = *u.choose(&FORMS)?;
     let mut out = String::new();
     for (i, part) in form.split('#').enumerate() {
         if i > 0 {
-            out.push_str(&expression(u, depth + 1)?);
+            out.push_str(&expression(u, atoms, depth + 1)?);
         }
         out.push_str(part);
     }
@@ -115,5 +116,5 @@ pub fn cel_rules(data: &[u8]) {
 
 /// An expression: mostly built, now and then any text.
 fn text(u: &mut Unstructured) -> Result<String> {
-    if u.ratio(1, 5)? { Ok(u.arbitrary::<&str>()?.to_string()) } else { expression(u, 0) }
+    if u.ratio(1, 5)? { Ok(u.arbitrary::<&str>()?.to_string()) } else { expression(u, &ATOMS, 0) }
 }

@@ -17,7 +17,8 @@
 //! [`tokens`] (in `tokens.rs`) service account tokens as bearer credentials;
 //! [`auth_webhooks`] (in `auth_webhooks.rs`) authentication and authorization webhooks that
 //! answer anything; [`admission_webhooks`] (in `admission_webhooks.rs`) admission webhooks
-//! that answer anything, malformed and huge patches included.
+//! that answer anything, malformed and huge patches included; [`admission_policies`] (in
+//! `admission_policies.rs`) validating admission policies of generated CEL expressions.
 
 use std::cell::RefCell;
 
@@ -27,6 +28,7 @@ use kapi_core::pipeline::Request;
 
 use crate::{ADMIN_TOKEN, World, default_server, epoch};
 
+mod admission_policies;
 mod admission_webhooks;
 mod aggregation;
 mod auth_webhooks;
@@ -40,6 +42,7 @@ mod schemas;
 mod tokens;
 mod writes;
 
+pub use admission_policies::admission_policies;
 pub use admission_webhooks::admission_webhooks;
 pub use aggregation::aggregation;
 pub use auth_webhooks::auth_webhooks;
