@@ -263,6 +263,7 @@ impl Simulation {
         self.serve_widgets()?;
         self.limit_configmaps()?;
         self.admit_by_webhooks()?;
+        self.admit_by_policy()?;
         self.store.set_faults(self.swarm.clone());
         self.add_clients();
         self.schedule_faults();
@@ -417,6 +418,7 @@ impl Simulation {
             policy: server::Policy::default(),
             quota: self.swarm.quota,
             webhooks: self.swarm.webhooks.is_some(),
+            admission_policy: self.swarm.policy,
         };
         let who = if client == SETUP { "setup".to_string() } else { self.clients[client].name() };
         self.note(|| format!("#{} {who} {} {}?{}", id.0, req.method, req.path, req.query));
@@ -515,6 +517,7 @@ impl Simulation {
             check::concurrency::answered(&s.call, &v, oracle)?;
             check::quota::answered(&s.call, status, &v, oracle)?;
             check::webhooks::answered(&s.call, status, &v, self.webhooks.as_ref())?;
+            check::webhooks::admitted_by_policy(&s.call, status, &v)?;
             self.lists.answered(&s.call, &v, oracle)?;
         }
         self.deliver(s.client, s.tag, Reply::Response { status, body })

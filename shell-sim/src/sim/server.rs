@@ -403,6 +403,11 @@ impl SimServer {
         }
     }
 
+    /// Whether the admission policy `name` and a binding of it are read.
+    pub fn admits_by_policy(&self, name: &str) -> bool {
+        self.served.policies.hooks.iter().any(|h| h.policy.name == name)
+    }
+
     /// Whether the admission webhooks' configurations are read and name webhooks of both kinds.
     pub fn admits_by_webhooks(&self) -> bool {
         let hooks = &self.served.webhooks;

@@ -85,6 +85,27 @@ impl Simulation {
         Ok(())
     }
 
+    /// In a world with the admission policy: creates it and its binding, and waits until the
+    /// server admits by them.
+    pub(super) fn admit_by_policy(&mut self) -> Result<(), Violation> {
+        if !self.swarm.policy {
+            return Ok(());
+        }
+        for (path, body) in check::webhooks::policy() {
+            let (status, _) = self.setup(clients::request("POST", path, "", Some(&body), "application/json"))?;
+            if status != 201 {
+                return Err(fail(Invariant::Response, format!("creating the admission policy answered {status}")));
+            }
+        }
+        let deadline = self.now + SignedDuration::from_secs(10);
+        while !self.server.admits_by_policy(check::webhooks::POLICY) {
+            if !self.step()? || self.now > deadline {
+                return Err(fail(Invariant::Liveness, "the admission policy was never taken in".into()));
+            }
+        }
+        Ok(())
+    }
+
     pub(super) fn add_clients(&mut self) {
         let namespaces = self.namespaces();
         if self.swarm.crd_churn {

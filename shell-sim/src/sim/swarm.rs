@@ -55,6 +55,9 @@ pub struct Swarm {
     /// Admission webhooks (`sim::webhooks`) guard and stamp configmaps, with this
     /// `timeoutSeconds`; none if `None`.
     pub webhooks: Option<i64>,
+    /// A validating admission policy (`check::webhooks::POLICY`) refuses configmaps whose `v`
+    /// is a multiple of seven.
+    pub policy: bool,
 }
 
 impl Swarm {
@@ -65,6 +68,7 @@ impl Swarm {
         let mut added = SimRng::new(seed ^ 0x5eed_0009);
         let mut quotas = SimRng::new(seed ^ 0x5eed_0016);
         let mut webhooks = SimRng::new(seed ^ 0x5eed_0017);
+        let mut policies = SimRng::new(seed ^ 0x5eed_0019);
         let compaction = rng.chance(0.6).then(|| SignedDuration::from_millis(rng.between(500, 30_000) as i64));
         Swarm {
             users: rng.between(1, 8) as usize,
@@ -88,6 +92,7 @@ impl Swarm {
             rbac_members: if added.chance(0.5) { added.between(1, 3) as usize } else { 0 },
             quota: quotas.chance(0.4).then(|| quotas.between(1, 12)),
             webhooks: webhooks.chance(0.3).then(|| webhooks.between(1, 3) as i64),
+            policy: policies.chance(0.3),
         }
     }
 
@@ -109,7 +114,7 @@ impl fmt::Display for Swarm {
         let compaction = self.compaction.map_or("off".to_string(), |d| format!("every {}ms keeping {}", d.as_millis(), self.compaction_keep));
         write!(
             f,
-            "users={} controllers={} watchers={} slow_watchers={} names={} namespaces={} latency={}us errors={:.3} ambiguous_commits={:.3} ambiguous_failures={:.3} watch_drops={:.4} compaction={} outages={} restarts={} cache_history={} watch_buffer={} crd_churn={} rbac_members={} quota={:?} webhooks={:?}",
+            "users={} controllers={} watchers={} slow_watchers={} names={} namespaces={} latency={}us errors={:.3} ambiguous_commits={:.3} ambiguous_failures={:.3} watch_drops={:.4} compaction={} outages={} restarts={} cache_history={} watch_buffer={} crd_churn={} rbac_members={} quota={:?} webhooks={:?} policy={}",
             self.users,
             self.controllers,
             self.watchers,
@@ -129,7 +134,8 @@ impl fmt::Display for Swarm {
             self.crd_churn,
             self.rbac_members,
             self.quota,
-            self.webhooks
+            self.webhooks,
+            self.policy
         )
     }
 }

@@ -156,6 +156,8 @@ pub struct Call {
     pub quota: Option<u64>,
     /// The world has admission webhooks (`sim::webhooks`).
     pub webhooks: bool,
+    /// The world has the validating admission policy (`check::webhooks::POLICY`).
+    pub admission_policy: bool,
 }
 
 impl Call {

@@ -1,7 +1,11 @@
-//! Invariant 10: a webhook that did not answer never lets a write through. In a world with
-//! admission webhooks, every configmap a client is told was created or updated was allowed by
-//! the validating webhook (whose failure policy is `Fail`), as it was judged; a write the
-//! webhook refused, or could not be asked about, is refused in kube's words.
+//! Invariant 10: what admission refuses is never acknowledged. In a world with admission
+//! webhooks, every configmap a client is told was created or updated was allowed by the
+//! validating webhook (whose failure policy is `Fail`), as it was judged; a write the webhook
+//! refused, or could not be asked about, is refused in kube's words. In a world with the
+//! validating admission policy [`POLICY`], no configmap acknowledged has a `v` that is a
+//! multiple of seven; the policy refuses such a write in kube's words.
+
+use serde_json::{Value, json};
 
 use super::{Call, Checked, Invariant, violation};
 use crate::sim::kinds::Kind;
@@ -12,10 +16,37 @@ fn guarded(call: &Call) -> bool {
     call.webhooks && matches!(call.method.as_str(), "POST" | "PUT" | "PATCH") && call.target.as_ref().is_some_and(|t| t.kind == Kind::ConfigMaps)
 }
 
+/// The admission policy's name (and its binding's).
+pub const POLICY: &str = "sim-guard";
+
+/// The policy and its binding, for the world's setup: their path and body.
+pub fn policy() -> [(&'static str, Value); 2] {
+    let rules = json!([{"operations": ["CREATE", "UPDATE"], "apiGroups": [""], "apiVersions": ["v1"], "resources": ["configmaps"]}]);
+    let validation = json!({"expression": "!has(object.data) || !has(object.data.v) || int(object.data.v) % 7 != 0", "message": "v is a multiple of seven"});
+    [
+        (
+            "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicies",
+            json!({"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicy", "metadata": {"name": POLICY},
+                "spec": {"matchConstraints": {"resourceRules": rules}, "validations": [validation]}}),
+        ),
+        (
+            "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicybindings",
+            json!({"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicyBinding", "metadata": {"name": POLICY},
+                "spec": {"policyName": POLICY, "validationActions": ["Deny"]}}),
+        ),
+    ]
+}
+
 /// Whether `v`, the answer to `call`, is the guard's refusal (its 403) or kube's 500 for a
-/// guard that could not be asked.
+/// guard that could not be asked, or the policy's refusal (422).
 pub fn refused(call: &Call, code: u16, v: &serde_json::Value) -> bool {
     let message = v["message"].as_str().unwrap_or_default();
+    let policed =
+        call.admission_policy && matches!(call.method.as_str(), "POST" | "PUT" | "PATCH") && call.target.as_ref().is_some_and(|t| t.kind == Kind::ConfigMaps);
+    let by_policy = format!("is forbidden: ValidatingAdmissionPolicy '{POLICY}' with binding '{POLICY}' denied request: v is a multiple of seven");
+    if policed && code == 422 && message.ends_with(&by_policy) {
+        return true;
+    }
     guarded(call)
         && match code {
             403 => message == format!("admission webhook \"{GUARD}\" denied the request: v is a multiple of ten"),
@@ -29,6 +60,19 @@ pub fn answered(call: &Call, code: u16, object: &serde_json::Value, servers: Opt
     let Some(servers) = servers.filter(|_| guarded(call) && (200..300).contains(&code) && object["kind"] == "ConfigMap") else { return Ok(()) };
     if !servers.allowed(object) {
         return violation(Invariant::Admission, format!("a configmap write was acknowledged that the webhook {GUARD} never allowed: {:?}", judged(object)));
+    }
+    Ok(())
+}
+
+/// Checks an acknowledged configmap write against the admission policy.
+pub fn admitted_by_policy(call: &Call, code: u16, object: &Value) -> Checked {
+    let written = matches!(call.method.as_str(), "POST" | "PUT" | "PATCH") && call.target.as_ref().is_some_and(|t| t.kind == Kind::ConfigMaps);
+    if !(call.admission_policy && written && (200..300).contains(&code) && object["kind"] == "ConfigMap") {
+        return Ok(());
+    }
+    let v = object["data"]["v"].as_str().and_then(|v| v.parse::<u64>().ok());
+    if v.is_some_and(|v| v % 7 == 0) {
+        return violation(Invariant::Admission, format!("a configmap write was acknowledged that the policy {POLICY} refuses: {:?}", judged(object)));
     }
     Ok(())
 }
