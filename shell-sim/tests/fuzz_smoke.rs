@@ -31,6 +31,39 @@ fn random_applies_get_well_formed_answers() {
     random_inputs(100, 512, kapi_sim::fuzzing::apply);
 }
 
+/// The apply the fuzzer found slow (a warning for each of the many members of a list, each
+/// looked for among those kept before): answered with its warnings kept in sets.
+#[test]
+fn an_apply_warned_for_every_member_of_a_long_list_is_answered() {
+    let runs: [(u8, usize); 23] = [
+        (10, 1),
+        (39, 42),
+        (0, 13),
+        (99, 1),
+        (114, 1),
+        (158, 1),
+        (97, 1),
+        (116, 1),
+        (105, 1),
+        (111, 1),
+        (110, 1),
+        (84, 1),
+        (0, 29),
+        (38, 1),
+        (0, 4),
+        (88, 23),
+        (59, 1),
+        (88, 24),
+        (0, 3),
+        (1, 1),
+        (128, 1),
+        (0, 28),
+        (39, 31),
+    ];
+    let data: Vec<u8> = runs.iter().flat_map(|&(b, n)| std::iter::repeat_n(b, n)).collect();
+    kapi_sim::fuzzing::apply(&data);
+}
+
 #[test]
 fn random_crd_schemas_and_their_custom_resources_get_well_formed_answers() {
     random_inputs(2000, 512, kapi_sim::fuzzing::custom_resources);

@@ -632,20 +632,26 @@ fn warning_texts(warnings: &[String]) -> Vec<String> {
     const MAX_TOTAL: usize = 4096;
     const MAX_EACH: usize = 256;
     let cut = |w: &str| w.chars().take(MAX_EACH).collect::<String>();
+    // A write may carry a warning per member of a list (tens of thousands): what is kept is
+    // also in a set, and its size counted as it grows.
     let mut out: Vec<String> = Vec::new();
+    let mut kept: std::collections::BTreeSet<String> = Default::default();
+    let mut total = 0;
     let mut truncated = false;
     for w in warnings.iter().filter(|w| !w.is_empty()) {
-        if out.contains(w) {
+        if kept.contains(w.as_str()) {
             continue;
         }
-        let total: usize = out.iter().map(|o| o.chars().count()).sum();
         if !truncated && total + w.chars().count() > MAX_TOTAL {
             truncated = true;
             out = out.iter().map(|o| cut(o)).collect();
+            kept = out.iter().cloned().collect();
+            total = out.iter().map(|o| o.chars().count()).sum();
         }
         let w = if truncated { cut(w) } else { w.clone() };
-        let total: usize = out.iter().map(|o| o.chars().count()).sum();
-        if total + w.chars().count() <= MAX_TOTAL && !out.contains(&w) {
+        let size = w.chars().count();
+        if total + size <= MAX_TOTAL && kept.insert(w.clone()) {
+            total += size;
             out.push(w);
         }
     }

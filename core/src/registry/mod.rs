@@ -672,14 +672,11 @@ impl WriteOp {
 }
 
 /// Warnings each once, in the order first given (a write that ran again gives some again).
+/// A write may carry a warning per member of a list (tens of thousands): the seen ones are
+/// kept in a set.
 fn once_each(warnings: Vec<String>) -> Vec<String> {
-    let mut out: Vec<String> = Vec::with_capacity(warnings.len());
-    for w in warnings {
-        if !out.contains(&w) {
-            out.push(w);
-        }
-    }
-    out
+    let mut seen = std::collections::BTreeSet::new();
+    warnings.into_iter().filter(|w| seen.insert(w.clone())).collect()
 }
 
 /// kube's answer for a storage failure on one object.
