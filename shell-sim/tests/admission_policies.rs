@@ -318,3 +318,69 @@ fn expressions_that_do_not_compile_or_give_the_wrong_type_are_refused() {
         assert!(message.contains(part), "{part} not in {message}");
     }
 }
+
+#[test]
+fn a_variable_that_fails_fails_only_what_reads_it() {
+    let mut w = world();
+    policy(
+        &mut w,
+        "lazy",
+        json!({
+            "variables": [{"name": "r", "expression": "object.data.r"}],
+            "validations": [{"expression": "!has(object.data.r) || variables.r != 'bad'", "message": "r is bad"}],
+        }),
+    );
+    binding(&mut w, "lazy", "lazy", json!({}));
+    // The variable fails on a configmap without `r`, but the validation never reads it then.
+    created(&mut w, CONFIGMAPS, configmap("plain", json!({})));
+    let r = create(&mut w, CONFIGMAPS, &configmap("bad", json!({"r": "bad"})));
+    assert!(r.json()["message"].as_str().unwrap().ends_with("denied request: r is bad"), "{}", text(&r));
+
+    policy(&mut w, "eager", json!({"variables": [{"name": "r", "expression": "object.data.r"}], "validations": [{"expression": "variables.r == 'x'"}]}));
+    binding(&mut w, "eager", "eager", json!({}));
+    let r = create(&mut w, CONFIGMAPS, &configmap("other", json!({})));
+    assert_eq!(r.head.status, 422, "{}", text(&r));
+    assert!(
+        r.json()["message"]
+            .as_str()
+            .unwrap()
+            .ends_with("denied request: expression 'variables.r == 'x'' resulted in error: composited variable \"r\" fails to evaluate: no such key: r"),
+        "{}",
+        text(&r)
+    );
+}
+
+#[test]
+fn bindings_and_messages_are_validated_as_kube_validates_them() {
+    let mut w = world();
+    let body = json!({
+        "apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicyBinding", "metadata": {"name": "b"},
+        "spec": {"policyName": "p", "validationActions": ["Deny", "Deny"],
+            "paramRef": {"name": "n", "selector": {}, "parameterNotFoundAction": "Allow"},
+            "matchResources": {"matchPolicy": "Sometimes"}},
+    });
+    let r = create(&mut w, BINDINGS, &body);
+    assert_eq!(r.head.status, 422, "{}", text(&r));
+    let message = r.json()["message"].as_str().unwrap().to_string();
+    for part in [
+        "spec.paramRef.name: Forbidden: name and selector are mutually exclusive",
+        "spec.paramRef.selector: Forbidden: name and selector are mutually exclusive",
+        "spec.validationActions[1]: Duplicate value: \"Deny\"",
+        "spec.matchResouces.matchPolicy: Unsupported value: \"Sometimes\"",
+    ] {
+        assert!(message.contains(part), "{part} not in {message}");
+    }
+    // A message expression has no authorizer; a message may end with a line break (YAML's `|`).
+    let body = json!({
+        "apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicy", "metadata": {"name": "m"},
+        "spec": {
+            "matchConstraints": {"resourceRules": [{"operations": ["CREATE"], "apiGroups": [""], "apiVersions": ["v1"], "resources": ["configmaps"]}]},
+            "validations": [{"expression": "true", "message": "fine\n", "messageExpression": "string(authorizer)"}],
+        },
+    });
+    let r = create(&mut w, POLICIES, &body);
+    assert_eq!(r.head.status, 422, "{}", text(&r));
+    let message = r.json()["message"].as_str().unwrap().to_string();
+    assert!(message.contains("spec.validations[0].messageExpression: Invalid value: \"string(authorizer)\": compilation failed: ERROR: <input>:1:8: undeclared reference to 'authorizer'"), "{message}");
+    assert!(!message.contains("spec.validations[0].message:"), "{message}");
+}

@@ -119,7 +119,7 @@ fn validate_webhook(w: &Value, at: &str, mutating: bool, errs: &mut Vec<FieldErr
     for (i, r) in w.get("rules").and_then(Value::as_array).into_iter().flatten().enumerate() {
         validate_rule(r, &format!("{at}.rules[{i}]"), errs);
     }
-    let conditions = checks::Environment { params: false, namespace: false, variables: false };
+    let conditions = checks::Environment { params: false, namespace: false, variables: false, authorizer: true };
     checks::match_conditions(w.get("matchConditions"), &format!("{at}.matchConditions"), conditions, errs);
     supported(errs, w.get("failurePolicy"), &format!("{at}.failurePolicy"), &["Fail", "Ignore"]);
     supported(errs, w.get("matchPolicy"), &format!("{at}.matchPolicy"), &["Equivalent", "Exact"]);
@@ -155,6 +155,26 @@ fn validate_webhook(w: &Value, at: &str, mutating: bool, errs: &mut Vec<FieldErr
     }
 }
 
+/// A policy's `matchConstraints` or a binding's `matchResources` (at `at`), whose
+/// `resourceRules` a policy must have.
+fn validate_match_resources(m: &Value, at: &str, rules_required: bool, errs: &mut Vec<FieldError>) {
+    if rules_required && m.get("resourceRules").and_then(Value::as_array).is_none_or(Vec::is_empty) {
+        errs.push(FieldError::required(format!("{at}.resourceRules"), ""));
+    }
+    for key in ["resourceRules", "excludeResourceRules"] {
+        for (i, r) in m.get(key).and_then(Value::as_array).into_iter().flatten().enumerate() {
+            validate_rule(r, &format!("{at}.{key}[{i}]"), errs);
+        }
+    }
+    match m.get("matchPolicy") {
+        None | Some(Value::Null) => errs.push(FieldError::required(format!("{at}.matchPolicy"), "")),
+        p => supported(errs, p, &format!("{at}.matchPolicy"), &["Exact", "Equivalent"]),
+    }
+    for key in ["namespaceSelector", "objectSelector"] {
+        errs.extend(label_selector(m.get(key), &format!("{at}.{key}")));
+    }
+}
+
 fn validate_policy(obj: &Value, errs: &mut Vec<FieldError>) {
     match meta::at(obj, &["spec", "failurePolicy"]) {
         None | Some(Value::Null) => errs.push(FieldError::required("spec.failurePolicy", "")),
@@ -162,12 +182,12 @@ fn validate_policy(obj: &Value, errs: &mut Vec<FieldError>) {
     }
     match meta::at(obj, &["spec", "matchConstraints"]).filter(|m| !m.is_null()) {
         None => errs.push(FieldError::required("spec.matchConstraints", "")),
-        Some(m) => {
-            if m.get("resourceRules").and_then(Value::as_array).is_none_or(Vec::is_empty) {
-                errs.push(FieldError::required("spec.matchConstraints.resourceRules", ""));
-            }
-            for (i, r) in m.get("resourceRules").and_then(Value::as_array).into_iter().flatten().enumerate() {
-                validate_rule(r, &format!("spec.matchConstraints.resourceRules[{i}]"), errs);
+        Some(m) => validate_match_resources(m, "spec.matchConstraints", true, errs),
+    }
+    if let Some(k) = meta::at(obj, &["spec", "paramKind"]).filter(|k| !k.is_null()) {
+        for field in ["apiVersion", "kind"] {
+            if k.get(field).and_then(Value::as_str).is_none_or(str::is_empty) {
+                errs.push(FieldError::required(format!("spec.paramKind.{field}"), ""));
             }
         }
     }
@@ -180,9 +200,10 @@ fn validate_policy(obj: &Value, errs: &mut Vec<FieldError>) {
     }
     for (i, v) in validations.into_iter().flatten().enumerate() {
         if let Some(msg) = v.get("message").and_then(Value::as_str) {
-            if msg.trim().is_empty() {
+            let trimmed = msg.trim();
+            if !msg.is_empty() && trimmed.is_empty() {
                 errs.push(FieldError::invalid(format!("spec.validations[{i}].message"), json!(msg), "message must be non-empty if specified"));
-            } else if msg.contains('\n') {
+            } else if trimmed.contains(['\n', '\r']) {
                 errs.push(FieldError::invalid(format!("spec.validations[{i}].message"), json!(msg), "message must not contain line breaks"));
             }
         }
@@ -196,11 +217,20 @@ fn validate_binding(obj: &Value, errs: &mut Vec<FieldError>) {
     if policy.is_empty() {
         errs.push(FieldError::required("spec.policyName", ""));
     }
+    for detail in dns1123_subdomain(policy).into_iter().filter(|_| !policy.is_empty()) {
+        errs.push(FieldError::invalid("spec.policyName", json!(policy), detail));
+    }
     if let Some(p) = meta::at(obj, &["spec", "paramRef"]).filter(|p| !p.is_null()) {
-        match (p.get("name").is_some_and(|n| !n.is_null()), p.get("selector").is_some_and(|s| !s.is_null())) {
-            (true, true) => errs.push(FieldError::forbidden("spec.paramRef.name", "name and selector are mutually exclusive")),
+        let named = p.get("name").and_then(Value::as_str).is_some_and(|n| !n.is_empty());
+        match (named, p.get("selector").is_some_and(|s| !s.is_null())) {
+            (true, true) => {
+                for field in ["name", "selector"] {
+                    errs.push(FieldError::forbidden(format!("spec.paramRef.{field}"), "name and selector are mutually exclusive"));
+                }
+            }
             (false, false) => errs.push(FieldError::required("spec.paramRef", "one of name or selector must be specified")),
-            _ => {}
+            (false, true) => errs.extend(label_selector(p.get("selector"), "spec.paramRef.selector")),
+            (true, false) => {}
         }
         match p.get("parameterNotFoundAction") {
             None | Some(Value::Null) => errs.push(FieldError::required("spec.paramRef.parameterNotFoundAction", "")),
@@ -213,6 +243,13 @@ fn validate_binding(obj: &Value, errs: &mut Vec<FieldError>) {
     }
     for (i, a) in meta::at(obj, &["spec", "validationActions"]).and_then(Value::as_array).into_iter().flatten().enumerate() {
         supported(errs, Some(a), &format!("spec.validationActions[{i}]"), &["Audit", "Deny", "Warn"]);
+        if actions[..i.min(actions.len())].contains(&a.as_str().unwrap_or_default()) {
+            errs.push(FieldError::duplicate(format!("spec.validationActions[{i}]"), a.clone()));
+        }
+    }
+    // kube's path, as it spells it.
+    if let Some(m) = meta::at(obj, &["spec", "matchResources"]).filter(|m| !m.is_null()) {
+        validate_match_resources(m, "spec.matchResouces", false, errs);
     }
     if actions.contains(&"Deny") && actions.contains(&"Warn") {
         errs.push(FieldError::invalid(

@@ -45,18 +45,23 @@ fn request_type() -> Type {
     ])
 }
 
-/// What an expression is given: always the objects, the request and the authorizer; the
-/// namespace and `variables` where they are bound; `params` when the policy has `paramKind`.
+/// What an expression is given: always the objects and the request; the authorizer but to
+/// message expressions; the namespace and `variables` where they are bound; `params` when the
+/// policy has `paramKind`.
 #[derive(Clone, Copy)]
 pub struct Environment {
     pub params: bool,
     pub namespace: bool,
     pub variables: bool,
+    pub authorizer: bool,
 }
 
 impl Environment {
     fn declarations(self) -> Vec<(&'static str, Type)> {
-        let mut d = vec![("object", Type::Dyn), ("oldObject", Type::Dyn), ("request", request_type()), ("authorizer", Type::Dyn)];
+        let mut d = vec![("object", Type::Dyn), ("oldObject", Type::Dyn), ("request", request_type())];
+        if self.authorizer {
+            d.push(("authorizer", Type::Dyn));
+        }
         if self.namespace {
             d.push(("namespaceObject", Type::Dyn));
         }
@@ -152,9 +157,10 @@ fn is_identifier(name: &str) -> bool {
 /// each annotation's key).
 pub fn policy(name: &str, spec: &Value, errs: &mut Vec<FieldError>) {
     let params = spec.get("paramKind").is_some_and(Value::is_object);
-    let conditions = Environment { params, namespace: true, variables: false };
+    let conditions = Environment { params, namespace: true, variables: false, authorizer: true };
     match_conditions(spec.get("matchConditions"), "spec.matchConditions", conditions, errs);
-    let evaluated = Environment { params, namespace: true, variables: true };
+    let evaluated = Environment { params, namespace: true, variables: true, authorizer: true };
+    let messages = Environment { authorizer: false, ..evaluated };
     for (i, v) in spec.get("variables").and_then(Value::as_array).into_iter().flatten().enumerate() {
         let at = format!("spec.variables[{i}]");
         match v.get("name").and_then(Value::as_str).filter(|n| !n.is_empty()) {
@@ -170,8 +176,8 @@ pub fn policy(name: &str, spec: &Value, errs: &mut Vec<FieldError>) {
         if let Some(m) = v.get("messageExpression").and_then(Value::as_str) {
             let path = format!("{at}.messageExpression");
             if m.trim().is_empty() {
-                errs.push(FieldError::required(path, "must be non-empty if specified"));
-            } else if let Some(detail) = check(m, evaluated, Gives::String) {
+                errs.push(FieldError::invalid(path, json!(m), "must be non-empty if specified"));
+            } else if let Some(detail) = check(m, messages, Gives::String) {
                 errs.push(FieldError::invalid(path, json!(m), detail));
             }
         }
@@ -189,7 +195,7 @@ pub fn policy(name: &str, spec: &Value, errs: &mut Vec<FieldError>) {
         let at = format!("spec.auditAnnotations[{i}]");
         let key = a.get("key").and_then(Value::as_str).unwrap_or_default();
         if name.is_empty() {
-            errs.push(FieldError::required("metadata.name", "requires metadata.name be non-empty"));
+            errs.push(FieldError::invalid(format!("{at}.key"), json!(key), "requires metadata.name be non-empty"));
         } else {
             for detail in qualified_name(&format!("{name}/{key}")) {
                 errs.push(FieldError::invalid(format!("{at}.key"), json!(key), detail));

@@ -116,7 +116,8 @@ fn namespace_object(a: &Attributes, obj: Option<&Value>) -> Result<crate::cel::V
             }
             Ok(crate::cel::to_value(&found))
         }
-        _ => Err(ApiError::not_found(&crate::status::GroupResource::new("", "namespaces"), namespace)),
+        // kube's policy matcher reads its lister, whose error names the resource `namespace`.
+        _ => Err(ApiError::not_found(&crate::status::GroupResource::new("", "namespace"), namespace)),
     }
 }
 

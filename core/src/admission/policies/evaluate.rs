@@ -55,8 +55,18 @@ pub struct Evaluated {
 
 /// Why an expression gave no value.
 enum Failure {
+    /// kube's words for it.
     Error(String),
     OutOfBudget,
+}
+
+/// Why an evaluation gave no value, as it happened.
+enum Raw {
+    Compile(String),
+    /// Past the limit of one call.
+    Cancelled,
+    OutOfBudget,
+    Eval(String),
 }
 
 /// The variables bound for one evaluation (its own, then the write's), and their shapes (for
@@ -66,7 +76,9 @@ struct Activation<'p> {
     inputs: &'p Inputs,
     own: Bindings,
     shapes: Vec<(&'static str, Shape)>,
-    /// The errors of `variables` that did not evaluate, by name.
+    /// The variables that did not evaluate, by name, with kube's words for why (`fails to
+    /// evaluate: ...`); they are left out of `variables`, so that only an expression that
+    /// reads one fails for it.
     failed_variables: Vec<(&'p str, String)>,
 }
 
@@ -89,7 +101,7 @@ impl<'p> Activation<'p> {
     }
 
     /// Evaluates `variables` in order, each seeing those before it (kube evaluates one when
-    /// first used; its error is the error of what uses it).
+    /// first read; its error is the error of what reads it).
     fn bind_variables(&mut self) {
         let mut values: HashMap<Key, Value> = HashMap::new();
         let none = Value::Map(values.clone().into());
@@ -97,39 +109,51 @@ impl<'p> Activation<'p> {
         self.own.bind("variables", none);
         for (name, compiled) in &self.policy.variables {
             let mut budget = cost::CALL_LIMIT;
-            match self.run(compiled, &mut budget) {
+            let why = match self.attempt(compiled, &mut budget) {
                 Ok(v) => {
                     values.insert(Key::from(name.as_str()), v);
                     let map = Value::Map(values.clone().into());
                     self.shapes[0].1 = Shape::of(&map);
                     self.own.bind("variables", map);
+                    continue;
                 }
-                Err(Failure::OutOfBudget) => self.failed_variables.push((name, "operation cancelled: actual cost limit exceeded".into())),
-                Err(Failure::Error(e)) => self.failed_variables.push((name, e)),
-            }
+                Err(Raw::Compile(e)) => format!("fails to compile: compilation failed: {e}"),
+                Err(Raw::OutOfBudget | Raw::Cancelled) => "fails to evaluate: operation cancelled: actual cost limit exceeded".to_string(),
+                Err(Raw::Eval(e)) => format!("fails to evaluate: {e}"),
+            };
+            self.failed_variables.push((name, why));
         }
     }
 
-    /// Evaluates `c`, charging its cost to `budget`.
+    /// Evaluates `c`, charging its cost to `budget`; an error in kube's words.
     fn run(&self, c: &Compiled, budget: &mut u64) -> Result<Value, Failure> {
         let source = &c.source;
-        let expression = c.expression.as_ref().map_err(|e| Failure::Error(format!("compilation error: compilation failed: {e}")))?;
-        if let Some((name, why)) = self.failed_variables.iter().find(|(name, _)| expression.selects("variables", name)) {
-            let compiled = self.policy.variables.iter().any(|(n, c)| n == name && c.expression.is_ok());
-            let what = if compiled { "evaluate" } else { "compile" };
-            return Err(Failure::Error(format!("expression '{source}' resulted in error: composited variable \"{name}\" fails to {what}: {why}")));
-        }
+        self.attempt(c, budget).map_err(|raw| match raw {
+            Raw::OutOfBudget => Failure::OutOfBudget,
+            Raw::Compile(e) => Failure::Error(format!("compilation error: compilation failed: {e}")),
+            Raw::Cancelled => Failure::Error(format!("expression '{source}' resulted in error: operation cancelled: actual cost limit exceeded")),
+            // A variable that did not evaluate, read: its own error.
+            Raw::Eval(e) => match self.failed_variables.iter().find(|(name, _)| e == format!("no such key: {name}") && c.reads_variable(name)) {
+                Some((name, why)) => Failure::Error(format!("expression '{source}' resulted in error: composited variable \"{name}\" {why}")),
+                None => Failure::Error(format!("expression '{source}' resulted in error: {e}")),
+            },
+        })
+    }
+
+    /// Evaluates `c`, charging its cost to `budget`.
+    fn attempt(&self, c: &Compiled, budget: &mut u64) -> Result<Value, Raw> {
+        let expression = c.expression.as_ref().map_err(|e| Raw::Compile(e.clone()))?;
         // An evaluation is cancelled once it has cost the limit of one call.
         let estimate = cost::estimate(expression, &self.shapes);
         let spent = estimate.min(cost::CALL_LIMIT);
         if spent > *budget {
-            return Err(Failure::OutOfBudget);
+            return Err(Raw::OutOfBudget);
         }
         *budget -= spent;
         if estimate > cost::CALL_LIMIT {
-            return Err(Failure::Error(format!("expression '{source}' resulted in error: operation cancelled: actual cost limit exceeded")));
+            return Err(Raw::Cancelled);
         }
-        expression.evaluate_in(&[&self.own, &self.inputs.bindings]).map_err(|e| Failure::Error(format!("expression '{source}' resulted in error: {e}")))
+        expression.evaluate_in(&[&self.own, &self.inputs.bindings]).map_err(Raw::Eval)
     }
 }
 

@@ -36,6 +36,11 @@ impl Compiled {
         Compiled { source: source.to_string(), expression: Expression::compile(source) }
     }
 
+    /// Whether the expression reads `variables.<name>`.
+    pub fn reads_variable(&self, name: &str) -> bool {
+        self.expression.as_ref().is_ok_and(|e| e.selects("variables", name))
+    }
+
     /// The expression `key` of `v`.
     fn at(v: &Value, key: &str) -> Compiled {
         Compiled::new(v.get(key).and_then(Value::as_str).unwrap_or_default())
