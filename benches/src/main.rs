@@ -85,6 +85,9 @@ enum Scenario {
         #[arg(long, default_value_t = 30.0)]
         duration: f64,
     },
+    /// Creates in a namespace whose creates a validating webhook kapi-bench serves sees, and in
+    /// one it does not, one of each at a time; what the call adds over the webhook's own time.
+    Webhook(Api),
     /// Installs --count CRDs one at a time, each timed until established and served;
     /// discovery and OpenAPI read before and after.
     Crds(Api),
@@ -117,6 +120,7 @@ async fn run(scenario: &Scenario) -> anyhow::Result<Vec<report::Row>> {
         Scenario::Update(api) => crud::update(api, api.client()?).await,
         Scenario::Delete(api) => crud::delete(api, api.client()?).await,
         Scenario::Crds(api) => crds::crds(api, api.client()?).await,
+        Scenario::Webhook(api) => webhook::webhook(api, api.client()?).await,
         Scenario::List { api, limit, repeat, resource_version } => list::list(api, api.client()?, *limit, *repeat, resource_version.as_deref()).await,
         Scenario::WatchFanout { api, watchers, rate, duration, per_connection } => {
             watch::fanout(api, &api.target()?, *watchers, *rate, Duration::from_secs_f64(*duration), *per_connection).await
@@ -154,6 +158,7 @@ fn main() -> anyhow::Result<()> {
         | Scenario::Update(_)
         | Scenario::Delete(_)
         | Scenario::Crds(_)
+        | Scenario::Webhook(_)
         | Scenario::List { .. }
         | Scenario::RawEtcd { .. } => tokio::runtime::Builder::new_current_thread().enable_all().build()?,
         Scenario::WatchFanout { .. } | Scenario::Mixed { .. } | Scenario::RawSqlite { .. } => tokio::runtime::Runtime::new()?,

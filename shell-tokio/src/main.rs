@@ -10,6 +10,7 @@ mod catalog;
 mod certs;
 mod clock;
 mod conn;
+mod connections;
 mod controllers;
 mod http;
 mod jwt_authenticators;

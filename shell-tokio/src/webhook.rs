@@ -2,7 +2,8 @@
 //! issuer's discovery document and keys), with the client
 //! certificate and bearer token of the call's credentials if it has any, its server checked
 //! against the webhook's CA bundle (the system's roots without one), within the call's
-//! timeout, the answer's body read up to [`MAX_ANSWER_BYTES`]. Only transport lives here: what
+//! timeout, the answer's body read up to [`MAX_ANSWER_BYTES`]; over a connection kept for reuse
+//! ([`Connections`]). Only transport lives here: what
 //! the call carries and what its answer means are the core's.
 
 use std::sync::Arc;
@@ -10,20 +11,15 @@ use std::sync::Arc;
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full, Limited};
 use kapi_core::webhook::{MAX_ANSWER_BYTES, WebhookAnswer, WebhookCall};
-use rustls::RootCertStore;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 
-/// Makes webhook calls.
-#[derive(Clone)]
-pub struct WebhookClient {
-    system_roots: Arc<RootCertStore>,
-}
+use crate::connections::Connections;
 
-impl Default for WebhookClient {
-    fn default() -> Self {
-        WebhookClient { system_roots: crate::proxy::system_roots() }
-    }
+/// Makes webhook calls (its clones share their connections).
+#[derive(Clone, Default)]
+pub struct WebhookClient {
+    connections: Arc<Connections>,
 }
 
 impl WebhookClient {
@@ -50,7 +46,6 @@ impl WebhookClient {
             }
             None => None,
         };
-        let config = crate::proxy::tls(&call.target, &self.system_roots, client.as_ref().map(|(c, k)| (c.as_slice(), k)))?;
         let mut request = http::Request::builder().method(call.method.clone()).uri(&call.path).header("Accept", "application/json, */*");
         if call.method == http::Method::POST {
             request = request.header("Content-Type", "application/json");
@@ -59,7 +54,7 @@ impl WebhookClient {
             request = request.header("Authorization", format!("Bearer {token}"));
         }
         let request = request.body(Full::new(call.body)).map_err(|e| e.to_string())?;
-        let response = crate::proxy::send(&call.target, config, request).await?;
+        let response = self.connections.send(&call.target, client.as_ref().map(|(c, k)| (c.as_slice(), k)), false, request).await?;
         let status = response.status().as_u16();
         let content_type = response.headers().get(http::header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or_default().to_string();
         let body: Bytes = Limited::new(response.into_body(), MAX_ANSWER_BYTES).collect().await.map_err(|e| e.to_string())?.to_bytes();

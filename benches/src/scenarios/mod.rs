@@ -6,6 +6,7 @@ pub mod list;
 pub mod mixed;
 pub mod raw;
 pub mod watch;
+pub mod webhook;
 
 use std::future::Future;
 use std::sync::Arc;
