@@ -335,3 +335,33 @@ fn a_scale_webhook_sees_and_patches_the_scale() {
     assert_eq!(request["oldObject"]["spec"]["replicas"], 1);
     assert_eq!(w.call("GET", &format!("{deployments}/web"), "", None, "").json()["spec"]["replicas"], 5);
 }
+
+#[test]
+fn a_create_waiting_for_a_validating_webhook_goes_on_from_its_validation_with_what_came_before() {
+    let mut answers: BTreeMap<&str, Answer> = BTreeMap::new();
+    answers.insert("/allow", Box::new(|request: &Value| review(json!({"uid": request["uid"], "allowed": true, "warnings": ["seen"]}))));
+    answers.insert("/label", Box::new(|request: &Value| patch(request, json!([{"op": "add", "path": "/metadata/labels/patched", "value": "yes"}]))));
+    let (mut w, seen) = world(answers);
+    configure(&mut w, MUTATING, "label", vec![hook("label.example.com", "/label", json!({}))]);
+    configure(&mut w, VALIDATING, "allow", vec![hook("allow.example.com", "/allow", json!({}))]);
+    // A policy that warns: it runs before the validating webhooks, and its warning stays.
+    let policies = "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicies";
+    let policy = json!({"metadata": {"name": "warn"}, "spec": {"failurePolicy": "Fail",
+        "matchConstraints": {"resourceRules": [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["configmaps"]}]},
+        "validations": [{"expression": "false", "message": "noted"}]}});
+    assert_eq!(w.call("POST", policies, "", Some(&policy), "application/json").head.status, 201);
+    let binding = json!({"metadata": {"name": "warn"}, "spec": {"policyName": "warn", "validationActions": ["Warn"]}});
+    let bindings = "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicybindings";
+    assert_eq!(w.call("POST", bindings, "", Some(&binding), "application/json").head.status, 201);
+
+    let r = create(&mut w, CONFIGMAPS, "", &configmap("c", json!({})));
+    assert_eq!(r.head.status, 201, "{}", text(&r));
+    assert_eq!(warnings(&r), ["299 - \"Validation failed for ValidatingAdmissionPolicy 'warn' with binding 'warn': noted\"", "299 - \"seen\""]);
+    assert_eq!(r.json()["metadata"]["labels"]["patched"], "yes");
+    // Each webhook asked once, the validating one about the object stored.
+    let sent = seen.borrow().clone();
+    assert_eq!(sent.iter().map(|(p, _)| p.as_str()).collect::<Vec<_>>(), ["/label?timeout=10s", "/allow?timeout=10s"]);
+    let stored = w.call("GET", &format!("{CONFIGMAPS}/c"), "", None, "").json();
+    assert_eq!(sent[1].1["request"]["object"]["metadata"]["uid"], stored["metadata"]["uid"]);
+    assert_eq!(sent[1].1["request"]["object"]["metadata"]["creationTimestamp"], stored["metadata"]["creationTimestamp"]);
+}

@@ -5,8 +5,9 @@
 //! validating webhooks, before `ResourceQuota`'s charge).
 //!
 //! A webhook the write has no answer from yet stops it (see [`WriteOp::paused_at`]): the error
-//! returned then is never seen; the write asks and runs again from where it began, with the
-//! answer.
+//! returned then is never seen; the write asks and runs again with the answer, from where it
+//! began (a create waiting for a validating webhook: from its validating admission, the object
+//! being final there).
 
 use serde_json::Value;
 
@@ -71,11 +72,22 @@ impl WriteOp {
     }
 
     /// The validating plugins, the validating admission policies, then the validating
-    /// webhooks, on the final object (`None` for a delete).
-    pub(super) fn validating_admission(&mut self, operation: Operation, name: &str, old: Option<&Value>, obj: Option<&Value>) -> Result<(), ApiError> {
+    /// webhooks, on the final object (`None` for a delete). With `passed`, the plugins and
+    /// policies have passed this very object already (a create going on with a validating
+    /// webhook's answer), and only the webhooks are asked.
+    pub(super) fn validating_admission(
+        &mut self,
+        operation: Operation,
+        name: &str,
+        old: Option<&Value>,
+        obj: Option<&Value>,
+        passed: bool,
+    ) -> Result<(), ApiError> {
         let a = super::admission_attributes(&self.res, &self.ctx, &self.found, operation, name, old);
-        self.ctx.admission.validate(&a, obj, &mut self.admission_warnings)?;
-        if self.ctx.admission.validating_policies {
+        if !passed {
+            self.ctx.admission.validate(&a, obj, &mut self.admission_warnings)?;
+        }
+        if self.ctx.admission.validating_policies && !passed {
             let policies = &self.ctx.policies;
             crate::admission::policies::dispatch::validate(policies, &self.res, &self.ctx.equivalents, &a, obj, &mut self.admission_warnings)?;
         }

@@ -17,11 +17,15 @@ impl WriteOp {
     /// Everything before a new object is written: decoding checks, defaults, system fields,
     /// managed fields, admission and validation. `applied` is set when the object comes from a
     /// server-side apply, which has already recorded its managed fields.
-    pub(super) fn prepare_create(&mut self, obj: Value) -> Result<Value, ApiError> {
-        self.prepare_new(obj, false)
+    pub(super) fn prepare_new(&mut self, obj: Value, applied: bool) -> Result<Value, ApiError> {
+        let obj = self.prepare_unvalidated(obj, applied)?;
+        self.admit_new(&obj, false)?;
+        Ok(obj)
     }
 
-    pub(super) fn prepare_new(&mut self, mut obj: Value, applied: bool) -> Result<Value, ApiError> {
+    /// [`Self::prepare_new`] up to the validating admission: the object is final from here
+    /// on, so a create waiting for a validating webhook goes on from it (see [`Self::admit_new`]).
+    pub(super) fn prepare_unvalidated(&mut self, mut obj: Value, applied: bool) -> Result<Value, ApiError> {
         let res = self.res.clone();
         let info = &res.info;
         if !applied {
@@ -61,10 +65,16 @@ impl WriteOp {
         if !errs.is_empty() {
             return Err(ApiError::invalid(&info.group_kind(), meta::name(&obj), &errs));
         }
-        self.validating_admission(Operation::Create, meta::name(&obj), None, Some(&obj))?;
-        let a = super::admission_attributes(&self.res, &self.ctx, &self.found, Operation::Create, meta::name(&obj), None);
-        self.charges = self.ctx.admission.charge(&a, Some(&obj), self.ctx.now)?;
         Ok(obj)
+    }
+
+    /// The validating admission of the prepared new `obj` (only its webhooks when the
+    /// plugins and policies have `passed` it), then the quota's charge for it.
+    pub(super) fn admit_new(&mut self, obj: &Value, passed: bool) -> Result<(), ApiError> {
+        self.validating_admission(Operation::Create, meta::name(obj), None, Some(obj), passed)?;
+        let a = super::admission_attributes(&self.res, &self.ctx, &self.found, Operation::Create, meta::name(obj), None);
+        self.charges = self.ctx.admission.charge(&a, Some(obj), self.ctx.now)?;
+        Ok(())
     }
 
     /// kube's checks against privilege escalation, for writes of RBAC objects (see

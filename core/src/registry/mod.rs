@@ -134,8 +134,11 @@ pub enum WriteEffect {
 
 /// Where a write stopped to ask a webhook, to go on from once it answered.
 enum Paused {
-    /// The create, from its start (admission asked).
+    /// The create, from its start (a mutating webhook asked).
     Start,
+    /// The create of this prepared object, from its validating admission (a validating
+    /// webhook asked).
+    Validate(Value),
     /// The create of this prepared object.
     Create(Value),
     /// The transform of what storage holds.
@@ -302,19 +305,34 @@ impl WriteOp {
         // unless admission webhooks are asked and the create starts again.
         let obj = if self.ctx.webhooks.is_empty() { std::mem::take(obj) } else { obj.clone() };
         let rng = self.rng.clone();
-        match self.prepare_create(obj).and_then(|obj| Ok((self.res.strategy.claims(&obj, &mut self.rng)?, obj))) {
-            Ok((claims, obj)) if claims.is_empty() => self.write_new(obj),
-            Ok((claims, mut obj)) if self.ctx.dry_run => {
+        match self.prepare_unvalidated(obj, false) {
+            Ok(obj) => self.validate_new(obj, false),
+            Err(_) if self.paused_at(Paused::Start) => self.rng = rng,
+            Err(e) => self.done = Some(Err(e)),
+        }
+    }
+
+    /// The create of the prepared `obj` from its validating admission on: its claims, then
+    /// its write. Waiting for a validating webhook, it goes on from here with the answer,
+    /// the plugins and policies having `passed` it.
+    fn validate_new(&mut self, obj: Value, passed: bool) {
+        match self.admit_new(&obj, passed).and_then(|()| self.res.strategy.claims(&obj, &mut self.rng)) {
+            Ok(claims) if claims.is_empty() => self.write_new(obj),
+            Ok(claims) if self.ctx.dry_run => {
+                let mut obj = obj;
                 let values: Vec<String> = claims.iter().filter_map(|c| c.candidates.get(0)).collect();
                 self.res.strategy.grant(&mut obj, &values);
                 self.write_new(obj);
             }
-            Ok((claims, obj)) => {
+            Ok(claims) => {
                 self.phase = Phase::Claiming { obj, claims, index: 0, attempt: 0, granted: Vec::new() };
                 self.claim_next();
             }
-            Err(_) if self.paused_at(Paused::Start) => self.rng = rng,
-            Err(e) => self.done = Some(Err(e)),
+            Err(e) => {
+                if !self.paused_at(Paused::Validate(obj)) {
+                    self.done = Some(Err(e));
+                }
+            }
         }
     }
 
@@ -503,6 +521,7 @@ impl WriteOp {
             if let Some(at) = self.resumed.take() {
                 match at {
                     Paused::Start => self.start(),
+                    Paused::Validate(obj) => self.validate_new(obj, true),
                     Paused::Create(obj) => self.write_new(obj),
                     Paused::Transform(current) => self.transformed(now, current),
                     Paused::Finish(result) => self.landed(result),

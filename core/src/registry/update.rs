@@ -239,7 +239,7 @@ impl WriteOp {
         if !errs.is_empty() {
             return Err(ApiError::invalid(&info.group_kind(), meta::name(&obj), &errs));
         }
-        self.validating_admission(Operation::Update, &name, Some(old), Some(&obj))?;
+        self.validating_admission(Operation::Update, &name, Some(old), Some(&obj), false)?;
         let a = super::admission_attributes(&self.res, &self.ctx, &self.found, Operation::Update, &name, Some(old));
         self.charges = self.ctx.admission.charge(&a, Some(&obj), self.ctx.now)?;
         if super::delete::should_delete_during_update(&obj) {

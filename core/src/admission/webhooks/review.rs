@@ -103,20 +103,59 @@ fn user_info(user: &crate::auth::UserInfo) -> Value {
 /// The review sent: its uid (drawn from `salt`, the webhook, the `phase` it is asked in and
 /// what it asks, so the same question gets the same uid) and its body.
 pub fn body(hook: &Hook, phase: &str, version: &str, request: &Value, obj: Option<&Value>, old: Option<&Value>, salt: u64) -> (String, Bytes) {
-    let mut r = Map::new();
-    r.insert("uid".into(), json!(""));
-    for (k, v) in request.as_object().into_iter().flatten() {
-        if k == "dryRun" {
-            r.insert("object".into(), obj.cloned().unwrap_or(Value::Null));
-            r.insert("oldObject".into(), old.cloned().unwrap_or(Value::Null));
-        }
-        r.insert(k.clone(), v.clone());
-    }
-    let mut review = json!({"kind": "AdmissionReview", "apiVersion": format!("admission.k8s.io/{version}"), "request": Value::Object(r)});
-    let unnamed = serde_json::to_vec(&review).expect("JSON trees serialize");
+    let api_version = format!("admission.k8s.io/{version}");
+    let review = |uid: &str| {
+        serde_json::to_vec(&Review { api_version: &api_version, request: Request { uid, fields: request, obj, old } }).expect("JSON trees serialize")
+    };
+    let unnamed = review("");
     let uid = Rng::of(&[&salt.to_be_bytes()[..], hook.uid.as_bytes(), phase.as_bytes(), &unnamed].concat()).uuid();
-    review["request"]["uid"] = json!(uid);
-    (uid, Bytes::from(serde_json::to_vec(&review).expect("JSON trees serialize")))
+    let named = review(&uid);
+    (uid, Bytes::from(named))
+}
+
+/// An `AdmissionReview` written from what the write already holds (nothing copied), its keys
+/// in the order a JSON object of them is written (sorted).
+struct Review<'a> {
+    api_version: &'a str,
+    request: Request<'a>,
+}
+
+/// Its `request`: the request's fields with the objects and the uid among them.
+struct Request<'a> {
+    uid: &'a str,
+    fields: &'a Value,
+    obj: Option<&'a Value>,
+    old: Option<&'a Value>,
+}
+
+impl serde::Serialize for Review<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut m = s.serialize_map(Some(3))?;
+        m.serialize_entry("apiVersion", self.api_version)?;
+        m.serialize_entry("kind", "AdmissionReview")?;
+        m.serialize_entry("request", &self.request)?;
+        m.end()
+    }
+}
+
+impl serde::Serialize for Request<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let uid = Value::String(self.uid.to_string());
+        let mut added = [("object", self.obj.unwrap_or(&Value::Null)), ("oldObject", self.old.unwrap_or(&Value::Null)), ("uid", &uid)].into_iter().peekable();
+        let mut m = s.serialize_map(None)?;
+        for (k, v) in self.fields.as_object().into_iter().flatten() {
+            while let Some((key, value)) = added.next_if(|(key, _)| *key < k.as_str()) {
+                m.serialize_entry(key, value)?;
+            }
+            m.serialize_entry(k, v)?;
+        }
+        for (key, value) in added {
+            m.serialize_entry(key, value)?;
+        }
+        m.end()
+    }
 }
 
 /// What a webhook answered, checked.

@@ -96,3 +96,22 @@ fn refusals_and_bad_answers_are_put_in_kubes_words() {
     let ok = read(&h, "v1", "u", true, &v1(json!({"uid": "u", "allowed": true, "patch": "W10=", "patchType": "JSONPatch", "warnings": ["w"]}))).unwrap();
     assert_eq!((ok.allowed, ok.patch.as_deref(), ok.warnings), (true, Some(&b"[]"[..]), vec!["w".to_string()]));
 }
+
+#[test]
+fn a_review_is_written_as_its_json_tree_would_be_and_its_uid_names_what_it_asks() {
+    let hook = hook(json!([]));
+    let request =
+        json!({"dryRun": false, "kind": {"kind": "Pod"}, "name": "p", "namespace": "ns", "operation": "CREATE", "userInfo": {"username": "u", "uid": ""}});
+    let obj = json!({"metadata": {"name": "p", "uid": ""}, "spec": {"containers": []}});
+    let (uid, bytes) = super::review::body(&hook, "validating", "v1", &request, Some(&obj), None, 7);
+    let review: Value = serde_json::from_slice(&bytes).unwrap();
+    assert_eq!(serde_json::to_vec(&review).unwrap(), bytes.to_vec(), "keys in order, as serde_json writes the tree");
+    assert_eq!(review["request"]["uid"], json!(uid));
+    assert_eq!((&review["request"]["object"], &review["request"]["oldObject"], &review["apiVersion"]), (&obj, &Value::Null, &json!("admission.k8s.io/v1")));
+    let mut unnamed = review.clone();
+    unnamed["request"]["uid"] = json!("");
+    let drawn = crate::rand::Rng::of(&[&7u64.to_be_bytes()[..], hook.uid.as_bytes(), b"validating", &serde_json::to_vec(&unnamed).unwrap()].concat()).uuid();
+    assert_eq!(uid, drawn);
+    let (other, _) = super::review::body(&hook, "validating", "v1", &request, Some(&json!({"metadata": {"name": "q"}})), None, 7);
+    assert_ne!(uid, other);
+}
