@@ -252,17 +252,11 @@ impl EvictionOp {
         }
     }
 
-    /// The admission webhooks' answers for the write under way.
-    pub fn admitted(&mut self, answers: Vec<Result<crate::webhook::WebhookAnswer, String>>) {
-        if let Some(Step::SpendBudget { op, .. } | Step::MarkPod(op) | Step::DeletePod(op)) = self.step.as_mut() {
-            op.admitted(answers);
-        }
-    }
-
-    /// The conversion webhook's answer for the write under way.
-    pub fn converted(&mut self, result: Result<Vec<serde_json::Value>, String>) {
-        if let Some(Step::SpendBudget { op, .. } | Step::MarkPod(op) | Step::DeletePod(op)) = self.step.as_mut() {
-            op.converted(result);
+    /// The write under way (the budget's, the pod's), which webhooks' answers go to.
+    pub fn write_under_way(&mut self) -> Option<&mut WriteOp> {
+        match self.step.as_mut() {
+            Some(Step::SpendBudget { op, .. } | Step::MarkPod(op) | Step::DeletePod(op)) => Some(op),
+            _ => None,
         }
     }
 

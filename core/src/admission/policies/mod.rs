@@ -277,18 +277,26 @@ impl Policies {
             bindings = objects.into_iter().map(|b| (meta::name(b).to_string(), Arc::new(Binding::read(b)))).collect();
             bindings_synced = true;
         }
-        let mut next = Policies { policies, bindings, hooks: Vec::new(), uses: Uses::default(), policies_synced, bindings_synced };
-        next.hooks = next.hooks_of(catalog);
-        next.uses = next.hooks.iter().fold(Uses::default(), |u, h| u.or(h.policy.uses));
-        next
+        Policies::built(policies, bindings, policies_synced, bindings_synced, catalog)
     }
 
     /// The same policies, their parameters found in `catalog` (which serves other kinds now).
     pub fn resolved(&self, catalog: &Catalog) -> Policies {
-        let (policies, bindings) = (self.policies.clone(), self.bindings.clone());
-        let (policies_synced, bindings_synced) = (self.policies_synced, self.bindings_synced);
-        let mut next = Policies { policies, bindings, hooks: Vec::new(), uses: self.uses, policies_synced, bindings_synced };
+        Policies::built(self.policies.clone(), self.bindings.clone(), self.policies_synced, self.bindings_synced, catalog)
+    }
+
+    /// The snapshot of `policies` and `bindings`: their hooks as `catalog` serves the
+    /// parameters, and what their expressions read.
+    fn built(
+        policies: BTreeMap<String, Arc<Policy>>,
+        bindings: BTreeMap<String, Arc<Binding>>,
+        policies_synced: bool,
+        bindings_synced: bool,
+        catalog: &Catalog,
+    ) -> Policies {
+        let mut next = Policies { policies, bindings, hooks: Vec::new(), uses: Uses::default(), policies_synced, bindings_synced };
         next.hooks = next.hooks_of(catalog);
+        next.uses = next.hooks.iter().fold(Uses::default(), |u, h| u.or(h.policy.uses));
         next
     }
 

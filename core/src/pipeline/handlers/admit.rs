@@ -74,15 +74,8 @@ impl RequestMachine {
         let Admitting { answers: known, mut stage, .. } = admitting;
         let mut made = answers.into_iter();
         let all = known.into_iter().map(|k| k.unwrap_or_else(|| made.next().unwrap_or_else(|| Err("no answer".into())))).collect();
-        match stage.as_mut() {
-            Stage::Write { op, .. } => op.admitted(all),
-            Stage::Evict { op, .. } => op.admitted(all),
-            Stage::DeleteCollection(dc) => {
-                if let Some(op) = dc.current.as_mut() {
-                    op.admitted(all);
-                }
-            }
-            _ => {}
+        if let Some(op) = stage.write_under_way() {
+            op.admitted(all);
         }
         self.stage = *stage;
     }

@@ -90,15 +90,8 @@ impl RequestMachine {
         let result = conversion.answered(answer);
         match resume {
             Resume::Writing(mut stage) => {
-                match stage.as_mut() {
-                    Stage::Write { op, .. } => op.converted(result),
-                    Stage::Evict { op, .. } => op.converted(result),
-                    Stage::DeleteCollection(dc) => {
-                        if let Some(op) = dc.current.as_mut() {
-                            op.converted(result);
-                        }
-                    }
-                    _ => {}
+                if let Some(op) = stage.write_under_way() {
+                    op.converted(result);
                 }
                 self.stage = *stage;
             }

@@ -162,6 +162,19 @@ pub(super) enum Stage {
     DeleteCollection(Box<DeleteCollection>),
 }
 
+impl Stage {
+    /// The write this stage runs that may pause for webhooks (a write, an eviction's, a
+    /// delete-collection's current one), which their answers go to.
+    fn write_under_way(&mut self) -> Option<&mut WriteOp> {
+        match self {
+            Stage::Write { op, .. } => Some(op),
+            Stage::Evict { op, .. } => op.write_under_way(),
+            Stage::DeleteCollection(dc) => dc.current.as_mut(),
+            _ => None,
+        }
+    }
+}
+
 /// Whether the request's verb is one the resource (or its subresource) serves.
 fn verb_allowed(res: &Resource, info: &RequestInfo) -> bool {
     if info.subresource.is_empty() {
