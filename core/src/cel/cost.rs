@@ -51,9 +51,9 @@ pub enum Shape {
     /// An object of known fields, by their CEL names.
     Object { fields: Arc<BTreeMap<String, Shape>> },
     /// An actual object or map ([`Shape::of`]): each of its members; one it does not have is
-    /// never read (reading it fails at once). `key`: its longest key; `values`: its widest
-    /// member.
-    Members { fields: Arc<BTreeMap<String, Shape>>, key: u64, values: Arc<Shape> },
+    /// never read (reading it fails at once). `key`: its longest key. Its widest member (what
+    /// a key not known before it runs reads) is worked out only where an expression asks.
+    Members { fields: Arc<BTreeMap<String, Shape>>, key: u64 },
 }
 
 impl Shape {
@@ -75,8 +75,7 @@ impl Shape {
                     })
                     .collect();
                 let key = fields.keys().map(|k| k.len() as u64).max().unwrap_or(0);
-                let values = fields.values().cloned().fold(Shape::Scalar, wider);
-                Shape::Members { fields: Arc::new(fields), key, values: Arc::new(values) }
+                Shape::Members { fields: Arc::new(fields), key }
             }
             _ => Shape::Scalar,
         }
@@ -118,7 +117,7 @@ impl Shape {
         match self {
             Shape::List { items, .. } => (**items).clone(),
             Shape::Map { values, .. } => (**values).clone(),
-            Shape::Members { values, .. } => (**values).clone(),
+            Shape::Members { fields, .. } => fields.values().cloned().fold(Shape::Scalar, wider),
             _ => Shape::Unknown,
         }
     }
@@ -241,9 +240,7 @@ fn wider(a: Shape, b: Shape) -> Shape {
             Shape::Map { max: x.max(y), key: ka.max(kb), values: wider_arc(va, &vb) }
         }
         (Shape::Object { fields: a }, Shape::Object { fields: b }) => Shape::Object { fields: wider_fields(a, &b) },
-        (Shape::Members { fields: a, key: ka, values: va }, Shape::Members { fields: b, key: kb, values: vb }) => {
-            Shape::Members { fields: wider_fields(a, &b), key: ka.max(kb), values: wider_arc(va, &vb) }
-        }
+        (Shape::Members { fields: a, key: ka }, Shape::Members { fields: b, key: kb }) => Shape::Members { fields: wider_fields(a, &b), key: ka.max(kb) },
         (a, b) if a == b => a,
         (a, b) => {
             if a.size() >= b.size() {

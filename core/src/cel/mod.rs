@@ -176,8 +176,26 @@ impl Bindings {
 
     /// Binds `name` to `value` (in place of what it was bound to).
     pub fn bind(&mut self, name: &str, value: Value) {
-        let value: Box<dyn cel::common::value::Val> = value.try_into().expect("every value converts");
-        self.values.insert(name.to_string(), value);
+        self.values.insert(name.to_string(), interpreted(&value));
+    }
+}
+
+/// `value` in the interpreter's form, made from it by reference (cel-rust's own conversion
+/// copies each map whole before it converts its members).
+fn interpreted(value: &Value) -> Box<dyn cel::common::value::Val> {
+    use cel::common::types::{CelBool, CelDouble, CelInt, CelList, CelMap, CelMapKey, CelNull, CelString, CelUInt};
+    match value {
+        Value::Null => Box::new(CelNull),
+        Value::Bool(b) => Box::new(CelBool::from(*b)),
+        Value::Int(i) => Box::new(CelInt::from(*i)),
+        Value::UInt(u) => Box::new(CelUInt::from(*u)),
+        Value::Float(f) => Box::new(CelDouble::from(*f)),
+        Value::String(s) => Box::new(CelString::from(s.as_str().to_string())),
+        Value::List(items) => Box::new(CelList::from(items.iter().map(interpreted).collect::<Vec<_>>())),
+        Value::Map(m) => {
+            Box::new(CelMap::from(m.map.iter().map(|(k, v)| (CelMapKey::from(k.clone()), interpreted(v))).collect::<std::collections::HashMap<_, _>>()))
+        }
+        other => other.clone().try_into().expect("every value converts"),
     }
 }
 
