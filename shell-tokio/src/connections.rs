@@ -1,7 +1,12 @@
-//! Outbound HTTPS connections kept for reuse, as kube's transports keep them: a webhook or an
-//! extension API server is called over a connection made for an earlier call when one is idle
-//! (HTTP/2 streams share one; HTTP/1.1 connections are kept 25 to a host), and a connection idle
-//! for 90 s is closed (client-go's `SetTransportDefaults` and Go's `IdleConnTimeout`).
+//! Outbound HTTPS connections kept for reuse, as kube's transports keep them: a webhook is
+//! called over a connection made for an earlier call when one is idle (HTTP/2 streams share
+//! one; HTTP/1.1 connections are kept 25 to a host), and a connection idle for 90 s is closed
+//! (client-go's `SetTransportDefaults` and Go's `IdleConnTimeout`); an HTTP/2 connection is
+//! pinged after 30 s without a frame and dropped when no answer comes within 15 s (client-go's
+//! `ReadIdleTimeout` and `PingTimeout`), so a peer that went away without closing it fails one
+//! call, not every call until the kernel gives up. [`Connections::unpooled`] makes a connection
+//! per request instead (the proxy's: a watch through an extension server holds its stream
+//! for as long as it runs, and must not queue other requests behind a server's stream limit).
 //!
 //! Connections are pooled per TLS identity (the name the server is verified under, the CA bundle
 //! that verifies it, whether it is verified at all, the client certificate, whether HTTP/2 may be
@@ -36,6 +41,8 @@ const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 /// client-go's transport defaults.
 const MAX_IDLE_PER_HOST: usize = 25;
 const IDLE_TIMEOUT: Duration = Duration::from_secs(90);
+const PING_AFTER: Duration = Duration::from_secs(30);
+const PING_TIMEOUT: Duration = Duration::from_secs(15);
 /// Identities whose pools are kept before all are dropped and made again as calls need them.
 const MAX_IDENTITIES: usize = 256;
 
@@ -44,6 +51,8 @@ pub struct Connections {
     /// The system's CAs, which verify a server named without a CA bundle.
     system_roots: Arc<RootCertStore>,
     pools: Mutex<BTreeMap<Identity, Pool>>,
+    /// Idle connections kept to a host (none: a connection per request).
+    max_idle_per_host: usize,
 }
 
 type Pool = Client<Connector, Full<Bytes>>;
@@ -54,8 +63,8 @@ struct Identity {
     server_name: String,
     ca_bundle: Option<String>,
     insecure_skip_tls_verify: bool,
-    /// The client certificate's DER (its key goes with it).
-    client_certificate: Option<Vec<u8>>,
+    /// The client certificate's DER and its key's.
+    client_certificate: Option<(Vec<u8>, Vec<u8>)>,
     http1_only: bool,
 }
 
@@ -64,11 +73,16 @@ pub type ClientCertificate<'a> = (&'a [CertificateDer<'static>], &'a PrivateKeyD
 
 impl Default for Connections {
     fn default() -> Self {
-        Connections { system_roots: system_roots(), pools: Mutex::new(BTreeMap::new()) }
+        Connections { system_roots: system_roots(), pools: Mutex::new(BTreeMap::new()), max_idle_per_host: MAX_IDLE_PER_HOST }
     }
 }
 
 impl Connections {
+    /// Connections made for one request each, never kept.
+    pub fn unpooled() -> Connections {
+        Connections { max_idle_per_host: 0, ..Connections::default() }
+    }
+
     /// Sends `request` (its URI: path and query) to `target`, presenting `client` if given, over
     /// HTTP/2 or HTTP/1.1 by ALPN (only HTTP/1.1 with `http1_only`, as a request that may switch
     /// protocols needs); the answer, or the error in Go's words where kube's client would say
@@ -91,7 +105,7 @@ impl Connections {
             server_name: target.server_name.clone(),
             ca_bundle: target.ca_bundle.clone(),
             insecure_skip_tls_verify: target.insecure_skip_tls_verify,
-            client_certificate: client.and_then(|(chain, _)| chain.first()).map(|c| c.to_vec()),
+            client_certificate: client.and_then(|(chain, key)| Some((chain.first()?.to_vec(), key.secret_der().to_vec()))),
             http1_only,
         };
         let mut pools = self.pools.lock().expect("the pools' lock is not poisoned");
@@ -106,7 +120,10 @@ impl Connections {
         let connector = Connector { tls: tokio_rustls::TlsConnector::from(Arc::new(config)), server_name };
         let pool = Client::builder(TokioExecutor::new())
             .pool_idle_timeout(IDLE_TIMEOUT)
-            .pool_max_idle_per_host(MAX_IDLE_PER_HOST)
+            .pool_max_idle_per_host(self.max_idle_per_host)
+            .http2_keep_alive_interval(PING_AFTER)
+            .http2_keep_alive_timeout(PING_TIMEOUT)
+            .http2_keep_alive_while_idle(true)
             .pool_timer(TokioTimer::new())
             .timer(TokioTimer::new())
             .build(connector);
@@ -322,6 +339,16 @@ mod tests {
             }
             assert_eq!(accepted.load(Ordering::SeqCst), 1, "{alpn:?}");
         }
+    }
+
+    #[tokio::test]
+    async fn unpooled_calls_each_make_a_connection() {
+        let (port, ca, accepted) = server(&[b"h2", b"http/1.1"]).await;
+        let connections = Connections::unpooled();
+        for _ in 0..3 {
+            assert_eq!(get(&connections, &target(port, &ca), false).await.unwrap(), "ok");
+        }
+        assert_eq!(accepted.load(Ordering::SeqCst), 3);
     }
 
     #[tokio::test]

@@ -1,8 +1,8 @@
 //! The core's [`ProxyRequest`] effects: a request to an extension API server over HTTPS (HTTP/2
 //! or HTTP/1.1 by ALPN), with the front-proxy client certificate, the server verified against
 //! the APIService's CA bundle (the system's CAs without one) under `<service>.<namespace>.svc`
-//! (or not at all with `insecureSkipTLSVerify`), over a connection kept for reuse
-//! ([`Connections`]). Only transport lives here: the headers, the address and what the
+//! (or not at all with `insecureSkipTLSVerify`), each over a connection of its own
+//! ([`Connections::unpooled`]). Only transport lives here: the headers, the address and what the
 //! answer becomes are the core's.
 
 use anyhow::Context;
@@ -27,7 +27,7 @@ impl ProxyClient {
     pub fn new(cert_pem: &str, key_pem: &str) -> anyhow::Result<ProxyClient> {
         let certs = CertificateDer::pem_slice_iter(cert_pem.as_bytes()).collect::<Result<_, _>>().context("proxy client certificate")?;
         let key = PrivateKeyDer::from_pem_slice(key_pem.as_bytes()).context("proxy client key")?;
-        Ok(ProxyClient { certs, key, connections: Connections::default() })
+        Ok(ProxyClient { certs, key, connections: Connections::unpooled() })
     }
 
     /// Sends `req`; the answer's head and what follows it, or the error in Go's words where

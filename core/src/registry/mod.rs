@@ -302,7 +302,7 @@ impl WriteOp {
             return;
         };
         // The object moves on to become the result: nothing reads a create's kind again,
-        // unless admission webhooks are asked and the create starts again.
+        // unless a mutating admission webhook is asked and the create starts again.
         let obj = if self.ctx.webhooks.is_empty() { std::mem::take(obj) } else { obj.clone() };
         let rng = self.rng.clone();
         match self.prepare_unvalidated(obj, false) {
