@@ -319,17 +319,28 @@ impl World {
     pub fn pump(&mut self) {
         loop {
             let mut work = self.take_in_crds() | self.take_in_api_services() | self.take_in_authz() | self.take_in_webhooks();
-            let keys: Vec<_> = self.slots.keys().cloned().collect();
-            for k in keys {
-                while let Some(e) = self.slots.get_mut(&k).expect("listed above").cache.poll(self.now) {
-                    work = true;
+            let mut after: Option<SlotKey> = None;
+            while let Some((k, e)) = self.next_cache_effect(after.as_ref()) {
+                work = true;
+                self.cache_effect(&k, e);
+                while let Some(e) = self.slots.get_mut(&k).and_then(|s| s.cache.poll(self.now)) {
                     self.cache_effect(&k, e);
                 }
+                after = Some(k);
             }
             if !work {
                 return;
             }
         }
+    }
+
+    /// The first effect of the caches after `after` (all of them when `None`), in key order, with
+    /// the key of the cache it came from. Most caches have none: they are polled in place.
+    fn next_cache_effect(&mut self, after: Option<&SlotKey>) -> Option<(SlotKey, CacheEffect)> {
+        use std::ops::Bound::{Excluded, Unbounded};
+        let now = self.now;
+        let lower = after.map_or(Unbounded, Excluded);
+        self.slots.range_mut((lower, Unbounded)).find_map(|(k, slot)| slot.cache.poll(now).map(|e| (k.clone(), e)))
     }
 
     /// What the cache of `(group, version, resource)` holds now, if it moved past revision `seen`.
