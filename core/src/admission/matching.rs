@@ -4,6 +4,8 @@
 //! whatever its selectors; a selector that does not parse is then an error (500, whatever the
 //! failure policy). Conditions are each one's own.
 
+use std::borrow::Cow;
+
 use serde_json::Value;
 
 use std::sync::Arc;
@@ -207,22 +209,22 @@ pub fn convert(from: &Resource, to: &Resource, obj: &Value) -> Value {
 }
 
 /// The resource a write of `resource` is seen as, and its objects (`obj`, and the old one)
-/// as seen: converted to the equivalent version matched; a scale subresource's as the
-/// `autoscaling/v1` Scales.
-pub fn versioned<'x>(
+/// as seen: as they are for an exact match (borrowed), converted to the equivalent version
+/// matched; a scale subresource's as the `autoscaling/v1` Scales.
+pub fn versioned<'x: 'o, 'o>(
     resource: &Resource,
     invocation: Invocation<'x>,
     a: &Attributes<'x>,
-    obj: Option<&Value>,
-) -> (&'x ResourceInfo, Option<Value>, Option<Value>) {
+    obj: Option<&'o Value>,
+) -> (&'x ResourceInfo, Option<Cow<'o, Value>>, Option<Cow<'o, Value>>) {
     if a.subresource == Some("scale") {
-        let view = |o: Option<&Value>| o.and_then(|o| resource.strategy.scale_of(o).ok()).map(|s| s.scale);
+        let view = |o: Option<&Value>| o.and_then(|o| resource.strategy.scale_of(o).ok()).map(|s| Cow::Owned(s.scale));
         return (a.info, view(obj), view(a.old));
     }
     match invocation {
-        Invocation::Exact => (a.info, obj.cloned(), a.old.cloned()),
+        Invocation::Exact => (a.info, obj.map(Cow::Borrowed), a.old.map(Cow::Borrowed)),
         Invocation::Equivalent(to) => {
-            let each = |o: Option<&Value>| o.map(|o| convert(resource, to, o));
+            let each = |o: Option<&Value>| o.map(|o| Cow::Owned(convert(resource, to, o)));
             (&to.info, each(obj), each(a.old))
         }
     }

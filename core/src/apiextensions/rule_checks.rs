@@ -335,7 +335,7 @@ fn type_of(s: &Structural, resource: bool) -> Option<Type> {
     })
 }
 
-pub fn shape_of(s: &Structural, resource: bool) -> Shape {
+pub fn shape_of(s: &Structural, resource: bool) -> Shape<'static> {
     let string = |s: &Structural| Shape::String { max: string_size(s) };
     if let Some(items) = s.items.as_deref() {
         return Shape::List { max: list_size(s, items), items: std::sync::Arc::new(shape_of(items, false)) };

@@ -11,7 +11,7 @@
 //! kube accepts is accepted, and what is accepted runs in time bounded by the estimate.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use cel::common::ast::{ComprehensionExpr, EntryExpr, Expr, IdedExpr, LiteralValue, operators};
 
@@ -37,7 +37,7 @@ pub const OBJECT_BUDGET: u64 = 10_000_000;
 /// What the estimate knows of a value.
 /// Its parts are shared (`Arc`): a shape is cloned at every variable an expression names.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Shape {
+pub enum Shape<'v> {
     /// Of any type, and any size a request allows.
     Unknown,
     /// A number, boolean, null, timestamp or duration.
@@ -45,22 +45,58 @@ pub enum Shape {
     /// A string (or bytes) of at most `max` characters.
     String { max: u64 },
     /// A list of at most `max` items.
-    List { max: u64, items: Arc<Shape> },
+    List { max: u64, items: Arc<Shape<'v>> },
     /// A map of at most `max` entries whose keys are strings of at most `key` characters.
-    Map { max: u64, key: u64, values: Arc<Shape> },
+    Map { max: u64, key: u64, values: Arc<Shape<'v>> },
     /// An object of known fields, by their CEL names.
-    Object { fields: Arc<BTreeMap<String, Shape>> },
+    Object { fields: Arc<BTreeMap<String, Shape<'v>>> },
     /// An actual object or map ([`Shape::of`]): each of its members; one it does not have is
     /// never read (reading it fails at once). `key`: its longest key. Its widest member (what
     /// a key not known before it runs reads) is worked out only where an expression asks.
-    Members { fields: Arc<BTreeMap<String, Shape>>, key: u64 },
+    Members { fields: Arc<BTreeMap<String, Shape<'v>>>, key: u64 },
+    /// An actual JSON object or list, read in place ([`Shape::of_json`]): what `Members` or
+    /// `List` of it would be, worked out when an expression first reads it and kept (the
+    /// clones of a shape share it) for every estimate after.
+    Json(Arc<Actual<'v>>),
 }
 
-impl Shape {
+/// A JSON object or list whose shape is worked out when first read.
+#[derive(Debug)]
+pub struct Actual<'v> {
+    json: &'v serde_json::Value,
+    made: OnceLock<Shape<'v>>,
+}
+
+impl PartialEq for Actual<'_> {
+    fn eq(&self, other: &Self) -> bool {
+        std::ptr::eq(self.json, other.json)
+    }
+}
+
+impl Eq for Actual<'_> {}
+
+impl<'v> Actual<'v> {
+    /// An object's `Members` (its members' own shapes made, theirs not yet), a list's `List`.
+    fn shape(&self) -> &Shape<'v> {
+        self.made.get_or_init(|| match self.json {
+            serde_json::Value::Object(m) => {
+                let fields: BTreeMap<String, Shape<'v>> = m.iter().map(|(k, v)| (k.clone(), Shape::of_json(v))).collect();
+                let key = fields.keys().map(|k| k.len() as u64).max().unwrap_or(0);
+                Shape::Members { fields: Arc::new(fields), key }
+            }
+            serde_json::Value::Array(items) => {
+                Shape::List { max: items.len() as u64, items: Arc::new(items.iter().map(Shape::of_json).fold(Shape::Scalar, wider)) }
+            }
+            other => Shape::of_json(other),
+        })
+    }
+}
+
+impl<'v> Shape<'v> {
     /// What the estimate knows of an actual value: its exact sizes, each member of a map by
     /// itself, a list's items as the widest of them. An estimate at these shapes is what kapi
     /// charges a rule that runs on the value.
-    pub fn of(v: &cel::Value) -> Shape {
+    pub fn of(v: &cel::Value) -> Shape<'v> {
         match v {
             cel::Value::String(s) => Shape::String { max: s.chars().count() as u64 },
             cel::Value::Bytes(b) => Shape::String { max: b.len() as u64 },
@@ -81,6 +117,24 @@ impl Shape {
         }
     }
 
+    /// [`Shape::of`] the value a JSON tree is given as ([`super::to_value`]); an object's or
+    /// list's parts are looked at when read ([`Shape::Json`]).
+    pub fn of_json(v: &'v serde_json::Value) -> Shape<'v> {
+        match v {
+            serde_json::Value::String(s) => Shape::String { max: s.chars().count() as u64 },
+            serde_json::Value::Array(_) | serde_json::Value::Object(_) => Shape::Json(Arc::new(Actual { json: v, made: OnceLock::new() })),
+            _ => Shape::Scalar,
+        }
+    }
+
+    /// What the estimate reads of the shape: a [`Shape::Json`]'s worked out.
+    fn resolved(&self) -> &Shape<'v> {
+        match self {
+            Shape::Json(actual) => actual.shape(),
+            other => other,
+        }
+    }
+
     /// The most characters, items or entries the value has.
     fn size(&self) -> u64 {
         match self {
@@ -88,42 +142,46 @@ impl Shape {
             Shape::Scalar => 1,
             Shape::String { max } | Shape::List { max, .. } | Shape::Map { max, .. } => *max,
             Shape::Object { fields } | Shape::Members { fields, .. } => fields.len() as u64,
+            Shape::Json(actual) => actual.shape().size(),
         }
     }
 
     /// The value of the member `name` (a field, or a map's value).
-    pub(super) fn member(&self, name: &str) -> Shape {
+    pub(super) fn member(&self, name: &str) -> Shape<'v> {
         match self {
             Shape::Object { fields } => fields.get(name).cloned().unwrap_or(Shape::Unknown),
             Shape::Members { fields, .. } => fields.get(name).cloned().unwrap_or(Shape::Scalar),
+            Shape::Json(actual) => actual.shape().member(name),
             Shape::Map { values, .. } => (**values).clone(),
             _ => Shape::Unknown,
         }
     }
 
     /// What a comprehension over the value binds: a list's items, a map's or object's keys.
-    pub(super) fn element(&self) -> Shape {
+    pub(super) fn element(&self) -> Shape<'v> {
         match self {
             Shape::List { items, .. } => (**items).clone(),
             Shape::Map { key, .. } => Shape::String { max: *key },
             Shape::Object { fields } => Shape::String { max: fields.keys().map(|k| k.len() as u64).max().unwrap_or(0) },
             Shape::Members { key, .. } => Shape::String { max: *key },
+            Shape::Json(actual) => actual.shape().element(),
             _ => Shape::Unknown,
         }
     }
 
     /// What indexing the value gives: a list's item or a map's value.
-    pub(super) fn indexed(&self) -> Shape {
+    pub(super) fn indexed(&self) -> Shape<'v> {
         match self {
             Shape::List { items, .. } => (**items).clone(),
             Shape::Map { values, .. } => (**values).clone(),
             Shape::Members { fields, .. } => fields.values().cloned().fold(Shape::Scalar, wider),
+            Shape::Json(actual) => actual.shape().indexed(),
             _ => Shape::Unknown,
         }
     }
 
     fn is_sized(&self) -> bool {
-        matches!(self, Shape::String { .. } | Shape::List { .. } | Shape::Map { .. } | Shape::Unknown)
+        matches!(self.resolved(), Shape::String { .. } | Shape::List { .. } | Shape::Map { .. } | Shape::Unknown)
     }
 }
 
@@ -133,18 +191,18 @@ fn traversal(n: u64) -> u64 {
 }
 
 /// The estimated worst-case cost of `expr` with `variables` of the given shapes.
-pub fn estimate(expr: &Expression, variables: &[(&str, Shape)]) -> u64 {
-    let mut scopes: Vec<(String, Shape)> = variables.iter().map(|(n, s)| (n.to_string(), s.clone())).collect();
+pub fn estimate(expr: &Expression, variables: &[(&str, Shape<'_>)]) -> u64 {
+    let mut scopes: Vec<(&str, Shape<'_>)> = variables.iter().map(|(n, s)| (*n, s.clone())).collect();
     walk(expr.root(), &mut scopes).0
 }
 
-fn walk(e: &IdedExpr, scopes: &mut Vec<(String, Shape)>) -> (u64, Shape) {
+fn walk<'e, 'v>(e: &'e IdedExpr, scopes: &mut Vec<(&'e str, Shape<'v>)>) -> (u64, Shape<'v>) {
     match &e.expr {
         Expr::Unspecified => (0, Shape::Unknown),
         Expr::Literal(LiteralValue::String(s)) => (0, Shape::String { max: s.inner().chars().count() as u64 }),
         Expr::Literal(LiteralValue::Bytes(b)) => (0, Shape::String { max: b.inner().len() as u64 }),
         Expr::Literal(_) => (0, Shape::Scalar),
-        Expr::Ident(name) => (1, scopes.iter().rev().find(|(n, _)| n == name).map_or(Shape::Unknown, |(_, s)| s.clone())),
+        Expr::Ident(name) => (1, scopes.iter().rev().find(|(n, _)| *n == name).map_or(Shape::Unknown, |(_, s)| s.clone())),
         Expr::Select(select) => {
             let (cost, operand) = walk(&select.operand, scopes);
             if select.test {
@@ -195,7 +253,7 @@ fn walk(e: &IdedExpr, scopes: &mut Vec<(String, Shape)>) -> (u64, Shape) {
     }
 }
 
-fn entries_cost(entries: &[cel::common::ast::IdedEntryExpr], scopes: &mut Vec<(String, Shape)>) -> u64 {
+fn entries_cost<'e>(entries: &'e [cel::common::ast::IdedEntryExpr], scopes: &mut Vec<(&'e str, Shape<'_>)>) -> u64 {
     entries.iter().fold(0u64, |cost, entry| match &entry.expr {
         EntryExpr::MapEntry(m) => cost.saturating_add(walk(&m.key, scopes).0).saturating_add(walk(&m.value, scopes).0),
         EntryExpr::StructField(f) => cost.saturating_add(walk(&f.value, scopes).0),
@@ -204,7 +262,7 @@ fn entries_cost(entries: &[cel::common::ast::IdedEntryExpr], scopes: &mut Vec<(S
 
 /// A comprehension (what `all`, `exists`, `exists_one`, `map` and `filter` expand to): its
 /// range, then its condition and step once per element.
-fn comprehension(c: &ComprehensionExpr, scopes: &mut Vec<(String, Shape)>) -> (u64, Shape) {
+fn comprehension<'e, 'v>(c: &'e ComprehensionExpr, scopes: &mut Vec<(&'e str, Shape<'v>)>) -> (u64, Shape<'v>) {
     let (range_cost, range) = walk(&c.iter_range, scopes);
     let n = range.size();
     let (init_cost, init) = walk(&c.accu_init, scopes);
@@ -213,10 +271,10 @@ fn comprehension(c: &ComprehensionExpr, scopes: &mut Vec<(String, Shape)>) -> (u
         other => other,
     };
     let depth = scopes.len();
-    scopes.push((c.accu_var.clone(), accumulated));
-    scopes.push((c.iter_var.clone(), range.element()));
+    scopes.push((&c.accu_var, accumulated));
+    scopes.push((&c.iter_var, range.element()));
     if let Some(second) = &c.iter_var2 {
-        scopes.push((second.clone(), range.indexed()));
+        scopes.push((second, range.indexed()));
     }
     let (cond, _) = walk(&c.loop_cond, scopes);
     let (step, _) = walk(&c.loop_step, scopes);
@@ -230,8 +288,10 @@ fn comprehension(c: &ComprehensionExpr, scopes: &mut Vec<(String, Shape)>) -> (u
 /// The larger of two shapes, where they differ; of two of different kinds, the one of more
 /// characters, items or members. `a`, when not shared, is widened in place (so that the items
 /// of a long list are joined in time proportional to their sizes).
-fn wider(a: Shape, b: Shape) -> Shape {
+fn wider<'v>(a: Shape<'v>, b: Shape<'v>) -> Shape<'v> {
     match (a, b) {
+        (Shape::Json(actual), b) => wider(actual.shape().clone(), b),
+        (a, Shape::Json(actual)) => wider(a, actual.shape().clone()),
         (Shape::Scalar, b) => b,
         (a, Shape::Scalar) => a,
         (Shape::String { max: x }, Shape::String { max: y }) => Shape::String { max: x.max(y) },
@@ -253,7 +313,7 @@ fn wider(a: Shape, b: Shape) -> Shape {
 }
 
 /// Each member widened by the other's of its name.
-fn wider_fields(mut a: Arc<BTreeMap<String, Shape>>, b: &BTreeMap<String, Shape>) -> Arc<BTreeMap<String, Shape>> {
+fn wider_fields<'v>(mut a: Arc<BTreeMap<String, Shape<'v>>>, b: &BTreeMap<String, Shape<'v>>) -> Arc<BTreeMap<String, Shape<'v>>> {
     let into = Arc::make_mut(&mut a);
     for (k, s) in b {
         match into.get_mut(k) {
@@ -266,7 +326,7 @@ fn wider_fields(mut a: Arc<BTreeMap<String, Shape>>, b: &BTreeMap<String, Shape>
     a
 }
 
-fn wider_arc(a: Arc<Shape>, b: &Arc<Shape>) -> Arc<Shape> {
+fn wider_arc<'v>(a: Arc<Shape<'v>>, b: &Arc<Shape<'v>>) -> Arc<Shape<'v>> {
     if Arc::ptr_eq(&a, b) {
         return a;
     }
@@ -274,7 +334,9 @@ fn wider_arc(a: Arc<Shape>, b: &Arc<Shape>) -> Arc<Shape> {
 }
 
 /// A call's own cost (its arguments' excluded) and the shape of what it returns.
-fn call_cost(function: &str, target: Option<&Shape>, args: &[Shape]) -> (u64, Shape) {
+fn call_cost<'v>(function: &str, target: Option<&Shape<'v>>, args: &[Shape<'v>]) -> (u64, Shape<'v>) {
+    let target = target.map(Shape::resolved);
+    let args: Vec<Shape<'v>> = args.iter().map(|a| a.resolved().clone()).collect();
     let first = target.or(args.first());
     let size = first.map_or(0, Shape::size);
     match function {

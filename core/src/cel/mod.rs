@@ -11,6 +11,7 @@
 mod check;
 pub mod cost;
 mod formats;
+pub mod json;
 mod library;
 mod limits;
 mod names;
@@ -96,7 +97,7 @@ impl Expression {
 
     /// Evaluates the expression with the variables of `layers` bound: a name bound in more
     /// than one is the first's.
-    pub fn evaluate_in(&self, layers: &[&Bindings]) -> Result<Value, String> {
+    pub fn evaluate_in(&self, layers: &[&Bindings<'_>]) -> Result<Value, String> {
         let resolver = Layered(layers);
         let mut context = cel::Context::with_env(Arc::clone(&ENVIRONMENT));
         context.set_variable_resolver(&resolver);
@@ -159,14 +160,15 @@ impl Expression {
 }
 
 /// Values bound to names, made once into what evaluations read, so that many evaluations
-/// share them (the object of a write, read by every admission policy's expressions).
+/// share them (the object of a write, read by every admission policy's expressions). `'v`:
+/// the JSON they borrow ([`Bindings::bind_json`]).
 #[derive(Debug, Default)]
-pub struct Bindings {
-    values: std::collections::BTreeMap<String, Box<dyn cel::common::value::Val>>,
+pub struct Bindings<'v> {
+    values: std::collections::BTreeMap<String, Box<dyn cel::common::value::Val + 'v>>,
 }
 
-impl Bindings {
-    pub fn new<'a>(values: impl IntoIterator<Item = (&'a str, Value)>) -> Bindings {
+impl<'v> Bindings<'v> {
+    pub fn new<'a>(values: impl IntoIterator<Item = (&'a str, Value)>) -> Bindings<'v> {
         let mut b = Bindings::default();
         for (name, value) in values {
             b.bind(name, value);
@@ -177,6 +179,11 @@ impl Bindings {
     /// Binds `name` to `value` (in place of what it was bound to).
     pub fn bind(&mut self, name: &str, value: Value) {
         self.values.insert(name.to_string(), interpreted(&value));
+    }
+
+    /// Binds `name` to `json` as [`to_value`] would convert it, read in place ([`json::val`]).
+    pub fn bind_json(&mut self, name: &str, json: &'v serde_json::Value) {
+        self.values.insert(name.to_string(), json::val(json));
     }
 }
 
@@ -200,9 +207,9 @@ fn interpreted(value: &Value) -> Box<dyn cel::common::value::Val> {
 }
 
 /// Bindings looked up in order.
-struct Layered<'a>(&'a [&'a Bindings]);
+struct Layered<'a, 'v>(&'a [&'a Bindings<'v>]);
 
-impl cel::context::VariableResolver for Layered<'_> {
+impl cel::context::VariableResolver for Layered<'_, '_> {
     fn resolve<'b>(&'b self, name: &str) -> Option<cel::common::value::CowVal<'b, 'b>> {
         self.0.iter().find_map(|b| b.values.get(name)).map(|v| cel::common::value::CowVal::Borrowed(v.as_ref()))
     }

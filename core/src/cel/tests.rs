@@ -128,3 +128,69 @@ fn an_actual_value_is_costed_at_its_own_sizes() {
     let mixed = Shape::of(&cel::Value::List(std::sync::Arc::new(vec![text(3), cel::Value::List(std::sync::Arc::new(vec![text(1); 7]))])));
     assert!(cost("self.all(x, string(x).contains('a'))", mixed) < 1_000);
 }
+
+/// Expressions over `o`, read in place ([`super::Bindings::bind_json`], [`Shape::of_json`])
+/// and converted first ([`super::to_value`], [`Shape::of`]): the same results, the same
+/// errors, the same estimated costs.
+#[test]
+fn json_read_in_place_is_what_the_converted_value_is() {
+    use super::{Bindings, to_value};
+    let json = serde_json::json!({
+        "metadata": {"name": "web", "labels": {"app": "web", "tier": "front"}, "annotations": {}},
+        "spec": {
+            "replicas": 3, "ratio": 0.5, "big": 18446744073709551615u64, "paused": false, "none": null,
+            "containers": [
+                {"name": "a", "image": "nginx:1.27", "ports": [{"containerPort": 80}, {"containerPort": 443}]},
+                {"name": "b", "image": "busybox:latest", "args": ["sleep", "10"]},
+            ],
+            "tags": ["x", "y", "z"], "numbers": [3, 1, 2], "empty": [],
+        },
+    });
+    let expressions = [
+        "o.metadata.name",
+        "o.metadata.labels",
+        "o.spec.containers",
+        "o.spec.containers.all(c, !c.image.endsWith(':latest'))",
+        "o.spec.containers.exists(c, c.name == 'b')",
+        "o.spec.containers.map(c, c.name)",
+        "o.spec.containers.filter(c, has(c.ports)).map(c, c.ports.map(p, p.containerPort))",
+        "o.spec.containers[1].args + ['more']",
+        "['first'] + o.spec.tags",
+        "o.spec.tags == ['x', 'y', 'z'] && ['x', 'y', 'z'] == o.spec.tags",
+        "o.metadata.labels == {'app': 'web', 'tier': 'front'} && {'tier': 'front', 'app': 'web'} == o.metadata.labels",
+        "o.metadata.labels == o.metadata.labels && o.spec.containers[0] != o.spec.containers[1]",
+        "o.metadata.annotations == {} && o.spec.empty == [] && size(o.spec.empty) == 0",
+        "'app' in o.metadata.labels && !('x' in o.metadata.labels) && 'y' in o.spec.tags && 2 in o.spec.numbers",
+        "size(o.spec.containers) + size(o.metadata.labels) + size(o.metadata.name)",
+        "o.metadata.labels['tier'] + o.spec.tags[2]",
+        "o.spec.numbers.isSorted() || o.spec.numbers.sum() == 6 && o.spec.numbers.max() == 3",
+        "o.spec.tags.join('-') + string(o.spec.numbers.indexOf(1))",
+        "sets.contains(o.spec.tags, ['z', 'x']) && sets.equivalent(o.spec.numbers, [1, 2, 3])",
+        "o.spec.replicas * 2 + int(o.spec.ratio * 10.0)",
+        "o.spec.big > 1.0 && o.spec.paused == false && o.spec.none == null",
+        "has(o.spec.replicas) && !has(o.spec.missing) && has(o.metadata.labels.app)",
+        "o.spec.?missing.orValue('default') + o.metadata.?name.orValue('')",
+        "o.metadata.labels.all(k, k.size() > 2) && o.metadata.labels.exists_one(k, k == 'app')",
+        "o.metadata.labels.map(k, k).size()",
+        "o.spec.containers.map(c, {'n': c.name, 'p': c.?ports.orValue([])})",
+        "o.spec.missing",
+        "o.spec.tags[5]",
+        "o.metadata.labels[1]",
+        "o.spec.containers[0].image.foo",
+        "type(o.spec) == map && type(o.spec.tags) == list",
+        "o.spec.tags.exists(t, t == o.metadata.labels.app)",
+        "o.spec.containers.all(c, c.all(k, k.size() < 10)) && o.metadata.labels.all(k, o.metadata.labels[k].matches('^[a-z]+$'))",
+        "o.spec.containers.map(c, c.?ports.orValue([]).size()).sum() + o.spec.tags.join(',').size()",
+        "o.spec.containers[0].name + o.metadata.labels[o.metadata.name] + (true ? o.spec.containers[1] : o.spec).name",
+    ];
+    let mut lazy = Bindings::default();
+    lazy.bind_json("o", &json);
+    let converted = Bindings::new([("o", to_value(&json))]);
+    for source in expressions {
+        let e = Expression::compile(source).unwrap_or_else(|e| panic!("{source}: {e}"));
+        let (read, made) = (e.evaluate_in(&[&lazy]), e.evaluate_in(&[&converted]));
+        assert_eq!(read, made, "{source}");
+        let (in_place, whole) = (estimate(&e, &[("o", Shape::of_json(&json))]), estimate(&e, &[("o", Shape::of(&to_value(&json)))]));
+        assert_eq!(in_place, whole, "{source}");
+    }
+}

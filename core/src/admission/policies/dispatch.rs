@@ -6,12 +6,14 @@
 //! still reaches the client); the first denial, in the order of the policies' names and then
 //! of their bindings', is the answer.
 
+use std::borrow::Cow;
+use std::cell::OnceCell;
 use std::sync::Arc;
 
 use serde_json::Value;
 
-use super::evaluate::{Decision, Inputs, evaluate, value_of};
-use super::{Binding, FailurePolicy, ParamResource, Policies, Uses};
+use super::evaluate::{Decision, Inputs, evaluate};
+use super::{Binding, FailurePolicy, Hook, ParamResource, Policies, Policy, Uses};
 use crate::admission::matching::{Invocation, matches, namespace_of, versioned};
 use crate::admission::webhooks::review;
 use crate::admission::{Attributes, Lookup};
@@ -102,10 +104,10 @@ fn params_of(at: &ParamResource, binding: &Binding, a: &Attributes, request_name
 
 /// The namespace a write is in as `namespaceObject` (`null` for a cluster-scoped write or a
 /// namespace's own), without its managed fields and owners; 404 when it does not exist.
-fn namespace_object(a: &Attributes, obj: Option<&Value>) -> Result<crate::cel::Value, ApiError> {
+fn namespace_object(a: &Attributes, obj: Option<&Value>) -> Result<Value, ApiError> {
     let namespace = namespace_of(a, obj);
     if namespace.is_empty() || (a.info.group.is_empty() && a.info.resource == "namespaces") {
-        return Ok(crate::cel::Value::Null);
+        return Ok(Value::Null);
     }
     match &a.found.namespace {
         Some((ns, Some(found))) if ns == namespace => {
@@ -114,7 +116,7 @@ fn namespace_object(a: &Attributes, obj: Option<&Value>) -> Result<crate::cel::V
                 m.remove("managedFields");
                 m.remove("ownerReferences");
             }
-            Ok(crate::cel::to_value(&found))
+            Ok(found)
         }
         // kube's policy matcher reads its lister, whose error names the resource `namespace`.
         _ => Err(ApiError::not_found(&crate::status::GroupResource::new("", "namespace"), namespace)),
@@ -141,55 +143,78 @@ pub fn validate(
     let mut deny = |e: ApiError| {
         denied.get_or_insert(e);
     };
-    let (mut namespace, mut exact) = (None, None);
+    let (namespace, seen_exact, exact) = (OnceCell::new(), OnceCell::new(), OnceCell::new());
     for hook in &policies.hooks {
         let policy = &hook.policy;
-        // A policy that cannot be applied: denied if it fails closed, whatever the bindings say.
-        let misconfigured = |binding: Option<&str>, why: String| {
-            let what = if binding.is_some() { "binding" } else { "policy" };
-            let message = match &policy.failure_policy {
-                FailurePolicy::Fail => format!("failed to configure {what}: {why}"),
-                FailurePolicy::Ignore => return None,
-                FailurePolicy::Unknown(p) => format!("unrecognized failure policy: '{p}'"),
-            };
-            Some(refusal(a, obj, &policy.name, binding, &Decision { message, reason: None }))
-        };
         let Some(constraints) = &policy.matching else {
-            misconfigured(None, "policy contained no match constraints, a required field".into()).map(&mut deny);
+            misconfigured(policy, a, obj, None, "policy contained no match constraints, a required field".into()).map(&mut deny);
             continue;
         };
         let invocation = match matches(constraints, a, obj, equivalents) {
             Ok(None) => continue,
             Ok(Some(i)) => i,
             Err(e) => {
-                misconfigured(None, e.message).map(&mut deny);
+                misconfigured(policy, a, obj, None, e.message).map(&mut deny);
                 continue;
             }
         };
         let at = match &hook.params {
-            Ok(at) => at,
+            Ok(at) => at.as_ref(),
             Err(why) => {
-                misconfigured(None, why.clone()).map(&mut deny);
+                misconfigured(policy, a, obj, None, why.clone()).map(&mut deny);
                 continue;
             }
         };
+        let mut write = Write { a, obj, equivalents, deny: &mut deny, warnings };
         // What every policy that sees the write as it is sent shares.
-        let built;
-        let inputs = match invocation {
-            Invocation::Exact if exact.is_some() => exact.as_ref().expect("made"),
-            Invocation::Exact => exact.insert(inputs(resource, invocation, a, obj, &mut namespace, policies.uses)?),
-            Invocation::Equivalent(_) => {
-                built = inputs(resource, invocation, a, obj, &mut namespace, policies.uses)?;
-                &built
+        let namespace = namespace.get_or_init(|| namespace_object(a, obj)).as_ref().map_err(ApiError::clone)?;
+        match invocation {
+            Invocation::Exact => {
+                let seen = seen_exact.get_or_init(|| Seen::of(resource, invocation, a, obj, policies.uses));
+                write.hook(hook, at, exact.get_or_init(|| seen.inputs(namespace, policies.uses)));
             }
-        };
+            Invocation::Equivalent(_) => {
+                let seen = Seen::of(resource, invocation, a, obj, policies.uses);
+                write.hook(hook, at, &seen.inputs(namespace, policies.uses));
+            }
+        }
+    }
+    denied.map_or(Ok(()), Err)
+}
+
+/// A policy that cannot be applied (`binding`: `None` for the policy itself): denied if it
+/// fails closed, whatever the bindings say.
+fn misconfigured(policy: &Policy, a: &Attributes, obj: Option<&Value>, binding: Option<&str>, why: String) -> Option<ApiError> {
+    let what = if binding.is_some() { "binding" } else { "policy" };
+    let message = match &policy.failure_policy {
+        FailurePolicy::Fail => format!("failed to configure {what}: {why}"),
+        FailurePolicy::Ignore => return None,
+        FailurePolicy::Unknown(p) => format!("unrecognized failure policy: '{p}'"),
+    };
+    Some(refusal(a, obj, &policy.name, binding, &Decision { message, reason: None }))
+}
+
+/// The write the policies are dispatched on, and where their answers go.
+struct Write<'x, 'd> {
+    a: &'x Attributes<'x>,
+    obj: Option<&'x Value>,
+    equivalents: &'x [Arc<Resource>],
+    deny: &'d mut dyn FnMut(ApiError),
+    warnings: &'d mut Vec<String>,
+}
+
+impl Write<'_, '_> {
+    /// The policy of `hook` with each of its bindings that covers the write, once per
+    /// parameter (`at`: the resource of the policy's `paramKind`).
+    fn hook(&mut self, hook: &Hook, at: Option<&ParamResource>, inputs: &Inputs<'_>) {
+        let (a, obj, policy) = (self.a, self.obj, &hook.policy);
         for binding in &hook.bindings {
             if let Some(m) = &binding.matching {
-                match matches(m, a, obj, equivalents) {
+                match matches(m, a, obj, self.equivalents) {
                     Ok(None) => continue,
                     Ok(Some(_)) => {}
                     Err(e) => {
-                        misconfigured(Some(&binding.name), e.message).map(&mut deny);
+                        misconfigured(policy, a, obj, Some(&binding.name), e.message).map(&mut *self.deny);
                         continue;
                     }
                 }
@@ -199,7 +224,7 @@ pub fn validate(
                 Some(at) => match params_of(at, binding, a, namespace_of(a, obj)) {
                     Ok(p) => p,
                     Err(why) => {
-                        misconfigured(Some(&binding.name), why).map(&mut deny);
+                        misconfigured(policy, a, obj, Some(&binding.name), why).map(&mut *self.deny);
                         continue;
                     }
                 },
@@ -212,43 +237,46 @@ pub fn validate(
                 let evaluated = evaluate(policy, inputs, param.as_ref());
                 for d in &evaluated.denials {
                     if binding.actions.deny {
-                        deny(refusal(a, obj, &policy.name, Some(&binding.name), d));
+                        (self.deny)(refusal(a, obj, &policy.name, Some(&binding.name), d));
                     }
                     if binding.actions.warn {
                         let warning =
                             format!("Validation failed for ValidatingAdmissionPolicy '{}' with binding '{}': {}", policy.name, binding.name, d.message);
-                        if !warnings.contains(&warning) {
-                            warnings.push(warning);
+                        if !self.warnings.contains(&warning) {
+                            self.warnings.push(warning);
                         }
                     }
                 }
                 for message in evaluated.audit_errors {
-                    deny(refusal(a, obj, &policy.name, Some(&binding.name), &Decision { message, reason: None }));
+                    (self.deny)(refusal(a, obj, &policy.name, Some(&binding.name), &Decision { message, reason: None }));
                 }
             }
         }
     }
-    denied.map_or(Ok(()), Err)
 }
 
-/// What a policy's expressions are given on the write, as `invocation` sees it (what none of
-/// them reads, `uses` says, as `null`); the namespace object is made once per write
-/// (`namespace`).
-fn inputs(
-    resource: &Resource,
-    invocation: Invocation,
-    a: &Attributes,
-    obj: Option<&Value>,
-    namespace: &mut Option<crate::cel::Value>,
-    uses: Uses,
-) -> Result<Inputs, ApiError> {
-    let (invoked, seen, old) = versioned(resource, invocation, a, obj);
-    let namespace_object = match namespace {
-        Some(ns) => ns.clone(),
-        None => namespace.insert(namespace_object(a, obj)?).clone(),
-    };
-    let made = |used: bool, v: Option<&Value>| if used { value_of(v) } else { crate::cel::Value::Null };
-    let request = if uses.request { crate::cel::to_value(&review::request(a, invoked, seen.as_ref())) } else { crate::cel::Value::Null };
-    let namespace_object = if uses.namespace { namespace_object } else { crate::cel::Value::Null };
-    Ok(Inputs::new(made(uses.object, seen.as_ref()), made(uses.old_object, old.as_ref()), request, namespace_object))
+/// What a policy's expressions read of the write as `invocation` sees it (what none of them
+/// reads, `uses` says, as `null`).
+struct Seen<'o> {
+    object: Option<Cow<'o, Value>>,
+    old_object: Option<Cow<'o, Value>>,
+    request: Option<Value>,
+}
+
+impl<'o> Seen<'o> {
+    fn of<'x: 'o>(resource: &Resource, invocation: Invocation<'x>, a: &Attributes<'x>, obj: Option<&'o Value>, uses: Uses) -> Seen<'o> {
+        let (invoked, object, old_object) = versioned(resource, invocation, a, obj);
+        let request = uses.request.then(|| review::request(a, invoked, object.as_deref()));
+        Seen { object: object.filter(|_| uses.object), old_object: old_object.filter(|_| uses.old_object), request }
+    }
+
+    /// The inputs of the expressions, with `namespace` as `namespaceObject`.
+    fn inputs<'w>(&'w self, namespace: &'w Value, uses: Uses) -> Inputs<'w> {
+        Inputs::new([
+            ("object", self.object.as_deref()),
+            ("oldObject", self.old_object.as_deref()),
+            ("request", self.request.as_ref()),
+            ("namespaceObject", Some(namespace).filter(|_| uses.namespace)),
+        ])
+    }
 }

@@ -22,18 +22,25 @@ const MAX_MESSAGE_BYTES: usize = 5 * 1024;
 pub const OUT_OF_BUDGET: &str = "validation failed due to running out of cost budget, no further validation rules will be run";
 
 /// What the expressions are given on one write (`object`, `oldObject`, `request`,
-/// `namespaceObject`), made once for every policy that sees the write alike, with their shapes.
-pub struct Inputs {
-    bindings: Bindings,
-    shapes: Vec<(&'static str, Shape)>,
+/// `namespaceObject`), read in place by every policy that sees the write alike, with their
+/// shapes.
+pub struct Inputs<'w> {
+    bindings: Bindings<'w>,
+    shapes: Vec<(&'static str, Shape<'w>)>,
 }
 
-impl Inputs {
-    /// `namespace`: `null` for a cluster-scoped write.
-    pub fn new(object: Value, old_object: Value, request: Value, namespace: Value) -> Inputs {
-        let values = [("object", object), ("oldObject", old_object), ("request", request), ("namespaceObject", namespace)];
-        let shapes = values.iter().map(|(n, v)| (*n, Shape::of(v))).collect();
-        Inputs { bindings: Bindings::new(values), shapes }
+impl<'w> Inputs<'w> {
+    /// Each of the four named, with its JSON (`None`: `null`).
+    pub fn new(values: [(&'static str, Option<&'w serde_json::Value>); 4]) -> Inputs<'w> {
+        let shapes = values.iter().map(|(n, v)| (*n, v.map_or(Shape::Scalar, Shape::of_json))).collect();
+        let mut bindings = Bindings::default();
+        for (name, v) in values {
+            match v {
+                Some(json) => bindings.bind_json(name, json),
+                None => bindings.bind(name, Value::Null),
+            }
+        }
+        Inputs { bindings, shapes }
     }
 }
 
@@ -71,21 +78,21 @@ enum Raw {
 
 /// The variables bound for one evaluation (its own, then the write's), and their shapes (for
 /// the cost).
-struct Activation<'p> {
+struct Activation<'p, 'w> {
     policy: &'p Policy,
-    inputs: &'p Inputs,
-    own: Bindings,
-    shapes: Vec<(&'static str, Shape)>,
+    inputs: &'p Inputs<'w>,
+    own: Bindings<'static>,
+    shapes: Vec<(&'static str, Shape<'w>)>,
     /// The variables that did not evaluate, by name, with kube's words for why (`fails to
     /// evaluate: ...`); they are left out of `variables`, so that only an expression that
     /// reads one fails for it.
     failed_variables: Vec<(&'p str, String)>,
 }
 
-impl<'p> Activation<'p> {
+impl<'p, 'w> Activation<'p, 'w> {
     /// `namespaceObject` is bound unless `conditions` (match conditions do not see it);
     /// `params` when the policy has `paramKind`; then each of `variables`, in order.
-    fn new(policy: &'p Policy, inputs: &'p Inputs, params: Option<&Value>, conditions: bool) -> Activation<'p> {
+    fn new(policy: &'p Policy, inputs: &'p Inputs<'w>, params: Option<&Value>, conditions: bool) -> Activation<'p, 'w> {
         let mut own = Vec::new();
         if conditions {
             own.push(("namespaceObject", Value::Null));
@@ -93,7 +100,7 @@ impl<'p> Activation<'p> {
         if policy.param_kind.is_some() {
             own.push(("params", params.cloned().unwrap_or(Value::Null)));
         }
-        let mut shapes: Vec<(&'static str, Shape)> = own.iter().map(|(n, v)| (*n, Shape::of(v))).collect();
+        let mut shapes: Vec<(&'static str, Shape<'w>)> = own.iter().map(|(n, v)| (*n, Shape::of(v))).collect();
         shapes.extend(inputs.shapes.iter().cloned());
         let mut a = Activation { policy, inputs, own: Bindings::new(own), shapes, failed_variables: Vec::new() };
         a.bind_variables();
@@ -165,7 +172,7 @@ fn fails_closed(policy: &Policy) -> bool {
 /// The match conditions (kube's `matchconditions.Matcher`): `Ok(false)` when one is false (the
 /// policy is skipped), the errors of the others when none is (a denial if the policy fails
 /// closed, else skipped too).
-fn conditions(policy: &Policy, inputs: &Inputs, params: Option<&Value>) -> Result<bool, String> {
+fn conditions(policy: &Policy, inputs: &Inputs<'_>, params: Option<&Value>) -> Result<bool, String> {
     if policy.conditions.is_empty() {
         return Ok(true);
     }
@@ -191,7 +198,7 @@ fn conditions(policy: &Policy, inputs: &Inputs, params: Option<&Value>) -> Resul
 }
 
 /// The policy on one write with one parameter (`params`: `None` for a binding without one).
-pub fn evaluate(policy: &Policy, inputs: &Inputs, params: Option<&Value>) -> Evaluated {
+pub fn evaluate(policy: &Policy, inputs: &Inputs<'_>, params: Option<&Value>) -> Evaluated {
     let mut out = Evaluated::default();
     let closed = fails_closed(policy);
     let fail = |out: &mut Evaluated, message: String| {
@@ -260,9 +267,4 @@ pub fn evaluate(policy: &Policy, inputs: &Inputs, params: Option<&Value>) -> Eva
         }
     }
     out
-}
-
-/// A JSON object as the CEL value it is given as.
-pub fn value_of(v: Option<&serde_json::Value>) -> Value {
-    v.map_or(Value::Null, crate::cel::to_value)
 }

@@ -192,15 +192,15 @@ impl Webhooks<'_> {
         for hook in &self.hooks.mutating {
             let Some(invocation) = matches(&hook.matching, a, obj.as_deref(), self.equivalents)? else { continue };
             let (invoked, seen, old) = versioned(self.resource, invocation, a, obj.as_deref());
-            let request = review::request(a, invoked, seen.as_ref());
-            if !conditions_hold(hook, a, (seen.as_ref(), old.as_ref()), &request)? {
+            let request = review::request(a, invoked, seen.as_deref());
+            if !conditions_hold(hook, a, (seen.as_deref(), old.as_deref()), &request)? {
                 continue;
             }
             if reinvocation.second_round && !reinvocation.again.contains(&hook.uid) {
                 continue;
             }
             let phase = if reinvocation.second_round { "mutating/1" } else { "mutating/0" };
-            let changed = match self.ask(hook, phase, a, (seen.as_ref(), old.as_ref()), &request)? {
+            let changed = match self.ask(hook, phase, a, (seen.as_deref(), old.as_deref()), &request)? {
                 Asked::Pending(call) => return Err(Halt::Ask(vec![call])),
                 Asked::Failed(_) if hook.ignore_failures => false,
                 Asked::Failed(why) => return Err(ApiError::internal(why).into()),
@@ -209,13 +209,13 @@ impl Webhooks<'_> {
                     if !r.allowed {
                         return Err(review::denied(hook, r.status.as_ref()).into());
                     }
-                    match patched(hook, &r, seen.as_ref()) {
+                    match patched(hook, &r, seen.as_deref()) {
                         Err(PatchError::Call(_)) if hook.ignore_failures => false,
                         Err(PatchError::Call(why)) => return Err(ApiError::internal(why).into()),
                         Err(PatchError::Refused(e)) => return Err(e.into()),
                         Ok(None) => false,
                         Ok(Some(new)) => {
-                            let changed = Some(&new) != seen.as_ref();
+                            let changed = Some(&new) != seen.as_deref();
                             self.patch_into(invocation, a, new, obj.as_deref_mut().expect("a patch is applied to an object"))?;
                             changed
                         }
@@ -245,9 +245,9 @@ impl Webhooks<'_> {
         for hook in &self.hooks.validating {
             let Some(invocation) = matches(&hook.matching, a, obj, self.equivalents)? else { continue };
             let (invoked, seen, old) = versioned(self.resource, invocation, a, obj);
-            let request = review::request(a, invoked, seen.as_ref());
-            if conditions_hold(hook, a, (seen.as_ref(), old.as_ref()), &request)? {
-                asked.push((hook, self.ask(hook, VALIDATING, a, (seen.as_ref(), old.as_ref()), &request)));
+            let request = review::request(a, invoked, seen.as_deref());
+            if conditions_hold(hook, a, (seen.as_deref(), old.as_deref()), &request)? {
+                asked.push((hook, self.ask(hook, VALIDATING, a, (seen.as_deref(), old.as_deref()), &request)));
             }
         }
         let pending: Vec<AdmissionCall> = asked.iter().filter_map(|(_, a)| if let Ok(Asked::Pending(c)) = a { Some(c.clone()) } else { None }).collect();
