@@ -6,12 +6,12 @@
 //! becomes a [`Lazy`] node that holds a reference to its JSON and builds the interpreter's
 //! list or map of it, one level deep, the first time it is read; its members are nodes in
 //! turn. Copying a node (what a comprehension does with each item it binds) copies the
-//! reference. Every operation is the built list's or map's own, so a node behaves exactly as
+//! reference, and shares what is built of it. Every operation is the built list's or map's own, so a node behaves exactly as
 //! the value cel-rust would have made of the whole tree: equality, `in`, `size`, indexing,
 //! iteration, conversion, and the library functions that take a list or map.
 
 use std::collections::HashMap;
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 
 use cel::common::traits::{Adder, Comparer, Container, Divider, Indexer, Iterable, Modder, Multiplier, Negator, Sizer, Subtractor, Zeroer};
 use cel::common::types::{CelBool, CelDouble, CelInt, CelList, CelMap, CelMapKey, CelNull, CelString, Type};
@@ -53,16 +53,16 @@ impl<'v> FromJson<'v> for CelMap<'v> {
     }
 }
 
-/// A JSON list or map, built into `T` when first read.
+/// A JSON list or map, built into `T` when first read; its copies share what is built.
 #[derive(Debug)]
 struct Lazy<'v, T> {
     json: &'v Value,
-    built: OnceLock<T>,
+    built: Arc<OnceLock<T>>,
 }
 
 impl<'v, T: FromJson<'v>> Lazy<'v, T> {
     fn new(json: &'v Value) -> Self {
-        Lazy { json, built: OnceLock::new() }
+        Lazy { json, built: Arc::default() }
     }
 
     fn built(&self) -> &T {
@@ -71,7 +71,7 @@ impl<'v, T: FromJson<'v>> Lazy<'v, T> {
 
     fn into_built(self) -> T {
         let Lazy { json, built } = self;
-        built.into_inner().unwrap_or_else(|| T::from_json(json))
+        Arc::into_inner(built).and_then(OnceLock::into_inner).unwrap_or_else(|| T::from_json(json))
     }
 }
 
@@ -122,12 +122,12 @@ impl<'v, T: FromJson<'v>> Val for Lazy<'v, T> {
         self.built().equals(other)
     }
 
-    /// The copy reads the same JSON (and builds its own level when read).
+    /// The copy reads the same JSON, and shares what is built of it.
     fn clone_as_boxed<'w>(&self) -> Box<dyn Val + 'w>
     where
         Self: 'w,
     {
-        Box::new(Lazy::<T>::new(self.json))
+        Box::new(Lazy { json: self.json, built: Arc::clone(&self.built) })
     }
 
     /// The built list or map: what a function taking one, equality with one, and the
