@@ -133,7 +133,7 @@ fn create_admitted(c: &mut Criterion) {
         p["metadata"]["name"] = json!(name);
         p
     };
-    let runs: [(&str, kapi_sim::World, &dyn Fn(&str) -> Value); 3] = [
+    let runs: [(&str, kapi_sim::World, &Body); 3] = [
         ("create/pod_admission_off", off(), &plain),
         ("create/pod_admission_off_as_admitted", off(), &as_admitted),
         ("create/pod_with_10_policies", policies, &plain),
@@ -149,6 +149,9 @@ fn create_admitted(c: &mut Criterion) {
         });
     }
 }
+
+/// What a benchmark creates, by name.
+type Body = dyn Fn(&str) -> Value;
 
 /// The pod kapi-bench writes as `world`'s admission leaves it, to be created again: what it
 /// was given and what admission added, without what the server sets when it stores one.
