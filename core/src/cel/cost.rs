@@ -266,9 +266,11 @@ fn comprehension<'e, 'v>(c: &'e ComprehensionExpr, scopes: &mut Vec<(&'e str, Sh
     let (range_cost, range) = walk(&c.iter_range, scopes);
     let n = range.size();
     let (init_cost, init) = walk(&c.accu_init, scopes);
-    let accumulated = match init {
-        Shape::List { .. } => Shape::List { max: n, items: Arc::new(Shape::Unknown) },
-        other => other,
+    // `map` and `filter` start from an empty list and grow it by an item a step; any other
+    // accumulator (what `optMap` binds its target to) is what it was made of.
+    let accumulated = match (&c.accu_init.expr, init) {
+        (Expr::List(l), Shape::List { .. }) if l.elements.is_empty() => Shape::List { max: n, items: Arc::new(Shape::Unknown) },
+        (_, other) => other,
     };
     let depth = scopes.len();
     scopes.push((&c.accu_var, accumulated));

@@ -99,6 +99,8 @@ fn costs_grow_with_the_sizes_that_bound_them() {
     assert!(cost("self.all(x, x in dyn(self))", small.clone()) > RULE_LIMIT);
     assert!(cost("string(self).findAll('')", Shape::String { max: MAX_REQUEST_BYTES }) > 100_000);
     assert!(cost("self.all(x, duration(string(x)) > duration('1s'))", small) < 10_000, "conversions cost one, as cel-go's");
+    let held = Shape::Object { fields: std::sync::Arc::new(BTreeMap::from([("x".to_string(), list(1000, Shape::Scalar))])) };
+    assert!(cost("self.?x.optMap(xs, xs.map(a, xs.map(b, a + b))).orValue([]).size() > 0", held) > 1_000_000, "what optMap binds is its target");
 }
 
 #[test]
@@ -144,6 +146,7 @@ fn json_read_in_place_is_what_the_converted_value_is() {
                 {"name": "b", "image": "busybox:latest", "args": ["sleep", "10"]},
             ],
             "tags": ["x", "y", "z"], "numbers": [3, 1, 2], "empty": [],
+            "mixed": [{"a": "xx"}, {"a": "yyyy", "b": [1, 2]}, "str", [1, 2, 3], null],
         },
     });
     let expressions = [
@@ -182,15 +185,45 @@ fn json_read_in_place_is_what_the_converted_value_is() {
         "o.spec.containers.all(c, c.all(k, k.size() < 10)) && o.metadata.labels.all(k, o.metadata.labels[k].matches('^[a-z]+$'))",
         "o.spec.containers.map(c, c.?ports.orValue([]).size()).sum() + o.spec.tags.join(',').size()",
         "o.spec.containers[0].name + o.metadata.labels[o.metadata.name] + (true ? o.spec.containers[1] : o.spec).name",
+        "o.?spec.value().containers[0].name + o.spec.?containers.value()[1].args[0]",
+        "o.spec.containers.map(c, c)[0].ports[1].containerPort + {'s': o.spec}.s.numbers[2]",
+        "optional.of(o.metadata).value().labels.app + o.spec.?containers.orValue([])[0].name + [o.spec][0].tags[0]",
+        "{o.metadata.name: o.spec}[o.metadata.name].replicas",
+        "{o.spec.tags: 1}",
+        "o.spec.tags[1u] + o.spec.tags[1.0]",
+        "o.spec.tags[1.5]",
+        "o.spec.tags[-1]",
+        "o.spec.tags['a']",
+        "o.metadata.labels[true]",
+        "1 in o.metadata.labels",
+        "o.spec.tags in o.metadata.labels",
+        "o.spec < o.spec",
+        "-o.spec.tags",
+        "o.spec.tags + o.spec.ratio",
+        "dyn(o.spec) == o.spec && o == o && o.spec.containers == o.spec.containers.map(c, c)",
+        "o.spec.containers[0] in o.spec.containers && optional.of(o.spec) == optional.of(o.spec)",
+        "optional.ofNonZeroValue(o.spec.empty).hasValue() || optional.ofNonZeroValue(o.metadata.annotations).hasValue()",
+        "'%s'.format([o.spec.containers[1].args])",
+        "o.?spec.?tags[?0].orValue('') + o.spec[?'tags'][?9].orValue('none')",
+        "o.spec.containers.exists(c, c.ports[5].containerPort == 1)",
+        "o.spec.?tags.optMap(t, t.join(',')).orValue('')",
+        "o.spec.?containers.optMap(cs, cs.map(c, cs.map(d, d.name + c.name))).orValue([])",
+        "[o.spec, o.metadata].map(x, string(x)).size()",
+        "(o.spec.containers + o.spec.containers).size()",
+        "o[o.metadata.name]",
+        "o.spec.mixed.map(m, string(m)).size()",
+        "o.spec.mixed[1].b.sum() + size(o.spec.mixed[3])",
     ];
     let mut lazy = Bindings::default();
     lazy.bind_json("o", &json);
     let converted = Bindings::new([("o", to_value(&json))]);
+    // One shape read by every estimate, as one write's is by its policies' expressions.
+    let in_place_shape = Shape::of_json(&json);
     for source in expressions {
         let e = Expression::compile(source).unwrap_or_else(|e| panic!("{source}: {e}"));
         let (read, made) = (e.evaluate_in(&[&lazy]), e.evaluate_in(&[&converted]));
         assert_eq!(read, made, "{source}");
-        let (in_place, whole) = (estimate(&e, &[("o", Shape::of_json(&json))]), estimate(&e, &[("o", Shape::of(&to_value(&json)))]));
+        let (in_place, whole) = (estimate(&e, &[("o", in_place_shape.clone())]), estimate(&e, &[("o", Shape::of(&to_value(&json)))]));
         assert_eq!(in_place, whole, "{source}");
     }
 }

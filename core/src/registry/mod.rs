@@ -302,8 +302,9 @@ impl WriteOp {
             return;
         };
         // The object moves on to become the result: nothing reads a create's kind again,
-        // unless a mutating admission webhook is asked and the create starts again.
-        let obj = if self.ctx.webhooks.is_empty() { std::mem::take(obj) } else { obj.clone() };
+        // unless a mutating admission webhook is asked and the create starts again (a
+        // validating one's answer goes on from the validation, with the object it kept).
+        let obj = if self.ctx.webhooks.mutating.is_empty() { std::mem::take(obj) } else { obj.clone() };
         let rng = self.rng.clone();
         match self.prepare_unvalidated(obj, false) {
             Ok(obj) => self.validate_new(obj, false),
