@@ -11,8 +11,8 @@
 //! Connections are pooled per TLS identity (the name the server is verified under, the CA bundle
 //! that verifies it, whether it is verified at all, the client certificate, whether HTTP/2 may be
 //! offered), so a connection is never reused for a call that would not have accepted it; within
-//! an identity, per address. A change of configuration makes a new identity; the pools of old
-//! ones are dropped when there get to be [`MAX_IDENTITIES`].
+//! an identity, per address. A change of configuration makes a new identity; past
+//! [`MAX_IDENTITIES`], the pool used least recently is dropped for a new one.
 
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -43,19 +43,47 @@ const MAX_IDLE_PER_HOST: usize = 25;
 const IDLE_TIMEOUT: Duration = Duration::from_secs(90);
 const PING_AFTER: Duration = Duration::from_secs(30);
 const PING_TIMEOUT: Duration = Duration::from_secs(15);
-/// Identities whose pools are kept before all are dropped and made again as calls need them.
+/// Identities whose pools are kept; past them the one used least recently is dropped.
 const MAX_IDENTITIES: usize = 256;
 
 /// The pools of outbound connections, one per TLS identity.
 pub struct Connections {
     /// The system's CAs, which verify a server named without a CA bundle.
     system_roots: Arc<RootCertStore>,
-    pools: Mutex<BTreeMap<Identity, Pool>>,
+    pools: Mutex<Pools>,
     /// Idle connections kept to a host (none: a connection per request).
     max_idle_per_host: usize,
 }
 
 type Pool = Client<Connector, Full<Bytes>>;
+
+/// The pools by identity, each with the turn it was last used in.
+#[derive(Default)]
+struct Pools {
+    by_identity: BTreeMap<Identity, (Pool, u64)>,
+    turn: u64,
+}
+
+impl Pools {
+    /// The pool of `identity`, marked used now.
+    fn used(&mut self, identity: &Identity) -> Option<Pool> {
+        self.turn += 1;
+        let (pool, last) = self.by_identity.get_mut(identity)?;
+        *last = self.turn;
+        Some(pool.clone())
+    }
+
+    /// Keeps `pool` for `identity`, dropping the pool used least recently if there are
+    /// [`MAX_IDENTITIES`] already.
+    fn keep(&mut self, identity: Identity, pool: Pool) {
+        if self.by_identity.len() >= MAX_IDENTITIES
+            && let Some(oldest) = self.by_identity.iter().min_by_key(|(_, (_, last))| *last).map(|(i, _)| i.clone())
+        {
+            self.by_identity.remove(&oldest);
+        }
+        self.by_identity.insert(identity, (pool, self.turn));
+    }
+}
 
 /// What a connection was made for: a call may reuse it only if it would have made it alike.
 #[derive(Clone, PartialEq, Eq, PartialOrd, Ord)]
@@ -73,7 +101,7 @@ pub type ClientCertificate<'a> = (&'a [CertificateDer<'static>], &'a PrivateKeyD
 
 impl Default for Connections {
     fn default() -> Self {
-        Connections { system_roots: system_roots(), pools: Mutex::new(BTreeMap::new()), max_idle_per_host: MAX_IDLE_PER_HOST }
+        Connections { system_roots: system_roots(), pools: Mutex::default(), max_idle_per_host: MAX_IDLE_PER_HOST }
     }
 }
 
@@ -109,8 +137,8 @@ impl Connections {
             http1_only,
         };
         let mut pools = self.pools.lock().expect("the pools' lock is not poisoned");
-        if let Some(pool) = pools.get(&identity) {
-            return Ok(pool.clone());
+        if let Some(pool) = pools.used(&identity) {
+            return Ok(pool);
         }
         let mut config = tls(target, &self.system_roots, client)?;
         if http1_only {
@@ -127,10 +155,7 @@ impl Connections {
             .pool_timer(TokioTimer::new())
             .timer(TokioTimer::new())
             .build(connector);
-        if pools.len() >= MAX_IDENTITIES {
-            pools.clear();
-        }
-        pools.insert(identity, pool.clone());
+        pools.keep(identity, pool.clone());
         Ok(pool)
     }
 }
@@ -367,6 +392,33 @@ mod tests {
         let (_, stranger, _) = server(&[b"h2"]).await;
         let err = get(&connections, &target(port, &stranger), false).await.unwrap_err();
         assert!(err.starts_with("tls: invalid peer certificate"), "{err}");
+    }
+
+    #[tokio::test]
+    async fn past_the_most_identities_the_pool_used_least_recently_is_dropped() {
+        let (port, ca, accepted) = server(&[b"h2", b"http/1.1"]).await;
+        let connections = Connections::default();
+        get(&connections, &target(port, &ca), false).await.unwrap();
+        // As many other identities (bundles), the first called again between each.
+        for i in 0..MAX_IDENTITIES {
+            let mut other = target(port, &ca);
+            other.ca_bundle = Some(format!("{ca}{}", "\n".repeat(i + 1)));
+            connections.pool(&other, None, false).unwrap();
+            get(&connections, &target(port, &ca), false).await.unwrap();
+        }
+        let pools = connections.pools.lock().unwrap();
+        assert_eq!(pools.by_identity.len(), MAX_IDENTITIES);
+        let first = Identity {
+            server_name: "127.0.0.1".into(),
+            ca_bundle: Some(ca.clone()),
+            insecure_skip_tls_verify: false,
+            client_certificate: None,
+            http1_only: false,
+        };
+        assert!(pools.by_identity.contains_key(&first), "the busy pool is kept");
+        let oldest = Identity { ca_bundle: Some(format!("{ca}\n")), ..first };
+        assert!(!pools.by_identity.contains_key(&oldest), "the pool used least recently is dropped");
+        assert_eq!(accepted.load(Ordering::SeqCst), 1, "every call of the first identity shared its connection");
     }
 
     #[tokio::test]
