@@ -32,8 +32,9 @@ use crate::resources::scheduling::{SYSTEM_CLASSES, system_class};
 use crate::status::ApiError;
 use crate::storage::{Outcome, StorageEffect, StorageEvent, StorageOp, StorageRequest};
 
-/// The field manager kube-apiserver writes these objects as.
-const MANAGER: &str = "kube-apiserver";
+/// The field manager kube-apiserver writes these objects as (and what else it writes itself,
+/// through its loopback client).
+pub(crate) const MANAGER: &str = "kube-apiserver";
 
 #[derive(Debug)]
 pub enum BootstrapEffect {

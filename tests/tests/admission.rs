@@ -249,6 +249,15 @@ fn a_resource_quota_is_charged_atomically_and_given_back_by_its_controller() {
     };
     k.kubectl_in(&["create", "-n", "q", "-f", "-"], &pod("a", "500m"));
     assert_eq!((used("pods"), used("requests.cpu")), ("1".into(), "500m".into()), "admission charges the create");
+    let quota = k.json(&["get", "quota", "compute", "-n", "q", "-o", "json", "--show-managed-fields"]);
+    let entries = quota["metadata"]["managedFields"].as_array().cloned().unwrap_or_default();
+    let charged = entries.iter().find(|e| e["manager"] == "kube-apiserver").unwrap_or_else(|| panic!("{entries:?}"));
+    assert_eq!((&charged["operation"], &charged["subresource"]), (&serde_json::json!("Update"), &serde_json::json!("status")), "{charged}");
+    assert_eq!(
+        charged["fieldsV1"],
+        serde_json::json!({"f:status": {"f:used": {"f:pods": {}, "f:requests.cpu": {}}}}),
+        "admission's status write owns what it changed"
+    );
     let out = k.kubectl_with_input(&["create", "-n", "q", "-f", "-"], &pod("b", "600m"));
     assert!(
         String::from_utf8_lossy(&out.stderr)

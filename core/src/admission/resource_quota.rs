@@ -213,6 +213,9 @@ impl Plugin for ResourceQuota {
                 if let Some(status) = charged.get_mut("status").and_then(Value::as_object_mut) {
                     status.insert("used".into(), quota::write(&new_used));
                 }
+                // kube's plugin writes the quota's status through its loopback client, which
+                // its managed fields name.
+                crate::ssa::record_update(Some(q), &mut charged, crate::ssa::Typing::BuiltIn, crate::bootstrap::MANAGER, Some("status"), now);
                 charges.push(Charge { quota: charged });
             }
         }
