@@ -8,9 +8,9 @@
 
 use cel::common::ast::{CallExpr, ComprehensionExpr, EntryExpr, Expr, IdedExpr, LiteralValue};
 
-use super::Expression;
 use super::signatures::result_of;
 use super::types::Type;
+use super::{Expression, mutation};
 
 /// CEL's reserved words that kube (since v1.31) also takes as field names unescaped.
 const KEYWORD_FIELDS: [&str; 17] =
@@ -53,7 +53,8 @@ pub struct Checked {
 
 /// The check of `expr` with `variables` of the given types.
 pub fn check(expr: &Expression, variables: &[(&str, Type)]) -> Checked {
-    let mut checker = Checker { scopes: variables.iter().map(|(n, t)| (n.to_string(), t.clone())).collect(), found: Vec::new() };
+    let scopes = variables.iter().map(|(n, t)| (n.to_string(), t.clone())).collect();
+    let mut checker = Checker { scopes, found: Vec::new(), mutation: expr.is_mutation() };
     let output = checker.infer(expr.root());
     Checked { errors: checker.found.into_iter().map(|(id, message)| report(expr, id, &message)).collect(), output }
 }
@@ -75,6 +76,9 @@ struct Checker {
     scopes: Vec<(String, Type)>,
     /// The errors, by the node they are at.
     found: Vec<(u64, String)>,
+    /// A mutation's expression: the object types, `JSONPatch` and `jsonpatch.escapeKey` are
+    /// declared ([`super::mutation`]).
+    mutation: bool,
 }
 
 impl Checker {
@@ -118,16 +122,33 @@ impl Checker {
                 }
                 Type::map(common(keys), common(values))
             }
-            Expr::Struct(s) => {
-                for entry in &s.entries {
-                    if let EntryExpr::StructField(f) = &entry.expr {
-                        self.infer(&f.value);
-                    }
-                }
-                Type::Dyn
-            }
+            Expr::Struct(s) => self.create_struct(e.id, &s.type_name, &s.entries),
             Expr::Unspecified => Type::Dyn,
         }
+    }
+
+    /// The type of a struct literal of `name` at node `id`: a mutation's object types take
+    /// any field, a `JSONPatch` its four; no other struct type is declared.
+    fn create_struct(&mut self, id: u64, name: &str, entries: &[cel::common::ast::IdedEntryExpr]) -> Type {
+        let declared = self.mutation && (mutation::is_object_type(name) || name == mutation::JSON_PATCH);
+        if !declared {
+            self.found.push((id, format!("undeclared reference to '{name}' (in container '')")));
+        }
+        for entry in entries {
+            let EntryExpr::StructField(f) = &entry.expr else { continue };
+            let given = self.infer(&f.value);
+            if !declared || name != mutation::JSON_PATCH {
+                continue;
+            }
+            match mutation::JSON_PATCH_FIELDS.iter().find(|(n, _)| *n == f.field) {
+                None => self.found.push((entry.id, format!("undefined field '{}'", f.field))),
+                Some((_, true)) if !matches!(given, Type::String | Type::Dyn) => {
+                    self.found.push((entry.id, format!("expected type of field '{}' is 'string' but provided type is '{}'", f.field, given.name())))
+                }
+                Some(_) => {}
+            }
+        }
+        if declared { Type::Struct(name.into()) } else { Type::Dyn }
     }
 
     /// The type of the field `field` of a value of type `operand`, selected at node `id`.
@@ -142,6 +163,15 @@ impl Checker {
                 }
             },
             Type::Map(_, value) => (**value).clone(),
+            Type::Struct(name) if **name == *mutation::JSON_PATCH => match mutation::JSON_PATCH_FIELDS.iter().find(|(n, _)| *n == field) {
+                Some((_, true)) => Type::String,
+                Some((_, false)) => Type::Dyn,
+                None => {
+                    self.found.push((id, format!("undefined field '{field}'")));
+                    Type::Dyn
+                }
+            },
+            Type::Struct(_) => Type::Dyn,
             // cel-go selects through an optional and keeps the result optional.
             Type::Optional(inner) => Type::optional(self.select(id, inner, field)),
             Type::Dyn | Type::Null | Type::Opaque(_) | Type::Param(_) => Type::Dyn,
@@ -161,6 +191,12 @@ impl Checker {
         {
             for a in &call.args {
                 self.infer(a);
+            }
+            if name == "jsonpatch" && call.func_name == "escapeKey" {
+                if self.mutation {
+                    return Type::String;
+                }
+                self.found.push((id, "undeclared reference to 'jsonpatch.escapeKey' (in container '')".to_string()));
             }
             return Type::Dyn;
         }

@@ -14,6 +14,7 @@ mod formats;
 pub mod json;
 mod library;
 mod limits;
+pub mod mutation;
 mod names;
 mod network;
 mod quantity;
@@ -35,22 +36,34 @@ const MAX_CODE_POINTS: usize = 100_000;
 /// with more stack per level).
 pub const MAX_NESTING: usize = 100;
 
-/// The environment every expression is compiled and run in.
-static ENVIRONMENT: LazyLock<Arc<cel::Env>> = LazyLock::new(|| {
+/// The environment every expression is compiled and run in (but a mutation's, see
+/// [`Expression::compile_mutation`]).
+static ENVIRONMENT: LazyLock<Arc<cel::Env>> = LazyLock::new(|| Arc::new(environment()));
+
+/// cel-rust's standard library with kube's libraries.
+fn environment() -> cel::Env {
     let mut env = cel::Env::stdlib();
     cel::extensions::strings(&mut env).expect("the strings extension declares new overloads");
     library::extension(&mut env).expect("kube's list, regex and set libraries declare new overloads");
     quantity::extension(&mut env).expect("kube's quantity library declares new overloads");
     network::extension(&mut env).expect("kube's IP, CIDR and URL libraries declare new overloads");
     formats::extension(&mut env).expect("kube's format library declares new overloads");
-    Arc::new(env)
-});
+    env
+}
 
 /// A compiled expression.
-#[derive(Debug)]
 pub struct Expression {
     source: String,
     program: cel::Program,
+    /// A mutation's own environment: the shared one with the types its struct literals build
+    /// and `jsonpatch.escapeKey` ([`mutation`]).
+    mutation: Option<Arc<cel::Env>>,
+}
+
+impl std::fmt::Debug for Expression {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Expression").field("source", &self.source).field("mutation", &self.mutation.is_some()).finish()
+    }
 }
 
 impl PartialEq for Expression {
@@ -74,7 +87,29 @@ impl Expression {
             return Err(format!("ERROR: <input>:-1:0: expression recursion limit exceeded: {MAX_NESTING}"));
         }
         let program = ENVIRONMENT.compile(source).map_err(|e| e.to_string())?;
-        Ok(Expression { source: source.to_string(), program })
+        Ok(Expression { source: source.to_string(), program, mutation: None })
+    }
+
+    /// Compiles `source` as a mutation of a MutatingAdmissionPolicy: it may build the objects
+    /// of an ApplyConfiguration and the operations of a JSON patch, and escape a JSON pointer's
+    /// keys.
+    pub fn compile_mutation(source: &str) -> Result<Expression, String> {
+        let mut e = Expression::compile(source)?;
+        let mut names = std::collections::BTreeSet::new();
+        mutation::struct_names(e.root(), &mut names);
+        let mut env = environment();
+        mutation::extend(&mut env, &names).map_err(|e| e.to_string())?;
+        e.mutation = Some(Arc::new(env));
+        Ok(e)
+    }
+
+    /// Whether the expression is a mutation's ([`Expression::compile_mutation`]).
+    pub fn is_mutation(&self) -> bool {
+        self.mutation.is_some()
+    }
+
+    fn context<'p, 'v>(&self) -> cel::Context<'p, 'v> {
+        cel::Context::with_env(Arc::clone(self.mutation.as_ref().unwrap_or(&ENVIRONMENT)))
     }
 
     pub fn source(&self) -> &str {
@@ -88,7 +123,7 @@ impl Expression {
 
     /// Evaluates the expression with `variables` bound.
     pub fn evaluate(&self, variables: Vec<(&str, Value)>) -> Result<Value, String> {
-        let mut context = cel::Context::with_env(Arc::clone(&ENVIRONMENT));
+        let mut context = self.context();
         for (name, value) in variables {
             context.add_variable_from_value(name, value);
         }
@@ -99,7 +134,7 @@ impl Expression {
     /// than one is the first's.
     pub fn evaluate_in(&self, layers: &[&Bindings<'_>]) -> Result<Value, String> {
         let resolver = Layered(layers);
-        let mut context = cel::Context::with_env(Arc::clone(&ENVIRONMENT));
+        let mut context = self.context();
         context.set_variable_resolver(&resolver);
         self.program.execute(&context).map_err(|e| go_style(&e.to_string()))
     }

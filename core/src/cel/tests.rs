@@ -227,3 +227,47 @@ fn json_read_in_place_is_what_the_converted_value_is() {
         assert_eq!(in_place, whole, "{source}");
     }
 }
+
+#[test]
+fn a_mutation_builds_objects_and_json_patches() {
+    use super::mutation::{struct_paths, to_json};
+    use serde_json::json;
+    let run = |source: &str| Expression::compile_mutation(source).unwrap().evaluate(vec![("object", super::to_value(&json!({"spec": {"a": 1}})))]);
+    let applied = run("Object{spec: Object.spec{replicas: object.spec.a + 1, ?paused: optional.none(), ?x: optional.of('y')}}").unwrap();
+    assert_eq!(to_json(&applied), Ok(json!({"spec": {"replicas": 2, "x": "y"}})));
+    let mut paths = Vec::new();
+    struct_paths(&applied, "", &mut paths);
+    assert_eq!(paths, [("Object".to_string(), String::new()), ("Object.spec".to_string(), ".spec".to_string())]);
+    let patch = run("[JSONPatch{op: 'add', path: '/metadata/labels/' + jsonpatch.escapeKey('a.io/b~c'), value: 'v'}]").unwrap();
+    assert_eq!(to_json(&patch), Ok(json!([{"op": "add", "path": "/metadata/labels/a.io~1b~0c", "value": "v"}])));
+    is_true_mutation("JSONPatch{op: 'test'}.op == 'test' && JSONPatch{op: 'a', path: '/x'} == JSONPatch{path: '/x', op: 'a'}");
+    assert!(run("JSONPatch{op: dyn(1)}").unwrap_err().contains("unexpected type int for JSONPatchType 'op' field"));
+    // Outside a mutation, none of it is declared.
+    assert!(eval("Object{}").is_err() && eval("jsonpatch.escapeKey('a')").is_err());
+}
+
+fn is_true_mutation(source: &str) {
+    assert_eq!(Expression::compile_mutation(source).unwrap().evaluate(Vec::new()), Ok(Value::Bool(true)), "{source}");
+}
+
+#[test]
+fn a_mutations_types_are_checked_as_kubes() {
+    let check = |source: &str, mutation: bool| {
+        let e = if mutation { Expression::compile_mutation(source) } else { Expression::compile(source) }.unwrap();
+        let checked = super::check(&e, &[("object", super::Type::Dyn)]);
+        (checked.errors.first().map(|e| e.lines().next().unwrap_or_default().to_string()), checked.output.name())
+    };
+    assert_eq!(check("Object{spec: Object.spec{replicas: 1}}", true), (None, "Object".into()));
+    assert_eq!(check("Object.spec.metadata{}", true), (None, "Object.spec.metadata".into()));
+    assert_eq!(check("[JSONPatch{op: 'add', path: '/a', value: object}]", true), (None, "list(JSONPatch)".into()));
+    assert_eq!(check("JSONPatch{op: 'add'}.path", true), (None, "string".into()));
+    assert_eq!(check("jsonpatch.escapeKey('a')", true), (None, "string".into()));
+    assert_eq!(check("JSONPatch{op: 1}", true).0.as_deref(), Some("ERROR: <input>:1:13: expected type of field 'op' is 'string' but provided type is 'int'"));
+    assert_eq!(check("JSONPatch{opx: 'a'}", true).0.as_deref(), Some("ERROR: <input>:1:14: undefined field 'opx'"));
+    assert_eq!(check("Other{}", true).0.as_deref(), Some("ERROR: <input>:1:6: undeclared reference to 'Other' (in container '')"));
+    assert_eq!(check("Object{}", false).0.as_deref(), Some("ERROR: <input>:1:7: undeclared reference to 'Object' (in container '')"));
+    assert_eq!(
+        check("jsonpatch.escapeKey('a')", false).0.as_deref(),
+        Some("ERROR: <input>:1:20: undeclared reference to 'jsonpatch.escapeKey' (in container '')")
+    );
+}

@@ -27,6 +27,8 @@ pub enum Type {
     Object(Arc<BTreeMap<String, Type>>),
     /// A type of kube's libraries (`kubernetes.Quantity`, `net.IP`...).
     Opaque(&'static str),
+    /// A struct type, by its name: a mutation's `Object...` and `JSONPatch`.
+    Struct(Arc<str>),
     /// A type parameter of a function's signature (`A` in `size(list(A))`).
     Param(char),
 }
@@ -64,6 +66,7 @@ impl Type {
             Type::Optional(of) => format!("optional_type({})", of.name()),
             Type::Object(_) => "object".into(),
             Type::Opaque(name) => (*name).into(),
+            Type::Struct(name) => name.to_string(),
             Type::Param(p) => p.to_string(),
         }
     }
