@@ -171,6 +171,7 @@ impl Bootstrap {
             admission: Default::default(),
             webhooks: Default::default(),
             policies: Default::default(),
+            mutating_policies: Default::default(),
             equivalents: Vec::new(),
         }
     }

@@ -16,6 +16,7 @@ pub mod codec;
 pub mod config_file;
 pub mod controllers;
 pub mod discovery;
+pub mod features;
 pub mod kv;
 pub mod meta;
 pub mod openapi;

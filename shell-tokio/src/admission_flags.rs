@@ -1,5 +1,6 @@
 //! The admission flags (`--enable-admission-plugins`, `--disable-admission-plugins`, the
-//! deprecated `--admission-control`, and `--admission-control-config-file`), checked and
+//! deprecated `--admission-control`, `--admission-control-config-file`, and the feature gate
+//! of the mutating admission policies, `--feature-gates`), checked and
 //! combined as kube-apiserver's options do; the chain they make is the core's
 //! (`kapi_core::admission::Chain`). The shell reads the configuration files.
 
@@ -9,6 +10,7 @@ use std::path::{Path, PathBuf};
 use clap::Args;
 use kapi_core::admission::config::{Source, plugin_sources};
 use kapi_core::admission::{Chain, ORDER, enabled};
+use kapi_core::features::FeatureGates;
 
 #[derive(Args, Debug, Clone)]
 pub struct AdmissionArgs {
@@ -26,6 +28,11 @@ pub struct AdmissionArgs {
     /// and exemptions).
     #[arg(long)]
     admission_control_config_file: Option<PathBuf>,
+    /// kube's feature gates kapi has (`Name=bool`, comma-separated): MutatingAdmissionPolicy
+    /// (off by default) runs the mutating admission policies, whose API
+    /// `--runtime-config=admissionregistration.k8s.io/v1alpha1=true` serves.
+    #[arg(long)]
+    feature_gates: Option<String>,
 }
 
 impl AdmissionArgs {
@@ -52,7 +59,9 @@ impl AdmissionArgs {
             Some(file) => plugin_configs(file, &enable, &disable)?,
             None => BTreeMap::new(),
         };
-        let chain = Chain::from_flags(&enable, &disable, &configs).map_err(anyhow::Error::msg)?;
+        let gates = FeatureGates::parse(self.feature_gates.as_deref().unwrap_or_default())
+            .map_err(|e| anyhow::anyhow!("invalid argument {:?} for \"--feature-gates\" flag: {e}", self.feature_gates.as_deref().unwrap_or_default()))?;
+        let chain = Chain::from_flags(&enable, &disable, &configs).map_err(anyhow::Error::msg)?.gated(&gates);
         tracing::info!("Loaded {} admission controller(s) in the following order: {}.", chain.names().len(), chain.names().join(","));
         Ok(chain)
     }

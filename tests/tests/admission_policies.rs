@@ -2,7 +2,9 @@
 //! policy whose parameters are custom resources (a CRD the test creates), bound to the
 //! namespaces labelled for it, refusing a Deployment with too many replicas in kube's words;
 //! a binding that only warns, whose warning kubectl prints; and a policy whose expression does
-//! not compile, refused when it is created.
+//! not compile, refused when it is created. Then a mutating admission policy (alpha: served
+//! with `--runtime-config`, run with `--feature-gates`) annotating Deployments, as kube's e2e
+//! test does.
 
 use std::time::Duration;
 
@@ -155,4 +157,64 @@ fn a_policy_with_custom_resource_params_refuses_with_kubectl() {
         "{}",
         stderr(&out)
     );
+}
+
+const MUTATING: &str = r#"
+apiVersion: admissionregistration.k8s.io/v1alpha1
+kind: MutatingAdmissionPolicy
+metadata: {name: annotate}
+spec:
+  matchConstraints:
+    resourceRules:
+    - apiGroups: [apps]
+      apiVersions: [v1]
+      operations: [CREATE, UPDATE]
+      resources: [deployments]
+  reinvocationPolicy: Never
+  mutations:
+  - patchType: ApplyConfiguration
+    applyConfiguration:
+      expression: >
+        Object{metadata: Object.metadata{annotations: {"mutated-by": "admission-policy"}}}
+  - patchType: JSONPatch
+    jsonPatch:
+      expression: >
+        [JSONPatch{op: "add", path: "/spec/template/metadata/labels/" + jsonpatch.escapeKey("example.com/tier"), value: "web"}]
+---
+apiVersion: admissionregistration.k8s.io/v1alpha1
+kind: MutatingAdmissionPolicyBinding
+metadata: {name: annotate-test}
+spec:
+  policyName: annotate
+  matchResources:
+    namespaceSelector:
+      matchLabels: {environment: test}
+"#;
+
+#[test]
+fn a_mutating_policy_annotates_deployments_with_kubectl() {
+    // Off by default: neither served nor run.
+    let k = Kapi::start();
+    let out = k.kubectl_with_input(&["apply", "-f", "-"], MUTATING);
+    assert!(!out.status.success() && stderr(&out).contains("no matches for kind \"MutatingAdmissionPolicy\""), "{}", stderr(&out));
+    drop(k);
+
+    let k = Kapi::start_with(&["--runtime-config=admissionregistration.k8s.io/v1alpha1=true", "--feature-gates=MutatingAdmissionPolicy=true"]);
+    k.kubectl_in(&["apply", "-f", "-"], MUTATING);
+    k.kubectl_in(&["create", "namespace", "staging"], "");
+    k.kubectl_in(&["label", "namespace", "staging", "environment=test"], "");
+    k.kubectl_in(&["create", "namespace", "other"], "");
+    k.kubectl_in(&["create", "-n", "staging", "-f", "-"], &deployment("web", 1));
+    k.kubectl_in(&["create", "-n", "other", "-f", "-"], &deployment("web", 1));
+    let annotation = |ns: &str| {
+        let out = k.kubectl(&["get", "deployment", "web", "-n", ns, "-o", "jsonpath={.metadata.annotations.mutated-by}/{.spec.template.metadata.labels}"]);
+        String::from_utf8(out.stdout).unwrap()
+    };
+    assert_eq!(annotation("staging"), r#"admission-policy/{"app":"web","example.com/tier":"web"}"#);
+    assert_eq!(annotation("other"), r#"/{"app":"web"}"#);
+
+    // kubectl lists them with kube's columns.
+    let listed = String::from_utf8(k.kubectl(&["get", "mutatingadmissionpolicies"]).stdout).unwrap();
+    assert!(listed.starts_with("NAME       MUTATIONS   PARAMKIND   AGE"), "{listed}");
+    assert!(listed.contains("annotate   2           <unset>"), "{listed}");
 }

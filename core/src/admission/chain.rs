@@ -132,6 +132,9 @@ pub struct Chain {
     /// `ValidatingAdmissionPolicy` is on: the policies run after the validating plugins,
     /// before the validating webhooks.
     pub validating_policies: bool,
+    /// `MutatingAdmissionPolicy` is on and so is its feature gate (see [`Chain::gated`]): the
+    /// policies run after the mutating plugins, before the mutating webhooks.
+    pub mutating_policies: bool,
 }
 
 impl Chain {
@@ -163,6 +166,8 @@ impl Chain {
                 ("MutatingAdmissionWebhook", _) => chain.mutating_webhooks = true,
                 ("ValidatingAdmissionWebhook", _) => chain.validating_webhooks = true,
                 ("ValidatingAdmissionPolicy", _) => chain.validating_policies = true,
+                // Runs only with its feature gate on.
+                ("MutatingAdmissionPolicy", _) => {}
                 (_, Some(p)) => chain.plugins.push(p?),
                 (_, None) if enable.iter().any(|e| e == name) => return Err(format!("admission plugin {name:?} is not implemented by kapi yet")),
                 (_, None) => continue,
@@ -170,6 +175,13 @@ impl Chain {
             chain.names.push(name);
         }
         Ok(chain)
+    }
+
+    /// The chain with kube's feature gates applied: `MutatingAdmissionPolicy` (off by
+    /// default) lets its plugin, when on, run.
+    pub fn gated(mut self, gates: &crate::features::FeatureGates) -> Chain {
+        self.mutating_policies = gates.mutating_admission_policy && self.names.contains(&"MutatingAdmissionPolicy");
+        self
     }
 
     /// The names of the plugins that run, in order.
@@ -246,12 +258,17 @@ mod tests {
             "ClusterTrustBundleAttest",
             "CertificateSubjectRestriction",
             "DefaultIngressClass",
+            "MutatingAdmissionPolicy",
             "MutatingAdmissionWebhook",
             "ValidatingAdmissionPolicy",
             "ValidatingAdmissionWebhook",
             "ResourceQuota",
         ];
         assert_eq!(defaults, kapis);
+        let gates = |on| crate::features::FeatureGates { mutating_admission_policy: on };
+        let chain = |disable: &[String]| Chain::from_flags(&[], disable, &BTreeMap::new()).unwrap();
+        assert!(!chain(&[]).gated(&gates(false)).mutating_policies && chain(&[]).gated(&gates(true)).mutating_policies);
+        assert!(!chain(&["MutatingAdmissionPolicy".into()]).gated(&gates(true)).mutating_policies);
         let changed = names(&["AlwaysPullImages"], &["ServiceAccount", "Priority", "LimitRanger"]).unwrap();
         assert_eq!(changed[..5], ["NamespaceLifecycle", "TaintNodesByCondition", "AlwaysPullImages", "PodSecurity", "DefaultTolerationSeconds"]);
         assert_eq!(names(&["Bogus"], &[]).unwrap_err(), "enable-admission-plugins plugin \"Bogus\" is unknown");

@@ -42,8 +42,8 @@ use crate::catalog::ResourceInfo;
 use crate::rand::Rng;
 use crate::status::ApiError;
 
-/// A collection admission is configured by: the webhook configurations, the validating
-/// admission policies and their bindings. The server takes each one's objects in as they
+/// A collection admission is configured by: the webhook configurations, the validating and
+/// the mutating admission policies and their bindings. The server takes each one's objects in as they
 /// change (`Served::with_admission`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Source {
@@ -51,14 +51,18 @@ pub enum Source {
     ValidatingWebhooks,
     Policies,
     PolicyBindings,
+    MutatingPolicies,
+    MutatingPolicyBindings,
 }
 
 /// Each source, with the group, version and resource it is read from.
-pub const SOURCES: [(Source, (&str, &str, &str)); 4] = [
+pub const SOURCES: [(Source, (&str, &str, &str)); 6] = [
     (Source::MutatingWebhooks, ("admissionregistration.k8s.io", "v1", "mutatingwebhookconfigurations")),
     (Source::ValidatingWebhooks, ("admissionregistration.k8s.io", "v1", "validatingwebhookconfigurations")),
     (Source::Policies, ("admissionregistration.k8s.io", "v1", "validatingadmissionpolicies")),
     (Source::PolicyBindings, ("admissionregistration.k8s.io", "v1", "validatingadmissionpolicybindings")),
+    (Source::MutatingPolicies, ("admissionregistration.k8s.io", "v1alpha1", "mutatingadmissionpolicies")),
+    (Source::MutatingPolicyBindings, ("admissionregistration.k8s.io", "v1alpha1", "mutatingadmissionpolicybindings")),
 ];
 
 /// Whether `catalog` serves the collection `source` is read from.

@@ -29,7 +29,7 @@ pub fn json_patch(current: &Value, doc: &Value) -> Result<Value, ApiError> {
             ApiError::request_entity_too_large(&format!("The allowed maximum operations in a JSON patch is {MAX_JSON_PATCH_OPERATIONS}, got {n}"))
         }
         JsonPatchFailure::Undecodable(e) => ApiError::bad_request(e),
-        JsonPatchFailure::TooMuchCopied | JsonPatchFailure::Failed(_) => unprocessable(),
+        JsonPatchFailure::TooMuchCopied | JsonPatchFailure::Failed(_) | JsonPatchFailure::TestFailed(_) => unprocessable(),
     })
 }
 
@@ -45,6 +45,8 @@ pub enum JsonPatchFailure {
     TooMuchCopied,
     /// An operation that does not apply, and why.
     Failed(String),
+    /// A `test` operation found another value (at this path).
+    TestFailed(String),
 }
 
 /// RFC 6902 applied to `current`, within kube's limits.
@@ -65,9 +67,30 @@ pub fn apply_json_patch(current: &Value, doc: &Value) -> Result<Value, JsonPatch
                 return Err(JsonPatchFailure::TooMuchCopied);
             }
         }
-        json_patch::patch(&mut out, std::slice::from_ref(&op)).map_err(|e| JsonPatchFailure::Failed(e.to_string()))?;
+        json_patch::patch(&mut out, std::slice::from_ref(&op)).map_err(|e| match e.kind {
+            json_patch::PatchErrorKind::TestFailed => JsonPatchFailure::TestFailed(op.path().to_string()),
+            _ => JsonPatchFailure::Failed(evanphx_words(&op, &e)),
+        })?;
     }
     Ok(out)
+}
+
+/// Why `op` did not apply, in the words of kube's JSON patch library (evanphx/json-patch).
+fn evanphx_words(op: &json_patch::PatchOperation, e: &json_patch::PatchError) -> String {
+    use json_patch::{PatchErrorKind, PatchOperation};
+    let path = op.path().to_string();
+    match (op, &e.kind) {
+        (PatchOperation::Add(_), PatchErrorKind::InvalidPointer) => format!("add operation does not apply: doc is missing path: {path:?}: missing value"),
+        (PatchOperation::Remove(_), PatchErrorKind::InvalidPointer) => format!("remove operation does not apply: doc is missing path: {path:?}: missing value"),
+        (PatchOperation::Replace(_), PatchErrorKind::InvalidPointer) => format!("replace operation does not apply: doc is missing key: {path}: missing value"),
+        (PatchOperation::Move(m), PatchErrorKind::InvalidFromPointer) => {
+            format!("move operation does not apply: doc is missing from path: {}: missing value", m.from)
+        }
+        (PatchOperation::Copy(c), PatchErrorKind::InvalidFromPointer) => {
+            format!("copy operation does not apply: doc is missing from path: {}: missing value", c.from)
+        }
+        _ => e.to_string(),
+    }
 }
 
 /// The length of `v` written as JSON, without writing it anywhere.

@@ -136,6 +136,8 @@ pub struct Served {
     pub webhooks: Arc<crate::admission::webhooks::Hooks>,
     /// The validating admission policies and their bindings.
     pub policies: Arc<crate::admission::policies::Policies>,
+    /// The mutating admission policies and their bindings.
+    pub mutating_policies: Arc<crate::admission::policies::Policies>,
     /// The documents, made on first use; shared by states whose sources are the same.
     docs: Arc<Docs>,
 }
@@ -149,16 +151,18 @@ impl Served {
         let crds_synced = catalog.get("apiextensions.k8s.io", "v1", "customresourcedefinitions").is_none();
         let webhooks = Arc::new(crate::admission::webhooks::Hooks::unread(&catalog));
         let policies = Arc::new(crate::admission::policies::Policies::unread(&catalog));
+        let mutating_policies = Arc::new(crate::admission::policies::Policies::unread_mutating(&catalog));
         let catalog = Arc::new(catalog);
         let authz = Default::default();
-        Arc::new(Served { catalog, api_services, discovered, made: Default::default(), crds_synced, authz, webhooks, policies, docs: Arc::default() })
+        let made = Default::default();
+        Arc::new(Served { catalog, api_services, discovered, made, crds_synced, authz, webhooks, policies, mutating_policies, docs: Arc::default() })
     }
 
     /// Whether what admission is configured by has been taken in (see
     /// [`Served::with_admission`]): until then a write is refused, as kube refuses it before
     /// its admission informers have synced.
     pub fn admission_synced(&self) -> bool {
-        self.webhooks.synced() && self.policies.synced()
+        self.webhooks.synced() && self.policies.synced() && self.mutating_policies.synced()
     }
 
     /// Whether the CRDs have been taken in (see [`Served::with_crds`]).
@@ -193,7 +197,8 @@ impl Served {
         (!self.crds_synced || !catalog.same_entries(&self.catalog)).then(|| {
             // A policy's parameters may be of a kind served now, or no more.
             let policies = Arc::new(self.policies.resolved(&catalog));
-            Arc::new(Served { catalog: Arc::new(catalog), made, crds_synced: true, policies, ..self.shallow_copy() })
+            let mutating_policies = Arc::new(self.mutating_policies.resolved(&catalog));
+            Arc::new(Served { catalog: Arc::new(catalog), made, crds_synced: true, policies, mutating_policies, ..self.shallow_copy() })
         })
     }
 
@@ -209,13 +214,14 @@ impl Served {
     /// their watch cache); the documents stay as they were.
     pub fn with_admission<'a>(&self, source: crate::admission::Source, objects: impl IntoIterator<Item = &'a serde_json::Value>) -> Arc<Served> {
         use crate::admission::Source;
-        let (mut webhooks, mut policies) = (self.webhooks.clone(), self.policies.clone());
+        let (mut webhooks, mut policies, mut mutating_policies) = (self.webhooks.clone(), self.policies.clone(), self.mutating_policies.clone());
         match source {
             Source::MutatingWebhooks => webhooks = Arc::new(webhooks.with(true, objects)),
             Source::ValidatingWebhooks => webhooks = Arc::new(webhooks.with(false, objects)),
             Source::Policies | Source::PolicyBindings => policies = Arc::new(policies.with(source, objects, &self.catalog)),
+            Source::MutatingPolicies | Source::MutatingPolicyBindings => mutating_policies = Arc::new(mutating_policies.with(source, objects, &self.catalog)),
         }
-        Arc::new(Served { webhooks, policies, docs: self.docs.clone(), ..self.shallow_copy() })
+        Arc::new(Served { webhooks, policies, mutating_policies, docs: self.docs.clone(), ..self.shallow_copy() })
     }
 
     /// The same parts, with documents to be made anew (from these where they fit).
@@ -229,6 +235,7 @@ impl Served {
             authz: self.authz.clone(),
             webhooks: self.webhooks.clone(),
             policies: self.policies.clone(),
+            mutating_policies: self.mutating_policies.clone(),
             docs: Arc::new(Docs::after(&self.docs)),
         }
     }

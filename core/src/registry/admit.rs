@@ -1,8 +1,8 @@
 //! Admission of a write: the chain's plugins, the webhooks of the configurations served
-//! (`admission::webhooks`) and the validating admission policies (`admission::policies`),
-//! mutating then validating, as kube's chain runs them (the mutating webhooks where
-//! `MutatingAdmissionWebhook` stands, last of the mutating plugins; the policies, then the
-//! validating webhooks, before `ResourceQuota`'s charge).
+//! (`admission::webhooks`) and the admission policies (`admission::policies`), mutating then
+//! validating, as kube's chain runs them (the mutating policies, then the mutating webhooks,
+//! last of the mutating plugins; the validating policies, then the validating webhooks,
+//! before `ResourceQuota`'s charge).
 //!
 //! A webhook the write has no answer from yet stops it (see [`WriteOp::paused_at`]): the error
 //! returned then is never seen; the write asks and runs again with the answer, from where it
@@ -26,8 +26,9 @@ impl super::WriteContext {
     /// What the webhooks and the policies the write is admitted by read first.
     pub fn configured_lookups(&self, pending: &Pending) -> Vec<Lookup> {
         let mut lookups = self.webhooks.lookups(pending);
-        if self.admission.validating_policies {
-            for l in self.policies.lookups(pending) {
+        let policies = [(self.admission.validating_policies, &self.policies), (self.admission.mutating_policies, &self.mutating_policies)];
+        for (_, p) in policies.iter().filter(|(on, _)| *on) {
+            for l in p.lookups(pending) {
                 if !lookups.contains(&l) {
                     lookups.push(l);
                 }
@@ -38,36 +39,47 @@ impl super::WriteContext {
 }
 
 impl WriteOp {
-    /// The mutating plugins, then the mutating webhooks on `obj` (`None` for a delete); all
-    /// once more when a webhook changed the object after one that asks to be called again
-    /// (`reinvocationPolicy: IfNeeded`) was called, as kube's reinvoker runs them.
+    /// The mutating plugins, the mutating admission policies, then the mutating webhooks on
+    /// `obj` (`None` for a delete); all once more when a policy or a webhook changed the object
+    /// after one that asks to be called again (`reinvocationPolicy: IfNeeded`) was called, as
+    /// kube's reinvoker runs them.
     pub(super) fn mutating_admission(&mut self, operation: Operation, name: &str, old: Option<&Value>, mut obj: Option<&mut Value>) -> Result<(), ApiError> {
         let mut reinvocation = Reinvocation::default();
+        let mut policies_reinvocation = crate::admission::policies::mutate::Reinvocation::default();
         let mut last_output: Option<Value> = None;
+        let policies = &self.ctx.mutating_policies;
+        let policies_on = self.ctx.admission.mutating_policies && !(policies.synced() && policies.is_empty());
+        let webhooks_on = self.ctx.admission.mutating_webhooks && !(self.ctx.webhooks.mutating_synced && self.ctx.webhooks.mutating.is_empty());
         loop {
             let a = super::admission_attributes(&self.res, &self.ctx, &self.found, operation, name, old);
             self.ctx.admission.admit(&a, obj.as_deref_mut(), &mut self.rng)?;
-            if !self.ctx.admission.mutating_webhooks || self.ctx.webhooks.mutating_synced && self.ctx.webhooks.mutating.is_empty() {
-                return Ok(());
+            if policies_on && let Some(obj) = obj.as_deref_mut() {
+                let second = reinvocation.second_round;
+                crate::admission::policies::mutate::mutate(policies, &self.res, &self.ctx.equivalents, &a, obj, &mut policies_reinvocation, second)?;
             }
-            // A plugin that changed the object since the webhooks last saw it calls them again.
-            if last_output.is_some() && last_output.as_ref() != obj.as_deref() {
-                reinvocation.changed();
-            }
-            let webhooks = webhooks(&self.ctx, &self.admitted, self.salt, &self.res);
-            match webhooks.mutate(&a, obj.as_deref_mut(), &mut reinvocation, &mut self.admission_warnings) {
-                Ok(()) => {}
-                Err(Halt::Refused(e)) => return Err(e),
-                Err(Halt::Ask(calls)) => {
-                    self.blocked = Some(super::Blocked::Admit(calls));
-                    return Err(ApiError::internal("waiting for admission webhooks"));
+            if webhooks_on {
+                // A plugin or a policy that changed the object since the webhooks last saw it
+                // calls them again.
+                if last_output.is_some() && last_output.as_ref() != obj.as_deref() {
+                    reinvocation.changed();
+                }
+                let webhooks = webhooks(&self.ctx, &self.admitted, self.salt, &self.res);
+                match webhooks.mutate(&a, obj.as_deref_mut(), &mut reinvocation, &mut self.admission_warnings) {
+                    Ok(()) => {}
+                    Err(Halt::Refused(e)) => return Err(e),
+                    Err(Halt::Ask(calls)) => {
+                        self.blocked = Some(super::Blocked::Admit(calls));
+                        return Err(ApiError::internal("waiting for admission webhooks"));
+                    }
                 }
             }
-            if !reinvocation.needed || reinvocation.second_round {
+            if !(reinvocation.needed || policies_reinvocation.needed) || reinvocation.second_round {
                 return Ok(());
             }
             reinvocation.second_round = true;
-            last_output = obj.as_deref().cloned();
+            if webhooks_on {
+                last_output = obj.as_deref().cloned();
+            }
         }
     }
 

@@ -80,6 +80,8 @@ pub struct WriteContext {
     pub webhooks: std::sync::Arc<crate::admission::webhooks::Hooks>,
     /// The validating admission policies served when the request came.
     pub policies: std::sync::Arc<crate::admission::policies::Policies>,
+    /// The mutating admission policies served when the request came.
+    pub mutating_policies: std::sync::Arc<crate::admission::policies::Policies>,
     /// The other versions of the resource written that are stored alike (for webhooks of
     /// `matchPolicy: Equivalent`), in the catalog's order.
     pub equivalents: Vec<Arc<Resource>>,

@@ -1,6 +1,8 @@
-//! admissionregistration.k8s.io/v1 as objects: webhook configurations, validating admission
-//! policies (+`status`) and their bindings, with kube's defaults and the main rules of
-//! `pkg/apis/admissionregistration/validation`. What they do is admission's.
+//! admissionregistration.k8s.io as objects: webhook configurations, validating admission
+//! policies (+`status`) and their bindings at v1; mutating admission policies and their
+//! bindings at v1alpha1 (alpha: served only when `--runtime-config` turns the version on);
+//! with kube's defaults and the main rules of `pkg/apis/admissionregistration/validation`.
+//! What they do is admission's.
 
 use serde_json::{Map, Value, json};
 
@@ -31,11 +33,26 @@ pub fn resources() -> Vec<Resource> {
     ]
 }
 
+/// The v1alpha1 kinds, off by default: MutatingAdmissionPolicy and its binding.
+pub fn alpha() -> Vec<Resource> {
+    let kind = |kind: &'static str, resource: &'static str, which: Which| {
+        let mut i = info(G, "v1alpha1", kind, resource, false);
+        i.categories = crate::catalog::names(&["api-extensions"]);
+        serve(i, Admission(which))
+    };
+    vec![
+        kind("MutatingAdmissionPolicy", "mutatingadmissionpolicies", Which::MutatingPolicy),
+        kind("MutatingAdmissionPolicyBinding", "mutatingadmissionpolicybindings", Which::MutatingBinding),
+    ]
+}
+
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Which {
     Webhooks { mutating: bool },
     Policy,
     Binding,
+    MutatingPolicy,
+    MutatingBinding,
 }
 
 struct Admission(Which);
@@ -48,6 +65,12 @@ const WEBHOOK_COLUMNS: &[Column] = &[
 const POLICY_COLUMNS: &[Column] = &[
     Column::NAME,
     Column::new("Validations", "integer", Describe::Text("Validations indicates the number of validation rules defined in this configuration")),
+    Column::new("ParamKind", "string", Describe::Text("ParamKind specifies the kind of resources used to parameterize this policy")),
+    Column::AGE,
+];
+const MUTATING_POLICY_COLUMNS: &[Column] = &[
+    Column::NAME,
+    Column::new("Mutations", "integer", Describe::Text("Mutation indicates the number of mutations rules defined in this configuration")),
     Column::new("ParamKind", "string", Describe::Text("ParamKind specifies the kind of resources used to parameterize this policy")),
     Column::AGE,
 ];
@@ -175,14 +198,21 @@ fn validate_match_resources(m: &Value, at: &str, rules_required: bool, errs: &mu
     }
 }
 
-fn validate_policy(obj: &Value, errs: &mut Vec<FieldError>) {
+/// What a validating and a mutating policy share: `failurePolicy`, `matchConstraints`
+/// (a mutating policy's operations only those it can mutate) and `paramKind`.
+fn validate_policy_basics(obj: &Value, mutating: bool, errs: &mut Vec<FieldError>) {
     match meta::at(obj, &["spec", "failurePolicy"]) {
         None | Some(Value::Null) => errs.push(FieldError::required("spec.failurePolicy", "")),
         p => supported(errs, p, "spec.failurePolicy", &["Fail", "Ignore"]),
     }
     match meta::at(obj, &["spec", "matchConstraints"]).filter(|m| !m.is_null()) {
         None => errs.push(FieldError::required("spec.matchConstraints", "")),
-        Some(m) => validate_match_resources(m, "spec.matchConstraints", true, errs),
+        Some(m) => {
+            validate_match_resources(m, "spec.matchConstraints", true, errs);
+            if mutating {
+                mutable_operations(m, "spec.matchConstraints", errs);
+            }
+        }
     }
     if let Some(k) = meta::at(obj, &["spec", "paramKind"]).filter(|k| !k.is_null()) {
         for field in ["apiVersion", "kind"] {
@@ -191,6 +221,30 @@ fn validate_policy(obj: &Value, errs: &mut Vec<FieldError>) {
             }
         }
     }
+}
+
+/// A mutating policy's or binding's rules name only operations that write an object
+/// (kube's path has no index).
+fn mutable_operations(m: &Value, at: &str, errs: &mut Vec<FieldError>) {
+    for rule in m.get("resourceRules").and_then(Value::as_array).into_iter().flatten() {
+        for op in strings(rule.get("operations")).into_iter().filter(|op| !["*", "CREATE", "UPDATE", "CONNECT"].contains(op)) {
+            errs.push(FieldError::not_supported(format!("{at}.resourceRules.operations"), json!(op), &["*", "CONNECT", "CREATE", "UPDATE"]));
+        }
+    }
+}
+
+fn validate_mutating_policy(obj: &Value, errs: &mut Vec<FieldError>) {
+    validate_policy_basics(obj, true, errs);
+    checks::mutating_policy(obj.get("spec").unwrap_or(&Value::Null), errs);
+    match meta::at(obj, &["spec", "reinvocationPolicy"]) {
+        None | Some(Value::Null) => errs.push(FieldError::required("spec.reinvocationPolicy", "")),
+        Some(Value::String(s)) if s.is_empty() => errs.push(FieldError::required("spec.reinvocationPolicy", "")),
+        p => supported(errs, p, "spec.reinvocationPolicy", &["IfNeeded", "Never"]),
+    }
+}
+
+fn validate_policy(obj: &Value, errs: &mut Vec<FieldError>) {
+    validate_policy_basics(obj, false, errs);
     let (validations, audits) =
         (meta::at(obj, &["spec", "validations"]).and_then(Value::as_array), meta::at(obj, &["spec", "auditAnnotations"]).and_then(Value::as_array));
     if validations.is_none_or(Vec::is_empty) && audits.is_none_or(Vec::is_empty) {
@@ -212,7 +266,8 @@ fn validate_policy(obj: &Value, errs: &mut Vec<FieldError>) {
     checks::policy(meta::name(obj), obj.get("spec").unwrap_or(&Value::Null), errs);
 }
 
-fn validate_binding(obj: &Value, errs: &mut Vec<FieldError>) {
+/// What a validating and a mutating binding share: `policyName` and `paramRef`.
+fn validate_binding_basics(obj: &Value, errs: &mut Vec<FieldError>) {
     let policy = meta::str_at(obj, &["spec", "policyName"]).unwrap_or_default();
     if policy.is_empty() {
         errs.push(FieldError::required("spec.policyName", ""));
@@ -237,6 +292,18 @@ fn validate_binding(obj: &Value, errs: &mut Vec<FieldError>) {
             a => supported(errs, a, "spec.paramRef.parameterNotFoundAction", &["Deny", "Allow"]),
         }
     }
+}
+
+fn validate_mutating_binding(obj: &Value, errs: &mut Vec<FieldError>) {
+    validate_binding_basics(obj, errs);
+    if let Some(m) = meta::at(obj, &["spec", "matchResources"]).filter(|m| !m.is_null()) {
+        validate_match_resources(m, "spec.matchResources", false, errs);
+        mutable_operations(m, "spec.matchResources", errs);
+    }
+}
+
+fn validate_binding(obj: &Value, errs: &mut Vec<FieldError>) {
+    validate_binding_basics(obj, errs);
     let actions = strings(meta::at(obj, &["spec", "validationActions"]));
     if actions.is_empty() {
         errs.push(FieldError::required("spec.validationActions", "at least one validation action is required"));
@@ -270,16 +337,21 @@ impl Strategy for Admission {
                     }
                 }
             }
-            Which::Policy => {
+            Which::Policy | Which::MutatingPolicy => {
                 let spec = meta::object_at(obj, &["spec"]);
                 spec.entry("failurePolicy").or_insert_with(|| json!("Fail"));
                 if let Some(Value::Object(m)) = spec.get_mut("matchConstraints") {
                     default_match(m, "resourceRules");
                 }
             }
-            Which::Binding => {
+            Which::Binding | Which::MutatingBinding => {
                 if let Some(Value::Object(m)) = obj.get_mut("spec").and_then(|s| s.get_mut("matchResources")) {
                     default_match(m, "resourceRules");
+                }
+                if self.0 == Which::MutatingBinding
+                    && let Some(Value::Object(r)) = obj.get_mut("spec").and_then(|s| s.get_mut("paramRef"))
+                {
+                    r.entry("parameterNotFoundAction").or_insert_with(|| json!("Deny"));
                 }
             }
         }
@@ -289,7 +361,7 @@ impl Strategy for Admission {
         match self.0 {
             Which::Webhooks { .. } => Lifecycle::Generation("webhooks"),
             Which::Policy => Lifecycle::StatusAndGeneration,
-            Which::Binding => Lifecycle::Generation("spec"),
+            Which::Binding | Which::MutatingPolicy | Which::MutatingBinding => Lifecycle::Generation("spec"),
         }
     }
 
@@ -309,6 +381,8 @@ impl Strategy for Admission {
             }
             Which::Policy => validate_policy(obj, &mut errs),
             Which::Binding => validate_binding(obj, &mut errs),
+            Which::MutatingPolicy => validate_mutating_policy(obj, &mut errs),
+            Which::MutatingBinding => validate_mutating_binding(obj, &mut errs),
         }
         errs
     }
@@ -321,7 +395,8 @@ impl Strategy for Admission {
         match self.0 {
             Which::Webhooks { .. } => WEBHOOK_COLUMNS,
             Which::Policy => POLICY_COLUMNS,
-            Which::Binding => BINDING_COLUMNS,
+            Which::MutatingPolicy => MUTATING_POLICY_COLUMNS,
+            Which::Binding | Which::MutatingBinding => BINDING_COLUMNS,
         }
     }
 
@@ -330,14 +405,15 @@ impl Strategy for Admission {
         let age = table::age(obj, now);
         match self.0 {
             Which::Webhooks { .. } => vec![name, json!(obj.get("webhooks").and_then(Value::as_array).map_or(0, Vec::len)), age],
-            Which::Policy => {
+            Which::Policy | Which::MutatingPolicy => {
                 let kind = match meta::at(obj, &["spec", "paramKind"]).filter(|p| !p.is_null()) {
                     Some(p) => format!("{}/{}", meta::str_at(p, &["apiVersion"]).unwrap_or_default(), meta::str_at(p, &["kind"]).unwrap_or_default()),
                     None => "<unset>".into(),
                 };
-                vec![name, json!(meta::at(obj, &["spec", "validations"]).and_then(Value::as_array).map_or(0, Vec::len)), json!(kind), age]
+                let counted = if self.0 == Which::Policy { "validations" } else { "mutations" };
+                vec![name, json!(meta::at(obj, &["spec", counted]).and_then(Value::as_array).map_or(0, Vec::len)), json!(kind), age]
             }
-            Which::Binding => {
+            Which::Binding | Which::MutatingBinding => {
                 let param = match meta::at(obj, &["spec", "paramRef"]).filter(|p| !p.is_null()) {
                     None => "<unset>".to_string(),
                     Some(p) => match (meta::str_at(p, &["name"]).filter(|n| !n.is_empty()), meta::str_at(p, &["namespace"]).filter(|n| !n.is_empty())) {

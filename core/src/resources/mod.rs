@@ -70,22 +70,25 @@ impl Default for Settings {
 
 /// Every resource kapi serves: the core group, then the named groups in kube's discovery order
 /// (the order of their `groupPriorityMinimum`), a group's preferred version first; those
-/// `--runtime-config` turns off left out, the older versions it turns on added.
+/// `--runtime-config` turns off left out, those off by default it turns on added.
 pub fn catalog(settings: &Settings) -> Catalog {
     let rc = &settings.runtime_config;
     let on: Vec<Resource> = served_by_default(settings).into_iter().filter(|r| rc.serves(&r.info, true)).collect();
-    let older = older_versions().into_iter().filter(|r| rc.serves(&r.info, false));
+    let older = off_by_default().into_iter().filter(|r| rc.serves(&r.info, false));
     Catalog::new(on.into_iter().chain(older).collect())
 }
 
 /// The group versions `--runtime-config` may name.
 pub fn registered_group_versions() -> std::collections::BTreeSet<(String, String)> {
-    served_by_default(&Settings::default()).into_iter().chain(older_versions()).map(|r| (r.info.group.to_string(), r.info.version.to_string())).collect()
+    served_by_default(&Settings::default()).into_iter().chain(off_by_default()).map(|r| (r.info.group.to_string(), r.info.version.to_string())).collect()
 }
 
-/// The versions kube v1.33 no longer serves, off by default (`legacy.rs`).
-fn older_versions() -> Vec<Resource> {
-    vec![batch::cron_jobs_v1beta1(), policy::v1beta1(), discovery::endpoint_slices_v1beta1()]
+/// What kube v1.33 serves only when `--runtime-config` asks: the versions it no longer
+/// serves (`legacy.rs`), and the alpha ones kapi has.
+fn off_by_default() -> Vec<Resource> {
+    let mut r = vec![batch::cron_jobs_v1beta1(), policy::v1beta1(), discovery::endpoint_slices_v1beta1()];
+    r.extend(admissionregistration::alpha());
+    r
 }
 
 fn served_by_default(settings: &Settings) -> Vec<Resource> {

@@ -77,6 +77,19 @@ impl Root<'_> {
     }
 }
 
+/// `patch` merged into `live` as structured-merge-diff merges two typed objects (a mutating
+/// admission policy's ApplyConfiguration: no field ownership recorded); kube's error when
+/// `patch` sets an atomic map, struct or list.
+pub fn merge_patch(live: &Value, patch: &Value, typing: &Typing<'_>) -> Result<Value, String> {
+    let Some(root) = typing.of(live) else { return Ok(patch.clone()) };
+    let mut atomic = Vec::new();
+    typed::atomics(patch, root.ty(), "", &mut atomic);
+    if !atomic.is_empty() {
+        return Err(format!("invalid ApplyConfiguration: may not mutate atomic arrays, maps or structs: {}", atomic.join(", ")));
+    }
+    Ok(typed::merge(Some(live), Some(patch), root.ty()).unwrap_or_else(|| patch.clone()))
+}
+
 /// kube keeps at most this many `Update` entries; older ones merge into `ancient-changes`.
 const MAX_UPDATE_MANAGERS: usize = 10;
 

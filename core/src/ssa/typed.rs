@@ -387,6 +387,36 @@ pub fn merge(live: Option<&Value>, config: Option<&Value>, ty: Ty<'_>) -> Option
     }
 }
 
+/// The paths (`.spec.selector`, `.spec.containers[0].args`) of the atomic maps, structs and
+/// lists `v` sets, walking only what it sets (structured-merge-diff's `findAtomics`, which a
+/// mutating admission policy's ApplyConfiguration may not set).
+pub fn atomics(v: &Value, ty: Ty<'_>, at: &str, out: &mut Vec<String>) {
+    let sh = shape(ty);
+    match (&sh, v) {
+        (Shape::Struct(_) | Shape::Map(_), Value::Object(m)) => {
+            for (k, x) in m {
+                let (child, here) = (child_type(&sh, k), format!("{at}.{k}"));
+                if matches!(x, Value::Object(_) | Value::Array(_)) && atomic(child) {
+                    out.push(here);
+                } else {
+                    atomics(x, child, &here, out);
+                }
+            }
+        }
+        (Shape::KeyedList(items, _), Value::Array(list)) => {
+            for (i, x) in list.iter().enumerate() {
+                let here = format!("{at}[{i}]");
+                if matches!(x, Value::Object(_) | Value::Array(_)) && atomic(*items) {
+                    out.push(here);
+                } else {
+                    atomics(x, *items, &here, out);
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
 /// structured-merge-diff's list merge: the configuration's items in its order, with items only
 /// the live list has kept where they were.
 fn merge_list(live: &[Value], config: &[Value], key: impl Fn(&Value) -> PathElement, both: impl Fn(&Value, &Value) -> Value) -> Vec<Value> {

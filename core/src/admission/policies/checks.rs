@@ -82,11 +82,19 @@ enum Gives {
     String,
     StringOrNull,
     Anything,
+    /// A mutation's ApplyConfiguration: an `Object`.
+    Object,
+    /// A mutation's JSON patch: a `list(JSONPatch)`.
+    JsonPatches,
 }
 
 /// The detail of kube's error for `source`, which does not compile or gives the wrong type.
 fn check(source: &str, env: Environment, gives: Gives) -> Option<String> {
-    let compiled = match Expression::compile(source) {
+    let compiled = match gives {
+        Gives::Object | Gives::JsonPatches => Expression::compile_mutation(source),
+        _ => Expression::compile(source),
+    };
+    let compiled = match compiled {
         Ok(c) => c,
         Err(e) => return Some(format!("compilation failed: {e}")),
     };
@@ -101,6 +109,10 @@ fn check(source: &str, env: Environment, gives: Gives) -> Option<String> {
         Gives::String if output != Type::String => Some(format!("must evaluate to string but got {}", output.name())),
         Gives::StringOrNull if !matches!(output, Type::String | Type::Null) => {
             Some(format!("must evaluate to one of [string null_type] but got {}", output.name()))
+        }
+        Gives::Object if output.name() != "Object" => Some(format!("must evaluate to Object but got {}", output.name())),
+        Gives::JsonPatches if !matches!(&output, Type::List(item) if matches!(&**item, Type::Dyn) || item.name() == crate::cel::mutation::JSON_PATCH) => {
+            Some(format!("must evaluate to list(JSONPatch) but got {}", output.name()))
         }
         _ => None,
     }
@@ -152,15 +164,13 @@ fn is_identifier(name: &str) -> bool {
     chars.next().is_some_and(|c| c == '_' || c.is_ascii_alphabetic()) && chars.all(|c| c == '_' || c.is_ascii_alphanumeric()) && !RESERVED.contains(&name)
 }
 
-/// The expressions of a policy's `spec`: its match conditions, variables, validations (and
-/// their message expressions) and audit annotations (`name`: the policy's, which prefixes
-/// each annotation's key).
-pub fn policy(name: &str, spec: &Value, errs: &mut Vec<FieldError>) {
+/// A policy's match conditions and variables (each may use those before it); the
+/// environment of its other expressions.
+fn conditions_and_variables(spec: &Value, errs: &mut Vec<FieldError>) -> Environment {
     let params = spec.get("paramKind").is_some_and(Value::is_object);
     let conditions = Environment { params, namespace: true, variables: false, authorizer: true };
     match_conditions(spec.get("matchConditions"), "spec.matchConditions", conditions, errs);
     let evaluated = Environment { params, namespace: true, variables: true, authorizer: true };
-    let messages = Environment { authorizer: false, ..evaluated };
     for (i, v) in spec.get("variables").and_then(Value::as_array).into_iter().flatten().enumerate() {
         let at = format!("spec.variables[{i}]");
         match v.get("name").and_then(Value::as_str).filter(|n| !n.is_empty()) {
@@ -170,6 +180,62 @@ pub fn policy(name: &str, spec: &Value, errs: &mut Vec<FieldError>) {
         }
         expression(v, "expression", &at, "expression is not specified", evaluated, Gives::Anything, errs);
     }
+    evaluated
+}
+
+/// The expressions of a MutatingAdmissionPolicy's `spec`: its match conditions, variables
+/// and mutations (at least one; each of its `patchType`, with the expression of that type
+/// only, which gives an `Object` or a `list(JSONPatch)`).
+pub fn mutating_policy(spec: &Value, errs: &mut Vec<FieldError>) {
+    let evaluated = conditions_and_variables(spec, errs);
+    let mutations = spec.get("mutations").and_then(Value::as_array).map(Vec::as_slice).unwrap_or_default();
+    if mutations.is_empty() {
+        errs.push(FieldError::required("spec.mutations", "mutations must contain at least one item"));
+    }
+    for (i, m) in mutations.iter().enumerate() {
+        let at = format!("spec.mutations[{i}]");
+        let set = |k: &str| m.get(k).is_some_and(|v| !v.is_null());
+        let (apply, patch) = ("applyConfiguration", "jsonPatch");
+        let (own, other, gives) = match m.get("patchType").and_then(Value::as_str).unwrap_or_default() {
+            "" => {
+                errs.push(FieldError::required(format!("{at}.patchType"), ""));
+                continue;
+            }
+            "ApplyConfiguration" => (apply, patch, Gives::Object),
+            "JSONPatch" => (patch, apply, Gives::JsonPatches),
+            t => {
+                errs.push(FieldError::not_supported(format!("{at}.patchType"), json!(t), &["ApplyConfiguration", "JSONPatch"]));
+                continue;
+            }
+        };
+        let patch_type = if own == apply { "ApplyConfiguration" } else { "JSONPatch" };
+        match m.get(own).filter(|v| !v.is_null()) {
+            None => errs.push(FieldError::required(format!("{at}.{own}"), format!("must be specified when patchType is {patch_type}"))),
+            Some(e) => match e.get("expression").and_then(Value::as_str).map(str::trim).filter(|x| !x.is_empty()) {
+                None => errs.push(FieldError::required(format!("{at}.{own}.expression"), "")),
+                Some(source) => {
+                    if let Some(detail) = check(source, evaluated, gives) {
+                        errs.push(FieldError::invalid(format!("{at}.{own}.expression"), json!(source), detail));
+                    }
+                }
+            },
+        }
+        if set(other) {
+            errs.push(FieldError::invalid(
+                format!("{at}.{other}"),
+                json!(format!("{{{other}}}")),
+                format!("must not be specified when patchType is {patch_type}"),
+            ));
+        }
+    }
+}
+
+/// The expressions of a policy's `spec`: its match conditions, variables, validations (and
+/// their message expressions) and audit annotations (`name`: the policy's, which prefixes
+/// each annotation's key).
+pub fn policy(name: &str, spec: &Value, errs: &mut Vec<FieldError>) {
+    let evaluated = conditions_and_variables(spec, errs);
+    let messages = Environment { authorizer: false, ..evaluated };
     for (i, v) in spec.get("validations").and_then(Value::as_array).into_iter().flatten().enumerate() {
         let at = format!("spec.validations[{i}]");
         expression(v, "expression", &at, "expression is not specified", evaluated, Gives::Bool, errs);

@@ -23,7 +23,7 @@ use crate::status::{ApiError, StatusCause};
 
 /// What kube's policies never see: the policies and bindings themselves (so a broken one can
 /// be taken away), and the reviews nothing stores.
-fn exempt(a: &Attributes) -> bool {
+pub(super) fn exempt(a: &Attributes) -> bool {
     let resource = a.info.resource.as_str();
     match a.info.group.as_str() {
         "admissionregistration.k8s.io" => {
@@ -69,7 +69,7 @@ fn refusal(a: &Attributes, obj: Option<&Value>, policy: &str, binding: Option<&s
 
 /// The parameters `binding` gives its policy's evaluations (`None`: it names none, the policy
 /// is evaluated once without); an empty list skips it. The error is why it cannot be applied.
-fn params_of(at: &ParamResource, binding: &Binding, a: &Attributes, request_namespace: &str) -> Result<Option<Vec<Value>>, String> {
+pub(super) fn params_of(at: &ParamResource, binding: &Binding, a: &Attributes, request_namespace: &str) -> Result<Option<Vec<Value>>, String> {
     let Some(r) = &binding.param_ref else { return Ok(None) };
     let namespace = match (at.namespaced, &r.namespace) {
         (true, Some(ns)) => Some(ns.clone()),
@@ -104,7 +104,7 @@ fn params_of(at: &ParamResource, binding: &Binding, a: &Attributes, request_name
 
 /// The namespace a write is in as `namespaceObject` (`null` for a cluster-scoped write or a
 /// namespace's own), without its managed fields and owners; 404 when it does not exist.
-fn namespace_object(a: &Attributes, obj: Option<&Value>) -> Result<Value, ApiError> {
+pub(super) fn namespace_object(a: &Attributes, obj: Option<&Value>) -> Result<Value, ApiError> {
     let namespace = namespace_of(a, obj);
     if namespace.is_empty() || (a.info.group.is_empty() && a.info.resource == "namespaces") {
         return Ok(Value::Null);
@@ -257,21 +257,21 @@ impl Write<'_, '_> {
 
 /// What a policy's expressions read of the write as `invocation` sees it (what none of them
 /// reads, `uses` says, as `null`).
-struct Seen<'o> {
+pub(super) struct Seen<'o> {
     object: Option<Cow<'o, Value>>,
     old_object: Option<Cow<'o, Value>>,
     request: Option<Value>,
 }
 
 impl<'o> Seen<'o> {
-    fn of<'x: 'o>(resource: &Resource, invocation: Invocation<'x>, a: &Attributes<'x>, obj: Option<&'o Value>, uses: Uses) -> Seen<'o> {
+    pub(super) fn of<'x: 'o>(resource: &Resource, invocation: Invocation<'x>, a: &Attributes<'x>, obj: Option<&'o Value>, uses: Uses) -> Seen<'o> {
         let (invoked, object, old_object) = versioned(resource, invocation, a, obj);
         let request = uses.request.then(|| review::request(a, invoked, object.as_deref()));
         Seen { object: object.filter(|_| uses.object), old_object: old_object.filter(|_| uses.old_object), request }
     }
 
     /// The inputs of the expressions, with `namespace` as `namespaceObject`.
-    fn inputs<'w>(&'w self, namespace: &'w Value, uses: Uses) -> Inputs<'w> {
+    pub(super) fn inputs<'w>(&'w self, namespace: &'w Value, uses: Uses) -> Inputs<'w> {
         Inputs::new([
             ("object", self.object.as_deref()),
             ("oldObject", self.old_object.as_deref()),

@@ -172,7 +172,7 @@ fn fails_closed(policy: &Policy) -> bool {
 /// The match conditions (kube's `matchconditions.Matcher`): `Ok(false)` when one is false (the
 /// policy is skipped), the errors of the others when none is (a denial if the policy fails
 /// closed, else skipped too).
-fn conditions(policy: &Policy, inputs: &Inputs<'_>, params: Option<&Value>) -> Result<bool, String> {
+pub(super) fn conditions(policy: &Policy, inputs: &Inputs<'_>, params: Option<&Value>) -> Result<bool, String> {
     if policy.conditions.is_empty() {
         return Ok(true);
     }
@@ -195,6 +195,18 @@ fn conditions(policy: &Policy, inputs: &Inputs<'_>, params: Option<&Value>) -> R
         false if fails_closed(policy) => Err(crate::authz::rbac::aggregate(&errors)),
         false => Ok(false),
     }
+}
+
+/// A mutating policy's mutation `m` on one write with one parameter: its result, within a
+/// budget of its own (kube gives each mutation `RuntimeCELCostBudget`); an error in kube's
+/// words.
+pub fn mutation(policy: &Policy, inputs: &Inputs<'_>, params: Option<&Value>, m: &Compiled) -> Result<Value, String> {
+    let activation = Activation::new(policy, inputs, params, false);
+    let mut budget = cost::OBJECT_BUDGET;
+    activation.run(m, &mut budget).map_err(|f| match f {
+        Failure::OutOfBudget => OUT_OF_BUDGET.to_string(),
+        Failure::Error(e) => e,
+    })
 }
 
 /// The policy on one write with one parameter (`params`: `None` for a binding without one).

@@ -1,9 +1,10 @@
-//! Validating admission policies (kube's `ValidatingAdmissionPolicy` plugin): the CEL
-//! validations of every `ValidatingAdmissionPolicy`, applied to the writes its bindings
-//! (`ValidatingAdmissionPolicyBinding`) and its own `matchConstraints` cover, with the
-//! parameters each binding names. The policies and bindings are read into [`Policies`], an
-//! immutable snapshot the request path holds (in `Served`, swapped whole when one changes);
-//! [`dispatch`] applies them to a write.
+//! Admission policies (kube's `ValidatingAdmissionPolicy` and `MutatingAdmissionPolicy`
+//! plugins): the CEL validations of every `ValidatingAdmissionPolicy` (the mutations of every
+//! `MutatingAdmissionPolicy`), applied to the writes its bindings and its own
+//! `matchConstraints` cover, with the parameters each binding names. The policies and
+//! bindings of each kind are read into [`Policies`], an immutable snapshot the request path
+//! holds (in `Served`, swapped whole when one changes); [`dispatch`] validates a write with
+//! them, [`mutate`] mutates it.
 //!
 //! Expressions are compiled once, when a policy is read (again only when its
 //! resourceVersion changes), in the one CEL environment kapi has (`crate::cel`).
@@ -11,6 +12,8 @@
 pub mod checks;
 pub mod dispatch;
 mod evaluate;
+pub mod mutate;
+mod patch;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -36,6 +39,11 @@ impl Compiled {
         Compiled { source: source.to_string(), expression: Expression::compile(source) }
     }
 
+    /// A mutation's expression (trimmed, as kube compiles it).
+    fn mutation(source: &str) -> Compiled {
+        Compiled { source: source.to_string(), expression: Expression::compile_mutation(source.trim()) }
+    }
+
     /// Whether the expression reads `variables.<name>`.
     pub fn reads_variable(&self, name: &str) -> bool {
         self.expression.as_ref().is_ok_and(|e| e.selects("variables", name))
@@ -56,6 +64,14 @@ pub struct Validation {
     /// `Forbidden`, `Invalid`, `RequestEntityTooLarge` or `Unauthorized` (kube's reasons a
     /// refusal may carry); `None` when unset (a refusal is then `Invalid`).
     pub reason: Option<&'static str>,
+}
+
+/// One of a mutating policy's `mutations`: what its expression gives, and the expression.
+#[derive(Debug)]
+pub struct Mutation {
+    /// `patchType: JSONPatch` (else `ApplyConfiguration`).
+    pub json_patch: bool,
+    pub expression: Compiled,
 }
 
 /// What a policy does when it cannot decide (`failurePolicy`).
@@ -82,6 +98,10 @@ pub struct Policy {
     pub validations: Vec<Validation>,
     /// `auditAnnotations`: each key and its value's expression.
     pub audit_annotations: Vec<(String, Compiled)>,
+    /// A mutating policy's `mutations`, in order.
+    pub mutations: Vec<Mutation>,
+    /// A mutating policy's `reinvocationPolicy: IfNeeded`.
+    pub reinvoke: bool,
     pub failure_policy: FailurePolicy,
     /// What of a write its expressions read.
     pub uses: Uses,
@@ -141,6 +161,14 @@ impl Policy {
                 })
                 .collect(),
             audit_annotations: items("auditAnnotations").map(|a| (text(a, "key").unwrap_or_default(), Compiled::at(a, "valueExpression"))).collect(),
+            mutations: items("mutations")
+                .map(|m| {
+                    let json_patch = m.get("patchType").and_then(Value::as_str) == Some("JSONPatch");
+                    let written = m.get(if json_patch { "jsonPatch" } else { "applyConfiguration" }).and_then(|e| e.get("expression"));
+                    Mutation { json_patch, expression: Compiled::mutation(written.and_then(Value::as_str).unwrap_or_default()) }
+                })
+                .collect(),
+            reinvoke: text(spec, "reinvocationPolicy").as_deref() == Some("IfNeeded"),
             failure_policy: match text(spec, "failurePolicy").as_deref() {
                 None | Some("Fail") => FailurePolicy::Fail,
                 Some("Ignore") => FailurePolicy::Ignore,
@@ -150,7 +178,8 @@ impl Policy {
         };
         let messages = policy.validations.iter().filter_map(|v| v.message_expression.as_ref());
         let expressions = policy.conditions.iter().chain(policy.variables.iter().map(|(_, c)| c)).chain(policy.validations.iter().map(|v| &v.expression));
-        policy.uses = Uses::of(expressions.chain(messages).chain(policy.audit_annotations.iter().map(|(_, c)| c)));
+        let mutations = policy.mutations.iter().map(|m| &m.expression);
+        policy.uses = Uses::of(expressions.chain(messages).chain(policy.audit_annotations.iter().map(|(_, c)| c)).chain(mutations));
         policy
     }
 }
@@ -228,9 +257,12 @@ pub struct Hook {
     pub params: Result<Option<ParamResource>, String>,
 }
 
-/// The policies and bindings, as a snapshot: policies by name, each with its bindings.
+/// The policies and bindings of one kind (validating or mutating), as a snapshot: policies by
+/// name, each with its bindings.
 #[derive(Debug, Default)]
 pub struct Policies {
+    /// Where the policies and the bindings are read from.
+    sources: Option<(Source, Source)>,
     policies: BTreeMap<String, Arc<Policy>>,
     bindings: BTreeMap<String, Arc<Binding>>,
     /// The policies that have bindings, by name: what a write meets.
@@ -244,10 +276,24 @@ pub struct Policies {
 }
 
 impl Policies {
-    /// No policies yet: those `catalog` serves are still to be read.
+    /// No validating policies yet: those `catalog` serves are still to be read.
     pub fn unread(catalog: &Catalog) -> Policies {
+        Policies::unread_from(catalog, (Source::Policies, Source::PolicyBindings))
+    }
+
+    /// No mutating policies yet: those `catalog` serves are still to be read.
+    pub fn unread_mutating(catalog: &Catalog) -> Policies {
+        Policies::unread_from(catalog, (Source::MutatingPolicies, Source::MutatingPolicyBindings))
+    }
+
+    fn unread_from(catalog: &Catalog, sources: (Source, Source)) -> Policies {
         let served = |source| super::serves(catalog, source);
-        Policies { policies_synced: !served(Source::Policies), bindings_synced: !served(Source::PolicyBindings), ..Policies::default() }
+        Policies { sources: Some(sources), policies_synced: !served(sources.0), bindings_synced: !served(sources.1), ..Policies::default() }
+    }
+
+    /// Whether its policies and bindings are read from `source`.
+    pub fn reads(&self, source: Source) -> bool {
+        self.sources.is_some_and(|(p, b)| p == source || b == source)
     }
 
     pub fn synced(&self) -> bool {
@@ -263,7 +309,7 @@ impl Policies {
     pub fn with<'a>(&self, source: Source, objects: impl IntoIterator<Item = &'a Value>, catalog: &Catalog) -> Policies {
         let (mut policies, mut bindings) = (self.policies.clone(), self.bindings.clone());
         let (mut policies_synced, mut bindings_synced) = (self.policies_synced, self.bindings_synced);
-        if source == Source::Policies {
+        if self.sources.is_some_and(|(p, _)| p == source) {
             policies = objects
                 .into_iter()
                 .map(|p| {
@@ -277,24 +323,25 @@ impl Policies {
             bindings = objects.into_iter().map(|b| (meta::name(b).to_string(), Arc::new(Binding::read(b)))).collect();
             bindings_synced = true;
         }
-        Policies::built(policies, bindings, policies_synced, bindings_synced, catalog)
+        Policies::built(self.sources, policies, bindings, policies_synced, bindings_synced, catalog)
     }
 
     /// The same policies, their parameters found in `catalog` (which serves other kinds now).
     pub fn resolved(&self, catalog: &Catalog) -> Policies {
-        Policies::built(self.policies.clone(), self.bindings.clone(), self.policies_synced, self.bindings_synced, catalog)
+        Policies::built(self.sources, self.policies.clone(), self.bindings.clone(), self.policies_synced, self.bindings_synced, catalog)
     }
 
     /// The snapshot of `policies` and `bindings`: their hooks as `catalog` serves the
     /// parameters, and what their expressions read.
     fn built(
+        sources: Option<(Source, Source)>,
         policies: BTreeMap<String, Arc<Policy>>,
         bindings: BTreeMap<String, Arc<Binding>>,
         policies_synced: bool,
         bindings_synced: bool,
         catalog: &Catalog,
     ) -> Policies {
-        let mut next = Policies { policies, bindings, hooks: Vec::new(), uses: Uses::default(), policies_synced, bindings_synced };
+        let mut next = Policies { sources, policies, bindings, hooks: Vec::new(), uses: Uses::default(), policies_synced, bindings_synced };
         next.hooks = next.hooks_of(catalog);
         next.uses = next.hooks.iter().fold(Uses::default(), |u, h| u.or(h.policy.uses));
         next

@@ -273,7 +273,7 @@ impl Webhooks<'_> {
 
 /// `obj`, patched, as kube's (lenient) decoder reads it as `res`'s kind: fields the kind does
 /// not have dropped, a value of the wrong type a 500; then defaulted.
-fn decode(res: &Resource, obj: &mut Value) -> Result<(), ApiError> {
+pub(crate) fn decode(res: &Resource, obj: &mut Value) -> Result<(), ApiError> {
     if res.strategy.prune_unknown(obj).is_none() {
         crate::schema::normalize::normalize(crate::schema::schema(), &res.info.definition, obj).map_err(ApiError::internal)?;
     }
@@ -331,6 +331,7 @@ fn patched(hook: &Hook, r: &Response, obj: Option<&Value>) -> Result<Option<Valu
         Err(crate::patch::JsonPatchFailure::TooMany(n)) => Err(failed(format!("a patch of {n} operations is more than kube applies"))),
         Err(crate::patch::JsonPatchFailure::TooMuchCopied) => Err(failed("Unable to copy, would exceed the accumulated copy size limit".into())),
         Err(crate::patch::JsonPatchFailure::Undecodable(e) | crate::patch::JsonPatchFailure::Failed(e)) => Err(failed(e)),
+        Err(crate::patch::JsonPatchFailure::TestFailed(path)) => Err(failed(format!("testing value {path} failed: test failed"))),
     }
 }
 

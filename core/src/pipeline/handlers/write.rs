@@ -118,7 +118,11 @@ impl RequestMachine {
             admission: self.server.admission.clone(),
             webhooks: self.served.webhooks.clone(),
             policies: self.served.policies.clone(),
-            equivalents: if self.served.webhooks.is_empty() && self.served.policies.is_empty() { Vec::new() } else { self.equivalents(info) },
+            mutating_policies: self.served.mutating_policies.clone(),
+            equivalents: match self.served.webhooks.is_empty() && self.served.policies.is_empty() && self.served.mutating_policies.is_empty() {
+                true => Vec::new(),
+                false => self.equivalents(info),
+            },
         }
     }
 

@@ -1,0 +1,250 @@
+//! kube's dispatcher of the mutating admission policies on a write (after the mutating
+//! plugins, before the mutating webhooks; creates and updates only: kapi admits no connects): each policy
+//! whose `matchConstraints` cover the write, with each of its bindings whose
+//! `matchResources` do too, once per parameter the binding finds (an *invocation*); its match
+//! conditions, then its mutations in order, each on the object as the one before left it
+//! (decoded and defaulted after each). An invocation that changed the object makes every
+//! `reinvocationPolicy: IfNeeded` one before it run again in the chain's second round.
+//!
+//! Errors of policies that fail closed refuse the write at the end, as kube's: 403, the
+//! first error's message and reason (`Invalid` for a mutation's and a condition's), a cause
+//! per error: `policy '<p>' with binding '<b>' denied request: <why>`.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use serde_json::Value;
+
+use super::dispatch::{Seen, exempt, namespace_object, params_of};
+use super::evaluate;
+use super::patch::{self, Failure};
+use super::{FailurePolicy, Hook, Policies, Policy};
+use crate::admission::matching::{Invocation, convert, matches, namespace_of, versioned};
+use crate::admission::webhooks::{dispatch::decode, review};
+use crate::admission::{Attributes, Operation};
+use crate::catalog::Resource;
+use crate::meta;
+use crate::status::{ApiError, StatusCause};
+
+/// An invocation: the policy, the binding and the parameter (`namespace/name`, empty without).
+type Key = (String, String, String);
+
+/// What the policies' reinvocation keeps between the chain's two rounds.
+#[derive(Debug, Default)]
+pub struct Reinvocation {
+    /// The `IfNeeded` invocations made so far.
+    previously: BTreeSet<Key>,
+    /// Those to make again in the second round.
+    again: BTreeSet<Key>,
+    /// The object as the policies last left it.
+    last_output: Option<Value>,
+    /// A policy mutated the object: the chain runs a second round.
+    pub needed: bool,
+}
+
+impl Reinvocation {
+    /// Something changed the object: every `IfNeeded` invocation made before is made again.
+    fn changed(&mut self) {
+        self.again.append(&mut self.previously);
+        self.needed = true;
+    }
+}
+
+/// A policy's error, and whether it refuses the write as `Forbidden` (a policy or binding
+/// that cannot be applied) or `Invalid` (a condition or mutation that failed).
+struct PolicyError {
+    message: String,
+    reason: &'static str,
+}
+
+/// The policy errors of a write so far (only of policies that fail closed).
+#[derive(Default)]
+struct Errors(Vec<PolicyError>);
+
+impl Errors {
+    fn add(&mut self, policy: &Policy, binding: Option<&str>, why: &str, reason: &'static str) {
+        let message = match &policy.failure_policy {
+            FailurePolicy::Ignore => return,
+            FailurePolicy::Fail => why.to_string(),
+            FailurePolicy::Unknown(p) => format!("unrecognized failure policy: '{p}'"),
+        };
+        let message = match binding {
+            Some(b) => format!("policy '{}' with binding '{b}' denied request: {message}", policy.name),
+            None => format!("policy {:?} denied request: {message}", policy.name),
+        };
+        self.0.push(PolicyError { message, reason });
+    }
+
+    /// kube's refusal: the first error's message and reason, a cause per error.
+    fn refusal(self, a: &Attributes, obj: &Value) -> Result<(), ApiError> {
+        let Some(first) = self.0.first() else { return Ok(()) };
+        let generated = meta::str_at(obj, &["metadata", "generateName"]).unwrap_or_default();
+        let name = [review::request_name(a, Some(obj)), generated].into_iter().find(|n| !n.is_empty()).unwrap_or("Unknown");
+        let mut e = ApiError::forbidden(&a.info.group_resource(), name, "");
+        e.message = first.message.clone();
+        e.reason = first.reason;
+        if let Some(details) = e.details.as_mut() {
+            details.causes = self.0.into_iter().map(|p| StatusCause { message: p.message, ..StatusCause::default() }).collect();
+        }
+        Err(e)
+    }
+}
+
+/// The mutating admission policies on `obj`, in the chain's first round or (`second_round`)
+/// its second, where only the invocations `reinvocation` marked are made again.
+pub fn mutate(
+    policies: &Policies,
+    resource: &Resource,
+    equivalents: &[Arc<Resource>],
+    a: &Attributes,
+    obj: &mut Value,
+    reinvocation: &mut Reinvocation,
+    second_round: bool,
+) -> Result<(), ApiError> {
+    if exempt(a) || !matches!(a.operation, Operation::Create | Operation::Update) {
+        return Ok(());
+    }
+    if !policies.synced() {
+        return Err(a.forbidden("not yet ready to handle request"));
+    }
+    if second_round && reinvocation.last_output.as_ref() != Some(obj) {
+        reinvocation.changed();
+    }
+    let mut errors = Errors::default();
+    let namespace = namespace_object(a, Some(obj))?;
+    let mut dirty = false;
+    for hook in &policies.hooks {
+        let policy = &hook.policy;
+        let Some(constraints) = &policy.matching else {
+            errors.add(policy, None, "failed to configure policy: policy contained no match constraints, a required field", "Forbidden");
+            continue;
+        };
+        let invocation = match matches(constraints, a, Some(obj), equivalents) {
+            Ok(None) => continue,
+            Ok(Some(i)) => i,
+            Err(e) => {
+                errors.add(policy, None, &format!("failed to configure policy: {}", e.message), "Forbidden");
+                continue;
+            }
+        };
+        let mut run =
+            Run { resource, equivalents, a, namespace: &namespace, errors: &mut errors, reinvocation: &mut *reinvocation, second_round, dirty: false };
+        run.hook(hook, invocation, obj)?;
+        dirty |= run.dirty;
+    }
+    if dirty {
+        reinvocation.changed();
+    }
+    reinvocation.last_output = Some(obj.clone());
+    errors.refusal(a, obj)
+}
+
+/// One write's dispatch of the policies, and what it found so far.
+struct Run<'x, 'r> {
+    resource: &'x Resource,
+    equivalents: &'x [Arc<Resource>],
+    a: &'x Attributes<'x>,
+    namespace: &'x Value,
+    errors: &'r mut Errors,
+    reinvocation: &'r mut Reinvocation,
+    second_round: bool,
+    /// A mutation was applied (even one that changed nothing, as kube counts it).
+    dirty: bool,
+}
+
+impl Run<'_, '_> {
+    /// The policy of `hook` with each of its bindings that covers the write, once per
+    /// parameter.
+    fn hook(&mut self, hook: &Hook, invocation: Invocation<'_>, obj: &mut Value) -> Result<(), ApiError> {
+        let (a, policy) = (self.a, &hook.policy);
+        let at = match &hook.params {
+            Ok(at) => at.as_ref(),
+            Err(why) => {
+                self.errors.add(policy, None, &format!("failed to configure policy: {why}"), "Forbidden");
+                return Ok(());
+            }
+        };
+        for binding in &hook.bindings {
+            if let Some(m) = &binding.matching {
+                match matches(m, a, Some(obj), self.equivalents) {
+                    Ok(None) => continue,
+                    Ok(Some(_)) => {}
+                    Err(e) => {
+                        self.errors.add(policy, Some(&binding.name), &format!("failed to configure binding: {}", e.message), "Forbidden");
+                        continue;
+                    }
+                }
+            }
+            let params = match at.map(|at| params_of(at, binding, a, namespace_of(a, Some(obj)))) {
+                None | Some(Ok(None)) => vec![None],
+                Some(Ok(Some(list))) => list.into_iter().map(Some).collect(),
+                Some(Err(why)) => {
+                    self.errors.add(policy, Some(&binding.name), &format!("failed to configure binding: {why}"), "Forbidden");
+                    continue;
+                }
+            };
+            for param in &params {
+                let id = param.as_ref().map(|p| format!("{}/{}", meta::namespace(p), meta::name(p))).unwrap_or_default();
+                let key = (policy.name.clone(), binding.name.clone(), id);
+                self.invoke(policy, &binding.name, key, invocation, param.as_ref(), obj)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// One invocation: its conditions, then its mutations in order.
+    fn invoke(&mut self, policy: &Policy, binding: &str, key: Key, invocation: Invocation<'_>, param: Option<&Value>, obj: &mut Value) -> Result<(), ApiError> {
+        let params = param.map(crate::cel::to_value);
+        let seen = Seen::of(self.resource, invocation, self.a, Some(obj), policy.uses);
+        // Match conditions do not see the namespace.
+        match evaluate::conditions(policy, &seen.inputs(&Value::Null, policy.uses), params.as_ref()) {
+            Ok(true) => {}
+            Ok(false) => return Ok(()),
+            Err(why) => {
+                self.errors.add(policy, Some(binding), &why, "Invalid");
+                return Ok(());
+            }
+        }
+        if self.second_round && !self.reinvocation.again.contains(&key) {
+            return Ok(());
+        }
+        let kind = match invocation {
+            Invocation::Exact => self.resource,
+            Invocation::Equivalent(e) => e,
+        };
+        let before = obj.clone();
+        for m in &policy.mutations {
+            let patched = {
+                let (_, live, _) = versioned(self.resource, invocation, self.a, Some(obj));
+                let live = live.as_deref().unwrap_or(&Value::Null);
+                let seen = Seen::of(self.resource, invocation, self.a, Some(obj), policy.uses);
+                match evaluate::mutation(policy, &seen.inputs(self.namespace, policy.uses), params.as_ref(), &m.expression) {
+                    Err(why) => Err(Failure::Error(why)),
+                    Ok(result) if m.json_patch => patch::json_patch(kind, live, &result).map(|p| p.unwrap_or_else(|| live.clone())),
+                    Ok(result) => patch::apply_configuration(kind, live, &result),
+                }
+            };
+            let mut new = match patched {
+                Ok(new) => new,
+                Err(Failure::Status(e)) => return Err(e),
+                Err(Failure::Error(why)) => {
+                    self.errors.add(policy, Some(binding), &why, "Invalid");
+                    continue;
+                }
+            };
+            decode(kind, &mut new)?;
+            if let Invocation::Equivalent(from) = invocation {
+                new = convert(from, self.resource, &new);
+            }
+            *obj = new;
+            self.dirty = true;
+        }
+        if *obj != before {
+            self.reinvocation.changed();
+        }
+        if policy.reinvoke {
+            self.reinvocation.previously.insert(key);
+        }
+        Ok(())
+    }
+}

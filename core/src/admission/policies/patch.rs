@@ -1,0 +1,105 @@
+//! What a mutation's result does to the object it mutates (kube's `mutating/patch`): an
+//! ApplyConfiguration (`Object{...}`) merged in as structured-merge-diff merges two typed
+//! objects (`smd.go`), or the operations of a JSON patch (`list(JSONPatch)`) applied
+//! (`json_patch.go`); each result decoded as the kind, as kube decodes it.
+
+use serde_json::{Value, json};
+
+use crate::catalog::Resource;
+use crate::cel::mutation::{JSON_PATCH, struct_paths, to_json};
+use crate::status::{ApiError, quote};
+
+/// Why a mutation did not apply.
+#[derive(Debug)]
+pub enum Failure {
+    /// The policy's error (a refusal if it fails closed), in kube's words.
+    Error(String),
+    /// The request's: the write fails with it, whatever the policy's failure policy.
+    Status(ApiError),
+}
+
+/// The fields of `obj` its kind does not have, as kube's decoders find them (a type error: the
+/// decoder's message).
+fn unknown_fields(res: &Resource, obj: &mut Value) -> Result<Vec<String>, String> {
+    match res.strategy.prune_unknown(obj) {
+        Some(unknown) => Ok(unknown),
+        None => crate::schema::normalize::normalize(crate::schema::schema(), &res.info.definition, obj).map(|f| f.unknown_fields),
+    }
+}
+
+/// The object `live` with the ApplyConfiguration `result` merged in.
+pub fn apply_configuration(res: &Resource, live: &Value, result: &crate::cel::Value) -> Result<Value, Failure> {
+    let crate::cel::Value::Struct(root) = result else {
+        return Err(Failure::Error(format!("unexpected return value type: {}", crate::cel::type_name(result))));
+    };
+    let mut paths = Vec::new();
+    struct_paths(result, "", &mut paths);
+    let root_name = root.name().to_string();
+    let mismatched: Vec<String> = paths
+        .iter()
+        .filter(|(name, at)| *name != format!("{root_name}{at}"))
+        .map(|(name, at)| {
+            format!("type mismatch: unexpected type name {name:?}, expected \"{root_name}{at}\", which matches field name path from root {root_name} type")
+        })
+        .collect();
+    if !mismatched.is_empty() {
+        return Err(Failure::Error(mismatched.join("\n")));
+    }
+    let mut patch = to_json(result).map_err(Failure::Error)?;
+    for key in ["apiVersion", "kind"] {
+        patch[key] = live.get(key).cloned().unwrap_or_default();
+    }
+    let unknown =
+        unknown_fields(res, &mut patch).map_err(|e| Failure::Error(format!("error applying patch: failed to convert patch object to typed object: {e}")))?;
+    if !unknown.is_empty() {
+        let each: Vec<String> = unknown.iter().map(|u| format!(".{u}: field not declared in schema")).collect();
+        let joined = if each.len() == 1 { each[0].clone() } else { format!("errors:\n  {}", each.join("\n  ")) };
+        return Err(Failure::Error(format!("error applying patch: failed to convert patch object to typed object: {joined}")));
+    }
+    crate::ssa::merge_patch(live, &patch, &res.strategy.typing()).map_err(|e| Failure::Error(format!("error applying patch: {e}")))
+}
+
+/// The object `live` with the JSON patch `result` applied; `None` when one of its `test`
+/// operations fails (kube then leaves the object as it was, without an error).
+pub fn json_patch(res: &Resource, live: &Value, result: &crate::cel::Value) -> Result<Option<Value>, Failure> {
+    let crate::cel::Value::List(items) = result else {
+        return Err(Failure::Error(format!("unexpected return value type: {}", crate::cel::type_name(result))));
+    };
+    let mut ops = Vec::with_capacity(items.len());
+    for item in items.iter() {
+        let crate::cel::Value::Struct(s) = item else { return Err(Failure::Error(format!("unexpected JSONPatch type: {}", crate::cel::type_name(item)))) };
+        if s.name() != JSON_PATCH {
+            return Err(Failure::Error(format!("unexpected JSONPatch type: {}", s.name())));
+        }
+        let fields = to_json(item).map_err(|e| Failure::Error(format!("JSONPath valueExpression evaluated to a type that could not marshal to JSON: {e}")))?;
+        let text = |k: &str| fields.get(k).and_then(Value::as_str).unwrap_or_default().to_string();
+        let mut op = json!({"op": text("op"), "path": text("path")});
+        if !text("from").is_empty() {
+            op["from"] = json!(text("from"));
+        }
+        if let Some(v) = fields.get("value") {
+            op["value"] = v.clone();
+        }
+        ops.push(op);
+    }
+    let mut patched = match crate::patch::apply_json_patch(live, &Value::Array(ops)) {
+        Ok(p) => p,
+        Err(crate::patch::JsonPatchFailure::TestFailed(_)) => return Ok(None),
+        Err(crate::patch::JsonPatchFailure::Failed(e) | crate::patch::JsonPatchFailure::Undecodable(e)) => {
+            return Err(Failure::Error(format!("JSON Patch: {e}")));
+        }
+        Err(crate::patch::JsonPatchFailure::TooMuchCopied) => {
+            return Err(Failure::Error("JSON Patch: Unable to copy, would exceed the accumulated copy size limit".into()));
+        }
+        Err(crate::patch::JsonPatchFailure::NotAList | crate::patch::JsonPatchFailure::TooMany(_)) => {
+            return Err(Failure::Error(format!("JSON Patch: more than {} operations", crate::patch::MAX_JSON_PATCH_OPERATIONS)));
+        }
+    };
+    // kube decodes the patched object strictly.
+    let unknown = unknown_fields(res, &mut patched).map_err(|e| Failure::Status(ApiError::internal(e)))?;
+    if !unknown.is_empty() {
+        let each: Vec<String> = unknown.iter().map(|u| format!("unknown field {}", quote(u))).collect();
+        return Err(Failure::Status(ApiError::internal(format!("strict decoding error: {}", each.join(", ")))));
+    }
+    Ok(Some(patched))
+}

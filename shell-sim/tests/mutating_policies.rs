@@ -1,0 +1,258 @@
+//! Mutating admission policies (admissionregistration.k8s.io/v1alpha1, kube's alpha
+//! MutatingAdmissionPolicy) through the core's request pipeline: served only with
+//! `--runtime-config`, run only with the feature gate; kube's checks of a policy; what an
+//! ApplyConfiguration and a JSON patch do to a write; reinvocation; kube's refusals.
+
+use std::sync::Arc;
+
+use kapi_core::admission::Chain;
+use kapi_core::controllers::Enabled;
+use kapi_core::features::FeatureGates;
+use kapi_core::resources::{RuntimeConfig, Settings, registered_group_versions};
+use kapi_sim::{Response, World, epoch, server_with};
+use serde_json::{Value, json};
+
+const POLICIES: &str = "/apis/admissionregistration.k8s.io/v1alpha1/mutatingadmissionpolicies";
+const BINDINGS: &str = "/apis/admissionregistration.k8s.io/v1alpha1/mutatingadmissionpolicybindings";
+const CONFIGMAPS: &str = "/api/v1/namespaces/default/configmaps";
+
+/// A server serving v1alpha1 (`served`) with the feature gate `gate`.
+fn world_with(served: bool, gate: bool) -> World {
+    let flag = if served { "admissionregistration.k8s.io/v1alpha1=true" } else { "" };
+    let runtime_config = RuntimeConfig::parse(flag, &registered_group_versions()).expect("a valid --runtime-config");
+    let mut setup = server_with(&Settings { runtime_config, ..Settings::default() });
+    let chain = Chain::from_flags(&[], &[], &Default::default()).expect("kube's default plugins");
+    Arc::get_mut(&mut setup.server).expect("not shared yet").admission = Arc::new(chain.gated(&FeatureGates { mutating_admission_policy: gate }));
+    let mut w = World::new(setup, epoch(), 11);
+    w.start_controllers(Enabled::NONE);
+    w
+}
+
+fn world() -> World {
+    world_with(true, true)
+}
+
+fn text(r: &Response) -> String {
+    String::from_utf8_lossy(&r.body).into_owned()
+}
+
+fn body(r: &Response) -> Value {
+    serde_json::from_slice(&r.body).unwrap_or_default()
+}
+
+fn create(w: &mut World, path: &str, body: &Value) -> Response {
+    w.call("POST", path, "", Some(body), "application/json")
+}
+
+fn created(w: &mut World, path: &str, body: Value) -> Value {
+    let r = create(w, path, &body);
+    assert_eq!(r.head.status, 201, "{}", text(&r));
+    self::body(&r)
+}
+
+/// A policy on configmaps' creates and updates with these mutations (`patchType` and
+/// expression), `spec` added.
+fn policy(w: &mut World, name: &str, mutations: &[(&str, &str)], spec: Value) {
+    let mutations: Vec<Value> = mutations
+        .iter()
+        .map(|(t, e)| match *t {
+            "JSONPatch" => json!({"patchType": t, "jsonPatch": {"expression": e}}),
+            _ => json!({"patchType": t, "applyConfiguration": {"expression": e}}),
+        })
+        .collect();
+    let mut body = json!({
+        "apiVersion": "admissionregistration.k8s.io/v1alpha1", "kind": "MutatingAdmissionPolicy", "metadata": {"name": name},
+        "spec": {
+            "matchConstraints": {"resourceRules": [{"operations": ["CREATE", "UPDATE"], "apiGroups": [""], "apiVersions": ["v1"], "resources": ["configmaps"]}]},
+            "mutations": mutations, "reinvocationPolicy": "Never",
+        },
+    });
+    for (k, v) in spec.as_object().unwrap() {
+        body["spec"][k] = v.clone();
+    }
+    created(w, POLICIES, body);
+    let binding = json!({
+        "apiVersion": "admissionregistration.k8s.io/v1alpha1", "kind": "MutatingAdmissionPolicyBinding", "metadata": {"name": format!("{name}-binding")},
+        "spec": {"policyName": name},
+    });
+    created(w, BINDINGS, binding);
+}
+
+fn configmap(name: &str) -> Value {
+    json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}, "data": {"a": "1"}})
+}
+
+const ANNOTATE: &str = "Object{metadata: Object.metadata{annotations: {'mutated-by': 'policy'}}}";
+
+#[test]
+fn the_api_is_served_only_with_the_runtime_config_and_the_policies_run_only_with_the_gate() {
+    let mut w = world_with(false, true);
+    assert_eq!(w.call("GET", "/apis/admissionregistration.k8s.io/v1alpha1", "", None, "").head.status, 404);
+    let group = body(&w.call("GET", "/apis/admissionregistration.k8s.io", "", None, ""));
+    assert_eq!(group["versions"].as_array().map(Vec::len), Some(1), "{group}");
+
+    let mut w = world_with(true, false);
+    let list = body(&w.call("GET", "/apis/admissionregistration.k8s.io/v1alpha1", "", None, ""));
+    let names: Vec<&str> = list["resources"].as_array().unwrap().iter().filter_map(|r| r["name"].as_str()).collect();
+    assert_eq!(names, ["mutatingadmissionpolicies", "mutatingadmissionpolicybindings"]);
+    let group = body(&w.call("GET", "/apis/admissionregistration.k8s.io", "", None, ""));
+    assert_eq!(group["preferredVersion"]["version"], "v1", "{group}");
+    policy(&mut w, "annotate", &[("ApplyConfiguration", ANNOTATE)], json!({}));
+    let cm = created(&mut w, CONFIGMAPS, configmap("off"));
+    assert!(cm["metadata"].get("annotations").is_none(), "the gate is off: {cm}");
+
+    let mut w = world();
+    policy(&mut w, "annotate", &[("ApplyConfiguration", ANNOTATE)], json!({}));
+    let got = body(&w.call("GET", &format!("{POLICIES}/annotate"), "", None, ""));
+    assert_eq!(got["spec"]["failurePolicy"], "Fail");
+    assert_eq!(got["spec"]["matchConstraints"]["matchPolicy"], "Equivalent");
+    assert_eq!(got["metadata"]["generation"], 1);
+    let cm = created(&mut w, CONFIGMAPS, configmap("on"));
+    assert_eq!(cm["metadata"]["annotations"], json!({"mutated-by": "policy"}));
+}
+
+#[test]
+fn a_policy_is_checked_as_kube_checks_it() {
+    let mut w = world();
+    let bad = json!({
+        "apiVersion": "admissionregistration.k8s.io/v1alpha1", "kind": "MutatingAdmissionPolicy", "metadata": {"name": "bad"},
+        "spec": {
+            "matchConstraints": {"resourceRules": [{"operations": ["DELETE"], "apiGroups": [""], "apiVersions": ["v1"], "resources": ["configmaps"]}]},
+            "mutations": [
+                {"patchType": "ApplyConfiguration", "applyConfiguration": {"expression": "\"I'm a teapot!\""}},
+                {"patchType": "JSONPatch", "applyConfiguration": {"expression": "[]"}},
+                {"patchType": "JSONPatch", "jsonPatch": {"expression": "[JSONPatch{op: 1}]"}},
+                {"patchType": "Merge"},
+            ],
+        },
+    });
+    let r = create(&mut w, POLICIES, &bad);
+    assert_eq!(r.head.status, 422, "{}", text(&r));
+    let causes: Vec<String> = body(&r)["details"]["causes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| format!("{}: {}", c["field"].as_str().unwrap(), c["message"].as_str().unwrap()))
+        .collect();
+    let expected = [
+        "spec.matchConstraints.resourceRules.operations: Unsupported value: \"DELETE\": supported values: \"*\", \"CONNECT\", \"CREATE\", \"UPDATE\"",
+        "spec.mutations[0].applyConfiguration.expression: Invalid value: \"\\\"I'm a teapot!\\\"\": must evaluate to Object but got string",
+        "spec.mutations[1].jsonPatch: Required value: must be specified when patchType is JSONPatch",
+        "spec.mutations[1].applyConfiguration: Invalid value: \"{applyConfiguration}\": must not be specified when patchType is JSONPatch",
+        "spec.mutations[3].patchType: Unsupported value: \"Merge\": supported values: \"ApplyConfiguration\", \"JSONPatch\"",
+        "spec.reinvocationPolicy: Required value",
+    ];
+    for e in expected {
+        assert!(causes.iter().any(|c| c == e), "{e} not in {causes:#?}");
+    }
+    assert!(causes.iter().any(|c| c.starts_with("spec.mutations[2].jsonPatch.expression: Invalid value: \"[JSONPatch{op: 1}]\": compilation failed: ERROR: <input>:1:14: expected type of field 'op' is 'string' but provided type is 'int'")), "{causes:#?}");
+    let none = json!({
+        "apiVersion": "admissionregistration.k8s.io/v1alpha1", "kind": "MutatingAdmissionPolicy", "metadata": {"name": "none"},
+        "spec": {"matchConstraints": {"resourceRules": [{"operations": ["CREATE"], "apiGroups": [""], "apiVersions": ["v1"], "resources": ["pods"]}]}, "reinvocationPolicy": "Never"},
+    });
+    let r = create(&mut w, POLICIES, &none);
+    assert!(text(&r).contains("spec.mutations: Required value: mutations must contain at least one item"), "{}", text(&r));
+}
+
+#[test]
+fn an_apply_configuration_merges_and_a_json_patch_applies() {
+    let mut w = world();
+    policy(
+        &mut w,
+        "both",
+        &[
+            ("ApplyConfiguration", "Object{data: {'b': string(size(object.data))}}"),
+            (
+                "JSONPatch",
+                "[JSONPatch{op: 'add', path: '/metadata/labels', value: {}}, JSONPatch{op: 'add', path: '/metadata/labels/' + jsonpatch.escapeKey('example.com/team'), value: 'web'}]",
+            ),
+            // A failed test leaves the object as it was, without an error.
+            ("JSONPatch", "[JSONPatch{op: 'add', path: '/data/c', value: 'x'}, JSONPatch{op: 'test', path: '/data/a', value: 'no'}]"),
+        ],
+        json!({}),
+    );
+    let cm = created(&mut w, CONFIGMAPS, configmap("cm"));
+    assert_eq!(cm["data"], json!({"a": "1", "b": "1"}), "{cm}");
+    assert_eq!(cm["metadata"]["labels"], json!({"example.com/team": "web"}));
+    // On update too, each mutation seeing the object as the one before left it.
+    let mut updated = cm.clone();
+    updated["data"]["z"] = json!("2");
+    let r = w.call("PUT", &format!("{CONFIGMAPS}/cm"), "", Some(&updated), "application/json");
+    assert_eq!(body(&r)["data"], json!({"a": "1", "b": "3", "z": "2"}), "{}", text(&r));
+}
+
+#[test]
+fn failures_are_refused_in_kubes_words_unless_the_policy_ignores_them() {
+    let mut w = world();
+    policy(&mut w, "unknown", &[("ApplyConfiguration", "Object{spec: Object.spec{replicas: 1}}")], json!({}));
+    let r = create(&mut w, CONFIGMAPS, &configmap("a"));
+    assert_eq!(r.head.status, 403, "{}", text(&r));
+    let b = body(&r);
+    assert_eq!(b["reason"], "Invalid");
+    assert_eq!(
+        b["message"],
+        "policy 'unknown' with binding 'unknown-binding' denied request: error applying patch: failed to convert patch object to typed object: .spec: field not declared in schema"
+    );
+    assert_eq!(b["details"]["causes"][0]["message"], b["message"]);
+    w.call("DELETE", &format!("{POLICIES}/unknown"), "", None, "");
+
+    policy(&mut w, "ignored", &[("JSONPatch", "[JSONPatch{op: 'remove', path: '/data/nope'}]")], json!({"failurePolicy": "Ignore"}));
+    assert_eq!(create(&mut w, CONFIGMAPS, &configmap("b")).head.status, 201);
+    w.call("DELETE", &format!("{POLICIES}/ignored"), "", None, "");
+
+    // A JSON patch whose result is no ConfigMap: kube's strict decoding, a 500.
+    policy(&mut w, "strict", &[("JSONPatch", "[JSONPatch{op: 'add', path: '/datax', value: 1}]")], json!({"failurePolicy": "Ignore"}));
+    let r = create(&mut w, CONFIGMAPS, &configmap("c"));
+    assert_eq!(r.head.status, 500, "{}", text(&r));
+    assert_eq!(body(&r)["message"], "Internal error occurred: strict decoding error: unknown field \"datax\"");
+    w.call("DELETE", &format!("{POLICIES}/strict"), "", None, "");
+
+    policy(&mut w, "missing", &[("JSONPatch", "[JSONPatch{op: 'replace', path: '/metadata/labels/x', value: 'y'}]")], json!({}));
+    let r = create(&mut w, CONFIGMAPS, &configmap("d"));
+    assert_eq!(
+        body(&r)["message"],
+        "policy 'missing' with binding 'missing-binding' denied request: JSON Patch: replace operation does not apply: doc is missing key: /metadata/labels/x: missing value"
+    );
+}
+
+#[test]
+fn a_change_reinvokes_the_policies_that_ask_for_it_once() {
+    let mut w = world();
+    let count = "Object{metadata: Object.metadata{annotations: {'foo': string(int(object.metadata.?annotations.foo.orValue('0')) + 1)}}}";
+    for (name, reinvoke) in [("p1", "IfNeeded"), ("p2", "IfNeeded"), ("p3", "Never")] {
+        policy(&mut w, name, &[("ApplyConfiguration", count)], json!({"reinvocationPolicy": reinvoke}));
+    }
+    let cm = created(&mut w, CONFIGMAPS, configmap("counted"));
+    // Three in the first round, then p1 and p2 again (kube's integration test).
+    assert_eq!(cm["metadata"]["annotations"]["foo"], "5", "{cm}");
+}
+
+#[test]
+fn match_conditions_and_params_decide_what_a_policy_does() {
+    let mut w = world();
+    created(&mut w, CONFIGMAPS, json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "settings"}, "data": {"team": "blue"}}));
+    policy(
+        &mut w,
+        "team",
+        &[("ApplyConfiguration", "Object{metadata: Object.metadata{labels: {'team': params.data.team}}}")],
+        json!({
+            "paramKind": {"apiVersion": "v1", "kind": "ConfigMap"},
+            "matchConditions": [{"name": "not-settings", "expression": "object.metadata.name != 'settings'"}],
+        }),
+    );
+    let mut binding = body(&w.call("GET", &format!("{BINDINGS}/team-binding"), "", None, ""));
+    binding["spec"]["paramRef"] = json!({"name": "settings", "namespace": "default"});
+    let r = w.call("PUT", &format!("{BINDINGS}/team-binding"), "", Some(&binding), "application/json");
+    assert_eq!(r.head.status, 200, "{}", text(&r));
+    assert_eq!(body(&r)["spec"]["paramRef"]["parameterNotFoundAction"], "Deny");
+    let cm = created(&mut w, CONFIGMAPS, configmap("labelled"));
+    assert_eq!(cm["metadata"]["labels"], json!({"team": "blue"}));
+    let r = w.call(
+        "PUT",
+        &format!("{CONFIGMAPS}/settings"),
+        "",
+        Some(&json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "settings"}, "data": {"team": "red"}})),
+        "application/json",
+    );
+    assert!(body(&r)["metadata"].get("labels").is_none(), "the condition is false: {}", text(&r));
+}
