@@ -256,3 +256,23 @@ fn match_conditions_and_params_decide_what_a_policy_does() {
     );
     assert!(body(&r)["metadata"].get("labels").is_none(), "the condition is false: {}", text(&r));
 }
+
+#[test]
+fn a_policy_on_the_scale_subresource_mutates_the_scale() {
+    let mut w = world();
+    let rules = json!({"resourceRules": [{"operations": ["UPDATE"], "apiGroups": ["apps"], "apiVersions": ["v1"], "resources": ["deployments/scale"]}]});
+    policy(
+        &mut w,
+        "cap",
+        &[("ApplyConfiguration", "Object{spec: Object.spec{replicas: object.spec.replicas > 3 ? 3 : object.spec.replicas}}")],
+        json!({"matchConstraints": rules}),
+    );
+    let deployment = json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web"}, "spec": {"replicas": 1,
+        "selector": {"matchLabels": {"app": "web"}}, "template": {"metadata": {"labels": {"app": "web"}}, "spec": {"containers": [{"name": "c", "image": "nginx"}]}}}});
+    created(&mut w, "/apis/apps/v1/namespaces/default/deployments", deployment);
+    let scale = json!({"apiVersion": "autoscaling/v1", "kind": "Scale", "metadata": {"name": "web", "namespace": "default"}, "spec": {"replicas": 10}});
+    let r = w.call("PUT", "/apis/apps/v1/namespaces/default/deployments/web/scale", "", Some(&scale), "application/json");
+    assert_eq!(body(&r)["spec"]["replicas"], 3, "{}", text(&r));
+    let got = body(&w.call("GET", "/apis/apps/v1/namespaces/default/deployments/web", "", None, ""));
+    assert_eq!(got["spec"]["replicas"], 3);
+}

@@ -19,8 +19,8 @@ use super::dispatch::{Seen, exempt, namespace_object, params_of};
 use super::evaluate;
 use super::patch::{self, Failure};
 use super::{FailurePolicy, Hook, Policies, Policy};
-use crate::admission::matching::{Invocation, convert, matches, namespace_of, versioned};
-use crate::admission::webhooks::{dispatch::decode, review};
+use crate::admission::matching::{Invocation, matches, namespace_of, versioned};
+use crate::admission::webhooks::{dispatch::patch_into, review};
 use crate::admission::{Attributes, Operation};
 use crate::catalog::Resource;
 use crate::meta;
@@ -208,10 +208,11 @@ impl Run<'_, '_> {
         if self.second_round && !self.reinvocation.again.contains(&key) {
             return Ok(());
         }
-        let kind = match invocation {
+        let resource = match invocation {
             Invocation::Exact => self.resource,
             Invocation::Equivalent(e) => e,
         };
+        let kind = patch::Kind { resource, scale: self.a.subresource == Some("scale") };
         let before = obj.clone();
         for m in &policy.mutations {
             let patched = {
@@ -224,7 +225,7 @@ impl Run<'_, '_> {
                     Ok(result) => patch::apply_configuration(kind, live, &result),
                 }
             };
-            let mut new = match patched {
+            let new = match patched {
                 Ok(new) => new,
                 Err(Failure::Status(e)) => return Err(e),
                 Err(Failure::Error(why)) => {
@@ -232,11 +233,7 @@ impl Run<'_, '_> {
                     continue;
                 }
             };
-            decode(kind, &mut new)?;
-            if let Invocation::Equivalent(from) = invocation {
-                new = convert(from, self.resource, &new);
-            }
-            *obj = new;
+            patch_into(self.resource, invocation, self.a, new, obj)?;
             self.dirty = true;
         }
         if *obj != before {

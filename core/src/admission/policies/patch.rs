@@ -18,17 +18,37 @@ pub enum Failure {
     Status(ApiError),
 }
 
-/// The fields of `obj` its kind does not have, as kube's decoders find them (a type error: the
-/// decoder's message).
-fn unknown_fields(res: &Resource, obj: &mut Value) -> Result<Vec<String>, String> {
-    match res.strategy.prune_unknown(obj) {
-        Some(unknown) => Ok(unknown),
-        None => crate::schema::normalize::normalize(crate::schema::schema(), &res.info.definition, obj).map(|f| f.unknown_fields),
+/// What is mutated: an object of a resource, or (`scale`) the Scale of one.
+#[derive(Clone, Copy)]
+pub struct Kind<'a> {
+    pub resource: &'a Resource,
+    pub scale: bool,
+}
+
+impl Kind<'_> {
+    /// The fields of `obj` the kind does not have, as kube's decoders find them (a type
+    /// error: the decoder's message).
+    fn unknown_fields(self, obj: &mut Value) -> Result<Vec<String>, String> {
+        let definition = match self.scale {
+            true => "io.k8s.api.autoscaling.v1.Scale",
+            false => match self.resource.strategy.prune_unknown(obj) {
+                Some(unknown) => return Ok(unknown),
+                None => &self.resource.info.definition,
+            },
+        };
+        crate::schema::normalize::normalize(crate::schema::schema(), definition, obj).map(|f| f.unknown_fields)
+    }
+
+    fn typing(&self) -> crate::ssa::Typing<'_> {
+        match self.scale {
+            true => crate::ssa::Typing::BuiltIn,
+            false => self.resource.strategy.typing(),
+        }
     }
 }
 
 /// The object `live` with the ApplyConfiguration `result` merged in.
-pub fn apply_configuration(res: &Resource, live: &Value, result: &crate::cel::Value) -> Result<Value, Failure> {
+pub fn apply_configuration(kind: Kind<'_>, live: &Value, result: &crate::cel::Value) -> Result<Value, Failure> {
     let crate::cel::Value::Struct(root) = result else {
         return Err(Failure::Error(format!("unexpected return value type: {}", crate::cel::type_name(result))));
     };
@@ -50,18 +70,18 @@ pub fn apply_configuration(res: &Resource, live: &Value, result: &crate::cel::Va
         patch[key] = live.get(key).cloned().unwrap_or_default();
     }
     let unknown =
-        unknown_fields(res, &mut patch).map_err(|e| Failure::Error(format!("error applying patch: failed to convert patch object to typed object: {e}")))?;
+        kind.unknown_fields(&mut patch).map_err(|e| Failure::Error(format!("error applying patch: failed to convert patch object to typed object: {e}")))?;
     if !unknown.is_empty() {
         let each: Vec<String> = unknown.iter().map(|u| format!(".{u}: field not declared in schema")).collect();
         let joined = if each.len() == 1 { each[0].clone() } else { format!("errors:\n  {}", each.join("\n  ")) };
         return Err(Failure::Error(format!("error applying patch: failed to convert patch object to typed object: {joined}")));
     }
-    crate::ssa::merge_patch(live, &patch, &res.strategy.typing()).map_err(|e| Failure::Error(format!("error applying patch: {e}")))
+    crate::ssa::merge_patch(live, &patch, &kind.typing()).map_err(|e| Failure::Error(format!("error applying patch: {e}")))
 }
 
 /// The object `live` with the JSON patch `result` applied; `None` when one of its `test`
 /// operations fails (kube then leaves the object as it was, without an error).
-pub fn json_patch(res: &Resource, live: &Value, result: &crate::cel::Value) -> Result<Option<Value>, Failure> {
+pub fn json_patch(kind: Kind<'_>, live: &Value, result: &crate::cel::Value) -> Result<Option<Value>, Failure> {
     let crate::cel::Value::List(items) = result else {
         return Err(Failure::Error(format!("unexpected return value type: {}", crate::cel::type_name(result))));
     };
@@ -96,7 +116,7 @@ pub fn json_patch(res: &Resource, live: &Value, result: &crate::cel::Value) -> R
         }
     };
     // kube decodes the patched object strictly.
-    let unknown = unknown_fields(res, &mut patched).map_err(|e| Failure::Status(ApiError::internal(e)))?;
+    let unknown = kind.unknown_fields(&mut patched).map_err(|e| Failure::Status(ApiError::internal(e)))?;
     if !unknown.is_empty() {
         let each: Vec<String> = unknown.iter().map(|u| format!("unknown field {}", quote(u))).collect();
         return Err(Failure::Status(ApiError::internal(format!("strict decoding error: {}", each.join(", ")))));

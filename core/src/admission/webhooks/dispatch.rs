@@ -132,28 +132,29 @@ enum Asked {
     Pending(AdmissionCall),
 }
 
-impl Webhooks<'_> {
-    /// Puts what a webhook patched (`new`, as the webhook saw the object) in `target`, the
-    /// object written: decoded as its kind and defaulted, converted back from the version the
-    /// webhook was asked about; for the scale subresource, the patched Scale's replicas.
-    fn patch_into(&self, invocation: Invocation, a: &Attributes, mut new: Value, target: &mut Value) -> Result<(), ApiError> {
-        if a.subresource == Some("scale") {
-            crate::schema::normalize::normalize(crate::schema::schema(), "io.k8s.api.autoscaling.v1.Scale", &mut new).map_err(ApiError::internal)?;
-            let replicas = new.pointer("/spec/replicas").and_then(Value::as_i64).unwrap_or(0);
-            return self.resource.strategy.set_scale_replicas(target, replicas);
-        }
-        let kind = match invocation {
-            Invocation::Exact => self.resource,
-            Invocation::Equivalent(e) => e,
-        };
-        decode(kind, &mut new)?;
-        if let Invocation::Equivalent(from) = invocation {
-            new = convert(from, self.resource, &new);
-        }
-        *target = new;
-        Ok(())
+/// Puts what a webhook or a mutating policy patched (`new`, the object as `invocation` saw it)
+/// in `target`, the object written: decoded as its kind and defaulted, converted back from
+/// the version the webhook was asked about; for the scale subresource, the patched Scale's
+/// replicas.
+pub(crate) fn patch_into(resource: &Resource, invocation: Invocation, a: &Attributes, mut new: Value, target: &mut Value) -> Result<(), ApiError> {
+    if a.subresource == Some("scale") {
+        crate::schema::normalize::normalize(crate::schema::schema(), "io.k8s.api.autoscaling.v1.Scale", &mut new).map_err(ApiError::internal)?;
+        let replicas = new.pointer("/spec/replicas").and_then(Value::as_i64).unwrap_or(0);
+        return resource.strategy.set_scale_replicas(target, replicas);
     }
+    let kind = match invocation {
+        Invocation::Exact => resource,
+        Invocation::Equivalent(e) => e,
+    };
+    decode(kind, &mut new)?;
+    if let Invocation::Equivalent(from) = invocation {
+        new = convert(from, resource, &new);
+    }
+    *target = new;
+    Ok(())
+}
 
+impl Webhooks<'_> {
     /// The review of `hook` for the write, answered if it was: refused before any call on a
     /// dry run the webhook may not see.
     /// `phase` tells the reviews of one webhook apart: mutating (and in which round) or
@@ -216,7 +217,7 @@ impl Webhooks<'_> {
                         Ok(None) => false,
                         Ok(Some(new)) => {
                             let changed = Some(&new) != seen.as_deref();
-                            self.patch_into(invocation, a, new, obj.as_deref_mut().expect("a patch is applied to an object"))?;
+                            patch_into(self.resource, invocation, a, new, obj.as_deref_mut().expect("a patch is applied to an object"))?;
                             changed
                         }
                     }
@@ -273,7 +274,7 @@ impl Webhooks<'_> {
 
 /// `obj`, patched, as kube's (lenient) decoder reads it as `res`'s kind: fields the kind does
 /// not have dropped, a value of the wrong type a 500; then defaulted.
-pub(crate) fn decode(res: &Resource, obj: &mut Value) -> Result<(), ApiError> {
+fn decode(res: &Resource, obj: &mut Value) -> Result<(), ApiError> {
     if res.strategy.prune_unknown(obj).is_none() {
         crate::schema::normalize::normalize(crate::schema::schema(), &res.info.definition, obj).map_err(ApiError::internal)?;
     }
