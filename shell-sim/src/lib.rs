@@ -144,6 +144,20 @@ pub fn server_with(settings: &Settings) -> Setup {
     Setup { server: Arc::new(server), served: Served::new(catalog(settings)) }
 }
 
+/// A server like [`default_server`] for mutating admission policies: their API served
+/// (`--runtime-config=admissionregistration.k8s.io/v1alpha1=true`) if `served`, their plugin
+/// run (`--feature-gates=MutatingAdmissionPolicy=true`) if `gate`.
+pub fn server_with_mutating_policies(served: bool, gate: bool) -> Setup {
+    use kapi_core::resources::{RuntimeConfig, registered_group_versions};
+    let flag = if served { "admissionregistration.k8s.io/v1alpha1=true" } else { "" };
+    let runtime_config = RuntimeConfig::parse(flag, &registered_group_versions()).expect("a valid --runtime-config");
+    let mut setup = server_with(&Settings { runtime_config, ..Settings::default() });
+    let chain = kapi_core::admission::Chain::from_flags(&[], &[], &Default::default()).expect("kube's default plugins");
+    let gates = kapi_core::features::FeatureGates { mutating_admission_policy: gate };
+    Arc::get_mut(&mut setup.server).expect("not shared yet").admission = Arc::new(chain.gated(&gates));
+    setup
+}
+
 /// The simulated server's service account tokens: kube's default issuer, signed with a fixed
 /// P-256 key (a test key of the repository's).
 pub fn token_config() -> TokenConfig {

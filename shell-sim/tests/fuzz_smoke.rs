@@ -104,6 +104,11 @@ fn random_admission_policies_never_let_a_refused_write_through() {
 }
 
 #[test]
+fn random_mutating_policies_never_corrupt_or_let_a_refused_write_through() {
+    random_inputs(300, 1024, kapi_sim::fuzzing::mutating_policies);
+}
+
+#[test]
 fn random_rbac_changes_are_decided_as_kubes_walk_decides() {
     random_inputs(2000, 1024, kapi_sim::fuzzing::rbac);
 }

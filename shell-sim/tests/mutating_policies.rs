@@ -3,13 +3,8 @@
 //! `--runtime-config`, run only with the feature gate; kube's checks of a policy; what an
 //! ApplyConfiguration and a JSON patch do to a write; reinvocation; kube's refusals.
 
-use std::sync::Arc;
-
-use kapi_core::admission::Chain;
 use kapi_core::controllers::Enabled;
-use kapi_core::features::FeatureGates;
-use kapi_core::resources::{RuntimeConfig, Settings, registered_group_versions};
-use kapi_sim::{Response, World, epoch, server_with};
+use kapi_sim::{Response, World, epoch, server_with_mutating_policies};
 use serde_json::{Value, json};
 
 const POLICIES: &str = "/apis/admissionregistration.k8s.io/v1alpha1/mutatingadmissionpolicies";
@@ -18,12 +13,7 @@ const CONFIGMAPS: &str = "/api/v1/namespaces/default/configmaps";
 
 /// A server serving v1alpha1 (`served`) with the feature gate `gate`.
 fn world_with(served: bool, gate: bool) -> World {
-    let flag = if served { "admissionregistration.k8s.io/v1alpha1=true" } else { "" };
-    let runtime_config = RuntimeConfig::parse(flag, &registered_group_versions()).expect("a valid --runtime-config");
-    let mut setup = server_with(&Settings { runtime_config, ..Settings::default() });
-    let chain = Chain::from_flags(&[], &[], &Default::default()).expect("kube's default plugins");
-    Arc::get_mut(&mut setup.server).expect("not shared yet").admission = Arc::new(chain.gated(&FeatureGates { mutating_admission_policy: gate }));
-    let mut w = World::new(setup, epoch(), 11);
+    let mut w = World::new(server_with_mutating_policies(served, gate), epoch(), 11);
     w.start_controllers(Enabled::NONE);
     w
 }
@@ -275,4 +265,19 @@ fn a_policy_on_the_scale_subresource_mutates_the_scale() {
     assert_eq!(body(&r)["spec"]["replicas"], 3, "{}", text(&r));
     let got = body(&w.call("GET", "/apis/apps/v1/namespaces/default/deployments/web", "", None, ""));
     assert_eq!(got["spec"]["replicas"], 3);
+}
+
+#[test]
+fn a_finalizer_a_policy_puts_back_keeps_a_terminating_object() {
+    let mut w = world();
+    policy(&mut w, "finalize", &[("ApplyConfiguration", "Object{metadata: Object.metadata{finalizers: ['example.com/f']}}")], json!({}));
+    created(&mut w, CONFIGMAPS, configmap("kept"));
+    let r = w.call("DELETE", &format!("{CONFIGMAPS}/kept"), "", None, "");
+    assert_eq!(r.head.status, 200, "{}", text(&r));
+    let mut cm = body(&w.call("GET", &format!("{CONFIGMAPS}/kept"), "", None, ""));
+    cm["metadata"]["finalizers"] = json!([]);
+    let r = w.call("PUT", &format!("{CONFIGMAPS}/kept"), "", Some(&cm), "application/json");
+    assert_eq!(body(&r)["metadata"]["finalizers"], json!(["example.com/f"]), "{}", text(&r));
+    let r = w.call("GET", &format!("{CONFIGMAPS}/kept"), "", None, "");
+    assert_eq!(r.head.status, 200, "{}", text(&r));
 }

@@ -17,7 +17,7 @@ use super::cel_rules::expression;
 use super::{KeptWorld, serve_input};
 use crate::{World, default_server, epoch};
 
-const CONFIGMAPS: &str = "/api/v1/namespaces/default/configmaps";
+pub(super) const CONFIGMAPS: &str = "/api/v1/namespaces/default/configmaps";
 const POLICIES: &str = "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicies";
 const BINDINGS: &str = "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicybindings";
 const NAMES: &[&str] = &["a", "b", "c"];
@@ -104,7 +104,7 @@ const BOOL: [&str; 3] = ["string(#) != ''", "has(object.data) && size(#) < 3", "
 
 /// A write of a configmap.
 #[derive(Debug)]
-enum Write {
+pub(super) enum Write {
     Create { name: u8, data: Vec<(u8, String)> },
     Update { name: u8, data: Vec<(u8, String)> },
     Delete { name: u8 },
@@ -188,6 +188,12 @@ const INPUTS_PER_WORLD: u32 = 50;
 fn world() -> World {
     let mut w = World::new(default_server(), epoch(), 17);
     w.start_controllers(Enabled::NONE);
+    guarded(&mut w);
+    w
+}
+
+/// Adds the guard policy to `w`.
+pub(super) fn guarded(w: &mut World) {
     let policy = json!({"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicy", "metadata": {"name": "guard"},
         "spec": {"matchConstraints": {"resourceRules": [{"operations": ["*"], "apiGroups": [""], "apiVersions": ["v1"], "resources": ["configmaps"]}]},
             "matchConditions": [{"name": "written", "expression": "object != null"}],
@@ -197,11 +203,10 @@ fn world() -> World {
     for (path, body) in [(POLICIES, policy), (BINDINGS, binding)] {
         assert_eq!(w.call("POST", path, "", Some(&body), "application/json").head.status, 201);
     }
-    w
 }
 
 /// Checks an answer is a `Status` or an object; whether the write was acknowledged.
-fn checked(r: &crate::Response, what: &str) -> bool {
+pub(super) fn checked(r: &crate::Response, what: &str) -> bool {
     let code = r.head.status;
     assert!((200..600).contains(&code), "status {code} for {what}");
     let body: Value = serde_json::from_slice(&r.body).unwrap_or_else(|_| panic!("not JSON for {what}: {}", String::from_utf8_lossy(&r.body)));
@@ -211,8 +216,14 @@ fn checked(r: &crate::Response, what: &str) -> bool {
     code < 400
 }
 
-fn data(pairs: &[(u8, String)]) -> Value {
+/// A configmap's data of the input's pairs.
+pub(super) fn data(pairs: &[(u8, String)]) -> Value {
     pairs.iter().take(4).map(|(k, v)| (KEYS[usize::from(*k) % KEYS.len()].to_string(), json!(v))).collect::<serde_json::Map<String, Value>>().into()
+}
+
+/// A configmap's name of the input's byte.
+pub(super) fn name(n: u8) -> &'static str {
+    NAMES[usize::from(n) % NAMES.len()]
 }
 
 fn serve(w: &mut World, input: Input) {
@@ -224,7 +235,6 @@ fn serve(w: &mut World, input: Input) {
     let params = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "params", "namespace": "default", "labels": {"params": "yes"}},
         "data": data(&input.params)});
     checked(&w.call("PUT", &format!("{CONFIGMAPS}/params"), "", Some(&params), "application/json"), "the params");
-    let name = |n: u8| NAMES[usize::from(n) % NAMES.len()];
     for write in input.writes.iter().take(8) {
         let (r, denied) = match write {
             Write::Create { name: n, data: d } | Write::Update { name: n, data: d } => {

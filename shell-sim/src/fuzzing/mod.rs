@@ -18,7 +18,9 @@
 //! [`auth_webhooks`] (in `auth_webhooks.rs`) authentication and authorization webhooks that
 //! answer anything; [`admission_webhooks`] (in `admission_webhooks.rs`) admission webhooks
 //! that answer anything, malformed and huge patches included; [`admission_policies`] (in
-//! `admission_policies.rs`) validating admission policies of generated CEL expressions.
+//! `admission_policies.rs`) validating admission policies of generated CEL expressions;
+//! [`mutating_policies`] (in `mutating_policies.rs`) mutating admission policies of generated
+//! ApplyConfigurations and JSON patches.
 
 use std::cell::RefCell;
 
@@ -34,6 +36,7 @@ mod aggregation;
 mod auth_webhooks;
 mod cel_rules;
 mod conversion;
+mod mutating_policies;
 mod node_graph;
 mod pod_security;
 pub(crate) mod rbac;
@@ -48,6 +51,7 @@ pub use aggregation::aggregation;
 pub use auth_webhooks::auth_webhooks;
 pub use cel_rules::cel_rules;
 pub use conversion::conversion;
+pub use mutating_policies::mutating_policies;
 pub use node_graph::node_graph;
 pub use pod_security::pod_security;
 pub use rbac::rbac;
