@@ -148,14 +148,21 @@ pub fn server_with(settings: &Settings) -> Setup {
 /// (`--runtime-config=admissionregistration.k8s.io/v1alpha1=true`) if `served`, their plugin
 /// run (`--feature-gates=MutatingAdmissionPolicy=true`) if `gate`.
 pub fn server_with_mutating_policies(served: bool, gate: bool) -> Setup {
-    use kapi_core::resources::{RuntimeConfig, registered_group_versions};
     let flag = if served { "admissionregistration.k8s.io/v1alpha1=true" } else { "" };
-    let runtime_config = RuntimeConfig::parse(flag, &registered_group_versions()).expect("a valid --runtime-config");
-    let mut setup = server_with(&Settings { runtime_config, ..Settings::default() });
+    mutating_policies_as(default_server(), flag, kapi_core::features::FeatureGates { mutating_admission_policy: gate })
+}
+
+/// `setup`'s server serving and running mutating admission policies.
+pub fn with_mutating_policies(setup: Setup) -> Setup {
+    mutating_policies_as(setup, "admissionregistration.k8s.io/v1alpha1=true", kapi_core::features::FeatureGates { mutating_admission_policy: true })
+}
+
+fn mutating_policies_as(mut setup: Setup, runtime_config: &str, gates: kapi_core::features::FeatureGates) -> Setup {
+    use kapi_core::resources::{RuntimeConfig, registered_group_versions};
+    let runtime_config = RuntimeConfig::parse(runtime_config, &registered_group_versions()).expect("a valid --runtime-config");
     let chain = kapi_core::admission::Chain::from_flags(&[], &[], &Default::default()).expect("kube's default plugins");
-    let gates = kapi_core::features::FeatureGates { mutating_admission_policy: gate };
     Arc::get_mut(&mut setup.server).expect("not shared yet").admission = Arc::new(chain.gated(&gates));
-    setup
+    Setup { server: setup.server, served: Served::new(catalog(&Settings { runtime_config, ..Settings::default() })) }
 }
 
 /// The simulated server's service account tokens: kube's default issuer, signed with a fixed

@@ -202,6 +202,7 @@ impl Simulation {
         let mut store = Store::new(swarm.calm(), rng.next_u64());
         store.planted = config.planted;
         let setup = if swarm.rbac_members > 0 { crate::server_authorizing("RBAC") } else { default_server() };
+        let setup = if swarm.policy { crate::with_mutating_policies(setup) } else { setup };
         let now = epoch();
         let mut boot = Bootstrap::new(setup.server.clone(), &setup.served.catalog, "127.0.0.1", 6443, "10.0.0.1", rng.next_u64());
         while let Some(BootstrapEffect::Kv(req)) = boot.poll(now) {

@@ -405,7 +405,8 @@ impl SimServer {
 
     /// Whether the admission policy `name` and a binding of it are read.
     pub fn admits_by_policy(&self, name: &str) -> bool {
-        self.served.policies.hooks.iter().any(|h| h.policy.name == name)
+        let has = |p: &kapi_core::admission::policies::Policies| p.hooks.iter().any(|h| h.policy.name == name);
+        has(&self.served.policies) && has(&self.served.mutating_policies)
     }
 
     /// Whether the admission webhooks' configurations are read and name webhooks of both kinds.

@@ -56,7 +56,7 @@ pub struct Swarm {
     /// `timeoutSeconds`; none if `None`.
     pub webhooks: Option<i64>,
     /// A validating admission policy (`check::webhooks::POLICY`) refuses configmaps whose `v`
-    /// is a multiple of seven.
+    /// is a multiple of seven, and a mutating one of the same name stamps them.
     pub policy: bool,
 }
 

@@ -3,7 +3,8 @@
 //! validating webhook (whose failure policy is `Fail`), as it was judged; a write the webhook
 //! refused, or could not be asked about, is refused in kube's words. In a world with the
 //! validating admission policy [`POLICY`], no configmap acknowledged has a `v` that is a
-//! multiple of seven; the policy refuses such a write in kube's words.
+//! multiple of seven; the policy refuses such a write in kube's words; and every configmap
+//! acknowledged bears the stamp of the mutating admission policy of the same name.
 
 use serde_json::{Value, json};
 
@@ -19,8 +20,12 @@ fn guarded(call: &Call) -> bool {
 /// The admission policy's name (and its binding's).
 pub const POLICY: &str = "sim-guard";
 
-/// The policy and its binding, for the world's setup: their path and body.
-pub fn policy() -> [(&'static str, Value); 2] {
+/// The label the mutating admission policy stamps configmaps with (the webhooks' stamp
+/// replaces the annotations).
+const STAMP: &str = "sim.kapi.dev/stamped-by";
+
+/// The policies and their bindings, for the world's setup: their path and body.
+pub fn policy() -> [(&'static str, Value); 4] {
     let rules = json!([{"operations": ["CREATE", "UPDATE"], "apiGroups": [""], "apiVersions": ["v1"], "resources": ["configmaps"]}]);
     let validation = json!({"expression": "!has(object.data) || !has(object.data.v) || int(object.data.v) % 7 != 0", "message": "v is a multiple of seven"});
     [
@@ -33,6 +38,17 @@ pub fn policy() -> [(&'static str, Value); 2] {
             "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicybindings",
             json!({"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicyBinding", "metadata": {"name": POLICY},
                 "spec": {"policyName": POLICY, "validationActions": ["Deny"]}}),
+        ),
+        (
+            "/apis/admissionregistration.k8s.io/v1alpha1/mutatingadmissionpolicies",
+            json!({"apiVersion": "admissionregistration.k8s.io/v1alpha1", "kind": "MutatingAdmissionPolicy", "metadata": {"name": POLICY},
+                "spec": {"matchConstraints": {"resourceRules": rules}, "reinvocationPolicy": "Never", "mutations": [{"patchType": "ApplyConfiguration",
+                    "applyConfiguration": {"expression": format!("Object{{metadata: Object.metadata{{labels: {{'{STAMP}': 'policy'}}}}}}")}}]}}),
+        ),
+        (
+            "/apis/admissionregistration.k8s.io/v1alpha1/mutatingadmissionpolicybindings",
+            json!({"apiVersion": "admissionregistration.k8s.io/v1alpha1", "kind": "MutatingAdmissionPolicyBinding", "metadata": {"name": POLICY},
+                "spec": {"policyName": POLICY}}),
         ),
     ]
 }
@@ -73,6 +89,9 @@ pub fn admitted_by_policy(call: &Call, code: u16, object: &Value) -> Checked {
     let v = object["data"]["v"].as_str().and_then(|v| v.parse::<u64>().ok());
     if v.is_some_and(|v| v % 7 == 0) {
         return violation(Invariant::Admission, format!("a configmap write was acknowledged that the policy {POLICY} refuses: {:?}", judged(object)));
+    }
+    if object["metadata"]["labels"][STAMP] != "policy" {
+        return violation(Invariant::Admission, format!("a configmap write was acknowledged without the stamp of the mutating policy {POLICY}: {object}"));
     }
     Ok(())
 }
