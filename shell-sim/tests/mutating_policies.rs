@@ -201,7 +201,7 @@ fn failures_are_refused_in_kubes_words_unless_the_policy_ignores_them() {
     let r = create(&mut w, CONFIGMAPS, &configmap("d"));
     assert_eq!(
         body(&r)["message"],
-        "policy 'missing' with binding 'missing-binding' denied request: JSON Patch: replace operation does not apply: doc is missing key: /metadata/labels/x: missing value"
+        "policy 'missing' with binding 'missing-binding' denied request: JSON Patch: replace operation does not apply: doc is missing path: /metadata/labels/x: missing value"
     );
 }
 
@@ -280,4 +280,74 @@ fn a_finalizer_a_policy_puts_back_keeps_a_terminating_object() {
     assert_eq!(body(&r)["metadata"]["finalizers"], json!(["example.com/f"]), "{}", text(&r));
     let r = w.call("GET", &format!("{CONFIGMAPS}/kept"), "", None, "");
     assert_eq!(r.head.status, 200, "{}", text(&r));
+}
+
+const DEPLOYMENTS: &str = "/apis/apps/v1/namespaces/default/deployments";
+
+fn deployment(name: &str) -> Value {
+    json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name}, "spec": {"replicas": 1,
+        "selector": {"matchLabels": {"app": name}}, "template": {"metadata": {"labels": {"app": name}}, "spec": {"containers": [{"name": "c", "image": "nginx"}]}}}})
+}
+
+fn on_deployments() -> Value {
+    json!({"matchConstraints": {"resourceRules": [{"operations": ["CREATE", "UPDATE"], "apiGroups": ["apps"], "apiVersions": ["v1"], "resources": ["deployments"]}]}})
+}
+
+#[test]
+fn an_apply_configuration_merges_as_server_side_apply_and_the_result_is_defaulted() {
+    let mut w = world();
+    let sidecar = "Object{spec: Object.spec{template: Object.spec.template{spec: Object.spec.template.spec{containers: [Object.spec.template.spec.containers{name: 'sidecar', image: 'busybox'}]}}}}";
+    let from_namespace = "Object{metadata: Object.metadata{labels: {'namespace': namespaceObject.metadata.name, 'op': request.operation}}}";
+    policy(&mut w, "sidecar", &[("ApplyConfiguration", sidecar), ("ApplyConfiguration", from_namespace)], on_deployments());
+    let d = created(&mut w, DEPLOYMENTS, deployment("web"));
+    let containers = &d["spec"]["template"]["spec"]["containers"];
+    // Items of a list-map merge by key: the sidecar joins the container, and is defaulted.
+    assert_eq!(containers.as_array().map(|c| c.iter().map(|c| c["name"].as_str().unwrap()).collect::<Vec<_>>()), Some(vec!["c", "sidecar"]), "{d}");
+    assert_eq!((containers[1]["imagePullPolicy"].as_str(), containers[1]["terminationMessagePath"].as_str()), (Some("Always"), Some("/dev/termination-log")));
+    assert_eq!(d["metadata"]["labels"], json!({"namespace": "default", "op": "CREATE"}));
+}
+
+#[test]
+fn an_atomic_struct_or_a_misnamed_type_is_refused_and_every_error_is_a_cause() {
+    let mut w = world();
+    let selector = "Object{spec: Object.spec{selector: Object.spec.selector{matchLabels: {'a': 'b'}}}}";
+    policy(&mut w, "atomic", &[("ApplyConfiguration", selector), ("ApplyConfiguration", "Object{spec: Object.specx{}}")], on_deployments());
+    let r = create(&mut w, DEPLOYMENTS, &deployment("web"));
+    assert_eq!(r.head.status, 403, "{}", text(&r));
+    let causes: Vec<String> = body(&r)["details"]["causes"].as_array().unwrap().iter().map(|c| c["message"].as_str().unwrap().to_string()).collect();
+    let prefix = "policy 'atomic' with binding 'atomic-binding' denied request: ";
+    assert_eq!(
+        causes,
+        [
+            format!("{prefix}error applying patch: invalid ApplyConfiguration: may not mutate atomic arrays, maps or structs: .spec.selector"),
+            format!(
+                "{prefix}type mismatch: unexpected type name \"Object.specx\", expected \"Object.spec\", which matches field name path from root Object type"
+            ),
+        ]
+    );
+    assert_eq!(body(&r)["message"], causes[0].as_str());
+}
+
+#[test]
+fn what_a_policy_covers_is_settled_before_any_mutation_and_deletes_are_not_mutated() {
+    let mut w = world();
+    policy(&mut w, "a-label", &[("ApplyConfiguration", "Object{metadata: Object.metadata{labels: {'x': 'y'}}}")], json!({}));
+    // Its objectSelector matches what the first policy makes, not what the write was.
+    policy(&mut w, "b-labelled", &[("ApplyConfiguration", "Object{metadata: Object.metadata{annotations: {'seen': 'x'}}}")], json!({}));
+    let mut binding = body(&w.call("GET", &format!("{BINDINGS}/b-labelled-binding"), "", None, ""));
+    binding["spec"]["matchResources"] = json!({"objectSelector": {"matchLabels": {"x": "y"}}});
+    assert_eq!(w.call("PUT", &format!("{BINDINGS}/b-labelled-binding"), "", Some(&binding), "application/json").head.status, 200);
+    let cm = created(&mut w, CONFIGMAPS, configmap("first"));
+    assert_eq!((cm["metadata"]["labels"].clone(), cm["metadata"].get("annotations")), (json!({"x": "y"}), None), "{cm}");
+    // An update of the object that has the label now is covered by both.
+    let r = w.call("PUT", &format!("{CONFIGMAPS}/first"), "", Some(&cm), "application/json");
+    assert_eq!(body(&r)["metadata"]["annotations"], json!({"seen": "x"}), "{}", text(&r));
+
+    policy(
+        &mut w,
+        "c-failing",
+        &[("JSONPatch", "[JSONPatch{op: 'remove', path: '/nope/x'}]")],
+        json!({"matchConstraints": {"resourceRules": [{"operations": ["*"], "apiGroups": [""], "apiVersions": ["v1"], "resources": ["configmaps"]}]}}),
+    );
+    assert_eq!(w.call("DELETE", &format!("{CONFIGMAPS}/first"), "", None, "").head.status, 200);
 }

@@ -67,12 +67,45 @@ pub fn apply_json_patch(current: &Value, doc: &Value) -> Result<Value, JsonPatch
                 return Err(JsonPatchFailure::TooMuchCopied);
             }
         }
+        let op = match as_evanphx(&out, op)? {
+            Some(op) => op,
+            None => continue,
+        };
         json_patch::patch(&mut out, std::slice::from_ref(&op)).map_err(|e| match e.kind {
             json_patch::PatchErrorKind::TestFailed => JsonPatchFailure::TestFailed(op.path().to_string()),
             _ => JsonPatchFailure::Failed(evanphx_words(&op, &e)),
         })?;
     }
     Ok(out)
+}
+
+/// `op` as kube's JSON patch library (evanphx/json-patch v4) applies it to `doc`, where it
+/// parts from RFC 6902: a `replace` of a key an object lacks adds it; a `test` of such a key
+/// fails (passes, and is `None`, for a test of `null`); removing one is an error of its own;
+/// an object or list the path goes through that is missing is `doc is missing path`.
+fn as_evanphx(doc: &Value, op: json_patch::PatchOperation) -> Result<Option<json_patch::PatchOperation>, JsonPatchFailure> {
+    use json_patch::PatchOperation;
+    let path = op.path().to_string();
+    let Some((parent, key)) = path.rsplit_once('/') else { return Ok(Some(op)) };
+    let key = key.replace("~1", "/").replace("~0", "~");
+    let missing = match doc.pointer(parent) {
+        None => true,
+        Some(Value::Object(m)) if !m.contains_key(&key) => false,
+        Some(_) => return Ok(Some(op)),
+    };
+    match (op, missing) {
+        (PatchOperation::Replace(_), true) => {
+            Err(JsonPatchFailure::Failed(format!("replace operation does not apply: doc is missing path: {path}: missing value")))
+        }
+        (PatchOperation::Replace(r), false) => Ok(Some(PatchOperation::Add(json_patch::AddOperation { path: r.path, value: r.value }))),
+        (PatchOperation::Test(_), true) => Err(JsonPatchFailure::Failed(format!("test operation does not apply: is missing path: {path}: missing value"))),
+        (PatchOperation::Test(t), false) if t.value.is_null() => Ok(None),
+        (PatchOperation::Test(_), false) => Err(JsonPatchFailure::TestFailed(path)),
+        (PatchOperation::Remove(_), false) => {
+            Err(JsonPatchFailure::Failed(format!("error in remove for path: '{path}': Unable to remove nonexistent key: {key}: missing value")))
+        }
+        (op, _) => Ok(Some(op)),
+    }
 }
 
 /// Why `op` did not apply, in the words of kube's JSON patch library (evanphx/json-patch).
@@ -132,6 +165,35 @@ mod tests {
         let e = json_patch(&cur, &bad).unwrap_err();
         assert_eq!((e.code, e.reason), (422, "Invalid"));
         assert_eq!(merge_patch(&cur, &json!({"data": {"k": null, "n": "1"}})), json!({"metadata": {"labels": {"a": "1"}}, "data": {"n": "1"}}));
+    }
+
+    #[test]
+    fn json_patches_apply_as_kubes_library_applies_them() {
+        let cur = json!({"metadata": {"labels": {"a": "1"}}, "data": {"k": "v"}});
+        let apply = |ops: Value| apply_json_patch(&cur, &ops);
+        // A replace of a key the object lacks adds it; a test of one fails, or passes for null.
+        assert_eq!(apply(json!([{"op": "replace", "path": "/data/n", "value": "w"}])).unwrap()["data"], json!({"k": "v", "n": "w"}));
+        assert_eq!(apply(json!([{"op": "test", "path": "/data/n", "value": "w"}])), Err(JsonPatchFailure::TestFailed("/data/n".into())));
+        assert_eq!(apply(json!([{"op": "test", "path": "/data/n", "value": null}])), Ok(cur.clone()));
+        let failed = |ops: Value| match apply(ops) {
+            Err(JsonPatchFailure::Failed(why)) => why,
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(
+            failed(json!([{"op": "remove", "path": "/data/n"}])),
+            "error in remove for path: '/data/n': Unable to remove nonexistent key: n: missing value"
+        );
+        assert_eq!(failed(json!([{"op": "remove", "path": "/spec/n"}])), "remove operation does not apply: doc is missing path: \"/spec/n\": missing value");
+        assert_eq!(
+            failed(json!([{"op": "replace", "path": "/spec/n", "value": 1}])),
+            "replace operation does not apply: doc is missing path: /spec/n: missing value"
+        );
+        assert_eq!(failed(json!([{"op": "test", "path": "/spec/n", "value": 1}])), "test operation does not apply: is missing path: /spec/n: missing value");
+        assert_eq!(
+            failed(json!([{"op": "add", "path": "/spec/n", "value": 1}])),
+            "add operation does not apply: doc is missing path: \"/spec/n\": missing value"
+        );
+        assert_eq!(failed(json!([{"op": "move", "from": "/x", "path": "/y"}])), "move operation does not apply: doc is missing from path: /x: missing value");
     }
 
     #[test]

@@ -42,6 +42,8 @@ impl WriteOp {
         }
         let named = shown_name(&obj);
         self.mutating_admission(Operation::Create, &named, None, Some(&mut obj))?;
+        // kube's `BeforeCreate` checks the namespace of what admission made.
+        self.fix_namespace(&mut obj)?;
         self.check_escalation(&obj, None)?;
 
         meta::remove_meta(&mut obj, "deletionTimestamp");

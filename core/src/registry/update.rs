@@ -202,6 +202,8 @@ impl WriteOp {
         // prepares it (kube's order: admission, then `BeforeUpdate`).
         let name = meta::name(old).to_string();
         self.mutating_admission(Operation::Update, &name, Some(old), Some(&mut obj))?;
+        // kube's `BeforeUpdate` checks the namespace of what admission made.
+        self.fix_namespace(&mut obj)?;
         self.check_escalation(&obj, Some(old))?;
         meta::set_meta(&mut obj, "generation", Value::from(meta::generation(old)));
         if meta::generation(old) == 0 {

@@ -107,19 +107,48 @@ pub fn mutate(
     if !policies.synced() {
         return Err(a.forbidden("not yet ready to handle request"));
     }
+    let mut errors = Errors::default();
+    let planned = plan(policies, equivalents, a, obj, &mut errors);
+    if planned.is_empty() {
+        return errors.refusal(a, obj);
+    }
+    let namespace = namespace_object(a, Some(obj))?;
     if second_round && reinvocation.last_output.as_ref() != Some(obj) {
         reinvocation.changed();
     }
-    let mut errors = Errors::default();
-    let namespace = namespace_object(a, Some(obj))?;
-    let mut dirty = false;
+    let mut run = Run { resource, a, namespace: &namespace, errors: &mut errors, reinvocation: &mut *reinvocation, second_round, dirty: false };
+    for invocation in &planned {
+        run.invoke(invocation, obj)?;
+    }
+    if run.dirty {
+        reinvocation.changed();
+    }
+    reinvocation.last_output = Some(obj.clone());
+    errors.refusal(a, obj)
+}
+
+/// An invocation to make: a policy with one of its bindings and one parameter, and how the
+/// write matched the policy.
+struct Planned<'h, 'r> {
+    policy: &'h Policy,
+    binding: &'h str,
+    param: Option<Value>,
+    matched: Invocation<'r>,
+    key: Key,
+}
+
+/// The invocations of the policies that cover the write as it came to them (kube settles
+/// them all before any mutation runs, so a mutation does not change which others run); the
+/// policies and bindings that cannot be applied go to `errors`.
+fn plan<'h, 'r>(policies: &'h Policies, equivalents: &'r [Arc<Resource>], a: &Attributes, obj: &Value, errors: &mut Errors) -> Vec<Planned<'h, 'r>> {
+    let mut planned = Vec::new();
     for hook in &policies.hooks {
         let policy = &hook.policy;
         let Some(constraints) = &policy.matching else {
             errors.add(policy, None, "failed to configure policy: policy contained no match constraints, a required field", "Forbidden");
             continue;
         };
-        let invocation = match matches(constraints, a, Some(obj), equivalents) {
+        let matched = match matches(constraints, a, Some(obj), equivalents) {
             Ok(None) => continue,
             Ok(Some(i)) => i,
             Err(e) => {
@@ -127,22 +156,60 @@ pub fn mutate(
                 continue;
             }
         };
-        let mut run =
-            Run { resource, equivalents, a, namespace: &namespace, errors: &mut errors, reinvocation: &mut *reinvocation, second_round, dirty: false };
-        run.hook(hook, invocation, obj)?;
-        dirty |= run.dirty;
+        plan_hook(hook, matched, equivalents, a, obj, errors, &mut planned);
     }
-    if dirty {
-        reinvocation.changed();
+    planned
+}
+
+/// The invocations of `hook`'s policy: each of its bindings that covers the write, once per
+/// parameter.
+fn plan_hook<'h, 'r>(
+    hook: &'h Hook,
+    matched: Invocation<'r>,
+    equivalents: &[Arc<Resource>],
+    a: &Attributes,
+    obj: &Value,
+    errors: &mut Errors,
+    planned: &mut Vec<Planned<'h, 'r>>,
+) {
+    let policy = &hook.policy;
+    let at = match &hook.params {
+        Ok(at) => at.as_ref(),
+        Err(why) => {
+            errors.add(policy, None, &format!("failed to configure policy: {why}"), "Forbidden");
+            return;
+        }
+    };
+    for binding in &hook.bindings {
+        if let Some(m) = &binding.matching {
+            match matches(m, a, Some(obj), equivalents) {
+                Ok(None) => continue,
+                Ok(Some(_)) => {}
+                Err(e) => {
+                    errors.add(policy, Some(&binding.name), &format!("failed to configure binding: {}", e.message), "Forbidden");
+                    continue;
+                }
+            }
+        }
+        let params = match at.map(|at| params_of(at, binding, a, namespace_of(a, Some(obj)))) {
+            None | Some(Ok(None)) => vec![None],
+            Some(Ok(Some(list))) => list.into_iter().map(Some).collect(),
+            Some(Err(why)) => {
+                errors.add(policy, Some(&binding.name), &format!("failed to configure binding: {why}"), "Forbidden");
+                continue;
+            }
+        };
+        for param in params {
+            let id = param.as_ref().map(|p| format!("{}/{}", meta::namespace(p), meta::name(p))).unwrap_or_default();
+            let key = (policy.name.clone(), binding.name.clone(), id);
+            planned.push(Planned { policy, binding: &binding.name, param, matched, key });
+        }
     }
-    reinvocation.last_output = Some(obj.clone());
-    errors.refusal(a, obj)
 }
 
 /// One write's dispatch of the policies, and what it found so far.
 struct Run<'x, 'r> {
     resource: &'x Resource,
-    equivalents: &'x [Arc<Resource>],
     a: &'x Attributes<'x>,
     namespace: &'x Value,
     errors: &'r mut Errors,
@@ -153,48 +220,11 @@ struct Run<'x, 'r> {
 }
 
 impl Run<'_, '_> {
-    /// The policy of `hook` with each of its bindings that covers the write, once per
-    /// parameter.
-    fn hook(&mut self, hook: &Hook, invocation: Invocation<'_>, obj: &mut Value) -> Result<(), ApiError> {
-        let (a, policy) = (self.a, &hook.policy);
-        let at = match &hook.params {
-            Ok(at) => at.as_ref(),
-            Err(why) => {
-                self.errors.add(policy, None, &format!("failed to configure policy: {why}"), "Forbidden");
-                return Ok(());
-            }
-        };
-        for binding in &hook.bindings {
-            if let Some(m) = &binding.matching {
-                match matches(m, a, Some(obj), self.equivalents) {
-                    Ok(None) => continue,
-                    Ok(Some(_)) => {}
-                    Err(e) => {
-                        self.errors.add(policy, Some(&binding.name), &format!("failed to configure binding: {}", e.message), "Forbidden");
-                        continue;
-                    }
-                }
-            }
-            let params = match at.map(|at| params_of(at, binding, a, namespace_of(a, Some(obj)))) {
-                None | Some(Ok(None)) => vec![None],
-                Some(Ok(Some(list))) => list.into_iter().map(Some).collect(),
-                Some(Err(why)) => {
-                    self.errors.add(policy, Some(&binding.name), &format!("failed to configure binding: {why}"), "Forbidden");
-                    continue;
-                }
-            };
-            for param in &params {
-                let id = param.as_ref().map(|p| format!("{}/{}", meta::namespace(p), meta::name(p))).unwrap_or_default();
-                let key = (policy.name.clone(), binding.name.clone(), id);
-                self.invoke(policy, &binding.name, key, invocation, param.as_ref(), obj)?;
-            }
-        }
-        Ok(())
-    }
-
     /// One invocation: its conditions, then its mutations in order.
-    fn invoke(&mut self, policy: &Policy, binding: &str, key: Key, invocation: Invocation<'_>, param: Option<&Value>, obj: &mut Value) -> Result<(), ApiError> {
-        let params = param.map(crate::cel::to_value);
+    fn invoke(&mut self, planned: &Planned<'_, '_>, obj: &mut Value) -> Result<(), ApiError> {
+        let Planned { policy, binding, param, matched: invocation, key } = planned;
+        let (policy, binding, invocation) = (*policy, *binding, *invocation);
+        let params = param.as_ref().map(crate::cel::to_value);
         let seen = Seen::of(self.resource, invocation, self.a, Some(obj), policy.uses);
         // Match conditions do not see the namespace.
         match evaluate::conditions(policy, &seen.inputs(&Value::Null, policy.uses), params.as_ref()) {
@@ -205,7 +235,7 @@ impl Run<'_, '_> {
                 return Ok(());
             }
         }
-        if self.second_round && !self.reinvocation.again.contains(&key) {
+        if self.second_round && !self.reinvocation.again.contains(key) {
             return Ok(());
         }
         let resource = match invocation {
@@ -240,7 +270,7 @@ impl Run<'_, '_> {
             self.reinvocation.changed();
         }
         if policy.reinvoke {
-            self.reinvocation.previously.insert(key);
+            self.reinvocation.previously.insert(key.clone());
         }
         Ok(())
     }

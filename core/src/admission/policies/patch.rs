@@ -26,17 +26,18 @@ pub struct Kind<'a> {
 }
 
 impl Kind<'_> {
-    /// The fields of `obj` the kind does not have, as kube's decoders find them (a type
-    /// error: the decoder's message).
-    fn unknown_fields(self, obj: &mut Value) -> Result<Vec<String>, String> {
+    /// The fields of `obj` the kind does not have, pruned, as kube's decoders find them (a
+    /// type error: the decoder's message); and whether the kind is a custom resource's (kube
+    /// decodes those without a schema, and prunes later without a word).
+    fn unknown_fields(self, obj: &mut Value) -> Result<(Vec<String>, bool), String> {
         let definition = match self.scale {
             true => "io.k8s.api.autoscaling.v1.Scale",
             false => match self.resource.strategy.prune_unknown(obj) {
-                Some(unknown) => return Ok(unknown),
+                Some(unknown) => return Ok((unknown, true)),
                 None => &self.resource.info.definition,
             },
         };
-        crate::schema::normalize::normalize(crate::schema::schema(), definition, obj).map(|f| f.unknown_fields)
+        crate::schema::normalize::normalize(crate::schema::schema(), definition, obj).map(|f| (f.unknown_fields, false))
     }
 
     fn typing(&self) -> crate::ssa::Typing<'_> {
@@ -69,7 +70,7 @@ pub fn apply_configuration(kind: Kind<'_>, live: &Value, result: &crate::cel::Va
     for key in ["apiVersion", "kind"] {
         patch[key] = live.get(key).cloned().unwrap_or_default();
     }
-    let unknown =
+    let (unknown, _) =
         kind.unknown_fields(&mut patch).map_err(|e| Failure::Error(format!("error applying patch: failed to convert patch object to typed object: {e}")))?;
     if !unknown.is_empty() {
         let each: Vec<String> = unknown.iter().map(|u| format!(".{u}: field not declared in schema")).collect();
@@ -115,9 +116,23 @@ pub fn json_patch(kind: Kind<'_>, live: &Value, result: &crate::cel::Value) -> R
             return Err(Failure::Error(format!("JSON Patch: more than {} operations", crate::patch::MAX_JSON_PATCH_OPERATIONS)));
         }
     };
-    // kube decodes the patched object strictly.
-    let unknown = kind.unknown_fields(&mut patched).map_err(|e| Failure::Status(ApiError::internal(e)))?;
-    if !unknown.is_empty() {
+    if !patched.is_object() {
+        let what = match patched {
+            Value::Array(_) => "array",
+            Value::String(_) => "string",
+            Value::Number(_) => "number",
+            Value::Bool(_) => "bool",
+            _ => "null",
+        };
+        return Err(Failure::Status(ApiError::internal(format!("json: cannot unmarshal {what} into Go value of type map[string]interface {{}}"))));
+    }
+    // What a patch makes of `apiVersion` and `kind` is lost on the way back to the kind.
+    for key in ["apiVersion", "kind"] {
+        patched[key] = live.get(key).cloned().unwrap_or_default();
+    }
+    // kube decodes the patched object strictly (a custom resource's: pruned, without a word).
+    let (unknown, custom) = kind.unknown_fields(&mut patched).map_err(|e| Failure::Status(ApiError::internal(e)))?;
+    if !unknown.is_empty() && !custom {
         let each: Vec<String> = unknown.iter().map(|u| format!("unknown field {}", quote(u))).collect();
         return Err(Failure::Status(ApiError::internal(format!("strict decoding error: {}", each.join(", ")))));
     }
