@@ -172,6 +172,7 @@ impl Bootstrap {
             webhooks: Default::default(),
             policies: Default::default(),
             mutating_policies: Default::default(),
+            catalog: None,
             equivalents: Vec::new(),
         }
     }

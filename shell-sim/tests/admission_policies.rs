@@ -384,3 +384,57 @@ fn bindings_and_messages_are_validated_as_kube_validates_them() {
     assert!(message.contains("spec.validations[0].messageExpression: Invalid value: \"string(authorizer)\": compilation failed: ERROR: <input>:1:8: undeclared reference to 'authorizer'"), "{message}");
     assert!(!message.contains("spec.validations[0].message:"), "{message}");
 }
+
+/// A world whose requests RBAC authorizes, where carol may write policies and bindings, and
+/// read configmaps of `default` only if `reads`.
+fn carols_world(reads: bool) -> World {
+    let mut w = World::new(kapi_sim::rbac_server(), epoch(), 11);
+    w.start_controllers(Enabled::NONE);
+    let role = json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": "policy-writer"},
+        "rules": [{"apiGroups": ["admissionregistration.k8s.io"], "resources": ["validatingadmissionpolicies", "validatingadmissionpolicybindings"], "verbs": ["*"]}]});
+    let binding = json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding", "metadata": {"name": "carol"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "policy-writer"}, "subjects": [{"kind": "User", "name": "carol"}]});
+    created(&mut w, "/apis/rbac.authorization.k8s.io/v1/clusterroles", role);
+    created(&mut w, "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings", binding);
+    if reads {
+        let reader = json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": "configmap-reader"},
+            "rules": [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "list"]}]});
+        let bound = json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding", "metadata": {"name": "carol-reads"},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "configmap-reader"}, "subjects": [{"kind": "User", "name": "carol"}]});
+        created(&mut w, "/apis/rbac.authorization.k8s.io/v1/clusterroles", reader);
+        created(&mut w, "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings", bound);
+    }
+    w
+}
+
+#[test]
+fn who_writes_a_policy_or_binding_with_params_must_be_able_to_read_them() {
+    let spec = json!({"paramKind": {"apiVersion": "v1", "kind": "ConfigMap"}, "validations": [{"expression": "true"}],
+        "matchConstraints": {"resourceRules": [{"operations": ["CREATE"], "apiGroups": [""], "apiVersions": ["v1"], "resources": ["configmaps"]}]}});
+    let policy = json!({"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicy", "metadata": {"name": "p"}, "spec": spec});
+    let mut w = carols_world(false);
+    let r = w.call_with_token("carol-token", "POST", POLICIES, Some(policy.clone()));
+    assert_eq!(r.head.status, 422, "{}", text(&r));
+    let cause = serde_json::from_slice::<Value>(&r.body).unwrap()["details"]["causes"][0].clone();
+    assert_eq!(cause["reason"], "FieldValueForbidden");
+    assert_eq!(
+        cause["message"],
+        "Forbidden: user &{carol 3 [system:authenticated] map[]} must have \"get\" permission on all objects of the referenced paramKind (kind=ConfigMap, apiVersion=v1)"
+    );
+    // An administrator may; carol may bind it to nothing she cannot read either.
+    created(&mut w, POLICIES, policy.clone());
+    let binding = json!({"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicyBinding", "metadata": {"name": "b"},
+        "spec": {"policyName": "p", "validationActions": ["Deny"], "paramRef": {"selector": {}, "namespace": "default", "parameterNotFoundAction": "Allow"}}});
+    let r = w.call_with_token("carol-token", "POST", BINDINGS, Some(binding.clone()));
+    let message = serde_json::from_slice::<Value>(&r.body).unwrap()["message"].clone();
+    assert!(
+        message.as_str().unwrap().ends_with(
+            "is invalid: spec.paramRef: Forbidden: user &{carol 3 [system:authenticated] map[]} does not have \"list\" permission on the object referenced by paramRef"
+        ),
+        "{message}"
+    );
+
+    let mut w = carols_world(true);
+    assert_eq!(w.call_with_token("carol-token", "POST", POLICIES, Some(policy)).head.status, 201);
+    assert_eq!(w.call_with_token("carol-token", "POST", BINDINGS, Some(binding)).head.status, 201);
+}

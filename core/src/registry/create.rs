@@ -64,10 +64,31 @@ impl WriteOp {
         for msg in validation::path_segment_name(meta::name(&obj)) {
             errs.push(crate::status::FieldError::invalid("metadata.name", Value::from(meta::name(&obj)), msg));
         }
+        if errs.is_empty() {
+            errs.extend(self.params_access(&obj, None));
+        }
         if !errs.is_empty() {
             return Err(ApiError::invalid(&info.group_kind(), meta::name(&obj), &errs));
         }
         Ok(obj)
+    }
+
+    /// kube's check that the writer of an admission policy or binding may read its params
+    /// (see [`crate::admission::policies::access`]), made when it is otherwise valid; `old`:
+    /// what an update replaces.
+    pub(super) fn params_access(&self, obj: &Value, old: Option<&Value>) -> Option<crate::status::FieldError> {
+        use crate::admission::policies::access::{Written, check};
+        let (access, catalog) = (self.ctx.access.as_ref()?, self.ctx.catalog.as_ref()?);
+        if self.res.info.group != "admissionregistration.k8s.io" || self.ctx.subresource.is_some() {
+            return None;
+        }
+        let written = match self.res.info.resource.as_str() {
+            "validatingadmissionpolicies" | "mutatingadmissionpolicies" => Written::Policy,
+            "validatingadmissionpolicybindings" => Written::Binding(&self.ctx.policies),
+            "mutatingadmissionpolicybindings" => Written::Binding(&self.ctx.mutating_policies),
+            _ => return None,
+        };
+        check(written, catalog, access, &self.ctx.user, obj, old)
     }
 
     /// The validating admission of the prepared new `obj` (only its webhooks when the

@@ -82,6 +82,9 @@ pub struct WriteContext {
     pub policies: std::sync::Arc<crate::admission::policies::Policies>,
     /// The mutating admission policies served when the request came.
     pub mutating_policies: std::sync::Arc<crate::admission::policies::Policies>,
+    /// The catalog served when the request came (what a policy's `paramKind` names); `None`
+    /// for kapi's own writes.
+    pub catalog: Option<Arc<crate::catalog::Catalog>>,
     /// The other versions of the resource written that are stored alike (for webhooks of
     /// `matchPolicy: Equivalent`), in the catalog's order.
     pub equivalents: Vec<Arc<Resource>>,

@@ -238,6 +238,9 @@ impl WriteOp {
             None | Some("scale") => errs.extend(self.res.strategy.validate_update(&obj, old)),
             Some(sub) => errs.extend(self.res.strategy.validate_subresource_update(sub, &obj, old)),
         }
+        if errs.is_empty() {
+            errs.extend(self.params_access(&obj, Some(old)));
+        }
         if !errs.is_empty() {
             return Err(ApiError::invalid(&info.group_kind(), meta::name(&obj), &errs));
         }

@@ -9,6 +9,7 @@
 //! Expressions are compiled once, when a policy is read (again only when its
 //! resourceVersion changes), in the one CEL environment kapi has (`crate::cel`).
 
+pub mod access;
 pub mod checks;
 pub mod dispatch;
 mod evaluate;
@@ -302,6 +303,11 @@ impl Policies {
 
     pub fn is_empty(&self) -> bool {
         self.hooks.is_empty()
+    }
+
+    /// The policy of `name`, with or without bindings.
+    pub fn policy(&self, name: &str) -> Option<&Policy> {
+        self.policies.get(name).map(|p| p.as_ref())
     }
 
     /// The snapshot with the policies (or the bindings, as `source` says) those of `objects`;

@@ -119,6 +119,7 @@ impl RequestMachine {
             webhooks: self.served.webhooks.clone(),
             policies: self.served.policies.clone(),
             mutating_policies: self.served.mutating_policies.clone(),
+            catalog: Some(self.served.catalog.clone()),
             equivalents: match self.served.webhooks.is_empty() && self.served.policies.is_empty() && self.served.mutating_policies.is_empty() {
                 true => Vec::new(),
                 false => self.equivalents(info),
