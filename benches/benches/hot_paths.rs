@@ -13,7 +13,6 @@ use std::sync::Arc;
 use bytes::Bytes;
 use criterion::{BatchSize, BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use jiff::{SignedDuration, Timestamp};
-use kapi_bench::objects::Kind;
 use kapi_core::auth::UserInfo;
 use kapi_core::authz::rbac::Kind as RbacKind;
 use kapi_core::authz::{Attributes, Authorizer, Policy, Snapshot};
@@ -28,6 +27,10 @@ use kapi_core::selector::{FieldSelector, LabelSelector};
 use kapi_core::ssa::Typing;
 use serde_json::{Value, json};
 
+mod creates;
+
+use creates::{Body, pod, world_with_service_account};
+
 #[global_allocator]
 static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
@@ -39,12 +42,6 @@ fn now() -> Timestamp {
 
 fn pods() -> Arc<Resource> {
     catalog(&Settings::default()).get("", "v1", "pods").expect("pods are built in").clone()
-}
-
-fn pod(name: &str) -> Value {
-    let mut p = Kind::Pod.object(name, 0);
-    p["metadata"]["namespace"] = json!("default");
-    p
 }
 
 fn codecs(c: &mut Criterion) {
@@ -86,9 +83,7 @@ fn create(c: &mut Criterion) {
     c.bench_function("create/pod_through_the_core", |b| {
         b.iter(|| {
             n += 1;
-            let body = pod(&format!("bench-{n:08}"));
-            let r = world.call("POST", "/api/v1/namespaces/default/pods", "", Some(&body), "application/json");
-            assert_eq!(r.head.status, 201, "{}", String::from_utf8_lossy(&r.body));
+            creates::create(&mut world, &pod(&format!("bench-{n:08}")))
         })
     });
 }
@@ -99,86 +94,24 @@ fn create(c: &mut Criterion) {
 /// is admission's own work); and with those plugins and ten validating admission policies on
 /// pods, each with a binding (the plugins alone: `create/pod_through_the_core`).
 fn create_admitted(c: &mut Criterion) {
-    let off = || {
-        let mut off = kapi_sim::default_server();
-        Arc::get_mut(&mut off.server).expect("the setup is not shared yet").admission = Arc::new(kapi_core::admission::Chain::default());
-        world_with(off)
-    };
-    let mut policies = world_with_service_account();
-    for i in 0..10 {
-        let policy = json!({
-            "apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicy", "metadata": {"name": format!("pods-{i}")},
-            "spec": {
-                "matchConstraints": {"resourceRules": [{"operations": ["CREATE", "UPDATE"], "apiGroups": [""], "apiVersions": ["v1"], "resources": ["pods"]}]},
-                "validations": [
-                    {"expression": "object.spec.containers.all(c, !c.image.endsWith(':latest'))", "message": "pin the image"},
-                    {"expression": format!("size(object.metadata.name) < {}", 64 + i)},
-                ],
-            },
-        });
-        let binding = json!({
-            "apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicyBinding", "metadata": {"name": format!("pods-{i}")},
-            "spec": {"policyName": format!("pods-{i}"), "validationActions": ["Deny"]},
-        });
-        for (path, body) in [("validatingadmissionpolicies", policy), ("validatingadmissionpolicybindings", binding)] {
-            let r = policies.call("POST", &format!("/apis/admissionregistration.k8s.io/v1/{path}"), "", Some(&body), "application/json");
-            assert_eq!(r.head.status, 201, "{}", String::from_utf8_lossy(&r.body));
-        }
-    }
-    let admitted = admitted_pod(&mut policies);
+    let mut policies = creates::world_with_policies();
+    let admitted = creates::admitted_pod(&mut policies);
     let mut n = 0u64;
     let plain: fn(&str) -> Value = pod;
-    let as_admitted = move |name: &str| {
-        let mut p = admitted.clone();
-        p["metadata"]["name"] = json!(name);
-        p
-    };
+    let as_admitted = move |name: &str| creates::renamed(&admitted, name);
     let runs: [(&str, kapi_sim::World, &Body); 3] = [
-        ("create/pod_admission_off", off(), &plain),
-        ("create/pod_admission_off_as_admitted", off(), &as_admitted),
+        ("create/pod_admission_off", creates::world_without_admission(), &plain),
+        ("create/pod_admission_off_as_admitted", creates::world_without_admission(), &as_admitted),
         ("create/pod_with_10_policies", policies, &plain),
     ];
     for (name, mut world, body) in runs {
         c.bench_function(name, |b| {
             b.iter(|| {
                 n += 1;
-                let body = body(&format!("bench-{n:08}"));
-                let r = world.call("POST", "/api/v1/namespaces/default/pods", "", Some(&body), "application/json");
-                assert_eq!(r.head.status, 201, "{}", String::from_utf8_lossy(&r.body));
+                creates::create(&mut world, &body(&format!("bench-{n:08}")))
             })
         });
     }
-}
-
-/// What a benchmark creates, by name.
-type Body = dyn Fn(&str) -> Value;
-
-/// The pod kapi-bench writes as `world`'s admission leaves it, to be created again: what it
-/// was given and what admission added, without what the server sets when it stores one.
-fn admitted_pod(world: &mut kapi_sim::World) -> Value {
-    let r = world.call("POST", "/api/v1/namespaces/default/pods", "", Some(&pod("admitted")), "application/json");
-    assert_eq!(r.head.status, 201, "{}", String::from_utf8_lossy(&r.body));
-    let mut stored: Value = serde_json::from_slice(&r.body).expect("a pod");
-    let metadata = stored["metadata"].as_object_mut().expect("metadata");
-    for set in ["uid", "resourceVersion", "creationTimestamp", "managedFields", "generation"] {
-        metadata.remove(set);
-    }
-    stored.as_object_mut().expect("a pod").remove("status");
-    stored
-}
-
-/// A simulated server with the default namespace's service account, where pods can be created.
-fn world_with_service_account() -> kapi_sim::World {
-    world_with(kapi_sim::default_server())
-}
-
-/// A simulated `setup` with the default namespace's service account.
-fn world_with(setup: kapi_sim::Setup) -> kapi_sim::World {
-    let mut world = kapi_sim::World::new(setup, kapi_sim::epoch(), 1);
-    let sa = json!({"metadata": {"name": "default"}});
-    let r = world.call("POST", "/api/v1/namespaces/default/serviceaccounts", "", Some(&sa), "application/json");
-    assert_eq!(r.head.status, 201, "{}", String::from_utf8_lossy(&r.body));
-    world
 }
 
 /// A stored pod (as a create through the core stored it: defaults, managed fields, the service

@@ -10,6 +10,7 @@
 
 mod check;
 pub mod cost;
+mod direct;
 mod formats;
 pub mod json;
 mod library;
@@ -58,6 +59,8 @@ pub struct Expression {
     /// A mutation's own environment: the shared one with the types its struct literals build
     /// and `jsonpatch.escapeKey` ([`mutation`]).
     mutation: Option<Arc<cel::Env>>,
+    /// The expression lowered for [`direct`] evaluation, when it can be.
+    direct: Option<direct::Node>,
 }
 
 impl std::fmt::Debug for Expression {
@@ -87,7 +90,8 @@ impl Expression {
             return Err(format!("ERROR: <input>:-1:0: expression recursion limit exceeded: {MAX_NESTING}"));
         }
         let program = ENVIRONMENT.compile(source).map_err(|e| e.to_string())?;
-        Ok(Expression { source: source.to_string(), program, mutation: None })
+        let direct = direct::Node::lower(program.expression());
+        Ok(Expression { source: source.to_string(), program, mutation: None, direct })
     }
 
     /// Compiles `source` as a mutation of a MutatingAdmissionPolicy: it may build the objects
@@ -128,6 +132,19 @@ impl Expression {
             context.add_variable_from_value(name, value);
         }
         self.program.execute(&context).map_err(|e| go_style(&e.to_string()))
+    }
+
+    /// Evaluates the expression with the variables of `layers` bound (a name bound in more
+    /// than one is the first's) [`direct`]ly on their JSON, counting its cost as it runs and
+    /// stopping once it passes `limit`: its value and cost, or `Err` when it passed the limit.
+    /// `None`: the expression is not one to evaluate so, or it went astray; it is the
+    /// interpreter's ([`Expression::evaluate_in`]), and its cost the estimate's.
+    pub fn evaluate_directly(&self, layers: &[&Bindings<'_>], limit: u64) -> Option<Result<(Value, u64), ()>> {
+        match direct::evaluate(self.direct.as_ref()?, layers, limit) {
+            Ok(counted) => Some(Ok(counted)),
+            Err(direct::Stop::Spent) => Some(Err(())),
+            Err(direct::Stop::Astray) => None,
+        }
     }
 
     /// Evaluates the expression with the variables of `layers` bound: a name bound in more
@@ -199,11 +216,36 @@ impl Expression {
 /// the JSON they borrow ([`Bindings::bind_json`]).
 #[derive(Debug, Default)]
 pub struct Bindings<'v> {
-    values: std::collections::BTreeMap<String, Box<dyn cel::common::value::Val + 'v>>,
+    values: Vec<(&'static str, Bound<'v>)>,
+}
+
+/// A value bound: what it was given as, and what the interpreter reads of it, made when it
+/// first does (an expression evaluated [`direct`]ly reads the JSON).
+#[derive(Debug)]
+struct Bound<'v> {
+    given: Given<'v>,
+    interpreted: std::sync::OnceLock<Box<dyn cel::common::value::Val + 'v>>,
+}
+
+#[derive(Debug)]
+enum Given<'v> {
+    Json(&'v serde_json::Value),
+    Value(Value),
+}
+
+impl<'v> Bound<'v> {
+    fn interpreted(&self) -> &(dyn cel::common::value::Val + 'v) {
+        self.interpreted
+            .get_or_init(|| match &self.given {
+                Given::Json(json) => json::val(json),
+                Given::Value(value) => interpreted(value),
+            })
+            .as_ref()
+    }
 }
 
 impl<'v> Bindings<'v> {
-    pub fn new<'a>(values: impl IntoIterator<Item = (&'a str, Value)>) -> Bindings<'v> {
+    pub fn new(values: impl IntoIterator<Item = (&'static str, Value)>) -> Bindings<'v> {
         let mut b = Bindings::default();
         for (name, value) in values {
             b.bind(name, value);
@@ -212,13 +254,36 @@ impl<'v> Bindings<'v> {
     }
 
     /// Binds `name` to `value` (in place of what it was bound to).
-    pub fn bind(&mut self, name: &str, value: Value) {
-        self.values.insert(name.to_string(), interpreted(&value));
+    pub fn bind(&mut self, name: &'static str, value: Value) {
+        self.put(name, Given::Value(value));
     }
 
     /// Binds `name` to `json` as [`to_value`] would convert it, read in place ([`json::val`]).
-    pub fn bind_json(&mut self, name: &str, json: &'v serde_json::Value) {
-        self.values.insert(name.to_string(), json::val(json));
+    pub fn bind_json(&mut self, name: &'static str, json: &'v serde_json::Value) {
+        self.put(name, Given::Json(json));
+    }
+
+    fn put(&mut self, name: &'static str, given: Given<'v>) {
+        let bound = Bound { given, interpreted: std::sync::OnceLock::new() };
+        match self.values.iter_mut().find(|(n, _)| *n == name) {
+            Some((_, b)) => *b = bound,
+            None => self.values.push((name, bound)),
+        }
+    }
+
+    fn get(&self, name: &str) -> Option<&Bound<'v>> {
+        self.values.iter().find(|(n, _)| *n == name).map(|(_, b)| b)
+    }
+
+    /// Whether `name` is bound here (`None`: it is not), and to what JSON (`Some(None)`: to a
+    /// value not made of JSON; `null` is).
+    fn json_of(&self, name: &str) -> Option<Option<&'v serde_json::Value>> {
+        static NULL: serde_json::Value = serde_json::Value::Null;
+        self.get(name).map(|b| match &b.given {
+            Given::Json(json) => Some(*json),
+            Given::Value(Value::Null) => Some(&NULL),
+            Given::Value(_) => None,
+        })
     }
 }
 
@@ -246,7 +311,7 @@ struct Layered<'a, 'v>(&'a [&'a Bindings<'v>]);
 
 impl cel::context::VariableResolver for Layered<'_, '_> {
     fn resolve<'b>(&'b self, name: &str) -> Option<cel::common::value::CowVal<'b, 'b>> {
-        self.0.iter().find_map(|b| b.values.get(name)).map(|v| cel::common::value::CowVal::Borrowed(v.as_ref()))
+        self.0.iter().find_map(|b| b.get(name)).map(|b| cel::common::value::CowVal::Borrowed(b.interpreted()))
     }
 }
 

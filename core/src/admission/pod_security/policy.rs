@@ -125,7 +125,7 @@ impl Policy {
     pub fn from_labels(labels: Option<&Map<String, Value>>, defaults: &Policy) -> (Policy, Vec<FieldError>) {
         let mut policy = *defaults;
         let mut errs = Vec::new();
-        let Some(labels) = labels.filter(|l| !l.is_empty()) else { return (policy, errs) };
+        let Some(labels) = labels.filter(|l| l.keys().any(|k| k.starts_with(LABEL_PREFIX))) else { return (policy, errs) };
         let label = |key: &str| labels.get(&format!("{LABEL_PREFIX}{key}")).map(|v| v.as_str().unwrap_or_default().to_string());
         let invalid = |key: &str, value: &str, msg: &str| FieldError::invalid(format!("metadata.labels[{LABEL_PREFIX}{key}]"), json!(value), msg);
         let mut enforce_label = false;

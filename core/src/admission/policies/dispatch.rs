@@ -104,12 +104,14 @@ pub(super) fn params_of(at: &ParamResource, binding: &Binding, a: &Attributes, r
 
 /// The namespace a write is in as `namespaceObject` (`null` for a cluster-scoped write or a
 /// namespace's own), without its managed fields and owners; 404 when it does not exist.
-pub(super) fn namespace_object(a: &Attributes, obj: Option<&Value>) -> Result<Value, ApiError> {
+/// `null` too when no expression reads it (`read`), once it is known to exist.
+pub(super) fn namespace_object(a: &Attributes, obj: Option<&Value>, read: bool) -> Result<Value, ApiError> {
     let namespace = namespace_of(a, obj);
     if namespace.is_empty() || (a.info.group.is_empty() && a.info.resource == "namespaces") {
         return Ok(Value::Null);
     }
     match &a.found.namespace {
+        Some((ns, Some(_))) if ns == namespace && !read => Ok(Value::Null),
         Some((ns, Some(found))) if ns == namespace => {
             let mut found = found.clone();
             if let Some(Value::Object(m)) = found.get_mut("metadata") {
@@ -167,7 +169,7 @@ pub fn validate(
         };
         let mut write = Write { a, obj, equivalents, deny: &mut deny, warnings };
         // What every policy that sees the write as it is sent shares.
-        let namespace = namespace.get_or_init(|| namespace_object(a, obj)).as_ref().map_err(ApiError::clone)?;
+        let namespace = namespace.get_or_init(|| namespace_object(a, obj, policies.uses.namespace)).as_ref().map_err(ApiError::clone)?;
         match invocation {
             Invocation::Exact => {
                 let seen = seen_exact.get_or_init(|| Seen::of(resource, invocation, a, obj, policies.uses));

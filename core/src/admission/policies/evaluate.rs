@@ -2,10 +2,13 @@
 //! `validator.Validate`): the match conditions, then the validations and their message
 //! expressions, then the audit annotations, each within kube's cost budgets.
 //!
-//! kapi's CEL does not count the cost of an evaluation as it runs: the cost charged is the
-//! estimate of the expression over the shapes of the values it is given (their sizes), which
-//! is never less than what running it costs.
+//! The cost charged is what the evaluation cost, counted as it ran, for an expression kapi
+//! evaluates directly on the JSON it reads ([`crate::cel::Expression::evaluate_directly`]);
+//! for one the interpreter runs (which does not count), the estimate of the expression over
+//! the shapes of the values it is given (their sizes), which is never less than what running
+//! it costs.
 
+use std::cell::OnceCell;
 use std::collections::HashMap;
 
 use super::{Compiled, FailurePolicy, Policy};
@@ -77,12 +80,14 @@ enum Raw {
 }
 
 /// The variables bound for one evaluation (its own, then the write's), and their shapes (for
-/// the cost).
+/// the cost of an expression the interpreter runs, worked out when one does).
 struct Activation<'p, 'w> {
     policy: &'p Policy,
     inputs: &'p Inputs<'w>,
-    own: Bindings<'static>,
-    shapes: Vec<(&'static str, Shape<'w>)>,
+    own: Bindings<'w>,
+    /// What `own` binds, but the write's.
+    values: Vec<(&'static str, Value)>,
+    shapes: OnceCell<Vec<(&'static str, Shape<'w>)>>,
     /// The variables that did not evaluate, by name, with kube's words for why (`fails to
     /// evaluate: ...`); they are left out of `variables`, so that only an expression that
     /// reads one fails for it.
@@ -93,16 +98,15 @@ impl<'p, 'w> Activation<'p, 'w> {
     /// `namespaceObject` is bound unless `conditions` (match conditions do not see it);
     /// `params` when the policy has `paramKind`; then each of `variables`, in order.
     fn new(policy: &'p Policy, inputs: &'p Inputs<'w>, params: Option<&Value>, conditions: bool) -> Activation<'p, 'w> {
-        let mut own = Vec::new();
+        let mut values = vec![("variables", Value::Map(HashMap::<Key, Value>::new().into()))];
         if conditions {
-            own.push(("namespaceObject", Value::Null));
+            values.push(("namespaceObject", Value::Null));
         }
         if policy.param_kind.is_some() {
-            own.push(("params", params.cloned().unwrap_or(Value::Null)));
+            values.push(("params", params.cloned().unwrap_or(Value::Null)));
         }
-        let mut shapes: Vec<(&'static str, Shape<'w>)> = own.iter().map(|(n, v)| (*n, Shape::of(v))).collect();
-        shapes.extend(inputs.shapes.iter().cloned());
-        let mut a = Activation { policy, inputs, own: Bindings::new(own), shapes, failed_variables: Vec::new() };
+        let own = Bindings::new(values.iter().cloned());
+        let mut a = Activation { policy, inputs, own, values, shapes: OnceCell::new(), failed_variables: Vec::new() };
         a.bind_variables();
         a
     }
@@ -111,16 +115,14 @@ impl<'p, 'w> Activation<'p, 'w> {
     /// first read; its error is the error of what reads it).
     fn bind_variables(&mut self) {
         let mut values: HashMap<Key, Value> = HashMap::new();
-        let none = Value::Map(values.clone().into());
-        self.shapes.insert(0, ("variables", Shape::of(&none)));
-        self.own.bind("variables", none);
         for (name, compiled) in &self.policy.variables {
             let mut budget = cost::CALL_LIMIT;
             let why = match self.attempt(compiled, &mut budget) {
                 Ok(v) => {
                     values.insert(Key::from(name.as_str()), v);
                     let map = Value::Map(values.clone().into());
-                    self.shapes[0].1 = Shape::of(&map);
+                    self.values[0].1 = map.clone();
+                    self.shapes = OnceCell::new();
                     self.own.bind("variables", map);
                     continue;
                 }
@@ -130,6 +132,11 @@ impl<'p, 'w> Activation<'p, 'w> {
             };
             self.failed_variables.push((name, why));
         }
+    }
+
+    /// The shapes of the variables, own and the write's.
+    fn shapes(&self) -> &[(&'static str, Shape<'w>)] {
+        self.shapes.get_or_init(|| self.values.iter().map(|(n, v)| (*n, Shape::of(v))).chain(self.inputs.shapes.iter().cloned()).collect())
     }
 
     /// Evaluates `c`, charging its cost to `budget`; an error in kube's words.
@@ -147,11 +154,27 @@ impl<'p, 'w> Activation<'p, 'w> {
         })
     }
 
-    /// Evaluates `c`, charging its cost to `budget`.
+    /// Evaluates `c`, charging its cost to `budget`: what it cost, when it could be evaluated
+    /// directly, else its estimate.
     fn attempt(&self, c: &Compiled, budget: &mut u64) -> Result<Value, Raw> {
         let expression = c.expression.as_ref().map_err(|e| Raw::Compile(e.clone()))?;
+        let layers = [&self.own, &self.inputs.bindings];
+        let limit = cost::CALL_LIMIT.min(*budget);
+        match expression.evaluate_directly(&layers, limit) {
+            Some(Ok((value, spent))) => {
+                *budget -= spent;
+                return Ok(value);
+            }
+            // It cost more than the budget left, or than the limit of one call.
+            Some(Err(())) if limit < cost::CALL_LIMIT => return Err(Raw::OutOfBudget),
+            Some(Err(())) => {
+                *budget -= cost::CALL_LIMIT;
+                return Err(Raw::Cancelled);
+            }
+            None => {}
+        }
         // An evaluation is cancelled once it has cost the limit of one call.
-        let estimate = cost::estimate(expression, &self.shapes);
+        let estimate = cost::estimate(expression, self.shapes());
         let spent = estimate.min(cost::CALL_LIMIT);
         if spent > *budget {
             return Err(Raw::OutOfBudget);
@@ -160,7 +183,7 @@ impl<'p, 'w> Activation<'p, 'w> {
         if estimate > cost::CALL_LIMIT {
             return Err(Raw::Cancelled);
         }
-        expression.evaluate_in(&[&self.own, &self.inputs.bindings]).map_err(Raw::Eval)
+        expression.evaluate_in(&layers).map_err(Raw::Eval)
     }
 }
 

@@ -112,7 +112,7 @@ pub fn mutate(
     if planned.is_empty() {
         return errors.refusal(a, obj);
     }
-    let namespace = namespace_object(a, Some(obj))?;
+    let namespace = namespace_object(a, Some(obj), policies.uses.namespace)?;
     if second_round && reinvocation.last_output.as_ref() != Some(obj) {
         reinvocation.changed();
     }
