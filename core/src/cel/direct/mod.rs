@@ -21,6 +21,11 @@ use serde_json::Value as Json;
 
 use super::Bindings;
 
+/// The first names of the environment's qualified functions (`sets.contains`, `math.abs`,
+/// `optional.of`), and of the other CEL libraries': a call whose target starts with one may be
+/// such a function, which the interpreter calls instead of the method.
+const FUNCTION_NAMESPACES: [&str; 11] = ["base64", "format", "ip", "jsonpatch", "lists", "math", "optional", "regex", "sets", "strings", "url"];
+
 /// A lowered expression.
 #[derive(Debug)]
 pub(super) enum Node {
@@ -138,6 +143,9 @@ impl Node {
             Expr::Call(call) => {
                 let args: Vec<Node> = call.args.iter().map(Node::lower).collect::<Option<_>>()?;
                 let target = match &call.target {
+                    // `sets.contains(x)` is the function `sets.contains` for the interpreter,
+                    // even where `sets` is a comprehension's variable.
+                    Some(t) if qualified_root(t).is_some_and(|root| FUNCTION_NAMESPACES.contains(&root)) => return None,
                     Some(t) => Some(lowered(t)?),
                     None => None,
                 };
@@ -163,6 +171,15 @@ impl Node {
             }
             _ => return None,
         })
+    }
+}
+
+/// The first name of a qualified name (`a` of `a.b.c`), if `e` is one.
+fn qualified_root(e: &IdedExpr) -> Option<&str> {
+    match &e.expr {
+        Expr::Ident(name) => Some(name),
+        Expr::Select(s) if !s.test => qualified_root(&s.operand),
+        _ => None,
     }
 }
 
@@ -286,7 +303,7 @@ fn eval<'a, 'v: 'a>(node: &'a Node, scope: &mut Scope<'_, 'a, 'v>) -> Result<Val
         }
         Node::Compare(c, a, b) => {
             let (a, b) = (eval(a, scope)?, eval(b, scope)?);
-            scope.charge(traversal(a.size().min(b.size())))?;
+            scope.charge(traversal(Val::smaller_size(&a, &b)))?;
             Val::Bool(compare(*c, &a, &b)?)
         }
         Node::Add(a, b) => match (eval(a, scope)?, eval(b, scope)?) {
@@ -318,8 +335,8 @@ fn eval<'a, 'v: 'a>(node: &'a Node, scope: &mut Scope<'_, 'a, 'v>) -> Result<Val
             (Val::Str(s), Val::Str(x)) => {
                 let read = traversal(x.chars().count());
                 scope.charge(match test {
-                    Text::Contains => traversal(s.chars().count()).saturating_mul(read),
-                    Text::StartsWith | Text::EndsWith => read,
+                    Text::Contains if read > 0 => traversal(s.chars().count()).saturating_mul(read),
+                    Text::Contains | Text::StartsWith | Text::EndsWith => read,
                 })?;
                 Val::Bool(match test {
                     Text::StartsWith => s.starts_with(x.as_ref()),
@@ -333,8 +350,9 @@ fn eval<'a, 'v: 'a>(node: &'a Node, scope: &mut Scope<'_, 'a, 'v>) -> Result<Val
             let x = eval(x, scope)?;
             let container = eval(container, scope)?;
             scope.charge(match &container {
-                Val::Json(Json::Object(_)) => 1,
-                other => 1 + other.size() as u64,
+                Val::Json(Json::Array(items)) => 1 + items.len() as u64,
+                Val::List(items) => 1 + items.len() as u64,
+                _ => 1,
             })?;
             match container {
                 Val::Json(Json::Object(m)) => match &x {
@@ -350,12 +368,13 @@ fn eval<'a, 'v: 'a>(node: &'a Node, scope: &mut Scope<'_, 'a, 'v>) -> Result<Val
     })
 }
 
-/// A comprehension over a list's items or an object's keys.
+/// A comprehension over a list's items or an object's keys, read one at a time (an inner
+/// loop that stops early reads no more of its range than it ran).
 fn run_loop<'a, 'v: 'a>(l: &'a Loop, scope: &mut Scope<'_, 'a, 'v>) -> Result<Val<'a>> {
-    let items: Vec<Val<'a>> = match eval(&l.range, scope)? {
-        Val::Json(Json::Array(items)) => items.iter().map(Val::of).collect(),
-        Val::Json(Json::Object(m)) => m.keys().map(|k| Val::Str(Cow::Borrowed(k.as_str()))).collect(),
-        Val::List(items) => items,
+    let items = match eval(&l.range, scope)? {
+        Val::Json(Json::Array(items)) => Items::Json(items.iter()),
+        Val::Json(Json::Object(m)) => Items::Keys(m.keys()),
+        Val::List(items) => Items::Owned(items.into_iter()),
         _ => return Err(Stop::Astray),
     };
     let init = eval(&l.init, scope)?;
@@ -385,6 +404,25 @@ fn run_loop<'a, 'v: 'a>(l: &'a Loop, scope: &mut Scope<'_, 'a, 'v>) -> Result<Va
     let out = result.and_then(|()| eval(&l.result, scope));
     scope.loops.truncate(depth);
     out
+}
+
+/// What a comprehension ranges over.
+enum Items<'a> {
+    Json(std::slice::Iter<'a, Json>),
+    Keys(serde_json::map::Keys<'a>),
+    Owned(std::vec::IntoIter<Val<'a>>),
+}
+
+impl<'a> Iterator for Items<'a> {
+    type Item = Val<'a>;
+
+    fn next(&mut self) -> Option<Val<'a>> {
+        match self {
+            Items::Json(items) => items.next().map(Val::of),
+            Items::Keys(keys) => keys.next().map(|k| Val::Str(Cow::Borrowed(k.as_str()))),
+            Items::Owned(items) => items.next(),
+        }
+    }
 }
 
 /// Whether `x` equals one of `items`.
@@ -430,15 +468,22 @@ impl<'a> Val<'a> {
         }
     }
 
-    /// What the estimate takes as the value's size: a string's characters, a list's items;
-    /// 0 for any other value.
-    fn size(&self) -> usize {
-        match self {
-            Val::Str(s) => s.chars().count(),
+    /// The smaller of what the estimate takes as two values' sizes (a string's characters, a
+    /// list's items; 0 for any other value), worked out in time proportional to it: no string
+    /// has more characters than bytes, so neither is counted past the other's bytes.
+    fn smaller_size(a: &Val<'_>, b: &Val<'_>) -> usize {
+        let bound = [a, b].map(|v| match v {
+            Val::Str(s) => s.len(),
             Val::Json(Json::Array(items)) => items.len(),
             Val::List(items) => items.len(),
             _ => 0,
-        }
+        });
+        let most = bound[0].min(bound[1]);
+        let size = |v: &Val<'_>, bound: usize| match v {
+            Val::Str(s) => s.chars().take(most).count(),
+            _ => bound,
+        };
+        size(a, bound[0]).min(size(b, bound[1]))
     }
 
     fn as_bool(&self) -> Result<bool> {

@@ -132,8 +132,10 @@ fn a_policys_usual_expressions_are_evaluated_directly() {
         let node = e.direct.as_ref().unwrap_or_else(|| panic!("{source} is lowered"));
         assert_eq!(evaluate(node, &[&inputs], u64::MAX).ok().map(|(v, _)| v), Some(expected), "{source}");
     }
-    let e = Expression::compile("object.spec.containers.map(c, c.name)").expect("compiles");
-    assert!(e.direct.is_none(), "a list is built: the interpreter's");
+    for source in ["object.spec.containers.map(c, c.name)", "object.spec.containers.exists(sets, sets.contains('b'))"] {
+        let e = Expression::compile(source).expect("compiles");
+        assert!(e.direct.is_none(), "{source}: the interpreter's (a list built; a namespace's function)");
+    }
 }
 
 /// What an evaluation costs is counted as it runs: a loop that stops early costs what it ran,
@@ -152,6 +154,9 @@ fn an_evaluation_costs_what_it_ran() {
     assert_eq!(found.evaluate_directly(&[&inputs], CALL_LIMIT), Some(Ok((Value::Bool(true), 12))));
     let all = Expression::compile("object.items.all(x, x != 'c')").expect("compiles");
     assert_eq!(all.evaluate_directly(&[&inputs], CALL_LIMIT), Some(Err(())));
+    // An inner loop that stops at once costs (and reads) only what it ran, each time.
+    let nested = Expression::compile("object.items.all(x, object.items.exists(y, y == 'a'))").expect("compiles");
+    assert_eq!(nested.evaluate_directly(&[&inputs], CALL_LIMIT), Some(Err(())));
     let astray = Expression::compile("object.items.all(x, x != 1)").expect("compiles");
     assert_eq!(astray.evaluate_directly(&[&inputs], CALL_LIMIT), None, "a string and an int: the interpreter's");
 }
