@@ -157,6 +157,11 @@ const EXPECTED_ERRORS: &[&str] = &[
     // controller syncs it: the controller's status write then finds it gone (404), as it would
     // against kube-apiserver.
     "sync \"doomed/",
+    // The tokens controller makes a token for doomed's default service account from its
+    // informer's copy, reads the account live first, and finds it already deleted by the
+    // namespace controller; it logs the 404 and requeues, as against kube-apiserver (its
+    // comment: "either the live lookup or our cache are stale").
+    "error synchronizing serviceaccount doomed/",
 ];
 
 #[test]
