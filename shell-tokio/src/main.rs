@@ -199,7 +199,9 @@ struct ServeArgs {
     #[arg(long)]
     enable_bootstrap_token_auth: bool,
     /// Built-in controllers to run: `*` for all, `none`, or a list of serviceaccount,
-    /// root-ca-cert-publisher, namespace. Turn them off when a kube-controller-manager runs.
+    /// serviceaccount-token, root-ca-cert-publisher, namespace, clusterrole-aggregation,
+    /// resourcequota, validatingadmissionpolicy-status-controller. Turn them off when a
+    /// kube-controller-manager runs.
     #[arg(long, default_value = "*", value_parser = Enabled::parse)]
     controllers: Enabled,
     /// The CA bundle published in every namespace as `kube-root-ca.crt`; the generated CA when not given.

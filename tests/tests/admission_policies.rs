@@ -2,7 +2,7 @@
 //! policy whose parameters are custom resources (a CRD the test creates), bound to the
 //! namespaces labelled for it, refusing a Deployment with too many replicas in kube's words;
 //! a binding that only warns, whose warning kubectl prints; and a policy whose expression does
-//! not compile, refused when it is created. Then a mutating admission policy (alpha: served
+//! not compile, refused when it is created; the type check's warnings in a policy's status. Then a mutating admission policy (alpha: served
 //! with `--runtime-config`, run with `--feature-gates`) annotating Deployments, as kube's e2e
 //! test does.
 
@@ -157,6 +157,24 @@ fn a_policy_with_custom_resource_params_refuses_with_kubectl() {
         "{}",
         stderr(&out)
     );
+
+    // The policy status controller type checks each policy against the kinds it matches: the
+    // custom resource params and the variable type; a confusion of types is warned of.
+    let status = |name: &str| String::from_utf8(k.kubectl(&["get", "validatingadmissionpolicy", name, "-o", "jsonpath={.status}"]).stdout).unwrap();
+    assert!(eventually(Duration::from_secs(30), || status("replica-limit") == r#"{"observedGeneration":1,"typeChecking":{}}"#), "{}", status("replica-limit"));
+    let confused = POLICY
+        .split("---")
+        .next()
+        .unwrap()
+        .replace("replica-limit}", "confused}")
+        .replace("variables.replicas <= params.maxReplicas", "variables.replicas <= string(params.maxReplicas)");
+    k.kubectl_in(&["apply", "-f", "-"], &confused);
+    let warning = || {
+        let out = k.kubectl(&["get", "validatingadmissionpolicy", "confused", "-o", "jsonpath={.status.typeChecking.expressionWarnings[0].warning}"]);
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let want = "apps/v1, Kind=Deployment: ERROR: <input>:1:20: found no matching overload for '_<=_' applied to '(int, string)'";
+    assert!(eventually(Duration::from_secs(30), || warning().starts_with(want)), "{}", warning());
 }
 
 const MUTATING: &str = r#"

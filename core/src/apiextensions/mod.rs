@@ -39,7 +39,7 @@ pub use definition::{Definition, Names, Version};
 pub use formats::CHECKED as CHECKED_FORMATS;
 pub use formats::{accepts as format_accepts, go_duration, is_request_uri};
 pub use openapi::KindDefinitions;
-pub use rule_checks::{check_rules, shape_of};
+pub use rule_checks::{cel_type, check_rules, shape_of};
 pub use rules::to_cel;
 pub use scale::ScalePaths;
 pub use strategy::CustomResources;

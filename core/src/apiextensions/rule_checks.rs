@@ -298,8 +298,12 @@ fn map_size(s: &Structural, values: &Structural) -> u64 {
     number(s, "maxProperties").unwrap_or((MAX_REQUEST_BYTES - 2) / (min_json_size(values) + 6))
 }
 
-/// What the cost estimate knows of the node's values; `resource`: the root, whose
-/// `apiVersion`, `kind` and `metadata` (`name`, `generateName`) rules may read.
+/// The type of a custom resource's objects as its schema declares them (kube's
+/// `SchemaDeclType` of a field, not a resource root): `None` for a schema of no type.
+pub fn cel_type(s: &Structural) -> Option<Type> {
+    type_of(s, false)
+}
+
 /// The type of a node's values (kube's `SchemaDeclType`): `None` for a node of no type (it
 /// is no field of its object). `resource`: the node is a resource (the root).
 fn type_of(s: &Structural, resource: bool) -> Option<Type> {
@@ -335,6 +339,8 @@ fn type_of(s: &Structural, resource: bool) -> Option<Type> {
     })
 }
 
+/// What the cost estimate knows of the node's values; `resource`: the root, whose
+/// `apiVersion`, `kind` and `metadata` (`name`, `generateName`) rules may read.
 pub fn shape_of(s: &Structural, resource: bool) -> Shape<'static> {
     let string = |s: &Structural| Shape::String { max: string_size(s) };
     if let Some(items) = s.items.as_deref() {

@@ -6,6 +6,8 @@
 //!   account's legacy token (`tokens.rs`), when the server signs service account tokens;
 //! - `resourcequota`: ResourceQuotas' `status` says what their namespace uses
 //!   (`resource_quota.rs`);
+//! - `validatingadmissionpolicy-status-controller`: ValidatingAdmissionPolicies' `status`
+//!   gets the warnings of kube's type check (`policy_status.rs`);
 //! - `namespace`: a deleted namespace is emptied, then its `kubernetes` finalizer is removed so
 //!   it goes away. Pods bound to nodes that do not exist are deleted at once, as kube's pod
 //!   garbage collector does (no kubelet will ever finish them).
@@ -35,6 +37,7 @@ mod crd_registration;
 mod crds;
 mod namespace;
 mod namespace_steps;
+mod policy_status;
 mod reflector;
 mod resource_quota;
 mod tokens;
@@ -54,6 +57,7 @@ pub use self::crds::CLEANUP_FINALIZER;
 use self::crds::{CRDS, CrdStep};
 use self::namespace::Collection;
 use self::namespace_steps::Step;
+use self::policy_status::{POLICIES, PolicyStatus};
 pub use self::reflector::{Change, Get, Reflector};
 use self::resource_quota::{QUOTAS, QuotaStep, Quotas};
 use self::tokens::{TOKEN_SECRETS, TokenStep, Tokens};
@@ -80,11 +84,19 @@ pub struct Enabled {
     pub namespaces: bool,
     pub cluster_role_aggregation: bool,
     pub resource_quota: bool,
+    pub policy_status: bool,
 }
 
 impl Enabled {
-    pub const ALL: Enabled =
-        Enabled { service_accounts: true, service_account_tokens: true, root_ca: true, namespaces: true, cluster_role_aggregation: true, resource_quota: true };
+    pub const ALL: Enabled = Enabled {
+        service_accounts: true,
+        service_account_tokens: true,
+        root_ca: true,
+        namespaces: true,
+        cluster_role_aggregation: true,
+        resource_quota: true,
+        policy_status: true,
+    };
     pub const NONE: Enabled = Enabled {
         service_accounts: false,
         service_account_tokens: false,
@@ -92,6 +104,7 @@ impl Enabled {
         namespaces: false,
         cluster_role_aggregation: false,
         resource_quota: false,
+        policy_status: false,
     };
 
     /// Parses `--controllers`: `*` (all), `none`, or a comma-separated list of names, as
@@ -108,9 +121,10 @@ impl Enabled {
                 "namespace" => e.namespaces = true,
                 "clusterrole-aggregation" => e.cluster_role_aggregation = true,
                 "resourcequota" => e.resource_quota = true,
+                "validatingadmissionpolicy-status-controller" => e.policy_status = true,
                 other => {
                     return Err(format!(
-                        "unknown controller {other:?}: known are serviceaccount, serviceaccount-token, root-ca-cert-publisher, namespace, clusterrole-aggregation, resourcequota"
+                        "unknown controller {other:?}: known are serviceaccount, serviceaccount-token, root-ca-cert-publisher, namespace, clusterrole-aggregation, resourcequota, validatingadmissionpolicy-status-controller"
                     ));
                 }
             }
@@ -170,6 +184,7 @@ enum Watched {
     /// Every service account, for the tokens controller.
     TokenAccounts,
     ResourceQuotas,
+    ValidatingAdmissionPolicies,
     /// A collection quotas count (its index among those followed).
     Counted(usize),
 }
@@ -227,12 +242,19 @@ enum Asker {
         name: String,
         status: u16,
     },
+    /// A write of a ValidatingAdmissionPolicy's status.
+    PolicyStatus {
+        name: String,
+        status: u16,
+    },
 }
 
 pub struct Controllers {
     enabled: Enabled,
     ca_pem: String,
     token: String,
+    /// The catalog served, which policies are type checked with.
+    catalog: Catalog,
     collections: Vec<Collection>,
     reflectors: Vec<(Watched, Reflector)>,
     namespaces: BTreeMap<String, Value>,
@@ -252,6 +274,8 @@ pub struct Controllers {
     aggregation: Aggregation,
     /// The resourcequota controller's state.
     quotas: Quotas,
+    /// The validatingadmissionpolicy-status-controller's state.
+    policy_status: PolicyStatus,
     /// The tokens controller's state, once it has a key to sign with.
     tokens: Option<Tokens>,
     /// What this server publishes in `extension-apiserver-authentication`, and when it looks next.
@@ -293,6 +317,9 @@ impl Controllers {
         if enabled.resource_quota {
             reflectors.push((Watched::ResourceQuotas, Reflector::new(QUOTAS, "", now)));
         }
+        if enabled.policy_status {
+            reflectors.push((Watched::ValidatingAdmissionPolicies, Reflector::new(POLICIES, "", now)));
+        }
         if enabled.root_ca {
             reflectors.push((Watched::RootCas, Reflector::new("/api/v1/configmaps", &format!("fieldSelector=metadata.name%3D{ROOT_CA}"), now)));
         }
@@ -300,6 +327,7 @@ impl Controllers {
             enabled,
             ca_pem: ca_pem.to_string(),
             token: token.to_string(),
+            catalog: catalog.clone(),
             collections: namespace::collections(catalog),
             reflectors,
             namespaces: BTreeMap::new(),
@@ -311,6 +339,7 @@ impl Controllers {
             api_checks: BTreeMap::new(),
             aggregation: Aggregation::default(),
             quotas: Quotas::default(),
+            policy_status: PolicyStatus::default(),
             tokens: None,
             trust: None,
             registration_retry: None,
@@ -337,6 +366,7 @@ impl Controllers {
     /// The server serves another catalog: namespaces are emptied of its collections (custom
     /// resources come and go with their CRDs).
     pub fn catalog_changed(&mut self, catalog: &Catalog) {
+        self.catalog = catalog.clone();
         self.collections = namespace::collections(catalog);
         self.quotas.refollow = true;
     }
@@ -375,7 +405,8 @@ impl Controllers {
                     | Asker::Tokens { status, .. }
                     | Asker::Quota { status, .. }
                     | Asker::Aggregation { status, .. }
-                    | Asker::Registration { status, .. },
+                    | Asker::Registration { status, .. }
+                    | Asker::PolicyStatus { status, .. },
                 ) => *status = code,
                 None => {}
             },
@@ -389,7 +420,7 @@ impl Controllers {
                     | Asker::Tokens { body, .. }
                     | Asker::Quota { body, .. },
                 ) => body.extend_from_slice(&chunk),
-                Some(Asker::Registration { .. } | Asker::Aggregation { .. }) | None => {}
+                Some(Asker::Registration { .. } | Asker::Aggregation { .. } | Asker::PolicyStatus { .. }) | None => {}
             },
             ControllerEvent::End { id } => match self.in_flight.remove(&id) {
                 Some(Asker::Reflector(i)) => {
@@ -422,6 +453,7 @@ impl Controllers {
                 }
                 Some(Asker::Registration { .. }) => {}
                 Some(Asker::Aggregation { name, status }) => self.aggregation_answered(now, &name, status),
+                Some(Asker::PolicyStatus { name, status }) => self.policy_status_answered(now, &name, status),
                 None => {}
             },
             ControllerEvent::Failed { id, error } => {
@@ -447,6 +479,7 @@ impl Controllers {
                     Watched::TokenSecrets => self.token_secret_changed(change),
                     Watched::TokenAccounts => self.token_account_changed(change),
                     Watched::ResourceQuotas => self.quota_changed(now, change),
+                    Watched::ValidatingAdmissionPolicies => self.policy_changed(change),
                     Watched::Counted(index) => self.counted_changed(index, change),
                 }
             }
@@ -474,6 +507,10 @@ impl Controllers {
             self.aggregation.retry = None;
             self.aggregate_all();
         }
+        if self.policy_status.retry.is_some_and(|at| at <= now) {
+            self.policy_status.retry = None;
+            self.write_all_policy_statuses();
+        }
         self.token_retries_due(now);
         self.quotas_due(now);
         // A namespace busy with its last requests keeps its retry until they are answered.
@@ -496,6 +533,7 @@ impl Controllers {
             .chain(self.trust_wake())
             .chain(self.registration_retry)
             .chain(self.aggregation.retry)
+            .chain(self.policy_status.retry)
             .chain(self.quotas.retry)
             .chain(self.quotas.resync)
             .chain(self.tokens.as_ref().and_then(Tokens::wake_at))

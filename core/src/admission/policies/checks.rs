@@ -57,7 +57,8 @@ pub struct Environment {
 }
 
 impl Environment {
-    fn declarations(self) -> Vec<(&'static str, Type)> {
+    /// The variables declared, with the types kapi gives them.
+    pub(super) fn declarations(self) -> Vec<(&'static str, Type)> {
         let mut d = vec![("object", Type::Dyn), ("oldObject", Type::Dyn), ("request", request_type())];
         if self.authorizer {
             d.push(("authorizer", Type::Dyn));

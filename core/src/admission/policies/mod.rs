@@ -15,6 +15,7 @@ pub mod dispatch;
 mod evaluate;
 pub mod mutate;
 mod patch;
+pub mod type_checking;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
