@@ -155,6 +155,25 @@ impl Decoder {
         }
     }
 
+    /// An `int32` field (zero when absent), with Go's error for a number it cannot hold.
+    pub fn int32(&mut self, s: &Struct, field: &str) -> i32 {
+        match s.get(field) {
+            None => 0,
+            Some(Value::Number(n)) => match n.as_i64().and_then(|i| i32::try_from(i).ok()) {
+                Some(i) => i,
+                None => {
+                    let message = format!("json: cannot unmarshal number {n} into Go struct field {}.{} of type int32", s.name, s.at(field).go);
+                    self.type_error.get_or_insert(message);
+                    0
+                }
+            },
+            Some(other) => {
+                self.mistyped(other, &s.at(field), s.name, "int32");
+                0
+            }
+        }
+    }
+
     /// A list of strings.
     pub fn strings(&mut self, s: &Struct, field: &str) -> Vec<String> {
         let at = s.at(field);

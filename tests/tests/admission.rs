@@ -38,7 +38,45 @@ fn flags_kube_refuses_are_refused() {
         refused_at_start(&["--admission-control=Priority", "--enable-admission-plugins=ServiceAccount"])
             .contains("admission-control and enable-admission-plugins/disable-admission-plugins flags are mutually exclusive")
     );
-    assert!(refused_at_start(&["--enable-admission-plugins=EventRateLimit"]).contains("admission plugin \"EventRateLimit\" is not implemented by kapi yet"));
+    assert!(refused_at_start(&["--enable-admission-plugins=PodNodeSelector"]).contains("admission plugin \"PodNodeSelector\" is not implemented by kapi yet"));
+    assert!(
+        refused_at_start(&["--enable-admission-plugins=EventRateLimit"])
+            .contains("couldn't init admission plugin \"EventRateLimit\": limits: Invalid value: []eventratelimit.Limit(nil): must not be empty")
+    );
+}
+
+#[test]
+fn event_rate_limit_refuses_events_past_a_namespaces_burst() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("admission.yaml"),
+        "apiVersion: apiserver.config.k8s.io/v1\nkind: AdmissionConfiguration\nplugins:\n- name: EventRateLimit\n  configuration:\n    \
+         apiVersion: eventratelimit.admission.k8s.io/v1alpha1\n    kind: Configuration\n    limits:\n    - {type: Namespace, qps: 1, burst: 2}\n",
+    )
+    .unwrap();
+    let config = format!("--admission-control-config-file={}", dir.path().join("admission.yaml").display());
+    let k = Kapi::start_with(&["--enable-admission-plugins=EventRateLimit", &config]);
+    k.ok(&["create", "namespace", "dev"]);
+    let event_in = |ns: &str, name: &str| {
+        format!(
+            r#"{{"apiVersion": "v1", "kind": "Event", "metadata": {{"name": "{name}", "namespace": "{ns}"}},
+            "involvedObject": {{"kind": "Pod", "namespace": "{ns}", "name": "web"}}, "reason": "Test", "message": "m"}}"#
+        )
+    };
+    let event = |name: &str| event_in("dev", name);
+    // The burst goes at once (the clock is real, so a third may find a token come back).
+    k.kubectl_in(&["create", "-f", "-"], &event("e1"));
+    k.kubectl_in(&["create", "-f", "-"], &event("e2"));
+    let refused = (3..30).find_map(|i| {
+        let out = k.kubectl_with_input(&["create", "-f", "-"], &event(&format!("e{i}")));
+        (!out.status.success()).then(|| String::from_utf8_lossy(&out.stderr).into_owned())
+    });
+    let refused = refused.expect("an event past the burst is refused");
+    assert!(refused.contains("Error from server (TooManyRequests)"), "{refused}");
+    assert!(refused.contains("Too many requests: limit reached on type Namespace for key dev"), "{refused}");
+    // Other namespaces and other kinds are not limited.
+    k.ok(&["create", "configmap", "c", "-n", "dev"]);
+    k.kubectl_in(&["create", "-f", "-"], &event_in("default", "d1"));
 }
 
 #[test]

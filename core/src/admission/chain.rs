@@ -104,6 +104,10 @@ fn plugin(name: &str, config: Option<&[u8]>) -> Option<Result<Arc<dyn Plugin>, S
             Ok(p) => Arc::new(p),
             Err(e) => return Some(Err(e)),
         },
+        "EventRateLimit" => match super::event_rate_limit::EventRateLimit::new(config) {
+            Ok(p) => Arc::new(p),
+            Err(e) => return Some(Err(e)),
+        },
         "PodSecurity" => match super::pod_security::PodSecurity::new(config) {
             Ok(p) => Arc::new(p),
             Err(e) => return Some(Err(e)),
@@ -276,7 +280,7 @@ mod tests {
             names(&["Priority", "ServiceAccount"], &["ServiceAccount", "Priority", "Nope"]).unwrap_err(),
             "[disable-admission-plugins plugin \"Nope\" is unknown, [Priority ServiceAccount] in enable-admission-plugins and disable-admission-plugins overlapped]"
         );
-        assert_eq!(names(&["EventRateLimit"], &[]).unwrap_err(), "admission plugin \"EventRateLimit\" is not implemented by kapi yet");
+        assert_eq!(names(&["PodNodeSelector"], &[]).unwrap_err(), "admission plugin \"PodNodeSelector\" is not implemented by kapi yet");
         assert!(ORDER.iter().all(|n| ORDER.iter().filter(|m| m == &n).count() == 1));
         assert!(DEFAULT_ON.iter().all(|n| ORDER.contains(n)));
     }

@@ -16,6 +16,7 @@ pub mod config;
 mod default_class;
 mod default_toleration_seconds;
 mod deny_service_external_ips;
+mod event_rate_limit;
 mod limit_ranger;
 pub mod matching;
 mod namespace_exists;
@@ -217,6 +218,25 @@ pub struct Attributes<'a> {
     pub found: &'a Found,
     /// The authorizer chain (`None` for kapi's own writes).
     pub access: Option<&'a crate::authz::Access>,
+    /// The time of the write.
+    pub now: jiff::Timestamp,
+}
+
+#[cfg(test)]
+impl<'a> Attributes<'a> {
+    /// A write's attributes in tests: no subresource, no dry run, no authorizer (kapi's own
+    /// write), at the epoch.
+    pub fn of(
+        operation: Operation,
+        info: &'a ResourceInfo,
+        namespace: &'a str,
+        name: &'a str,
+        user: &'a UserInfo,
+        old: Option<&'a Value>,
+        found: &'a Found,
+    ) -> Self {
+        Attributes { operation, info, subresource: None, namespace, name, dry_run: false, user, old, found, access: None, now: jiff::Timestamp::UNIX_EPOCH }
+    }
 }
 
 impl Attributes<'_> {

@@ -25,7 +25,7 @@ fn run(
     let user = UserInfo::default();
     let name = crate::meta::name(obj).to_string();
     let namespace = crate::meta::namespace(obj).to_string();
-    let a = Attributes { operation: op, info, subresource: None, namespace: &namespace, name: &name, dry_run: false, user: &user, old, found, access: None };
+    let a = Attributes::of(op, info, &namespace, &name, &user, old, found);
     chain.admit(&a, Some(obj), &mut Rng::new(7)).map_err(|e| format!("{} {}", e.code, e.message))?;
     chain.validate(&a, Some(obj), &mut Vec::new()).map_err(|e| format!("{} {}", e.code, e.message))
 }
@@ -176,8 +176,7 @@ fn certificate_requests_are_held_to_their_signers() {
     let bob = UserInfo { name: "bob".into(), ..UserInfo::default() };
     let found = Found::default();
     let check = |op: Operation, subresource: Option<&str>, obj: &Value, old: Option<&Value>| {
-        let a =
-            Attributes { operation: op, info, subresource, namespace: "", name: "req", dry_run: false, user: &bob, old, found: &found, access: Some(&access) };
+        let a = Attributes { subresource, access: Some(&access), ..Attributes::of(op, info, "", "req", &bob, old, &found) };
         chain.validate(&a, Some(obj), &mut Vec::new()).map_err(|e| format!("{} {}", e.code, e.message))
     };
     // Approval needs `approve` on the signer, or on its domain.
@@ -215,7 +214,7 @@ fn node_restriction_keeps_kubelets_to_their_own_node() {
         let info = &cat.resources().find(|r| r.info.group == group && r.info.resource == resource).unwrap().info;
         let name = crate::meta::name(obj).to_string();
         let ns = crate::meta::namespace(obj).to_string();
-        let a = Attributes { operation: op, info, subresource: sub, namespace: &ns, name: &name, dry_run: false, user: &kubelet, old, found, access: None };
+        let a = Attributes { subresource: sub, ..Attributes::of(op, info, &ns, &name, &kubelet, old, found) };
         chain.admit(&a, Some(obj), &mut Rng::new(1)).map_err(|e| format!("{} {}", e.code, e.message))
     };
     let found = Found { node: Some(Some(node.clone())), service_account: Some(Some(json!({}))), ..Found::default() };

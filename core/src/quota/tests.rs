@@ -74,7 +74,7 @@ fn charge(resource: &str, obj: &Value, old: Option<&Value>, quotas: Vec<Value>) 
     let found = Found { resource_quotas: quotas, ..Found::default() };
     let user = UserInfo::default();
     let op = if old.is_some() { Operation::Update } else { Operation::Create };
-    let a = Attributes { operation: op, info, subresource: None, namespace: "dev", name: "p", dry_run: false, user: &user, old, found: &found, access: None };
+    let a = Attributes::of(op, info, "dev", "p", &user, old, &found);
     chain
         .charge(&a, Some(obj), now())
         .map(|c| c.into_iter().map(|c| c.quota["status"]["used"].clone()).collect())
@@ -139,18 +139,7 @@ fn limited(config: &str, resource: &str, obj: &Value) -> Result<(), String> {
     let chain = Chain::from_flags(&[], &[], &configs)?;
     let found = Found::default();
     let user = UserInfo::default();
-    let a = Attributes {
-        operation: Operation::Create,
-        info,
-        subresource: None,
-        namespace: "dev",
-        name: "p",
-        dry_run: false,
-        user: &user,
-        old: None,
-        found: &found,
-        access: None,
-    };
+    let a = Attributes::of(Operation::Create, info, "dev", "p", &user, None, &found);
     chain.charge(&a, Some(obj), now()).map(|_| ()).map_err(|e| format!("{} {:?} {}", e.code, e.reason, e.message))
 }
 

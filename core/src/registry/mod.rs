@@ -247,6 +247,7 @@ fn admission_attributes<'a>(
         old,
         found,
         access: ctx.access.as_deref(),
+        now: ctx.now,
     }
 }
 

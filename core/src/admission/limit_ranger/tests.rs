@@ -19,8 +19,7 @@ fn admit(cat: &Catalog, resource: &str, op: Operation, ranges: Vec<Value>, obj: 
     let info = &cat.get("", "v1", resource).unwrap().info;
     let found = Found { limit_ranges: ranges, ..Found::default() };
     let user = UserInfo::default();
-    let a =
-        Attributes { operation: op, info, subresource: None, namespace: "dev", name: "p", dry_run: false, user: &user, old: None, found: &found, access: None };
+    let a = Attributes::of(op, info, "dev", "p", &user, None, &found);
     LimitRanger.admit(&a, Some(obj), &mut Rng::new(1)).map_err(|e| e.message.clone())?;
     LimitRanger.validate(&a, Some(obj), &mut Vec::new()).map_err(|e| e.message)
 }

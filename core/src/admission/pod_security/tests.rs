@@ -30,7 +30,7 @@ fn validate(
     let user = UserInfo { name: "alice".into(), ..UserInfo::default() };
     let name = crate::meta::name(obj).to_string();
     let ns = if resource == "namespaces" { "" } else { "dev" };
-    let a = Attributes { operation: op, info, subresource: None, namespace: ns, name: &name, dry_run: false, user: &user, old, found: &found, access: None };
+    let a = Attributes::of(op, info, ns, &name, &user, old, &found);
     let mut warnings = Vec::new();
     plugin.validate(&a, Some(obj), &mut warnings).map_err(|e| format!("{} {}", e.code, e.message))?;
     Ok(warnings)
@@ -128,18 +128,7 @@ fn tightening_a_namespace_warns_of_the_pods_it_has() {
     let old = json!({"metadata": {"name": "dev"}});
     let new = json!({"metadata": {"name": "dev", "labels": {"pod-security.kubernetes.io/enforce": "restricted"}}});
     let user = UserInfo::default();
-    let a = Attributes {
-        operation: Operation::Update,
-        info,
-        subresource: None,
-        namespace: "",
-        name: "dev",
-        dry_run: false,
-        user: &user,
-        old: Some(&old),
-        found: &found,
-        access: None,
-    };
+    let a = Attributes::of(Operation::Update, info, "", "dev", &user, Some(&old), &found);
     let mut warnings = Vec::new();
     plugin.validate(&a, Some(&new), &mut warnings).unwrap();
     let reasons = "allowPrivilegeEscalation != false, unrestricted capabilities, runAsNonRoot != true, seccompProfile";

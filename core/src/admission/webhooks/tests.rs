@@ -19,7 +19,7 @@ fn matched(hook: &Hook, (group, resource): (&str, &str), subresource: Option<&st
     let cat = catalog(&Settings::default());
     let info = &cat.resources().find(|r| r.info.group == group && r.info.resource == resource).unwrap().info;
     let (user, found) = (UserInfo::default(), Found::default());
-    let a = Attributes { operation: op, info, subresource, namespace, name: "n", dry_run: false, user: &user, old: None, found: &found, access: None };
+    let a = Attributes { subresource, ..Attributes::of(op, info, namespace, "n", &user, None, &found) };
     matches(&hook.matching, &a, Some(&json!({"metadata": {"name": "n"}})), &[]).unwrap().is_some()
 }
 
