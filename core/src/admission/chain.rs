@@ -81,6 +81,10 @@ pub const DEFAULT_ON: [&str; 22] = [
 /// error for a bad one).
 fn plugin(name: &str, config: Option<&[u8]>) -> Option<Result<Arc<dyn Plugin>, String>> {
     Some(Ok(match name {
+        "AlwaysAdmit" => Arc::new(super::always::AlwaysAdmit),
+        "AlwaysDeny" => Arc::new(super::always::AlwaysDeny),
+        "ExtendedResourceToleration" => Arc::new(super::extended_resource_toleration::ExtendedResourceToleration),
+        "LimitPodHardAntiAffinityTopology" => Arc::new(super::limit_pod_hard_anti_affinity_topology::LimitPodHardAntiAffinityTopology),
         "NamespaceLifecycle" => Arc::new(super::namespace_lifecycle::NamespaceLifecycle),
         "LimitRanger" => Arc::new(super::limit_ranger::LimitRanger),
         "ServiceAccount" => Arc::new(super::service_account::ServiceAccount),

@@ -9,6 +9,7 @@
 //! over in [`Found`], so admission itself stays synchronous and runs inside the registry's
 //! transform.
 
+mod always;
 mod always_pull_images;
 mod certificates;
 mod chain;
@@ -17,6 +18,8 @@ mod default_class;
 mod default_toleration_seconds;
 mod deny_service_external_ips;
 mod event_rate_limit;
+mod extended_resource_toleration;
+mod limit_pod_hard_anti_affinity_topology;
 mod limit_ranger;
 pub mod matching;
 mod namespace_exists;

@@ -141,6 +141,47 @@ fn always_pull_images_forces_every_containers_policy() {
     assert_eq!(same["spec"]["containers"][0]["imagePullPolicy"], "Never");
 }
 
+#[test]
+fn extended_resources_are_tolerated_and_hard_anti_affinity_kept_to_the_node() {
+    let (cat, chain) = (catalog(&Settings::default()), chain(&["ExtendedResourceToleration", "LimitPodHardAntiAffinityTopology"]));
+    let found = Found { service_account: Some(Some(json!({}))), namespace: dev(), ..Found::default() };
+    let requests = |r: Value| json!({"name": "c", "image": "x", "resources": {"requests": r}});
+    let mut p = json!({"metadata": {"name": "p", "namespace": "dev"}, "spec": {
+        "containers": [requests(json!({"cpu": "1", "example.com/gpu": "1", "hugepages-2Mi": "1Mi", "kubernetes.io/x": "1"}))],
+        "initContainers": [requests(json!({"acme.io/fpga": "1", "example.com/gpu": "2"}))],
+        "tolerations": [{"key": "example.com/gpu", "operator": "Exists", "effect": "NoSchedule", "tolerationSeconds": 5}, {"key": "other", "operator": "Exists"}]}});
+    run(&chain, &cat, ("", "pods"), Operation::Create, &mut p, None, &found).unwrap();
+    assert_eq!(
+        p["spec"]["tolerations"],
+        // DefaultTolerationSeconds runs first, in kube's order.
+        json!([{"key": "example.com/gpu", "operator": "Exists", "effect": "NoSchedule"}, {"key": "other", "operator": "Exists"},
+            {"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300},
+            {"key": "node.kubernetes.io/unreachable", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300},
+            {"key": "acme.io/fpga", "operator": "Exists", "effect": "NoSchedule"}])
+    );
+    let anti = |key: &str| json!({"requiredDuringSchedulingIgnoredDuringExecution": [{"labelSelector": {}, "topologyKey": key}]});
+    let mut spread = json!({"metadata": {"name": "s", "namespace": "dev"}, "spec": {"containers": [{"name": "c", "image": "x"}],
+        "affinity": {"podAntiAffinity": anti("kubernetes.io/hostname")}}});
+    run(&chain, &cat, ("", "pods"), Operation::Create, &mut spread, None, &found).unwrap();
+    spread["spec"]["affinity"]["podAntiAffinity"] = anti("topology.kubernetes.io/zone");
+    assert_eq!(
+        run(&chain, &cat, ("", "pods"), Operation::Create, &mut spread, None, &found).unwrap_err(),
+        "403 pods \"s\" is forbidden: affinity.PodAntiAffinity.RequiredDuringScheduling has TopologyKey topology.kubernetes.io/zone but only key kubernetes.io/hostname is allowed"
+    );
+}
+
+#[test]
+fn always_deny_refuses_every_write_and_always_admit_none() {
+    let cat = catalog(&Settings::default());
+    let mut cm = json!({"metadata": {"name": "c", "namespace": "dev"}});
+    let found = Found { namespace: dev(), ..Found::default() };
+    run(&chain(&["AlwaysAdmit"]), &cat, ("", "configmaps"), Operation::Create, &mut cm, None, &found).unwrap();
+    assert_eq!(
+        run(&chain(&["AlwaysDeny"]), &cat, ("", "configmaps"), Operation::Create, &mut cm, None, &found).unwrap_err(),
+        "403 configmaps \"c\" is forbidden: admission control is denying all modifications"
+    );
+}
+
 /// A CSR for `signer` whose request asks for organization `org`.
 fn csr(signer: &str, org: &str) -> Value {
     use base64::Engine;
