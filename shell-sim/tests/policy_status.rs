@@ -51,7 +51,7 @@ fn a_policy_that_checks_gets_an_empty_type_checking() {
     assert_eq!(status(&mut w, "correct"), json!({"observedGeneration": 1, "typeChecking": {}}));
     let r = w.call("GET", &format!("{POLICIES}/correct"), "", None, "");
     let managers: Vec<Value> = r.json()["metadata"]["managedFields"].as_array().unwrap().iter().map(|m| m["manager"].clone()).collect();
-    assert!(managers.contains(&json!("validatingadmissionpolicy-status-controller")), "{managers:?}");
+    assert!(managers.contains(&json!("validatingadmissionpolicy-status")), "{managers:?}");
 }
 
 #[test]
@@ -176,4 +176,28 @@ fn a_kind_whose_schema_nests_itself_is_typed_down_to_where_it_does() {
     assert_eq!(warnings.as_array().unwrap().len(), 1, "{warnings}");
     assert_eq!(warnings[0]["fieldRef"], "spec.validations[0].expression");
     assert!(warnings[0]["warning"].as_str().unwrap().contains("found no matching overload for '_==_' applied to '(string, int)'"), "{warnings}");
+}
+
+#[test]
+fn the_core_group_stands_for_every_group_and_singular_names_resolve() {
+    let mut w = world();
+    let rules = json!([{"operations": ["CREATE"], "apiGroups": [""], "apiVersions": ["v1"], "resources": ["events", "Namespace"]}]);
+    create(&mut w, policy("events", rules, json!({"validations": [{"expression": "object.nothing"}]})));
+    let warning = warnings(&mut w, "events")[0]["warning"].as_str().unwrap().to_string();
+    let kinds: Vec<&str> = warning.lines().filter_map(|l| l.split_once(": ERROR").map(|(k, _)| k)).collect();
+    assert_eq!(kinds, ["/v1, Kind=Event", "/v1, Kind=Namespace", "events.k8s.io/v1, Kind=Event"]);
+}
+
+#[test]
+fn a_variable_giving_an_object_is_declared_dyn_and_one_giving_a_map_keeps_its_values() {
+    let mut w = world();
+    let spec = json!({
+        "variables": [{"name": "spec", "expression": "object.spec"}, {"name": "labels", "expression": "object.metadata.labels"}],
+        "validations": [{"expression": "variables.spec.replicaz > 1"}, {"expression": "variables.labels['tier'] > 1"}],
+    });
+    create(&mut w, policy("vars", deployments(), spec));
+    let warnings = warnings(&mut w, "vars");
+    assert_eq!(warnings.as_array().unwrap().len(), 1, "{warnings}");
+    assert_eq!(warnings[0]["fieldRef"], "spec.validations[1].expression");
+    assert!(warnings[0]["warning"].as_str().unwrap().contains("found no matching overload for '_>_' applied to '(string, int)'"), "{warnings}");
 }

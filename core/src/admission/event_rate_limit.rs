@@ -2,9 +2,10 @@
 //! of its configuration (`eventratelimit.admission.k8s.io/v1alpha1` `Configuration`, required),
 //! each a token bucket of `qps` and `burst` per key: one for the whole server (`Server`), or
 //! one per namespace, per user, or per event source and involved object (`SourceAndObject`),
-//! the last three kept for at most `cacheSize` keys (4096 when 0). Every limit takes its token;
-//! a write one of them has none for is refused with kube's 429 `Too many requests: limit
-//! reached on type Namespace for key team` (the last such limit's).
+//! the last three kept for at most `cacheSize` keys (4096 when 0). Dry runs are not counted.
+//! Every limit takes its token; a write one of them has none for is refused with kube's 429
+//! `Too many requests: limit reached on type Namespace for key team` (the refusals of several,
+//! `[..., ...]`, as Go aggregates errors).
 //!
 //! Each bucket is one atomic (the time at which it is full again, the generic cell rate
 //! algorithm, which lets the same writes through as kube's token bucket), so the request path
@@ -150,7 +151,8 @@ impl EventRateLimit {
             if kind != "Server" && cache_size < 0 {
                 errors.push(format!("limits[{i}].cacheSize: Invalid value: {cache_size}: must not be negative"));
             }
-            if let Some(kind) = known.filter(|_| burst > 0 && qps > 0 && cache_size >= 0) {
+            // A server's limit has one bucket: its `cacheSize` is not read.
+            if let Some(kind) = known.filter(|k| burst > 0 && qps > 0 && (*k == "Server" || cache_size >= 0)) {
                 let cache_size = if cache_size == 0 { DEFAULT_CACHE_SIZE } else { cache_size as usize };
                 let interval = 1_000_000_000 / i64::from(qps);
                 limits.push(Limit { kind, interval, burst: i64::from(burst), cache_size, buckets: papaya::HashMap::default() });
@@ -174,18 +176,22 @@ impl Plugin for EventRateLimit {
 
     fn validate(&self, a: &Attributes, obj: Option<&Value>, _warnings: &mut Vec<String>) -> Result<(), ApiError> {
         // kube asks the kind: a core Event, whichever of its resources is written.
-        if !(a.info.group.is_empty() && a.info.kind == "Event") {
+        if !(a.info.group.is_empty() && a.info.kind == "Event") || a.dry_run {
             return Ok(());
         }
         let now = nanos(a.now);
-        let mut refused = None;
+        let mut refused: Vec<String> = Vec::new();
         for limit in &self.limits {
             let key = limit.key(a, obj);
-            if !limit.take(&key, now) {
-                refused = Some(format!("Too many requests: limit reached on type {} for key {key}", limit.kind));
+            let message = format!("limit reached on type {} for key {key}", limit.kind);
+            if !limit.take(&key, now) && !refused.contains(&message) {
+                refused.push(message);
             }
         }
-        refused.map_or(Ok(()), |message| Err(ApiError::new(429, "TooManyRequests", message)))
+        if refused.is_empty() {
+            return Ok(());
+        }
+        Err(ApiError::new(429, "TooManyRequests", format!("Too many requests: {}", crate::authz::rbac::aggregate(&refused))))
     }
 }
 
@@ -271,13 +277,13 @@ mod tests {
     }
 
     #[test]
-    fn every_limit_takes_its_token_and_the_last_refusal_is_given() {
+    fn every_limit_takes_its_token_and_every_refusal_is_given() {
         let p = plugin("limits: [{type: User, qps: 1, burst: 1}, {type: SourceAndObject, qps: 1, burst: 1}, {type: Server, qps: 1, burst: 10}]").unwrap();
         let events = ("", "events");
         write(&p, events, "dev", "alice", &event("kubelet", "web"), 0.0).unwrap();
         assert_eq!(
             write(&p, events, "dev", "alice", &event("kubelet", "web"), 0.0).unwrap_err(),
-            "429 TooManyRequests Too many requests: limit reached on type SourceAndObject for key kubeletn1Poddevwebu1v1"
+            "429 TooManyRequests Too many requests: [limit reached on type User for key alice, limit reached on type SourceAndObject for key kubeletn1Poddevwebu1v1]"
         );
         assert_eq!(
             write(&p, events, "dev", "alice", &event("scheduler", "web"), 0.0).unwrap_err(),
@@ -292,6 +298,20 @@ mod tests {
             write(&p, events, "dev", "i", &event("i", "i"), 0.0).unwrap_err(),
             "429 TooManyRequests Too many requests: limit reached on type Server for key "
         );
+    }
+
+    #[test]
+    fn dry_runs_take_no_token_and_a_servers_cache_size_is_not_read() {
+        let p = plugin("limits: [{type: Server, qps: 1, burst: 1, cacheSize: -1}]").unwrap();
+        let cat = catalog(&Settings::default());
+        let info = &cat.resources().find(|r| r.info.group.is_empty() && r.info.resource == "events").unwrap().info;
+        let (user, found) = (UserInfo::default(), Found::default());
+        let a = Attributes { dry_run: true, ..Attributes::of(Operation::Create, info, "dev", "e", &user, None, &found) };
+        for _ in 0..3 {
+            p.validate(&a, Some(&event("kubelet", "web")), &mut Vec::new()).unwrap();
+        }
+        write(&p, ("", "events"), "dev", "alice", &event("kubelet", "web"), 0.0).unwrap();
+        assert!(write(&p, ("", "events"), "dev", "alice", &event("kubelet", "web"), 0.0).is_err());
     }
 
     #[test]

@@ -1,7 +1,7 @@
 //! ExtendedResourceToleration (off by default): a pod that requests an extended resource
 //! (`example.com/gpu`: a name with a domain other than `kubernetes.io`'s) tolerates the
 //! `NoSchedule` taint of that name, so that it may run on the nodes tainted for it (kube's
-//! `{key: <resource>, operator: Exists, effect: NoSchedule}`, replacing one that differs only
+//! `{key: <resource>, operator: Exists, effect: NoSchedule}`, replacing those that differ only
 //! in `tolerationSeconds`).
 
 use std::collections::BTreeSet;
@@ -52,9 +52,13 @@ impl Plugin for ExtendedResourceToleration {
             let same = |t: &Value| {
                 ["key", "operator", "value", "effect"].iter().all(|f| t.get(*f).and_then(Value::as_str).unwrap_or("") == wanted[*f].as_str().unwrap_or(""))
             };
-            match tolerations.iter().position(same) {
-                Some(i) => tolerations[i] = wanted,
-                None => tolerations.push(wanted),
+            let mut replaced = false;
+            for t in tolerations.iter_mut().filter(|t| same(t)) {
+                *t = wanted.clone();
+                replaced = true;
+            }
+            if !replaced {
+                tolerations.push(wanted);
             }
         }
         Ok(())

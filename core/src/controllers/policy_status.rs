@@ -18,8 +18,8 @@ use crate::meta;
 
 pub(super) const POLICIES: &str = "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicies";
 
-/// The field manager of the controller's writes.
-const MANAGER: &str = "validatingadmissionpolicy-status-controller";
+/// The field manager of the controller's writes (kube's `ControllerName`).
+const MANAGER: &str = "validatingadmissionpolicy-status";
 
 /// How long after a failed write the policies are looked at again.
 const RETRY: SignedDuration = SignedDuration::from_secs(5);
@@ -28,7 +28,8 @@ const RETRY: SignedDuration = SignedDuration::from_secs(5);
 pub(super) struct PolicyStatus {
     /// The policies by name, as last seen.
     policies: BTreeMap<String, Value>,
-    /// The generation whose status was last written (or is being written), per policy.
+    /// The generation whose status is being written, or was written and not yet seen, per
+    /// policy.
     written: BTreeMap<String, i64>,
     /// Policies whose write is in flight.
     writing: BTreeSet<String>,
@@ -54,6 +55,11 @@ impl Controllers {
             self.policy_status.policies.remove(&name);
             self.policy_status.written.remove(&name);
         } else {
+            // Once the status written is seen, a status set back by someone else is due again.
+            let observed = meta::at(&change.object, &["status", "observedGeneration"]).and_then(Value::as_i64).unwrap_or(0);
+            if self.policy_status.written.get(&name).is_some_and(|w| observed >= *w) {
+                self.policy_status.written.remove(&name);
+            }
             self.policy_status.policies.insert(name.clone(), change.object);
             self.write_policy_status(&name);
         }

@@ -101,7 +101,7 @@ fn environment<'a>(object: &Type, params: Option<&Type>, variables: &[(&'a str, 
         let output = match Expression::compile(source) {
             Ok(compiled) => {
                 let checked = cel::check(&compiled, &scope);
-                if checked.errors.is_empty() { checked.output } else { Type::Dyn }
+                if checked.errors.is_empty() { declared_type(&checked.output) } else { Type::Dyn }
             }
             Err(_) => Type::Dyn,
         };
@@ -109,6 +109,17 @@ fn environment<'a>(object: &Type, params: Option<&Type>, variables: &[(&'a str, 
     }
     declared = with_variables(&declared, &typed);
     declared
+}
+
+/// The type a variable is declared with for what its expression gives (kube's
+/// `convertCelTypeToDeclType`): a simple type, or a list or map of them; anything else `dyn`.
+fn declared_type(t: &Type) -> Type {
+    match t {
+        Type::Bool | Type::Int | Type::Uint | Type::Double | Type::String | Type::Bytes | Type::Null | Type::Timestamp | Type::Duration => t.clone(),
+        Type::List(item) => Type::list(declared_type(item)),
+        Type::Map(key, value) => Type::map(declared_type(key), declared_type(value)),
+        _ => Type::Dyn,
+    }
 }
 
 fn with_variables<'a>(declared: &[(&'a str, Type)], typed: &BTreeMap<String, Type>) -> Vec<(&'a str, Type)> {
@@ -119,7 +130,9 @@ fn with_variables<'a>(declared: &[(&'a str, Type)], typed: &BTreeMap<String, Typ
 /// kube's `typesToCheck`: the kinds of the group, version and resource triples of each
 /// resource rule, a rule with a wildcard group or version contributing none, wildcard and
 /// subresource entries skipped; a rule stops adding at the tenth kind; sorted by group,
-/// version and kind. Kinds kapi has no schema for are dropped.
+/// version and kind. Kinds kapi has no schema for are dropped. A resource is found as
+/// kube's discovery RESTMapper finds it: by its plural or singular name, and the core group
+/// `""` standing for every group that serves the version and resource.
 fn kinds_to_check(policy: &Value, catalog: &Catalog) -> Vec<Kind> {
     let rules = meta::at(policy, &["spec", "matchConstraints", "resourceRules"]).and_then(Value::as_array).map(Vec::as_slice).unwrap_or_default();
     let mut found: BTreeSet<(String, String, String)> = BTreeSet::new();
@@ -135,13 +148,19 @@ fn kinds_to_check(policy: &Value, catalog: &Catalog) -> Vec<Kind> {
         for group in &groups {
             for version in &versions {
                 for name in &names {
-                    let Some(resource) = catalog.get(group, version, name) else { continue };
-                    let key = (group.to_string(), version.to_string(), resource.info.kind.clone());
-                    found.insert(key.clone());
-                    resources.insert(key, resource.clone());
-                    count += 1;
-                    if count == MAX_TYPES_TO_CHECK {
-                        break 'rules;
+                    let name = name.to_lowercase();
+                    let matched = catalog.resources().filter(|r| {
+                        let i = &r.info;
+                        i.version == *version && (group.is_empty() || i.group == *group) && (i.resource == name || i.singular == name)
+                    });
+                    for resource in matched {
+                        let key = (resource.info.group.clone(), version.to_string(), resource.info.kind.clone());
+                        found.insert(key.clone());
+                        resources.insert(key, resource.clone());
+                        count += 1;
+                        if count == MAX_TYPES_TO_CHECK {
+                            break 'rules;
+                        }
                     }
                 }
             }
