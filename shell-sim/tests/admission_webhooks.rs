@@ -12,7 +12,7 @@ use base64::Engine;
 use bytes::Bytes;
 use kapi_core::controllers::Enabled;
 use kapi_core::webhook::{WebhookAnswer, WebhookCall};
-use kapi_sim::{Response, World, default_server, epoch};
+use kapi_sim::{Response, Setup, World, default_server, epoch};
 use serde_json::{Value, json};
 
 const VALIDATING: &str = "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations";
@@ -26,7 +26,11 @@ type Answer = Box<dyn Fn(&Value) -> Result<WebhookAnswer, String>>;
 type Seen = Rc<RefCell<Vec<(String, Value)>>>;
 
 fn world(answers: BTreeMap<&'static str, Answer>) -> (World, Seen) {
-    let mut w = World::new(default_server(), epoch(), 7);
+    world_on(default_server(), answers)
+}
+
+fn world_on(setup: Setup, answers: BTreeMap<&'static str, Answer>) -> (World, Seen) {
+    let mut w = World::new(setup, epoch(), 7);
     w.start_controllers(Enabled::NONE);
     let seen: Seen = Rc::default();
     let log = seen.clone();
@@ -364,4 +368,36 @@ fn a_create_waiting_for_a_validating_webhook_goes_on_from_its_validation_with_wh
     let stored = w.call("GET", &format!("{CONFIGMAPS}/c"), "", None, "").json();
     assert_eq!(sent[1].1["request"]["object"]["metadata"]["uid"], stored["metadata"]["uid"]);
     assert_eq!(sent[1].1["request"]["object"]["metadata"]["creationTimestamp"], stored["metadata"]["creationTimestamp"]);
+}
+
+#[test]
+fn an_update_waiting_for_a_validating_webhook_passes_the_plugins_once() {
+    // EventRateLimit counts each write of an Event once: with a burst of two, a create and an
+    // update that waits for a webhook both fit (the update's plugins are not run again when
+    // the webhook answers), and the third write does not.
+    let mut setup = default_server();
+    let config = b"apiVersion: eventratelimit.admission.k8s.io/v1alpha1\nkind: Configuration\nlimits: [{type: Namespace, qps: 1, burst: 2}]\n";
+    let configs = BTreeMap::from([("EventRateLimit".to_string(), config.to_vec())]);
+    let chain = kapi_core::admission::Chain::from_flags(&["EventRateLimit".into()], &[], &configs).expect("a valid configuration");
+    std::sync::Arc::get_mut(&mut setup.server).expect("not shared yet").admission = std::sync::Arc::new(chain);
+    let mut answers: BTreeMap<&str, Answer> = BTreeMap::new();
+    answers.insert("/allow", Box::new(allow));
+    let (mut w, seen) = world_on(setup, answers);
+    let rules = json!({"rules": [{"operations": ["UPDATE"], "apiGroups": [""], "apiVersions": ["v1"], "resources": ["events"]}]});
+    configure(&mut w, VALIDATING, "allow", vec![hook("allow.example.com", "/allow", rules)]);
+    let events = "/api/v1/namespaces/default/events";
+    let event = json!({"apiVersion": "v1", "kind": "Event", "metadata": {"name": "e"},
+        "involvedObject": {"kind": "Pod", "namespace": "default", "name": "web"}, "reason": "Started", "message": "one"});
+    let r = create(&mut w, events, "", &event);
+    assert_eq!(r.head.status, 201, "{}", text(&r));
+    let mut changed = r.json();
+    changed["message"] = json!("two");
+    let r = w.call("PUT", &format!("{events}/e"), "", Some(&changed), "application/json");
+    assert_eq!(r.head.status, 200, "{}", text(&r));
+    assert_eq!(seen.borrow().len(), 1);
+    let mut changed = r.json();
+    changed["message"] = json!("three");
+    let r = w.call("PUT", &format!("{events}/e"), "", Some(&changed), "application/json");
+    assert_eq!(r.head.status, 429, "{}", text(&r));
+    assert_eq!(r.json()["message"], "Too many requests: limit reached on type Namespace for key default");
 }

@@ -225,6 +225,11 @@ pub struct WriteOp {
     asked: Option<(Asked, bool, Paused)>,
     /// Where the write goes on now that the webhook answered.
     resumed: Option<Paused>,
+    /// The resourceVersion of the object an update's validating plugins and policies passed:
+    /// its transform, run again over that same object once a webhook answered, makes the same
+    /// object again (the same draws, the same answers) and asks only the webhooks, so each
+    /// plugin counts the update once (EventRateLimit's token).
+    validated: Option<String>,
 }
 
 /// What admission is told of a write (`name`: the object's, or what its refusals call it).
@@ -277,6 +282,7 @@ impl WriteOp {
             blocked: None,
             asked: None,
             resumed: None,
+            validated: None,
         };
         op.start();
         op

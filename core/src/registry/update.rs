@@ -244,7 +244,13 @@ impl WriteOp {
         if !errs.is_empty() {
             return Err(ApiError::invalid(&info.group_kind(), meta::name(&obj), &errs));
         }
-        self.validating_admission(Operation::Update, &name, Some(old), Some(&obj), false)?;
+        let version = meta::resource_version(old);
+        let passed = self.validated.as_deref() == Some(version);
+        let validated = self.validating_admission(Operation::Update, &name, Some(old), Some(&obj), passed);
+        if validated.is_ok() || self.blocked.is_some() {
+            self.validated = Some(version.to_string());
+        }
+        validated?;
         let a = super::admission_attributes(&self.res, &self.ctx, &self.found, Operation::Update, &name, Some(old));
         self.charges = self.ctx.admission.charge(&a, Some(&obj), self.ctx.now)?;
         if super::delete::should_delete_during_update(&obj) {
