@@ -242,7 +242,7 @@ impl Decoder {
 }
 
 /// What Go's JSON decoder calls a value's type in its errors.
-fn json_kind(v: &Value) -> &'static str {
+pub fn json_kind(v: &Value) -> &'static str {
     match v {
         Value::Null => "null",
         Value::Bool(_) => "bool",

@@ -104,6 +104,12 @@ fn plugin(name: &str, config: Option<&[u8]>) -> Option<Result<Arc<dyn Plugin>, S
         "DenyServiceExternalIPs" => Arc::new(super::deny_service_external_ips::DenyServiceExternalIPs),
         "NamespaceExists" => Arc::new(super::namespace_exists::NamespaceExists),
         "NodeRestriction" => Arc::new(super::node_restriction::NodeRestriction),
+        "PodNodeSelector" => Arc::new(super::pod_node_selector::PodNodeSelector::new(config)),
+        "PodTolerationRestriction" => match super::pod_toleration_restriction::PodTolerationRestriction::new(config) {
+            Ok(p) => Arc::new(p),
+            Err(e) => return Some(Err(e)),
+        },
+        "OwnerReferencesPermissionEnforcement" => Arc::new(super::owner_references::OwnerReferencesPermissionEnforcement),
         "ResourceQuota" => match super::resource_quota::ResourceQuota::new(config) {
             Ok(p) => Arc::new(p),
             Err(e) => return Some(Err(e)),
@@ -284,7 +290,7 @@ mod tests {
             names(&["Priority", "ServiceAccount"], &["ServiceAccount", "Priority", "Nope"]).unwrap_err(),
             "[disable-admission-plugins plugin \"Nope\" is unknown, [Priority ServiceAccount] in enable-admission-plugins and disable-admission-plugins overlapped]"
         );
-        assert_eq!(names(&["PodNodeSelector"], &[]).unwrap_err(), "admission plugin \"PodNodeSelector\" is not implemented by kapi yet");
+        assert_eq!(names(&["NamespaceAutoProvision"], &[]).unwrap_err(), "admission plugin \"NamespaceAutoProvision\" is not implemented by kapi yet");
         assert!(ORDER.iter().all(|n| ORDER.iter().filter(|m| m == &n).count() == 1));
         assert!(DEFAULT_ON.iter().all(|n| ORDER.contains(n)));
     }

@@ -25,8 +25,11 @@ pub mod matching;
 mod namespace_exists;
 mod namespace_lifecycle;
 mod node_restriction;
+mod owner_references;
 mod persistent_volume_claim_resize;
+mod pod_node_selector;
 mod pod_security;
+mod pod_toleration_restriction;
 pub mod policies;
 mod priority;
 mod resource_quota;
@@ -34,6 +37,7 @@ mod runtime_class;
 mod service_account;
 mod storage_object_in_use_protection;
 mod taint_nodes_by_condition;
+mod tolerations;
 pub mod webhooks;
 
 use serde_json::Value;
@@ -221,6 +225,9 @@ pub struct Attributes<'a> {
     pub found: &'a Found,
     /// The authorizer chain (`None` for kapi's own writes).
     pub access: Option<&'a crate::authz::Access>,
+    /// The resources served when the request came (kube's RESTMapper; `None` for kapi's own
+    /// writes).
+    pub catalog: Option<&'a crate::catalog::Catalog>,
     /// The time of the write.
     pub now: jiff::Timestamp,
 }
@@ -238,7 +245,20 @@ impl<'a> Attributes<'a> {
         old: Option<&'a Value>,
         found: &'a Found,
     ) -> Self {
-        Attributes { operation, info, subresource: None, namespace, name, dry_run: false, user, old, found, access: None, now: jiff::Timestamp::UNIX_EPOCH }
+        Attributes {
+            operation,
+            info,
+            subresource: None,
+            namespace,
+            name,
+            dry_run: false,
+            user,
+            old,
+            found,
+            access: None,
+            catalog: None,
+            now: jiff::Timestamp::UNIX_EPOCH,
+        }
     }
 }
 
@@ -251,6 +271,15 @@ impl Attributes<'_> {
     /// Whether the chain allows the requester `q` (kapi's own writes may do anything).
     pub fn allows(&self, q: &crate::authz::Attributes) -> bool {
         self.access.is_none_or(|access| access.allows(self.user, q))
+    }
+
+    /// The chain's decision on the requester doing `q`, with its reason and error (kapi's
+    /// own writes may do anything).
+    pub fn decide(&self, q: &crate::authz::Attributes) -> crate::authz::Decision {
+        match self.access {
+            Some(access) => access.decide(self.user, q),
+            None => crate::authz::Decision { allowed: true, ..Default::default() },
+        }
     }
 
     /// kube's `admission.NewForbidden`: 403, `<resource> "<name>" is forbidden: <why>`.
@@ -270,6 +299,17 @@ pub struct Pending<'a> {
     pub name: Option<&'a str>,
     /// The object a create writes.
     pub object: Option<&'a Value>,
+}
+
+impl Pending<'_> {
+    /// The namespace a pod's own write (not a subresource's) is in, to look up.
+    pub fn pods_namespace(&self) -> Vec<Lookup> {
+        let pods = self.info.group.is_empty() && self.info.resource == "pods" && self.subresource.is_none();
+        match self.namespace {
+            Some(ns) if pods && !ns.is_empty() => vec![Lookup::Namespace(ns.to_string())],
+            _ => Vec::new(),
+        }
+    }
 }
 
 /// One admission plugin. A plugin that mutates implements [`Plugin::admit`] (kube's

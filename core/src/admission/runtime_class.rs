@@ -100,7 +100,7 @@ impl Plugin for RuntimeClass {
         if let Some(Value::Array(theirs)) = scheduling.get("tolerations") {
             let spec = meta::object_at(pod, &["spec"]);
             let mine = spec.get("tolerations").and_then(Value::as_array).cloned().unwrap_or_default();
-            let merged = merge_tolerations(&mine, theirs);
+            let merged = super::tolerations::merge(&mine, theirs);
             if !merged.is_empty() {
                 spec.insert("tolerations".into(), Value::Array(merged));
             }
@@ -122,48 +122,4 @@ impl Plugin for RuntimeClass {
 /// The pod overhead a class defines, where it has `overhead` (its `podFixed`, maybe none).
 fn overhead(class: &Value) -> Option<Map<String, Value>> {
     class.get("overhead").map(|o| o.get("podFixed").and_then(Value::as_object).cloned().unwrap_or_default())
-}
-
-/// kube's `MergeTolerations`: the pod's then the class's, each left out when one kept, or a
-/// later different one, covers it.
-fn merge_tolerations(first: &[Value], second: &[Value]) -> Vec<Value> {
-    let all: Vec<&Value> = first.iter().chain(second).collect();
-    let mut merged: Vec<Value> = Vec::new();
-    for (i, t) in all.iter().enumerate() {
-        if merged.iter().any(|m| is_superset(m, t)) {
-            continue;
-        }
-        if all[i + 1..].iter().any(|later| later != t && is_superset(later, t)) {
-            continue;
-        }
-        merged.push((*t).clone());
-    }
-    merged
-}
-
-/// Whether the toleration `ss` tolerates whatever `t` does.
-fn is_superset(ss: &Value, t: &Value) -> bool {
-    if ss == t {
-        return true;
-    }
-    let s = |v: &Value, k: &str| v.get(k).and_then(Value::as_str).unwrap_or_default().to_string();
-    if s(ss, "key") != s(t, "key") && !(s(ss, "key").is_empty() && s(ss, "operator") == "Exists") {
-        return false;
-    }
-    if s(ss, "effect") != s(t, "effect") && !s(ss, "effect").is_empty() {
-        return false;
-    }
-    if s(ss, "effect") == "NoExecute"
-        && let Some(bound) = ss.get("tolerationSeconds").and_then(Value::as_i64)
-    {
-        match t.get("tolerationSeconds").and_then(Value::as_i64) {
-            Some(seconds) if seconds <= bound => {}
-            _ => return false,
-        }
-    }
-    match s(ss, "operator").as_str() {
-        "Equal" | "" => s(t, "operator") == "Equal" && s(t, "value") == s(ss, "value"),
-        "Exists" => true,
-        _ => false,
-    }
 }

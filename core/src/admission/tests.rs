@@ -8,7 +8,13 @@ use crate::catalog::Catalog;
 use crate::resources::{Settings, catalog};
 
 fn chain(enable: &[&str]) -> Chain {
-    Chain::from_flags(&enable.iter().map(|s| s.to_string()).collect::<Vec<_>>(), &[], &Default::default()).unwrap()
+    configured(enable, &[]).unwrap()
+}
+
+/// kube's default plugins and `enable`, with `configs` (by plugin name).
+fn configured(enable: &[&str], configs: &[(&str, &str)]) -> Result<Chain, String> {
+    let configs = configs.iter().map(|(name, config)| (name.to_string(), config.as_bytes().to_vec())).collect();
+    Chain::from_flags(&enable.iter().map(|s| s.to_string()).collect::<Vec<_>>(), &[], &configs)
 }
 
 /// Runs `op` on `obj` (a `resource` of `group`) through `chain`, with `found` what the lookups found.
@@ -167,6 +173,112 @@ fn extended_resources_are_tolerated_and_hard_anti_affinity_kept_to_the_node() {
     assert_eq!(
         run(&chain, &cat, ("", "pods"), Operation::Create, &mut spread, None, &found).unwrap_err(),
         "403 pods \"s\" is forbidden: affinity.PodAntiAffinity.RequiredDuringScheduling has TopologyKey topology.kubernetes.io/zone but only key kubernetes.io/hostname is allowed"
+    );
+}
+
+/// The namespace `dev`, found, with these annotations.
+fn annotated(annotations: Value) -> Option<(String, Option<Value>)> {
+    Some(("dev".into(), Some(json!({"metadata": {"name": "dev", "annotations": annotations}}))))
+}
+
+fn placed(selector: Value, tolerations: Value, resources: Value) -> Value {
+    json!({"metadata": {"name": "p", "namespace": "dev"}, "spec": {"nodeSelector": selector, "tolerations": tolerations,
+        "containers": [{"name": "c", "image": "x", "resources": resources}]}})
+}
+
+#[test]
+fn pod_node_selector_merges_the_namespaces_selector_within_its_whitelist() {
+    let cat = catalog(&Settings::default());
+    let config = "podNodeSelectorPluginConfig: {clusterDefaultNodeSelector: 'tier=any', dev: 'env=dev,zone=a,tier=any', other: 'x'}";
+    let chain = configured(&["PodNodeSelector"], &[("PodNodeSelector", config)]).unwrap();
+    let run_in = |namespace: Option<(String, Option<Value>)>, pod: &mut Value| {
+        let found = Found { service_account: Some(Some(json!({}))), namespace, ..Found::default() };
+        run(&chain, &cat, ("", "pods"), Operation::Create, pod, None, &found)
+    };
+    let mut p = placed(json!({"zone": "a"}), json!([]), json!({}));
+    run_in(annotated(json!({"scheduler.alpha.kubernetes.io/node-selector": "env=dev"})), &mut p).unwrap();
+    assert_eq!(p["spec"]["nodeSelector"], json!({"env": "dev", "zone": "a"}));
+    // Without the annotation, the cluster's default; with it empty, nothing.
+    let mut p = placed(json!({}), json!([]), json!({}));
+    run_in(dev(), &mut p).unwrap();
+    assert_eq!(p["spec"]["nodeSelector"], json!({"tier": "any"}));
+    let mut p = placed(json!({}), json!([]), json!({}));
+    run_in(annotated(json!({"scheduler.alpha.kubernetes.io/node-selector": ""})), &mut p).unwrap();
+    assert_eq!(p["spec"].get("nodeSelector"), None);
+    assert_eq!(
+        run_in(annotated(json!({"scheduler.alpha.kubernetes.io/node-selector": "env=prod"})), &mut placed(json!({"env": "dev"}), json!([]), json!({})))
+            .unwrap_err(),
+        "403 pods \"p\" is forbidden: pod node label selector conflicts with its namespace node label selector"
+    );
+    assert_eq!(
+        run_in(dev(), &mut placed(json!({"zone": "b"}), json!([]), json!({}))).unwrap_err(),
+        "403 pods \"p\" is forbidden: pod node label selector labels conflict with its namespace whitelist"
+    );
+    assert_eq!(
+        run_in(annotated(json!({"scheduler.alpha.kubernetes.io/node-selector": "env=dev,"})), &mut placed(json!({}), json!([]), json!({}))).unwrap_err(),
+        "500 invalid selector: []"
+    );
+    // NamespaceLifecycle refuses first (404); without it, kube's 500.
+    let without = Chain::from_flags(&["PodNodeSelector".into()], &["NamespaceLifecycle".into()], &Default::default()).unwrap();
+    let found = Found { service_account: Some(Some(json!({}))), namespace: Some(("dev".into(), None)), ..Found::default() };
+    assert_eq!(
+        run(&without, &cat, ("", "pods"), Operation::Create, &mut placed(json!({}), json!([]), json!({})), None, &found).unwrap_err(),
+        "500 Internal error occurred: namespace dev does not exist"
+    );
+}
+
+#[test]
+fn pod_toleration_restriction_adds_defaults_and_keeps_pods_within_the_whitelist() {
+    let cat = catalog(&Settings::default());
+    let config = "apiVersion: podtolerationrestriction.admission.k8s.io/v1alpha1\nkind: Configuration\ndefault: [{key: team, operator: Exists}]\nwhitelist: [{key: team, operator: Exists}, {operator: Exists, effect: NoExecute}]";
+    let chain = configured(&["PodTolerationRestriction"], &[("PodTolerationRestriction", config)]).unwrap();
+    let run_in = |namespace: Option<(String, Option<Value>)>, op: Operation, pod: &mut Value| {
+        let found = Found { service_account: Some(Some(json!({}))), namespace, ..Found::default() };
+        let old = pod.clone();
+        run(&chain, &cat, ("", "pods"), op, pod, (op == Operation::Update).then_some(&old), &found)
+    };
+    let not_ready = json!([{"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300},
+        {"key": "node.kubernetes.io/unreachable", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300}]);
+    // The cluster's default; a pod that asks for memory tolerates its pressure, and the
+    // whitelist must allow that.
+    let mut p = placed(json!({}), json!([]), json!({}));
+    run_in(dev(), Operation::Create, &mut p).unwrap();
+    assert_eq!(p["spec"]["tolerations"].as_array().unwrap()[2..], [json!({"key": "team", "operator": "Exists"})]);
+    let burstable = json!({"requests": {"memory": "1Gi"}});
+    assert_eq!(
+        run_in(dev(), Operation::Create, &mut placed(json!({}), json!([]), burstable.clone())).unwrap_err(),
+        "500 pod tolerations (possibly merged with namespace default tolerations) conflict with its cluster whitelist"
+    );
+    // The namespace's annotations, in place of the configuration's.
+    let mine = json!({"scheduler.alpha.kubernetes.io/defaultTolerations": r#"[{"Key": "gpu", "operator": "Exists", "effect": "NoSchedule"}]"#,
+        "scheduler.alpha.kubernetes.io/tolerationsWhitelist": ""});
+    let mut p = placed(json!({}), json!([]), burstable.clone());
+    run_in(annotated(mine), Operation::Create, &mut p).unwrap();
+    let mut expected = not_ready.as_array().unwrap().clone();
+    expected.extend([
+        json!({"key": "gpu", "operator": "Exists", "effect": "NoSchedule"}),
+        json!({"key": "node.kubernetes.io/memory-pressure", "operator": "Exists", "effect": "NoSchedule"}),
+    ]);
+    assert_eq!(p["spec"]["tolerations"], Value::Array(expected));
+    let narrow = json!({"scheduler.alpha.kubernetes.io/tolerationsWhitelist": r#"[{"key": "node.kubernetes.io/memory-pressure", "operator": "Exists"}]"#});
+    let mut p = placed(json!({}), json!([{"key": "team", "operator": "Exists"}]), burstable.clone());
+    assert_eq!(
+        run_in(annotated(narrow), Operation::Update, &mut p).unwrap_err(),
+        "500 pod tolerations (possibly merged with namespace default tolerations) conflict with its namespace whitelist"
+    );
+    let bad = json!({"scheduler.alpha.kubernetes.io/defaultTolerations": r#"{"key": "x"}"#});
+    assert_eq!(
+        run_in(annotated(bad), Operation::Create, &mut placed(json!({}), json!([]), json!({}))).unwrap_err(),
+        "500 json: cannot unmarshal object into Go value of type []v1.Toleration"
+    );
+    assert_eq!(
+        run_in(Some(("dev".into(), None)), Operation::Create, &mut placed(json!({}), json!([]), json!({}))).unwrap_err(),
+        "404 namespaces \"dev\" not found"
+    );
+    let invalid = "apiVersion: podtolerationrestriction.admission.k8s.io/v1alpha1\nkind: Configuration\ndefault: [{key: a, operator: Foo}, {key: 'b c', operator: Exists}]";
+    assert_eq!(
+        configured(&["PodTolerationRestriction"], &[("PodTolerationRestriction", invalid)]).unwrap_err(),
+        "couldn't init admission plugin \"PodTolerationRestriction\": invalid config: [podtolerationrestriction.default[0].operator: Unsupported value: \"Foo\": supported values: \"Equal\", \"Exists\" podtolerationrestriction.default[1].key: Invalid value: \"b c\": name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')]"
     );
 }
 

@@ -405,7 +405,13 @@ impl Access {
     /// Whether the chain allows `user` to do `q` (a webhook's decision the request did not ask
     /// for beforehand does not allow it).
     pub fn allows(&self, user: &UserInfo, q: &Attributes) -> bool {
-        self.authorizer.decide(&self.state, user, q, &self.asked, self.now).is_ok_and(|d| d.allowed)
+        self.decide(user, q).allowed
+    }
+
+    /// The chain's decision on `user` doing `q`, with its reason and error (a webhook's
+    /// decision the request did not ask for beforehand is no opinion).
+    pub fn decide(&self, user: &UserInfo, q: &Attributes) -> Decision {
+        self.authorizer.decide(&self.state, user, q, &self.asked, self.now).unwrap_or_default()
     }
 }
 

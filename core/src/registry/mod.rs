@@ -252,6 +252,7 @@ fn admission_attributes<'a>(
         old,
         found,
         access: ctx.access.as_deref(),
+        catalog: ctx.catalog.as_deref(),
         now: ctx.now,
     }
 }

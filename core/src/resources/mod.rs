@@ -27,6 +27,7 @@ mod pod_updates;
 mod pods;
 pub mod podspec;
 mod podspec_enums;
+pub use podspec_enums::validate_tolerations;
 mod podtemplates;
 mod policy;
 mod quotas;

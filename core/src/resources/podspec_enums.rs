@@ -6,7 +6,7 @@
 use serde_json::{Value, json};
 
 use crate::status::FieldError;
-use crate::validation::{label_value, supported};
+use crate::validation::{label_value, qualified_name, supported};
 
 fn str_of<'a>(v: &'a Value, key: &str) -> &'a str {
     v.get(key).and_then(Value::as_str).unwrap_or_default()
@@ -33,9 +33,8 @@ pub(super) fn validate_spec_enums(spec: &Value, path: &str, errs: &mut Vec<Field
         supported(errs, sc.get("supplementalGroupsPolicy"), &format!("{scp}.supplementalGroupsPolicy"), &["Merge", "Strict"]);
         supported(errs, sc.get("seLinuxChangePolicy"), &format!("{scp}.seLinuxChangePolicy"), &["Recursive"]);
     }
-    for (i, t) in spec.get("tolerations").and_then(Value::as_array).into_iter().flatten().enumerate() {
-        toleration(t, &format!("{path}.tolerations[{i}]"), errs);
-    }
+    let tolerations = spec.get("tolerations").and_then(Value::as_array).map_or(&[][..], Vec::as_slice);
+    errs.extend(validate_tolerations(tolerations, &format!("{path}.tolerations")));
     for (i, c) in spec.get("topologySpreadConstraints").and_then(Value::as_array).into_iter().flatten().enumerate() {
         let cp = format!("{path}.topologySpreadConstraints[{i}]");
         let skew = c.get("maxSkew").and_then(Value::as_i64).unwrap_or(0);
@@ -79,9 +78,21 @@ pub(super) fn validate_spec_enums(spec: &Value, path: &str, errs: &mut Vec<Field
     }
 }
 
+/// kube's `ValidateTolerations` of the list at `path`.
+pub fn validate_tolerations(tolerations: &[Value], path: &str) -> Vec<FieldError> {
+    let mut errs = Vec::new();
+    for (i, t) in tolerations.iter().enumerate() {
+        toleration(t, &format!("{path}[{i}]"), &mut errs);
+    }
+    errs
+}
+
 /// `validateTolerations`, one toleration, in kube's order of checks.
 fn toleration(t: &Value, path: &str, errs: &mut Vec<FieldError>) {
     let (key, op, value, effect) = (str_of(t, "key"), str_of(t, "operator"), str_of(t, "value"), str_of(t, "effect"));
+    if !key.is_empty() {
+        errs.extend(qualified_name(key).into_iter().map(|msg| FieldError::invalid(format!("{path}.key"), json!(key), msg)));
+    }
     if key.is_empty() && op != "Exists" {
         errs.push(FieldError::invalid(
             format!("{path}.operator"),
