@@ -38,7 +38,7 @@ fn flags_kube_refuses_are_refused() {
         refused_at_start(&["--admission-control=Priority", "--enable-admission-plugins=ServiceAccount"])
             .contains("admission-control and enable-admission-plugins/disable-admission-plugins flags are mutually exclusive")
     );
-    assert!(refused_at_start(&["--enable-admission-plugins=PodNodeSelector"]).contains("admission plugin \"PodNodeSelector\" is not implemented by kapi yet"));
+    assert!(refused_at_start(&["--enable-admission-plugins=ImagePolicyWebhook"]).contains("admission plugin \"ImagePolicyWebhook\" is not implemented by kapi yet"));
     assert!(
         refused_at_start(&["--enable-admission-plugins=EventRateLimit"])
             .contains("couldn't init admission plugin \"EventRateLimit\": limits: Invalid value: []eventratelimit.Limit(nil): must not be empty")
@@ -77,6 +77,64 @@ fn event_rate_limit_refuses_events_past_a_namespaces_burst() {
     // Other namespaces and other kinds are not limited.
     k.ok(&["create", "configmap", "c", "-n", "dev"]);
     k.kubectl_in(&["create", "-f", "-"], &event_in("default", "d1"));
+}
+
+#[test]
+fn namespaces_place_their_pods_and_owner_references_take_permissions() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("admission.yaml"),
+        "apiVersion: apiserver.config.k8s.io/v1\nkind: AdmissionConfiguration\nplugins:\n\
+         - name: PodNodeSelector\n  configuration:\n    podNodeSelectorPluginConfig: {clusterDefaultNodeSelector: tier=any}\n\
+         - name: PodTolerationRestriction\n  path: tolerations.yaml\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.path().join("tolerations.yaml"),
+        "apiVersion: podtolerationrestriction.admission.k8s.io/v1alpha1\nkind: Configuration\ndefault: [{key: team, operator: Exists}]\n",
+    )
+    .unwrap();
+    let config = format!("--admission-control-config-file={}", dir.path().join("admission.yaml").display());
+    let plugins = "--enable-admission-plugins=PodNodeSelector,PodTolerationRestriction,OwnerReferencesPermissionEnforcement";
+    let k = Kapi::start_with(&[plugins, &config]);
+    k.kubectl_in(
+        &["create", "-f", "-"],
+        r#"{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "dev", "annotations": {
+            "scheduler.alpha.kubernetes.io/node-selector": "env=dev",
+            "scheduler.alpha.kubernetes.io/defaultTolerations": "[{\"key\": \"gpu\", \"operator\": \"Exists\", \"effect\": \"NoSchedule\"}]"}}}"#,
+    );
+    k.kubectl_in(&["create", "-n", "dev", "-f", "-"], POD);
+    let pod = k.json(&["get", "pod", "web", "-n", "dev", "-o", "json"]);
+    assert_eq!(pod["spec"]["nodeSelector"], serde_json::json!({"env": "dev"}), "{pod}");
+    assert!(pod["spec"]["tolerations"].as_array().unwrap().iter().any(|t| t["key"] == "gpu"), "{pod}");
+    // Elsewhere, the configuration's.
+    k.kubectl_in(&["create", "-f", "-"], POD);
+    let pod = k.json(&["get", "pod", "web", "-o", "json"]);
+    assert_eq!(pod["spec"]["nodeSelector"], serde_json::json!({"tier": "any"}), "{pod}");
+    assert!(pod["spec"]["tolerations"].as_array().unwrap().iter().any(|t| t["key"] == "team"), "{pod}");
+    let elsewhere = POD.replace(r#""spec": {"#, r#""spec": {"nodeSelector": {"env": "prod"}, "#).replace("\"web\"", "\"api\"");
+    let out = k.kubectl_with_input(&["create", "-n", "dev", "-f", "-"], &elsewhere);
+    let refused = String::from_utf8_lossy(&out.stderr);
+    assert!(refused.contains("pods \"api\" is forbidden: pod node label selector conflicts with its namespace node label selector"), "{refused}");
+
+    // bob may create configmaps, not make them block their owner's deletion.
+    k.ok(&["create", "role", "configmaps", "--verb=get,create", "--resource=configmaps"]);
+    k.ok(&["create", "rolebinding", "bob", "--role=configmaps", "--user=bob"]);
+    let owned = |block: bool| {
+        format!(
+            r#"{{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {{"name": "c{block}", "ownerReferences": [{{"apiVersion": "v1",
+            "kind": "Pod", "name": "web", "uid": "{}", "blockOwnerDeletion": {block}}}]}}}}"#,
+            pod["metadata"]["uid"].as_str().unwrap()
+        )
+    };
+    let out = k.kubectl_with_input(&["create", "-f", "-", "--as=bob"], &owned(true));
+    let refused = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        refused.contains("configmaps \"ctrue\" is forbidden: cannot set blockOwnerDeletion if an ownerReference refers to a resource you can't set finalizers on"),
+        "{refused}"
+    );
+    let out = k.kubectl_with_input(&["create", "-f", "-", "--as=bob"], &owned(false));
+    assert!(out.status.success(), "{out:?}");
 }
 
 #[test]

@@ -290,7 +290,7 @@ mod tests {
             names(&["Priority", "ServiceAccount"], &["ServiceAccount", "Priority", "Nope"]).unwrap_err(),
             "[disable-admission-plugins plugin \"Nope\" is unknown, [Priority ServiceAccount] in enable-admission-plugins and disable-admission-plugins overlapped]"
         );
-        assert_eq!(names(&["NamespaceAutoProvision"], &[]).unwrap_err(), "admission plugin \"NamespaceAutoProvision\" is not implemented by kapi yet");
+        assert_eq!(names(&["ImagePolicyWebhook"], &[]).unwrap_err(), "admission plugin \"ImagePolicyWebhook\" is not implemented by kapi yet");
         assert!(ORDER.iter().all(|n| ORDER.iter().filter(|m| m == &n).count() == 1));
         assert!(DEFAULT_ON.iter().all(|n| ORDER.contains(n)));
     }
