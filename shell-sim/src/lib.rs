@@ -8,7 +8,7 @@
 pub mod fuzzing;
 pub mod sim;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -77,6 +77,11 @@ pub struct World {
     /// What the controllers were last told the server serves.
     controllers_served: Arc<Served>,
     slots: BTreeMap<SlotKey, Slot>,
+    /// The caches that may have something to do: handed an event since a poll last found
+    /// them idle, or there when time moved (a cache does nothing new on its own otherwise).
+    /// Only these are polled, as the server's cache tasks are only woken by their events and
+    /// timers.
+    stirred: BTreeSet<SlotKey>,
     streams: BTreeMap<WatcherId, Stream>,
     /// The cache each watch stream comes from.
     watch_slots: BTreeMap<WatcherId, SlotKey>,
@@ -271,6 +276,7 @@ impl World {
             served,
             crds_seen: 0,
             slots: BTreeMap::new(),
+            stirred: BTreeSet::new(),
             streams: BTreeMap::new(),
             watch_slots: BTreeMap::new(),
             reads: BTreeMap::new(),
@@ -286,6 +292,7 @@ impl World {
             webhook: None,
         };
         for (key, cache) in watch_caches(&w.server, &w.served.catalog, DEFAULT_HISTORY) {
+            w.stirred.insert(key.clone());
             w.slots.insert(key, Slot { cache, watch: None });
         }
         w.pump();
@@ -323,11 +330,12 @@ impl World {
         let (result, events) = self.model.apply(self.now, req);
         if !events.is_empty() {
             let header_revision = self.model.revision();
-            for slot in self.slots.values_mut() {
+            for (k, slot) in &mut self.slots {
                 if let Some(w) = &slot.watch {
                     let mine: Vec<_> = events.iter().filter(|e| w.contains(&e.kv.key)).cloned().collect();
                     if !mine.is_empty() {
                         slot.cache.handle(self.now, CacheEvent::Watch(WatchResponse::Events { header_revision, events: mine }));
+                        self.stirred.insert(k.clone());
                     }
                 }
             }
@@ -355,13 +363,25 @@ impl World {
         }
     }
 
-    /// The first effect of the caches after `after` (all of them when `None`), in key order, with
-    /// the key of the cache it came from. Most caches have none: they are polled in place.
+    /// The first effect of the stirred caches after `after` (all of them when `None`), in key
+    /// order, with the key of the cache it came from; a cache found idle is no longer stirred.
     fn next_cache_effect(&mut self, after: Option<&SlotKey>) -> Option<(SlotKey, CacheEffect)> {
         use std::ops::Bound::{Excluded, Unbounded};
-        let now = self.now;
-        let lower = after.map_or(Unbounded, Excluded);
-        self.slots.range_mut((lower, Unbounded)).find_map(|(k, slot)| slot.cache.poll(now).map(|e| (k.clone(), e)))
+        let mut lower = after.map_or(Unbounded, |k| Excluded(k.clone()));
+        loop {
+            let k = self.stirred.range((lower, Unbounded)).next()?.clone();
+            if let Some(e) = self.slots.get_mut(&k).and_then(|s| s.cache.poll(self.now)) {
+                return Some((k, e));
+            }
+            self.stirred.remove(&k);
+            lower = Excluded(k);
+        }
+    }
+
+    /// Hands `event` to the cache of `k`, which then has something to do.
+    fn cache_event(&mut self, k: &SlotKey, event: CacheEvent) {
+        self.slots.get_mut(k).expect("every stored resource has a cache").cache.handle(self.now, event);
+        self.stirred.insert(k.clone());
     }
 
     /// What the cache of `(group, version, resource)` holds now, if it moved past revision `seen`.
@@ -436,6 +456,7 @@ impl World {
         for (k, res) in wanted {
             if !self.slots.contains_key(&k) {
                 let prefix = Bytes::from(format!("{}/", self.server.storage_root(&res)));
+                self.stirred.insert(k.clone());
                 self.slots.insert(k, Slot { cache: WatchCache::new(res, prefix, DEFAULT_HISTORY), watch: None });
             }
         }
@@ -448,9 +469,10 @@ impl World {
         match e {
             CacheEffect::Kv(req) => {
                 let (r, _) = self.model.apply(now, &req);
-                self.slots.get_mut(k).expect("slot").cache.handle(now, CacheEvent::Kv(r));
+                self.cache_event(k, CacheEvent::Kv(r));
             }
             CacheEffect::StartWatch(w) => {
+                self.stirred.insert(k.clone());
                 let slot = self.slots.get_mut(k).expect("slot");
                 match self.model.backlog(&w) {
                     Ok(events) => {
@@ -465,7 +487,7 @@ impl World {
             }
             CacheEffect::RequestProgress => {
                 let revision = self.model.revision();
-                self.slots.get_mut(k).expect("slot").cache.handle(now, CacheEvent::Watch(WatchResponse::Progress { revision }));
+                self.cache_event(k, CacheEvent::Watch(WatchResponse::Progress { revision }));
             }
             CacheEffect::Deliver { ids, frame } => {
                 for id in ids {
@@ -483,7 +505,7 @@ impl World {
                     services.named(&svc.namespace, &svc.name).map(|o| o.value())
                 });
                 let answer = conversion.call(service.as_ref()).and_then(|call| self.call_webhook(&call));
-                self.slots.get_mut(k).expect("slot").cache.handle(now, CacheEvent::Called { uid: conversion.uid, answer });
+                self.cache_event(k, CacheEvent::Called { uid: conversion.uid, answer });
             }
         }
     }
@@ -515,6 +537,7 @@ impl World {
     /// Lets time pass, firing the caches' and the controllers' timers.
     pub fn advance(&mut self, d: SignedDuration) {
         self.now += d;
+        self.stirred.extend(self.slots.keys().cloned());
         self.pump();
         self.settle();
     }
@@ -628,7 +651,7 @@ impl World {
                 Some(Effect::Cache { resource, request }) => {
                     let id = ReadId(self.next());
                     let k = slot_key(&resource);
-                    self.slots.get_mut(&k).expect("every stored resource has a cache").cache.handle(self.now, CacheEvent::Read { id, request });
+                    self.cache_event(&k, CacheEvent::Read { id, request });
                     self.pump();
                     let mut waited = SignedDuration::ZERO;
                     while !self.reads.contains_key(&id) && waited < SignedDuration::from_secs(10) {
@@ -642,7 +665,7 @@ impl World {
                     let id = WatcherId(self.next());
                     self.streams.insert(id, Stream::default());
                     let k = slot_key(&resource);
-                    self.slots.get_mut(&k).expect("every stored resource has a cache").cache.handle(self.now, CacheEvent::Register { id, params });
+                    self.cache_event(&k, CacheEvent::Register { id, params });
                     self.watch_slots.insert(id, k);
                     self.pump();
                     return Response { head, body: Bytes::new(), watch: Some(id) };
@@ -692,7 +715,7 @@ impl World {
     pub fn stop_watch(&mut self, id: WatcherId) {
         self.streams.remove(&id);
         if let Some(k) = self.watch_slots.remove(&id) {
-            self.slots.get_mut(&k).expect("watch slots name caches").cache.handle(self.now, CacheEvent::Unregister { id });
+            self.cache_event(&k, CacheEvent::Unregister { id });
             self.pump();
         }
     }

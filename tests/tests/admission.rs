@@ -38,7 +38,9 @@ fn flags_kube_refuses_are_refused() {
         refused_at_start(&["--admission-control=Priority", "--enable-admission-plugins=ServiceAccount"])
             .contains("admission-control and enable-admission-plugins/disable-admission-plugins flags are mutually exclusive")
     );
-    assert!(refused_at_start(&["--enable-admission-plugins=ImagePolicyWebhook"]).contains("admission plugin \"ImagePolicyWebhook\" is not implemented by kapi yet"));
+    assert!(
+        refused_at_start(&["--enable-admission-plugins=ImagePolicyWebhook"]).contains("admission plugin \"ImagePolicyWebhook\" is not implemented by kapi yet")
+    );
     assert!(
         refused_at_start(&["--enable-admission-plugins=EventRateLimit"])
             .contains("couldn't init admission plugin \"EventRateLimit\": limits: Invalid value: []eventratelimit.Limit(nil): must not be empty")
@@ -130,7 +132,8 @@ fn namespaces_place_their_pods_and_owner_references_take_permissions() {
     let out = k.kubectl_with_input(&["create", "-f", "-", "--as=bob"], &owned(true));
     let refused = String::from_utf8_lossy(&out.stderr);
     assert!(
-        refused.contains("configmaps \"ctrue\" is forbidden: cannot set blockOwnerDeletion if an ownerReference refers to a resource you can't set finalizers on"),
+        refused
+            .contains("configmaps \"ctrue\" is forbidden: cannot set blockOwnerDeletion if an ownerReference refers to a resource you can't set finalizers on"),
         "{refused}"
     );
     let out = k.kubectl_with_input(&["create", "-f", "-", "--as=bob"], &owned(false));
