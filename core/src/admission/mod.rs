@@ -40,6 +40,8 @@ mod taint_nodes_by_condition;
 mod tolerations;
 pub mod webhooks;
 
+use std::sync::Arc;
+
 use serde_json::Value;
 
 pub use chain::{Chain, DEFAULT_ON, ORDER, enabled};
@@ -157,31 +159,32 @@ pub enum Operation {
     Delete,
 }
 
-/// What the lookups found: `None` for a missing object.
+/// What the lookups found: `None` for a missing object. One object is shared with the watch
+/// cache that holds it (parsed once there).
 #[derive(Clone, Debug, Default)]
 pub struct Found {
     /// The namespace a create writes in, and its object if it exists.
-    pub namespace: Option<(String, Option<Value>)>,
-    pub service_account: Option<Option<Value>>,
+    pub namespace: Option<(String, Option<Arc<Value>>)>,
+    pub service_account: Option<Option<Arc<Value>>>,
     /// The LimitRanges of the namespace written in.
     pub limit_ranges: Vec<Value>,
     pub storage_classes: Vec<Value>,
     pub ingress_classes: Vec<Value>,
     /// The RuntimeClass a pod names.
-    pub runtime_class: Option<Option<Value>>,
+    pub runtime_class: Option<Option<Arc<Value>>>,
     /// The pods of a namespace being updated.
     pub pods: Vec<Value>,
     /// The Node a mirror pod names as its owner.
-    pub node: Option<Option<Value>>,
+    pub node: Option<Option<Arc<Value>>>,
     /// The ResourceQuotas of the namespace written in.
     pub resource_quotas: Vec<Value>,
     /// What the admission policies' parameters were looked up as, and what was found.
-    pub params: Vec<(Lookup, Option<Value>)>,
+    pub params: Vec<(Lookup, Option<Arc<Value>>)>,
 }
 
 impl Found {
     /// Notes what a lookup found (`None`: the object does not exist).
-    pub fn record(&mut self, lookup: Lookup, found: Option<Value>) {
+    pub fn record(&mut self, lookup: Lookup, found: Option<Arc<Value>>) {
         match lookup {
             Lookup::Namespace(ns) => self.namespace = Some((ns, found)),
             Lookup::ServiceAccount { .. } => self.service_account = Some(found),
@@ -200,8 +203,8 @@ impl Found {
 }
 
 /// The objects a lookup of many found.
-fn list(found: Option<Value>) -> Vec<Value> {
-    match found {
+fn list(found: Option<Arc<Value>>) -> Vec<Value> {
+    match found.map(Arc::unwrap_or_clone) {
         Some(Value::Array(items)) => items,
         _ => Vec::new(),
     }

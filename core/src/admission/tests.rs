@@ -37,8 +37,8 @@ fn run(
 }
 
 /// The namespace `dev`, found, without labels.
-fn dev() -> Option<(String, Option<Value>)> {
-    Some(("dev".into(), Some(json!({"metadata": {"name": "dev"}}))))
+fn dev() -> Option<(String, Option<Arc<Value>>)> {
+    Some(("dev".into(), Some(Arc::new(json!({"metadata": {"name": "dev"}})))))
 }
 
 fn class(name: &str, created: &str, default: bool) -> Value {
@@ -104,7 +104,7 @@ fn a_runtime_class_gives_its_overhead_and_scheduling() {
     let (cat, chain) = (catalog(&Settings::default()), chain(&[]));
     let runtime = json!({"metadata": {"name": "gvisor"}, "handler": "runsc", "overhead": {"podFixed": {"cpu": "250m"}},
         "scheduling": {"nodeSelector": {"sandbox": "yes"}, "tolerations": [{"key": "sandbox", "operator": "Exists"}]}});
-    let found = Found { runtime_class: Some(Some(runtime)), service_account: Some(Some(json!({}))), namespace: dev(), ..Found::default() };
+    let found = Found { runtime_class: Some(Some(Arc::new(runtime))), service_account: Some(Some(Arc::new(json!({})))), namespace: dev(), ..Found::default() };
     let pod = |extra: Value| {
         let mut p = json!({"metadata": {"name": "p", "namespace": "dev"}, "spec": {"runtimeClassName": "gvisor", "containers": [{"name": "c", "image": "x"}]}});
         for (k, v) in extra.as_object().unwrap() {
@@ -135,7 +135,7 @@ fn a_runtime_class_gives_its_overhead_and_scheduling() {
 #[test]
 fn always_pull_images_forces_every_containers_policy() {
     let (cat, chain) = (catalog(&Settings::default()), chain(&["AlwaysPullImages"]));
-    let found = Found { service_account: Some(Some(json!({}))), namespace: dev(), ..Found::default() };
+    let found = Found { service_account: Some(Some(Arc::new(json!({})))), namespace: dev(), ..Found::default() };
     let mut p = json!({"metadata": {"name": "p", "namespace": "dev"}, "spec": {"containers": [{"name": "c", "image": "x", "imagePullPolicy": "IfNotPresent"}],
         "initContainers": [{"name": "i", "image": "y"}]}});
     run(&chain, &cat, ("", "pods"), Operation::Create, &mut p, None, &found).unwrap();
@@ -150,7 +150,7 @@ fn always_pull_images_forces_every_containers_policy() {
 #[test]
 fn extended_resources_are_tolerated_and_hard_anti_affinity_kept_to_the_node() {
     let (cat, chain) = (catalog(&Settings::default()), chain(&["ExtendedResourceToleration", "LimitPodHardAntiAffinityTopology"]));
-    let found = Found { service_account: Some(Some(json!({}))), namespace: dev(), ..Found::default() };
+    let found = Found { service_account: Some(Some(Arc::new(json!({})))), namespace: dev(), ..Found::default() };
     let requests = |r: Value| json!({"name": "c", "image": "x", "resources": {"requests": r}});
     let mut p = json!({"metadata": {"name": "p", "namespace": "dev"}, "spec": {
         "containers": [requests(json!({"cpu": "1", "example.com/gpu": "1", "hugepages-2Mi": "1Mi", "kubernetes.io/x": "1"}))],
@@ -177,8 +177,8 @@ fn extended_resources_are_tolerated_and_hard_anti_affinity_kept_to_the_node() {
 }
 
 /// The namespace `dev`, found, with these annotations.
-fn annotated(annotations: Value) -> Option<(String, Option<Value>)> {
-    Some(("dev".into(), Some(json!({"metadata": {"name": "dev", "annotations": annotations}}))))
+fn annotated(annotations: Value) -> Option<(String, Option<Arc<Value>>)> {
+    Some(("dev".into(), Some(Arc::new(json!({"metadata": {"name": "dev", "annotations": annotations}})))))
 }
 
 fn placed(selector: Value, tolerations: Value, resources: Value) -> Value {
@@ -191,8 +191,8 @@ fn pod_node_selector_merges_the_namespaces_selector_within_its_whitelist() {
     let cat = catalog(&Settings::default());
     let config = "podNodeSelectorPluginConfig: {clusterDefaultNodeSelector: 'tier=any', dev: 'env=dev,zone=a,tier=any', other: 'x'}";
     let chain = configured(&["PodNodeSelector"], &[("PodNodeSelector", config)]).unwrap();
-    let run_in = |namespace: Option<(String, Option<Value>)>, pod: &mut Value| {
-        let found = Found { service_account: Some(Some(json!({}))), namespace, ..Found::default() };
+    let run_in = |namespace: Option<(String, Option<Arc<Value>>)>, pod: &mut Value| {
+        let found = Found { service_account: Some(Some(Arc::new(json!({})))), namespace, ..Found::default() };
         run(&chain, &cat, ("", "pods"), Operation::Create, pod, None, &found)
     };
     let mut p = placed(json!({"zone": "a"}), json!([]), json!({}));
@@ -220,7 +220,7 @@ fn pod_node_selector_merges_the_namespaces_selector_within_its_whitelist() {
     );
     // NamespaceLifecycle refuses first (404); without it, kube's 500.
     let without = Chain::from_flags(&["PodNodeSelector".into()], &["NamespaceLifecycle".into()], &Default::default()).unwrap();
-    let found = Found { service_account: Some(Some(json!({}))), namespace: Some(("dev".into(), None)), ..Found::default() };
+    let found = Found { service_account: Some(Some(Arc::new(json!({})))), namespace: Some(("dev".into(), None)), ..Found::default() };
     assert_eq!(
         run(&without, &cat, ("", "pods"), Operation::Create, &mut placed(json!({}), json!([]), json!({})), None, &found).unwrap_err(),
         "500 Internal error occurred: namespace dev does not exist"
@@ -232,8 +232,8 @@ fn pod_toleration_restriction_adds_defaults_and_keeps_pods_within_the_whitelist(
     let cat = catalog(&Settings::default());
     let config = "apiVersion: podtolerationrestriction.admission.k8s.io/v1alpha1\nkind: Configuration\ndefault: [{key: team, operator: Exists}]\nwhitelist: [{key: team, operator: Exists}, {operator: Exists, effect: NoExecute}]";
     let chain = configured(&["PodTolerationRestriction"], &[("PodTolerationRestriction", config)]).unwrap();
-    let run_in = |namespace: Option<(String, Option<Value>)>, op: Operation, pod: &mut Value| {
-        let found = Found { service_account: Some(Some(json!({}))), namespace, ..Found::default() };
+    let run_in = |namespace: Option<(String, Option<Arc<Value>>)>, op: Operation, pod: &mut Value| {
+        let found = Found { service_account: Some(Some(Arc::new(json!({})))), namespace, ..Found::default() };
         let old = pod.clone();
         run(&chain, &cat, ("", "pods"), op, pod, (op == Operation::Update).then_some(&old), &found)
     };
@@ -370,7 +370,7 @@ fn node_restriction_keeps_kubelets_to_their_own_node() {
         let a = Attributes { subresource: sub, ..Attributes::of(op, info, &ns, &name, &kubelet, old, found) };
         chain.admit(&a, Some(obj), &mut Rng::new(1)).map_err(|e| format!("{} {}", e.code, e.message))
     };
-    let found = Found { node: Some(Some(node.clone())), service_account: Some(Some(json!({}))), ..Found::default() };
+    let found = Found { node: Some(Some(Arc::new(node.clone()))), service_account: Some(Some(Arc::new(json!({})))), ..Found::default() };
     let mirror = |owner_uid: &str, volumes: Value| {
         json!({"metadata": {"name": "static", "namespace": "kube-system", "annotations": {"kubernetes.io/config.mirror": "x"},
             "ownerReferences": [{"apiVersion": "v1", "kind": "Node", "name": "n1", "uid": owner_uid, "controller": true}]},

@@ -42,7 +42,7 @@ impl BootstrapToken {
 
     /// The user the token stands for, given what [`Self::lookups`] found; `None` when the
     /// Secret does not vouch for it (kube's checks, in its order).
-    pub fn confirm(&self, found: &[(Lookup, Option<Value>)], now: Timestamp) -> Option<UserInfo> {
+    pub fn confirm(&self, found: &[(Lookup, Option<std::sync::Arc<Value>>)], now: Timestamp) -> Option<UserInfo> {
         let secret = found.iter().find_map(|(_, o)| o.as_ref())?;
         if meta::deletion_timestamp(secret).is_some() || meta::str_at(secret, &["type"]) != Some(SECRET_TYPE) {
             return None;
@@ -155,7 +155,7 @@ mod tests {
         let with = |extra: &[(&str, &str)]| {
             let mut all = good.to_vec();
             all.extend_from_slice(extra);
-            let found = vec![(token.lookups().remove(0), Some(secret(&all)))];
+            let found = vec![(token.lookups().remove(0), Some(std::sync::Arc::new(secret(&all))))];
             token.confirm(&found, now)
         };
         let user = with(&[("auth-extra-groups", "system:bootstrappers:kubeadm:default-node-token")]).unwrap();

@@ -182,7 +182,7 @@ impl Pending {
     /// The user the token stands for, given what [`Self::lookups`] found (in order), or why
     /// not, in kube's words (a bootstrap token's Secret that does not vouch for it: the
     /// bearer token authenticator's `invalid bearer token`).
-    pub fn confirm(&self, found: &[(crate::admission::Lookup, Option<serde_json::Value>)], now: jiff::Timestamp) -> Result<Confirmed, String> {
+    pub fn confirm(&self, found: &[(crate::admission::Lookup, Option<std::sync::Arc<serde_json::Value>>)], now: jiff::Timestamp) -> Result<Confirmed, String> {
         match self {
             Pending::ServiceAccount(claimed) => claimed.confirm(found, now),
             Pending::Bootstrap { token, .. } => {
@@ -204,7 +204,11 @@ impl Pending {
 
     /// The write that dates a legacy token's Secret as used today, if it is due (see
     /// [`Claimed::last_used`]): the Secret's path and a merge patch.
-    pub fn last_used(&self, found: &[(crate::admission::Lookup, Option<serde_json::Value>)], now: jiff::Timestamp) -> Option<(String, serde_json::Value)> {
+    pub fn last_used(
+        &self,
+        found: &[(crate::admission::Lookup, Option<std::sync::Arc<serde_json::Value>>)],
+        now: jiff::Timestamp,
+    ) -> Option<(String, serde_json::Value)> {
         match self {
             Pending::ServiceAccount(claimed) => claimed.last_used(found, now),
             Pending::Bootstrap { .. } => None,

@@ -205,7 +205,7 @@ impl Claimed {
 
     /// The user the token stands for, given what its [`Self::lookups`] found (in order), or
     /// why it no longer does, in kube's words (its validator's checks, in its order).
-    pub fn confirm(&self, found: &[(Lookup, Option<Value>)], now: Timestamp) -> Result<Confirmed, String> {
+    pub fn confirm(&self, found: &[(Lookup, Option<std::sync::Arc<Value>>)], now: Timestamp) -> Result<Confirmed, String> {
         let (extra, warning) = match &self.kind {
             Kind::Bound { pod, secret, node, jti } => (self.confirm_bound(found, now, [pod, secret, node], jti)?, None),
             Kind::Legacy { secret, token } => (BTreeMap::new(), self.confirm_legacy(found, secret, token)?),
@@ -223,7 +223,7 @@ impl Claimed {
     /// more than a minute ago. The user's extra values say what the token is bound to.
     fn confirm_bound(
         &self,
-        found: &[(Lookup, Option<Value>)],
+        found: &[(Lookup, Option<std::sync::Arc<Value>>)],
         now: Timestamp,
         [pod, secret, node]: [&Option<(String, String)>; 3],
         jti: &str,
@@ -286,7 +286,7 @@ impl Claimed {
     /// not be deleting, hold this very token and not be marked invalid; the account must exist,
     /// not be deleting, and have the uid claimed. A Secret the account lists (one made for it
     /// automatically) earns kube's warning.
-    fn confirm_legacy(&self, found: &[(Lookup, Option<Value>)], secret_name: &str, token: &str) -> Result<Option<&'static str>, String> {
+    fn confirm_legacy(&self, found: &[(Lookup, Option<std::sync::Arc<Value>>)], secret_name: &str, token: &str) -> Result<Option<&'static str>, String> {
         let (secret, account) = self.legacy_objects(found, token)?;
         if invalid_since(secret) {
             let (ns, name) = (&self.namespace, &self.account.0);
@@ -303,7 +303,7 @@ impl Claimed {
 
     /// The Secret and the account of a legacy token, if they still vouch for it (all of
     /// [`Self::confirm_legacy`]'s checks but the invalid mark).
-    fn legacy_objects<'a>(&self, found: &'a [(Lookup, Option<Value>)], token: &str) -> Result<(&'a Value, &'a Value), String> {
+    fn legacy_objects<'a>(&self, found: &'a [(Lookup, Option<std::sync::Arc<Value>>)], token: &str) -> Result<(&'a Value, &'a Value), String> {
         const INVALIDATED: &str = "Token has been invalidated";
         let object = |secret: bool| found.iter().find(|(l, _)| matches!(l, Lookup::Secret { .. }) == secret).and_then(|(_, o)| o.as_ref());
         let secret = object(true).filter(|s| meta::deletion_timestamp(s).is_none()).ok_or(INVALIDATED)?;
@@ -337,7 +337,7 @@ impl Claimed {
     /// patch that dates the Secret's `kubernetes.io/legacy-token-last-used` label today (UTC),
     /// unless it says today or tomorrow already: the Secret's path and the patch, as kube's
     /// validator writes it.
-    pub fn last_used(&self, found: &[(Lookup, Option<Value>)], now: Timestamp) -> Option<(String, Value)> {
+    pub fn last_used(&self, found: &[(Lookup, Option<std::sync::Arc<Value>>)], now: Timestamp) -> Option<(String, Value)> {
         let Kind::Legacy { secret, token } = &self.kind else { return None };
         let (object, _) = self.legacy_objects(found, token).ok()?;
         let today = now.to_zoned(jiff::tz::TimeZone::UTC).date();

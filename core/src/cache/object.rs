@@ -27,6 +27,8 @@ pub struct CachedObject {
     pub json: Bytes,
     /// The object in kube's protobuf envelope, encoded on first use.
     proto: OnceLock<Result<Bytes, String>>,
+    /// The object as [`Self::value`] gives it, parsed on first use of [`Self::shared`].
+    parsed: OnceLock<Arc<Value>>,
 }
 
 impl CachedObject {
@@ -79,6 +81,7 @@ impl CachedObject {
             fields,
             json: Bytes::from(exact(json)),
             proto: OnceLock::new(),
+            parsed: OnceLock::new(),
         }
     }
 
@@ -95,6 +98,13 @@ impl CachedObject {
         let mut v = serde_json::from_slice(&self.json).expect("cached JSON was encoded from a JSON tree");
         crate::schema::normalize::drop_nulls(&mut v);
         v
+    }
+
+    /// The object as [`Self::value`] gives it, parsed once and kept: for objects read again
+    /// and again (a namespace and a service account are looked up for every write in them,
+    /// a service account for every request its tokens make), not for what a list reads.
+    pub fn shared(&self) -> Arc<Value> {
+        self.parsed.get_or_init(|| Arc::new(self.value())).clone()
     }
 
     pub fn proto(&self) -> Result<Bytes, String> {

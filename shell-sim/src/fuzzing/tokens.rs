@@ -158,7 +158,7 @@ fn bootstrap(u: &mut Unstructured, now: jiff::Timestamp) -> arbitrary::Result<()
     };
     let Some(token) = BootstrapToken::parse(&text) else { return Ok(()) };
     let secret = if bool::arbitrary(u)? { Some(bootstrap_secret(u)?) } else { None };
-    let found: Vec<(Lookup, Option<Value>)> = token.lookups().into_iter().map(|l| (l, secret.clone())).collect();
+    let found: Vec<(Lookup, Option<std::sync::Arc<Value>>)> = token.lookups().into_iter().map(|l| (l, secret.clone().map(std::sync::Arc::new))).collect();
     if let Some(user) = token.confirm(&found, now) {
         let secret = secret.expect("confirmed without a secret");
         let data = |k: &str| secret["data"][k].as_str().and_then(|v| base64::engine::general_purpose::STANDARD.decode(v).ok());
@@ -263,7 +263,7 @@ pub fn tokens(data: &[u8]) {
         let mut answers = Vec::new();
         for lookup in claimed.lookups() {
             let Ok(object) = found(&mut u, &token) else { return };
-            answers.push((lookup, object));
+            answers.push((lookup, object.map(std::sync::Arc::new)));
         }
         if let Ok(Confirmed { user, .. }) = claimed.confirm(&answers, now) {
             assert!(user.name.starts_with("system:serviceaccount:"), "{user:?}");

@@ -26,7 +26,7 @@ fn validate(
 ) -> Result<Vec<String>, String> {
     let cat = catalog(&Settings::default());
     let info = &cat.resources().find(|r| r.info.group == group && r.info.resource == resource).unwrap().info;
-    let found = Found { namespace: Some(("dev".into(), Some(namespace(labels)))), ..Found::default() };
+    let found = Found { namespace: Some(("dev".into(), Some(std::sync::Arc::new(namespace(labels))))), ..Found::default() };
     let user = UserInfo { name: "alice".into(), ..UserInfo::default() };
     let name = crate::meta::name(obj).to_string();
     let ns = if resource == "namespaces" { "" } else { "dev" };

@@ -81,7 +81,7 @@ pub(super) fn params_of(at: &ParamResource, binding: &Binding, a: &Attributes, r
     let resource = (at.group.clone(), at.version.clone(), at.resource.clone());
     let found = |name: Option<String>| {
         let lookup = Lookup::Params { resource: resource.clone(), namespace: namespace.clone(), name };
-        a.found.params.iter().find(|(l, _)| *l == lookup).and_then(|(_, o)| o.clone())
+        a.found.params.iter().find(|(l, _)| *l == lookup).and_then(|(_, o)| o.as_deref().cloned())
     };
     let params: Vec<Value> = match (&r.name, &r.selector) {
         (Some(_), Some(_)) => return Err("paramRef.name and paramRef.selector are mutually exclusive".into()),
@@ -113,7 +113,7 @@ pub(super) fn namespace_object(a: &Attributes, obj: Option<&Value>, read: bool) 
     match &a.found.namespace {
         Some((ns, Some(_))) if ns == namespace && !read => Ok(Value::Null),
         Some((ns, Some(found))) if ns == namespace => {
-            let mut found = found.clone();
+            let mut found = Value::clone(found);
             if let Some(Value::Object(m)) = found.get_mut("metadata") {
                 m.remove("managedFields");
                 m.remove("ownerReferences");

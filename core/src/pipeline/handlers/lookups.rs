@@ -60,7 +60,7 @@ pub(crate) enum AfterLookups {
 pub(crate) struct Lookups {
     pending: VecDeque<Lookup>,
     current: Option<(Lookup, LookupRead)>,
-    found: Vec<(Lookup, Option<Value>)>,
+    found: Vec<(Lookup, Option<Arc<Value>>)>,
     then: AfterLookups,
 }
 
@@ -140,9 +140,10 @@ impl RequestMachine {
                 // A collection is what the cache holds (as kube's plugins read informers); one
                 // object the cache lacks may be newer than it, and is read from storage.
                 let cached = match answer {
-                    Ok(ReadResult::Snapshot(s)) if one => s.objects.get(&key).map(|o| o.value()),
+                    Ok(ReadResult::Snapshot(s)) if one => s.objects.get(&key).map(|o| o.shared()),
                     Ok(ReadResult::Snapshot(s)) => {
-                        Some(Value::Array(s.objects.range(key.clone()..).take_while(|(k, _)| k.starts_with(&key)).map(|(_, o)| o.value()).collect()))
+                        let objects = s.objects.range(key.clone()..).take_while(|(k, _)| k.starts_with(&key)).map(|(_, o)| o.value()).collect();
+                        Some(Arc::new(Value::Array(objects)))
                     }
                     _ => None,
                 };
@@ -166,8 +167,10 @@ impl RequestMachine {
                 }
                 Some(StorageEffect::Done(r)) => {
                     let found = match r {
-                        Ok(Outcome::Found(kv)) => kv.and_then(|kv| serde_json::from_slice::<Value>(&kv.value).ok()),
-                        Ok(Outcome::Listed(range)) => Some(Value::Array(range.kvs.iter().filter_map(|kv| serde_json::from_slice(&kv.value).ok()).collect())),
+                        Ok(Outcome::Found(kv)) => kv.and_then(|kv| serde_json::from_slice::<Value>(&kv.value).ok()).map(Arc::new),
+                        Ok(Outcome::Listed(range)) => {
+                            Some(Arc::new(Value::Array(range.kvs.iter().filter_map(|kv| serde_json::from_slice(&kv.value).ok()).collect())))
+                        }
                         Ok(_) => None,
                         Err(e) => {
                             let res = self.lookup_resource(&lookup).expect("a read resource is served");
