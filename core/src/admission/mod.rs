@@ -138,6 +138,15 @@ impl Lookup {
         }
     }
 
+    /// Whether the object found stays parsed in its watch cache ([`CachedObject::shared`]): a
+    /// namespace, service account or RuntimeClass, few and small and read for every write that
+    /// names them; not pods, secrets, nodes or params, which may be many or large.
+    ///
+    /// [`CachedObject::shared`]: crate::cache::CachedObject::shared
+    pub fn kept_parsed(&self) -> bool {
+        matches!(self, Lookup::Namespace(_) | Lookup::ServiceAccount { .. } | Lookup::RuntimeClass(_))
+    }
+
     /// The namespace and name of the one object it looks for; no name for a lookup of a
     /// namespace's objects (or of all, for a cluster-scoped resource).
     pub fn place(&self) -> (Option<&str>, Option<&str>) {

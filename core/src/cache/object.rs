@@ -100,9 +100,10 @@ impl CachedObject {
         v
     }
 
-    /// The object as [`Self::value`] gives it, parsed once and kept: for objects read again
-    /// and again (a namespace and a service account are looked up for every write in them,
-    /// a service account for every request its tokens make), not for what a list reads.
+    /// The object as [`Self::value`] gives it, parsed once and kept as long as this revision
+    /// is: for the few small objects read for every request that names them (a namespace and
+    /// a service account are looked up for every write in them, an account for every request
+    /// its tokens make), not for what may be many or large.
     pub fn shared(&self) -> Arc<Value> {
         self.parsed.get_or_init(|| Arc::new(self.value())).clone()
     }

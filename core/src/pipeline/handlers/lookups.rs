@@ -140,7 +140,7 @@ impl RequestMachine {
                 // A collection is what the cache holds (as kube's plugins read informers); one
                 // object the cache lacks may be newer than it, and is read from storage.
                 let cached = match answer {
-                    Ok(ReadResult::Snapshot(s)) if one => s.objects.get(&key).map(|o| o.shared()),
+                    Ok(ReadResult::Snapshot(s)) if one => s.objects.get(&key).map(|o| if lookup.kept_parsed() { o.shared() } else { Arc::new(o.value()) }),
                     Ok(ReadResult::Snapshot(s)) => {
                         let objects = s.objects.range(key.clone()..).take_while(|(k, _)| k.starts_with(&key)).map(|(_, o)| o.value()).collect();
                         Some(Arc::new(Value::Array(objects)))
