@@ -3,14 +3,18 @@
 /// `count` inputs of up to `max_len` bytes from a seeded xorshift, each given to `target`.
 fn random_inputs(count: usize, max_len: u64, target: fn(&[u8])) {
     let mut state = 0x2545_f491_4f6c_dd1du64;
+    let mut next = move || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state
+    };
     for _ in 0..count {
-        let len = (state % max_len) as usize;
+        // Drawn afresh for each input: an empty one must not leave the next ones empty too.
+        let len = (next() % max_len) as usize;
         let mut data = Vec::with_capacity(len);
         for _ in 0..len {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            data.push(state as u8);
+            data.push(next() as u8);
         }
         target(&data);
     }
@@ -131,6 +135,11 @@ fn random_bearer_tokens_authenticate_only_as_the_server_signed_them() {
 #[test]
 fn webhooks_that_answer_anything_never_let_in_what_they_did_not_vouch_for() {
     random_inputs(1000, 512, kapi_sim::fuzzing::auth_webhooks);
+}
+
+#[test]
+fn random_namespaces_place_their_pods_as_their_annotations_say() {
+    random_inputs(400, 256, kapi_sim::fuzzing::pod_placement);
 }
 
 #[test]

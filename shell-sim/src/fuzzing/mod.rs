@@ -13,7 +13,8 @@
 //! [`node_graph`] (in `node_graph.rs`) pods and volumes changing, the Node authorizer's graph
 //! checked against kube's paths;
 //! [`pod_security`] (in `pod_security.rs`) pods drawn from what the Pod Security Standards
-//! read, admitted consistently across levels;
+//! read, admitted consistently across levels; [`pod_placement`] (in `pod_placement.rs`)
+//! namespaces' node selectors and tolerations, well formed or not, and the pods created in them;
 //! [`tokens`] (in `tokens.rs`) service account tokens as bearer credentials;
 //! [`auth_webhooks`] (in `auth_webhooks.rs`) authentication and authorization webhooks that
 //! answer anything; [`admission_webhooks`] (in `admission_webhooks.rs`) admission webhooks
@@ -38,6 +39,7 @@ mod cel_rules;
 mod conversion;
 mod mutating_policies;
 mod node_graph;
+mod pod_placement;
 mod pod_security;
 pub(crate) mod rbac;
 mod rbac_served;
@@ -53,6 +55,7 @@ pub use cel_rules::cel_rules;
 pub use conversion::conversion;
 pub use mutating_policies::mutating_policies;
 pub use node_graph::node_graph;
+pub use pod_placement::pod_placement;
 pub use pod_security::pod_security;
 pub use rbac::rbac;
 pub use rbac_served::rbac_served;
