@@ -157,19 +157,30 @@ impl Decoder {
 
     /// An `int32` field (zero when absent), with Go's error for a number it cannot hold.
     pub fn int32(&mut self, s: &Struct, field: &str) -> i32 {
+        self.integer(s, field, "int32", |i| i32::try_from(i).is_ok()).map_or(0, |i| i as i32)
+    }
+
+    /// An `*int64` field (`None` when absent), with Go's error for a number it cannot hold.
+    pub fn int64(&mut self, s: &Struct, field: &str) -> Option<i64> {
+        self.integer(s, field, "int64", |_| true)
+    }
+
+    /// An integer field of Go type `go_type`, whose values `fits` (`None` when absent or not
+    /// one, with Go's error).
+    fn integer(&mut self, s: &Struct, field: &str, go_type: &str, fits: fn(i64) -> bool) -> Option<i64> {
         match s.get(field) {
-            None => 0,
-            Some(Value::Number(n)) => match n.as_i64().and_then(|i| i32::try_from(i).ok()) {
-                Some(i) => i,
-                None => {
-                    let message = format!("json: cannot unmarshal number {n} into Go struct field {}.{} of type int32", s.name, s.at(field).go);
+            None => None,
+            Some(Value::Number(n)) => {
+                let held = n.as_i64().filter(|i| fits(*i));
+                if held.is_none() {
+                    let message = format!("json: cannot unmarshal number {n} into Go struct field {}.{} of type {go_type}", s.name, s.at(field).go);
                     self.type_error.get_or_insert(message);
-                    0
                 }
-            },
+                held
+            }
             Some(other) => {
-                self.mistyped(other, &s.at(field), s.name, "int32");
-                0
+                self.mistyped(other, &s.at(field), s.name, go_type);
+                None
             }
         }
     }

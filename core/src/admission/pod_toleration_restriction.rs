@@ -39,7 +39,7 @@ fn unmarshal_error(v: &Value, into: &str) -> String {
 /// Tolerations as Go's JSON decoder reads them into `[]v1.Toleration`: field names in any
 /// case, others ignored, `null` for none; written back as Go writes them.
 fn decode_tolerations(data: &str) -> Result<Vec<Value>, String> {
-    let list: Value = serde_json::from_str(data).map_err(|e| e.to_string())?;
+    let list: Value = serde_json::from_str(data).map_err(|e| crate::codec::go_json::syntax_error(data.as_bytes()).unwrap_or_else(|| e.to_string()))?;
     let items = match &list {
         Value::Null => return Ok(Vec::new()),
         Value::Array(items) => items,
@@ -58,12 +58,13 @@ fn decode_tolerations(data: &str) -> Result<Vec<Value>, String> {
         };
         let field = |name: &str| fields.iter().rev().find(|(k, _)| k.eq_ignore_ascii_case(name)).map(|(_, v)| v);
         let mut strings = [""; 4];
-        for (slot, name) in strings.iter_mut().zip(["key", "operator", "value", "effect"]) {
+        let go_types = ["string", "v1.TolerationOperator", "string", "v1.TaintEffect"];
+        for ((slot, name), go_type) in strings.iter_mut().zip(["key", "operator", "value", "effect"]).zip(go_types) {
             match field(name) {
                 Some(Value::String(s)) => *slot = s,
                 None | Some(Value::Null) => {}
                 Some(other) => {
-                    first_error.get_or_insert_with(|| unmarshal_error(other, &format!("Go struct field Toleration.{name} of type string")));
+                    first_error.get_or_insert_with(|| unmarshal_error(other, &format!("Go struct field Toleration.{name} of type {go_type}")));
                 }
             }
         }
@@ -71,7 +72,12 @@ fn decode_tolerations(data: &str) -> Result<Vec<Value>, String> {
             None | Some(Value::Null) => None,
             Some(Value::Number(n)) if n.as_i64().is_some() => n.as_i64(),
             Some(other) => {
-                first_error.get_or_insert_with(|| unmarshal_error(other, "Go struct field Toleration.tolerationSeconds of type int64"));
+                // Go names the number it could not hold.
+                let what = match other {
+                    Value::Number(n) => format!("number {n}"),
+                    other => config_file::json_kind(other).to_string(),
+                };
+                first_error.get_or_insert_with(|| format!("json: cannot unmarshal {what} into Go struct field Toleration.tolerationSeconds of type int64"));
                 None
             }
         };
@@ -94,7 +100,7 @@ impl PodTolerationRestriction {
         for (list, field) in lists.iter_mut().zip(["default", "whitelist"]) {
             for (at, item) in d.items(&root, field, "[]v1.Toleration") {
                 let t = d.object(Some(item), at, "Configuration", "Toleration", &["key", "operator", "value", "effect", "tolerationSeconds"]);
-                let seconds = item.get("tolerationSeconds").and_then(Value::as_i64);
+                let seconds = d.int64(&t, "tolerationSeconds");
                 list.push(toleration(&d.string(&t, "key"), &d.string(&t, "operator"), &d.string(&t, "value"), &d.string(&t, "effect"), seconds));
             }
         }

@@ -266,10 +266,19 @@ fn pod_toleration_restriction_adds_defaults_and_keeps_pods_within_the_whitelist(
         run_in(annotated(narrow), Operation::Update, &mut p).unwrap_err(),
         "500 pod tolerations (possibly merged with namespace default tolerations) conflict with its namespace whitelist"
     );
-    let bad = json!({"scheduler.alpha.kubernetes.io/defaultTolerations": r#"{"key": "x"}"#});
+    for (bad, error) in [
+        (r#"{"key": "x"}"#, "json: cannot unmarshal object into Go value of type []v1.Toleration"),
+        ("[x]", "invalid character 'x' looking for beginning of value"),
+        (r#"[{"operator": 1}]"#, "json: cannot unmarshal number into Go struct field Toleration.operator of type v1.TolerationOperator"),
+        (r#"[{"tolerationSeconds": 1.5}]"#, "json: cannot unmarshal number 1.5 into Go struct field Toleration.tolerationSeconds of type int64"),
+    ] {
+        let bad = json!({"scheduler.alpha.kubernetes.io/defaultTolerations": bad});
+        assert_eq!(run_in(annotated(bad), Operation::Create, &mut placed(json!({}), json!([]), json!({}))).unwrap_err(), format!("500 {error}"));
+    }
+    let seconds = "apiVersion: podtolerationrestriction.admission.k8s.io/v1alpha1\nkind: Configuration\ndefault: [{key: a, tolerationSeconds: '30'}]";
     assert_eq!(
-        run_in(annotated(bad), Operation::Create, &mut placed(json!({}), json!([]), json!({}))).unwrap_err(),
-        "500 json: cannot unmarshal object into Go value of type []v1.Toleration"
+        configured(&["PodTolerationRestriction"], &[("PodTolerationRestriction", seconds)]).unwrap_err(),
+        "couldn't init admission plugin \"PodTolerationRestriction\": json: cannot unmarshal string into Go struct field Toleration.default.tolerationSeconds of type int64"
     );
     assert_eq!(
         run_in(Some(("dev".into(), None)), Operation::Create, &mut placed(json!({}), json!([]), json!({}))).unwrap_err(),

@@ -36,29 +36,29 @@ pub fn toleration(key: &str, operator: &str, value: &str, effect: &str, seconds:
 /// kube's `MergeTolerations`: `first` then `second`, each left out when one kept, or a later
 /// different one, covers it.
 pub fn merge(first: &[Value], second: &[Value]) -> Vec<Value> {
-    let all: Vec<&Value> = first.iter().chain(second).collect();
-    let mut merged: Vec<Value> = Vec::new();
-    for (i, t) in all.iter().enumerate() {
-        if merged.iter().any(|m| is_superset(m, t)) {
+    let all: Vec<(&Value, Fields)> = first.iter().chain(second).map(|t| (t, fields(t))).collect();
+    let mut merged: Vec<usize> = Vec::new();
+    for (i, (_, t)) in all.iter().enumerate() {
+        if merged.iter().any(|m| covers(&all[*m].1, t)) {
             continue;
         }
-        if all[i + 1..].iter().any(|later| fields(later) != fields(t) && is_superset(later, t)) {
+        if all[i + 1..].iter().any(|(_, later)| later != t && covers(later, t)) {
             continue;
         }
-        merged.push((*t).clone());
+        merged.push(i);
     }
-    merged
+    merged.into_iter().map(|i| all[i].0.clone()).collect()
 }
 
 /// kube's `VerifyAgainstWhitelist`: every toleration is covered by one of the whitelist's
 /// (an empty whitelist allows any).
 pub fn within(tolerations: &[Value], whitelist: &[Value]) -> bool {
-    whitelist.is_empty() || tolerations.iter().all(|t| whitelist.iter().any(|w| is_superset(w, t)))
+    let whitelist: Vec<Fields> = whitelist.iter().map(fields).collect();
+    whitelist.is_empty() || tolerations.iter().map(fields).all(|t| whitelist.iter().any(|w| covers(w, &t)))
 }
 
-/// Whether the toleration `ss` tolerates whatever `t` does.
-fn is_superset(ss: &Value, t: &Value) -> bool {
-    let (ss, t) = (fields(ss), fields(t));
+/// kube's `isSuperset`: whether the toleration `ss` tolerates whatever `t` does.
+fn covers(ss: &Fields, t: &Fields) -> bool {
     if ss == t {
         return true;
     }

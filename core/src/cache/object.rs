@@ -14,6 +14,9 @@ use crate::schema::schema;
 use crate::selector::{FieldSelector, LabelSelector};
 use crate::status::ApiError;
 
+/// The largest object [`CachedObject::shared`] keeps parsed, in bytes of JSON.
+const KEPT_PARSED_BELOW: usize = 64 * 1024;
+
 #[derive(Debug)]
 pub struct CachedObject {
     pub key: Bytes,
@@ -105,6 +108,10 @@ impl CachedObject {
     /// a service account are looked up for every write in them, an account for every request
     /// its tokens make), not for what may be many or large.
     pub fn shared(&self) -> Arc<Value> {
+        // A large one (an account with many annotations) is parsed for each reader instead.
+        if self.json.len() > KEPT_PARSED_BELOW {
+            return Arc::new(self.value());
+        }
         self.parsed.get_or_init(|| Arc::new(self.value())).clone()
     }
 

@@ -226,8 +226,9 @@ pub struct WriteOp {
     /// Where the write goes on now that the webhook answered.
     resumed: Option<Paused>,
     /// The resourceVersion of the object an update's validating plugins and policies passed:
-    /// its transform, run again over that same object once a webhook answered, makes the same
-    /// object again (the same draws, the same answers) and asks only the webhooks, so each
+    /// its transform, run again over that same object (once a webhook answered, or after a
+    /// quota it charges moved), makes the same object again (an update draws nothing at
+    /// random; the mutating webhooks' answers are kept) and asks only the webhooks, so each
     /// plugin counts the update once (EventRateLimit's token).
     validated: Option<String>,
 }
