@@ -65,7 +65,8 @@ impl Response {
 }
 
 pub struct World {
-    pub now: Timestamp,
+    /// The virtual time; it moves only by [`World::advance`], which stirs every cache.
+    now: Timestamp,
     pub model: Model,
     pub server: Arc<Server>,
     /// What the server serves: every request of the world reads it.
@@ -532,6 +533,11 @@ impl World {
             c.publish_authentication_trust(trust, self.now);
         }
         self.settle();
+    }
+
+    /// The virtual time.
+    pub fn now(&self) -> Timestamp {
+        self.now
     }
 
     /// Lets time pass, firing the caches' and the controllers' timers.

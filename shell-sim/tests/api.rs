@@ -177,7 +177,7 @@ fn consistent_lists_read_storage_when_the_cache_cannot_prove_freshness() {
     hidden["metadata"]["namespace"] = json!("default");
     let unseen = serde_json::to_vec(&hidden).unwrap();
     let put = kapi_core::kv::TxnOp::Put { key: Bytes::from_static(b"/registry/configmaps/default/hidden"), value: unseen.into(), lease: 0 };
-    w.model.apply(w.now, &kapi_core::kv::KvRequest::Txn(kapi_core::kv::TxnRequest { success: vec![put], ..Default::default() })).0.unwrap();
+    w.model.apply(w.now(), &kapi_core::kv::KvRequest::Txn(kapi_core::kv::TxnRequest { success: vec![put], ..Default::default() })).0.unwrap();
     let names = |l: &Value| l["items"].as_array().unwrap().iter().map(|i| i["metadata"]["name"].as_str().unwrap().to_string()).collect::<Vec<_>>();
     let l = call(&mut w, "GET", CMS, "", None, "").json();
     assert_eq!(names(&l), ["c0", "c1", "c2", "hidden"]);
@@ -199,7 +199,7 @@ fn admission_reads_namespaces_from_the_cache_and_storage_for_one_it_lacks() {
     let mut w = world();
     let direct = |w: &mut World, op: kapi_core::kv::TxnOp| {
         let txn = kapi_core::kv::KvRequest::Txn(kapi_core::kv::TxnRequest { success: vec![op], ..Default::default() });
-        w.model.apply(w.now, &txn).0.unwrap();
+        w.model.apply(w.now(), &txn).0.unwrap();
     };
     // Storage has "fresh", the cache has not heard of it yet.
     let fresh = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "fresh"}, "status": {"phase": "Active"}});

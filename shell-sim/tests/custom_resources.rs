@@ -143,7 +143,7 @@ fn crds_and_their_resources_are_stored_under_kubes_keys() {
     let mut w = world();
     assert_eq!(call(&mut w, "POST", CRDS, Some(crd("Widget", "widgets"))).head.status, 201);
     assert_eq!(call(&mut w, "POST", WIDGETS, Some(widget("w1", 1))).head.status, 201);
-    let (result, _) = w.model.apply(w.now, &KvRequest::Range(RangeRequest::prefix(Bytes::from_static(b"/registry/"))));
+    let (result, _) = w.model.apply(w.now(), &KvRequest::Range(RangeRequest::prefix(Bytes::from_static(b"/registry/"))));
     let Ok(KvResponse::Range(r)) = result else { panic!("the store reads: {result:?}") };
     let keys: Vec<String> = r.kvs.iter().map(|kv| String::from_utf8_lossy(&kv.key).to_string()).filter(|k| k.contains("example.com")).collect();
     // The CRD, the APIServices kapi keeps for its versions, and the widget.
