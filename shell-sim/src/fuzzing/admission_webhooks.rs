@@ -96,20 +96,22 @@ impl Answer {
         if let Some(t) = patch_type {
             response["patchType"] = json!(t);
         }
-        if let Some(p) = patch {
-            let bytes = match p {
-                Patch::Raw(b) => b.clone(),
-                Patch::Ops(ops) => Value::Array(ops.iter().take(64).map(Op::json).collect()).to_string().into_bytes(),
-                Patch::Doubling(n) => {
-                    let copies: Vec<Value> = (0..*n).map(|i| json!({"op": "copy", "from": "", "path": format!("/data/c{i}")})).collect();
-                    Value::Array(copies).to_string().into_bytes()
-                }
-            };
+        let patch = patch.as_ref().map(|p| match p {
+            Patch::Raw(b) => b.clone(),
+            Patch::Ops(ops) => Value::Array(ops.iter().take(64).map(Op::json).collect()).to_string().into_bytes(),
+            Patch::Doubling(n) => {
+                let copies: Vec<Value> = (0..*n).map(|i| json!({"op": "copy", "from": "", "path": format!("/data/c{i}")})).collect();
+                Value::Array(copies).to_string().into_bytes()
+            }
+        });
+        if let Some(bytes) = &patch {
             response["patch"] = json!(base64::engine::general_purpose::STANDARD.encode(bytes));
         }
         let kind = if *right_kind { "AdmissionReview" } else { "Status" };
         let body = json!({"apiVersion": "admission.k8s.io/v1", "kind": kind, "response": response});
-        let valid = *same_uid && *right_kind && *allowed && (mutating || (patch.is_none() && patch_type.is_none()));
+        // kube refuses a validating webhook's patch only when it has bytes (`len(Patch) > 0`).
+        let no_patch = patch.is_none_or(|b| b.is_empty()) && patch_type.is_none();
+        let valid = *same_uid && *right_kind && *allowed && (mutating || no_patch);
         (Ok(WebhookAnswer { status: 200, body: Bytes::from(body.to_string()), content_type: "application/json".into() }), valid)
     }
 }

@@ -88,6 +88,8 @@ fn refusals_and_bad_answers_are_put_in_kubes_words() {
         why(v1(json!({"uid": "u", "patch": "W10=", "patchType": "JSONPatch"})), false),
         format!("{prefix}validating webhook may not return response.patch")
     );
+    let allowed = read(&h, "v1", "u", false, &v1(json!({"uid": "u", "allowed": true, "patch": ""}))).unwrap();
+    assert_eq!((allowed.allowed, allowed.patch), (true, None), "an empty patch is no patch (kube's `len(Patch) > 0`)");
     let empty = Ok(WebhookAnswer { status: 200, body: Default::default(), content_type: "application/json".into() });
     assert_eq!(
         why(empty, false),
