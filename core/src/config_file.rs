@@ -167,7 +167,7 @@ impl Decoder {
 
     /// An integer field of Go type `go_type`, whose values `fits` (`None` when absent or not
     /// one, with Go's error).
-    fn integer(&mut self, s: &Struct, field: &str, go_type: &str, fits: fn(i64) -> bool) -> Option<i64> {
+    pub fn integer(&mut self, s: &Struct, field: &str, go_type: &str, fits: fn(i64) -> bool) -> Option<i64> {
         match s.get(field) {
             None => None,
             Some(Value::Number(n)) => {

@@ -166,7 +166,7 @@ pub fn with_mutating_policies(setup: Setup) -> Setup {
 fn mutating_policies_as(mut setup: Setup, runtime_config: &str, gates: kapi_core::features::FeatureGates) -> Setup {
     use kapi_core::resources::{RuntimeConfig, registered_group_versions};
     let runtime_config = RuntimeConfig::parse(runtime_config, &registered_group_versions()).expect("a valid --runtime-config");
-    let chain = kapi_core::admission::Chain::from_flags(&[], &[], &Default::default()).expect("kube's default plugins");
+    let chain = kapi_core::admission::Chain::from_flags(&[], &[], &Default::default(), &kapi_core::admission::no_files).expect("kube's default plugins");
     Arc::get_mut(&mut setup.server).expect("not shared yet").admission = Arc::new(chain.gated(&gates));
     Setup { server: setup.server, served: Served::new(catalog(&Settings { runtime_config, ..Settings::default() })) }
 }

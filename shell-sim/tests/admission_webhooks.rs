@@ -4,7 +4,7 @@
 //! client (kube's codes and messages), and that a webhook that cannot be asked never lets a
 //! `Fail` write through.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::collections::BTreeMap;
 use std::rc::Rc;
 
@@ -19,7 +19,8 @@ const VALIDATING: &str = "/apis/admissionregistration.k8s.io/v1/validatingwebhoo
 const MUTATING: &str = "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations";
 const CONFIGMAPS: &str = "/api/v1/namespaces/default/configmaps";
 
-/// What a stand-in webhook answers a review (its `request`), by the URL path it is called at.
+/// What a stand-in webhook answers a review (its `request`; another kind of review, whole),
+/// by the URL path it is called at.
 type Answer = Box<dyn Fn(&Value) -> Result<WebhookAnswer, String>>;
 
 /// The reviews each webhook was sent, by path.
@@ -38,8 +39,9 @@ fn world_on(setup: Setup, answers: BTreeMap<&'static str, Answer>) -> (World, Se
         let review: Value = serde_json::from_slice(&call.body).expect("a review");
         let path = call.path.split('?').next().unwrap_or_default().to_string();
         log.borrow_mut().push((call.path.clone(), review.clone()));
+        // An AdmissionReview's request, or a review of another kind whole (an ImageReview).
         match answers.get(path.as_str()) {
-            Some(answer) => answer(&review["request"]),
+            Some(answer) => answer(review.get("request").unwrap_or(&review)),
             None => Err(format!("Post \"{}{}\": dial tcp 127.0.0.1:443: connect: connection refused", call.target.url, call.path)),
         }
     }));
@@ -378,7 +380,8 @@ fn an_update_waiting_for_a_validating_webhook_passes_the_plugins_once() {
     let mut setup = default_server();
     let config = b"apiVersion: eventratelimit.admission.k8s.io/v1alpha1\nkind: Configuration\nlimits: [{type: Namespace, qps: 1, burst: 2}]\n";
     let configs = BTreeMap::from([("EventRateLimit".to_string(), config.to_vec())]);
-    let chain = kapi_core::admission::Chain::from_flags(&["EventRateLimit".into()], &[], &configs).expect("a valid configuration");
+    let chain =
+        kapi_core::admission::Chain::from_flags(&["EventRateLimit".into()], &[], &configs, &kapi_core::admission::no_files).expect("a valid configuration");
     std::sync::Arc::get_mut(&mut setup.server).expect("not shared yet").admission = std::sync::Arc::new(chain);
     let mut answers: BTreeMap<&str, Answer> = BTreeMap::new();
     answers.insert("/allow", Box::new(allow));
@@ -400,4 +403,61 @@ fn an_update_waiting_for_a_validating_webhook_passes_the_plugins_once() {
     let r = w.call("PUT", &format!("{events}/e"), "", Some(&changed), "application/json");
     assert_eq!(r.head.status, 429, "{}", text(&r));
     assert_eq!(r.json()["message"], "Too many requests: limit reached on type Namespace for key default");
+}
+
+#[test]
+fn an_image_policy_backend_is_asked_as_a_webhook_is_and_a_pod_it_fails_goes_through_annotated() {
+    let mut setup = default_server();
+    let kubeconfig = "clusters: [{name: c, cluster: {server: 'https://images.example/policy', insecure-skip-tls-verify: true}}]\n\
+        contexts: [{name: x, context: {cluster: c}}]\ncurrent-context: x\n";
+    let read = move |path: &str| if path == "/etc/images.kubeconfig" { Ok(kubeconfig.as_bytes().to_vec()) } else { Err(format!("open {path}: not there")) };
+    let config = b"imagePolicy: {kubeConfigFile: /etc/images.kubeconfig, allowTTL: -1, denyTTL: -1, defaultAllow: true}".to_vec();
+    let configs = BTreeMap::from([("ImagePolicyWebhook".to_string(), config)]);
+    let chain =
+        kapi_core::admission::Chain::from_flags(&["ImagePolicyWebhook".into()], &["ServiceAccount".into()], &configs, &read).expect("a valid configuration");
+    std::sync::Arc::get_mut(&mut setup.server).expect("not shared yet").admission = std::sync::Arc::new(chain);
+    let up = Rc::new(Cell::new(true));
+    let backend = up.clone();
+    let mut answers: BTreeMap<&str, Answer> = BTreeMap::new();
+    answers.insert(
+        "/policy",
+        Box::new(move |review: &Value| {
+            if !backend.get() {
+                return Err("Post \"https://images.example:443/policy\": dial tcp 10.0.0.9:443: connect: connection refused".into());
+            }
+            let evil = review["spec"]["containers"].as_array().unwrap().iter().any(|c| c["image"] == "evil");
+            let status = if evil { json!({"allowed": false, "reason": "no evil"}) } else { json!({"allowed": true}) };
+            let body = json!({"apiVersion": "imagepolicy.k8s.io/v1alpha1", "kind": "ImageReview", "status": status});
+            Ok(WebhookAnswer { status: 200, body: Bytes::from(body.to_string()), content_type: "application/json".into() })
+        }),
+    );
+    answers.insert("/allow", Box::new(allow));
+    let (mut w, seen) = world_on(setup, answers);
+    // A validating webhook on pods too: a write waits for the backend, then for the webhook.
+    let rules = json!({"rules": [{"operations": ["CREATE", "UPDATE"], "apiGroups": [""], "apiVersions": ["v1"], "resources": ["pods"]}]});
+    configure(&mut w, VALIDATING, "allow", vec![hook("allow.example.com", "/allow", rules)]);
+    let pods = "/api/v1/namespaces/default/pods";
+    let pod = |name: &str, image: &str| json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name}, "spec": {"containers": [{"name": "c", "image": image}]}});
+    let failed_open = |r: &Response| r.json()["metadata"]["annotations"]["alpha.image-policy.k8s.io/failed-open"].clone();
+
+    let r = create(&mut w, pods, "", &pod("web", "nginx"));
+    assert_eq!((r.head.status, failed_open(&r)), (201, Value::Null), "{}", text(&r));
+    let asked: Vec<String> = seen.borrow().iter().map(|(path, _)| path.split('?').next().unwrap().to_string()).collect();
+    assert_eq!(asked, ["/policy", "/allow"]);
+    assert_eq!(seen.borrow()[0].1["spec"], json!({"containers": [{"image": "nginx"}], "namespace": "default"}));
+    let r = create(&mut w, pods, "", &pod("bad", "evil"));
+    assert_eq!(r.head.status, 403, "{}", text(&r));
+    assert_eq!(r.json()["message"], "pods \"bad\" is forbidden: image policy webhook backend denied one or more images: no evil");
+
+    // The backend down, `defaultAllow` lets pods through annotated: the annotation stays
+    // through the validating webhook's pause, on a create and on an update.
+    up.set(false);
+    let r = create(&mut w, pods, "", &pod("open", "redis"));
+    assert_eq!((r.head.status, failed_open(&r)), (201, json!("true")), "{}", text(&r));
+    let mut web = w.call("GET", &format!("{pods}/web"), "", None, "").json();
+    web["spec"]["containers"][0]["image"] = json!("nginx:2");
+    let r = w.call("PUT", &format!("{pods}/web"), "", Some(&web), "application/json");
+    assert_eq!((r.head.status, failed_open(&r)), (200, json!("true")), "{}", text(&r));
+    let stored = w.call("GET", &format!("{pods}/web"), "", None, "").json();
+    assert_eq!(stored["metadata"]["annotations"]["alpha.image-policy.k8s.io/failed-open"], "true");
 }

@@ -14,7 +14,8 @@ const ALICE: &str = "alice-token";
 
 fn world() -> World {
     let mut setup = rbac_server();
-    let chain = Chain::from_flags(&["OwnerReferencesPermissionEnforcement".into()], &[], &Default::default()).expect("kube's plugins");
+    let chain =
+        Chain::from_flags(&["OwnerReferencesPermissionEnforcement".into()], &[], &Default::default(), &kapi_core::admission::no_files).expect("kube's plugins");
     Arc::get_mut(&mut setup.server).expect("not shared yet").admission = Arc::new(chain);
     let mut w = World::new(setup, epoch(), 3);
     // alice may work on configmaps, but not delete them.

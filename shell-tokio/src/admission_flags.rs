@@ -61,10 +61,16 @@ impl AdmissionArgs {
         };
         let gates = FeatureGates::parse(self.feature_gates.as_deref().unwrap_or_default())
             .map_err(|e| anyhow::anyhow!("invalid argument {:?} for \"--feature-gates\" flag: {e}", self.feature_gates.as_deref().unwrap_or_default()))?;
-        let chain = Chain::from_flags(&enable, &disable, &configs).map_err(anyhow::Error::msg)?.gated(&gates);
+        let chain = Chain::from_flags(&enable, &disable, &configs, &read_file).map_err(anyhow::Error::msg)?.gated(&gates);
         tracing::info!("Loaded {} admission controller(s) in the following order: {}.", chain.names().len(), chain.names().join(","));
         Ok(chain)
     }
+}
+
+/// A file a plugin's configuration names (ImagePolicyWebhook's kubeconfig), from the working
+/// folder when relative, as kube reads it.
+fn read_file(path: &str) -> Result<Vec<u8>, String> {
+    std::fs::read(path).map_err(|e| format!("open {path}: {e}"))
 }
 
 /// The configurations `file` gives the enabled plugins, read as kube reads them (a `path`

@@ -39,7 +39,12 @@ fn flags_kube_refuses_are_refused() {
             .contains("admission-control and enable-admission-plugins/disable-admission-plugins flags are mutually exclusive")
     );
     assert!(
-        refused_at_start(&["--enable-admission-plugins=ImagePolicyWebhook"]).contains("admission plugin \"ImagePolicyWebhook\" is not implemented by kapi yet")
+        refused_at_start(&["--enable-admission-plugins=NamespaceAutoProvision"])
+            .contains("admission plugin \"NamespaceAutoProvision\" is not implemented by kapi yet")
+    );
+    assert!(
+        refused_at_start(&["--enable-admission-plugins=ImagePolicyWebhook"])
+            .contains("couldn't init admission plugin \"ImagePolicyWebhook\": no config specified")
     );
     assert!(
         refused_at_start(&["--enable-admission-plugins=EventRateLimit"])
@@ -389,4 +394,80 @@ fn a_resource_quota_is_charged_atomically_and_given_back_by_its_controller() {
         String::from_utf8_lossy(&out.stderr).contains("exceeded quota: compute, requested: count/secrets=1, used: count/secrets=3, limited: count/secrets=3"),
         "{out:?}"
     );
+}
+
+/// The image policy backend: images with `evil` in them denied, every review logged with the
+/// client certificate that presented it.
+const IMAGE_POLICY: &str = r#"
+import json
+def answer(h, review):
+    subject = dict(x[0] for x in h.connection.getpeercert()["subject"])
+    with open("reviews.log", "a") as f:
+        f.write(json.dumps({"path": h.path, "client": subject.get("commonName"), "review": review}) + "\n")
+    images = [c["image"] for c in review["spec"].get("containers", [])]
+    if any("evil" in i for i in images):
+        return {"apiVersion": review["apiVersion"], "kind": "ImageReview", "status": {"allowed": False, "reason": "evil images are not allowed"}}
+    return {"apiVersion": review["apiVersion"], "kind": "ImageReview", "status": {"allowed": True}}
+"#;
+
+#[test]
+fn an_image_policy_backend_reviews_the_images_of_pods() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    kapi_tests::openssl_pki(
+        d,
+        &[("hook", "subjectAltName=IP:127.0.0.1\nbasicConstraints=CA:FALSE"), ("apiserver", "extendedKeyUsage=clientAuth\nbasicConstraints=CA:FALSE")],
+    );
+    let port = kapi_tests::free_port();
+    let backend = kapi_tests::python_webhook(d, port, IMAGE_POLICY, true);
+    std::fs::write(
+        d.join("images.kubeconfig"),
+        format!(
+            "clusters: [{{name: images, cluster: {{server: 'https://127.0.0.1:{port}/policy', certificate-authority: ca.crt}}}}]\n\
+             users: [{{name: kapi, user: {{client-certificate: apiserver.crt, client-key: apiserver.key}}}}]\n\
+             contexts: [{{name: default, context: {{cluster: images, user: kapi}}}}]\ncurrent-context: default\n"
+        ),
+    )
+    .unwrap();
+    let admission = |policy: &str| {
+        let file = d.join("admission.yaml");
+        std::fs::write(
+            &file,
+            format!(
+                "apiVersion: apiserver.config.k8s.io/v1\nkind: AdmissionConfiguration\nplugins:\n- name: ImagePolicyWebhook\n  configuration:\n    imagePolicy: {{kubeConfigFile: {}, {policy}}}\n",
+                d.join("images.kubeconfig").display()
+            ),
+        )
+        .unwrap();
+        format!("--admission-control-config-file={}", file.display())
+    };
+    let refused = refused_at_start(&["--enable-admission-plugins=ImagePolicyWebhook", &admission("allowTTL: 3600")]);
+    assert!(refused.contains("couldn't init admission plugin \"ImagePolicyWebhook\": valid value is between 1s and 30m0s, got 1h0m0s"), "{refused}");
+
+    let k = Kapi::start_with(&["--enable-admission-plugins=ImagePolicyWebhook", &admission("allowTTL: 50, denyTTL: 50")]);
+    k.ok(&["run", "web", "--image=nginx:1.27", "--annotations=team.image-policy.k8s.io/ticket=42"]);
+    let out = k.kubectl(&["run", "bad", "--image=evil:1"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains(
+            "Error from server (Forbidden): pods \"bad\" is forbidden: image policy webhook backend denied one or more images: evil images are not allowed"
+        ),
+        "{stderr}"
+    );
+    let reviews = || -> Vec<serde_json::Value> {
+        std::fs::read_to_string(d.join("reviews.log")).unwrap_or_default().lines().map(|l| serde_json::from_str(l).unwrap()).collect()
+    };
+    let seen = reviews();
+    assert_eq!(seen.len(), 2, "{seen:?}");
+    assert_eq!((seen[0]["path"].as_str(), seen[0]["client"].as_str()), (Some("/policy?timeout=30s"), Some("kapi-apiserver")));
+    let spec = serde_json::json!({"containers": [{"image": "nginx:1.27"}], "annotations": {"team.image-policy.k8s.io/ticket": "42"}, "namespace": "default"});
+    assert_eq!((&seen[0]["review"]["kind"], &seen[0]["review"]["spec"]), (&serde_json::json!("ImageReview"), &spec));
+    // The answers are kept: the same images are not reviewed again within allowTTL.
+    k.ok(&["run", "web2", "--image=nginx:1.27", "--annotations=team.image-policy.k8s.io/ticket=42"]);
+    assert_eq!(reviews().len(), 2);
+    // A backend that cannot be asked refuses the pod (defaultAllow is false).
+    drop(backend);
+    let out = k.kubectl(&["run", "other", "--image=redis"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("Error from server (Forbidden): pods \"other\" is forbidden: Post \"https://127.0.0.1:"), "{stderr}");
 }

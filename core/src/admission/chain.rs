@@ -8,6 +8,7 @@ use std::sync::Arc;
 use serde_json::Value;
 
 use super::{Attributes, Lookup, Pending, Plugin};
+use crate::admission::webhooks::dispatch::{Answers, Halt};
 use crate::rand::Rng;
 use crate::status::ApiError;
 
@@ -79,7 +80,7 @@ pub const DEFAULT_ON: [&str; 22] = [
 
 /// kapi's plugin of a name, if it has one, made with its configuration (kube's start-up
 /// error for a bad one).
-fn plugin(name: &str, config: Option<&[u8]>) -> Option<Result<Arc<dyn Plugin>, String>> {
+fn plugin(name: &str, config: Option<&[u8]>, read_file: &ReadFile) -> Option<Result<Arc<dyn Plugin>, String>> {
     Some(Ok(match name {
         "AlwaysAdmit" => Arc::new(super::always::AlwaysAdmit),
         "AlwaysDeny" => Arc::new(super::always::AlwaysDeny),
@@ -118,6 +119,10 @@ fn plugin(name: &str, config: Option<&[u8]>) -> Option<Result<Arc<dyn Plugin>, S
             Ok(p) => Arc::new(p),
             Err(e) => return Some(Err(e)),
         },
+        "ImagePolicyWebhook" => match super::image_policy::ImagePolicyWebhook::new(config, read_file) {
+            Ok(p) => Arc::new(p),
+            Err(e) => return Some(Err(e)),
+        },
         "PodSecurity" => match super::pod_security::PodSecurity::new(config) {
             Ok(p) => Arc::new(p),
             Err(e) => return Some(Err(e)),
@@ -131,12 +136,22 @@ pub fn enabled<'a>(enable: &'a [String], disable: &'a [String]) -> impl Iterator
     ORDER.into_iter().filter(|n| (DEFAULT_ON.contains(n) || enable.iter().any(|e| e == n)) && !disable.iter().any(|d| d == n))
 }
 
+/// How the shell reads a file a plugin's configuration names (its contents, or why not).
+pub type ReadFile = dyn Fn(&str) -> Result<Vec<u8>, String>;
+
+/// The [`ReadFile`] of a server given no files (the simulator's, the tests'): each is missing.
+pub fn no_files(name: &str) -> Result<Vec<u8>, String> {
+    Err(format!("open {name}: no such file or directory"))
+}
+
 /// The enabled plugins, in kube's order.
 #[derive(Clone, Debug, Default)]
 pub struct Chain {
     plugins: Vec<Arc<dyn Plugin>>,
     /// The names of what runs, in order.
     names: Vec<&'static str>,
+    /// A validating plugin may change the object (see [`Plugin::annotates`]).
+    annotates: bool,
     /// `MutatingAdmissionWebhook` is on: the mutating webhooks run after the mutating
     /// plugins (kapi has none of those kube runs after it).
     pub mutating_webhooks: bool,
@@ -156,8 +171,9 @@ impl Chain {
     /// out, in kube's order), each plugin with its part of `--admission-control-config-file`
     /// (`configs`, by plugin name); kube's errors for names it does not know and names in
     /// both, and an error for a plugin kapi does not have that `enable` asks for. The default
-    /// plugins kapi does not have are left out (see the README).
-    pub fn from_flags(enable: &[String], disable: &[String], configs: &BTreeMap<String, Vec<u8>>) -> Result<Chain, String> {
+    /// plugins kapi does not have are left out (see the README). The files a configuration
+    /// names (ImagePolicyWebhook's kubeconfig) are read with `read_file`.
+    pub fn from_flags(enable: &[String], disable: &[String], configs: &BTreeMap<String, Vec<u8>>, read_file: &ReadFile) -> Result<Chain, String> {
         let mut errors = Vec::new();
         for (flag, names) in [("enable-admission-plugins", enable), ("disable-admission-plugins", disable)] {
             for name in names.iter().filter(|n| !ORDER.contains(&n.as_str())) {
@@ -176,7 +192,7 @@ impl Chain {
         }
         let mut chain = Chain::default();
         for name in enabled(enable, disable) {
-            match (name, plugin(name, configs.get(name).map(Vec::as_slice))) {
+            match (name, plugin(name, configs.get(name).map(Vec::as_slice), read_file)) {
                 ("MutatingAdmissionWebhook", _) => chain.mutating_webhooks = true,
                 ("ValidatingAdmissionWebhook", _) => chain.validating_webhooks = true,
                 ("ValidatingAdmissionPolicy", _) => chain.validating_policies = true,
@@ -188,6 +204,7 @@ impl Chain {
             }
             chain.names.push(name);
         }
+        chain.annotates = chain.plugins.iter().any(|p| p.annotates());
         Ok(chain)
     }
 
@@ -224,13 +241,19 @@ impl Chain {
         Ok(())
     }
 
-    /// The validating plugins, in order, on the final object; the first refusal ends it.
+    /// The validating plugins, in order, on the final object; the first refusal, or the
+    /// first review one needs and `answers` lacks, ends it (see [`Plugin::validate_asking`]).
     /// Their warnings go to `warnings`.
-    pub fn validate(&self, a: &Attributes, obj: Option<&Value>, warnings: &mut Vec<String>) -> Result<(), ApiError> {
+    pub fn validate(&self, a: &Attributes, mut obj: Option<&mut Value>, answers: &Answers, warnings: &mut Vec<String>) -> Result<(), Halt> {
         for p in self.plugins.iter().filter(|p| p.handles(a.operation)) {
-            p.validate(a, obj, warnings)?;
+            p.validate_asking(a, obj.as_deref_mut(), answers, warnings)?;
         }
         Ok(())
+    }
+
+    /// Whether the validating plugins may change the object they pass.
+    pub fn validation_annotates(&self) -> bool {
+        self.annotates
     }
 
     /// What the final object is charged to, after validation (see [`Plugin::charge`]).
@@ -249,7 +272,7 @@ mod tests {
 
     fn names(enable: &[&str], disable: &[&str]) -> Result<Vec<&'static str>, String> {
         let owned = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
-        Chain::from_flags(&owned(enable), &owned(disable), &BTreeMap::new()).map(|c| c.names())
+        Chain::from_flags(&owned(enable), &owned(disable), &BTreeMap::new(), &no_files).map(|c| c.names())
     }
 
     #[test]
@@ -280,7 +303,7 @@ mod tests {
         ];
         assert_eq!(defaults, kapis);
         let gates = |on| crate::features::FeatureGates { mutating_admission_policy: on };
-        let chain = |disable: &[String]| Chain::from_flags(&[], disable, &BTreeMap::new()).unwrap();
+        let chain = |disable: &[String]| Chain::from_flags(&[], disable, &BTreeMap::new(), &no_files).unwrap();
         assert!(!chain(&[]).gated(&gates(false)).mutating_policies && chain(&[]).gated(&gates(true)).mutating_policies);
         assert!(!chain(&["MutatingAdmissionPolicy".into()]).gated(&gates(true)).mutating_policies);
         let changed = names(&["AlwaysPullImages"], &["ServiceAccount", "Priority", "LimitRanger"]).unwrap();
@@ -290,7 +313,7 @@ mod tests {
             names(&["Priority", "ServiceAccount"], &["ServiceAccount", "Priority", "Nope"]).unwrap_err(),
             "[disable-admission-plugins plugin \"Nope\" is unknown, [Priority ServiceAccount] in enable-admission-plugins and disable-admission-plugins overlapped]"
         );
-        assert_eq!(names(&["ImagePolicyWebhook"], &[]).unwrap_err(), "admission plugin \"ImagePolicyWebhook\" is not implemented by kapi yet");
+        assert_eq!(names(&["NamespaceAutoProvision"], &[]).unwrap_err(), "admission plugin \"NamespaceAutoProvision\" is not implemented by kapi yet");
         assert!(ORDER.iter().all(|n| ORDER.iter().filter(|m| m == &n).count() == 1));
         assert!(DEFAULT_ON.iter().all(|n| ORDER.contains(n)));
     }

@@ -19,6 +19,7 @@ mod default_toleration_seconds;
 mod deny_service_external_ips;
 mod event_rate_limit;
 mod extended_resource_toleration;
+mod image_policy;
 mod limit_pod_hard_anti_affinity_topology;
 mod limit_ranger;
 pub mod matching;
@@ -44,9 +45,10 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-pub use chain::{Chain, DEFAULT_ON, ORDER, enabled};
+pub use chain::{Chain, DEFAULT_ON, ORDER, ReadFile, enabled, no_files};
 pub use namespace_lifecycle::IMMORTAL_NAMESPACES;
 
+use crate::admission::webhooks::dispatch::{Answers, Halt};
 use crate::auth::UserInfo;
 use crate::catalog::ResourceInfo;
 use crate::rand::Rng;
@@ -347,6 +349,20 @@ pub trait Plugin: Send + Sync + std::fmt::Debug {
     /// to `warnings` (the client's `Warning` headers, refused or not).
     fn validate(&self, _a: &Attributes, _obj: Option<&Value>, _warnings: &mut Vec<String>) -> Result<(), ApiError> {
         Ok(())
+    }
+
+    /// Validating admission that may first need a webhook's answer (ImagePolicyWebhook's
+    /// review): `answers` holds those the write has; one it lacks stops the write
+    /// ([`Halt::Ask`]) until it has it. As kube's validating plugins, which hold the object
+    /// itself, it may annotate the final object. By default, [`Plugin::validate`].
+    fn validate_asking(&self, a: &Attributes, obj: Option<&mut Value>, _answers: &Answers, warnings: &mut Vec<String>) -> Result<(), Halt> {
+        Ok(self.validate(a, obj.as_deref(), warnings)?)
+    }
+
+    /// Whether [`Plugin::validate_asking`] may change the object (ImagePolicyWebhook's
+    /// annotation when it fails open).
+    fn annotates(&self) -> bool {
+        false
     }
 
     /// After every validating plugin: what the final object is charged to (quotas), or the

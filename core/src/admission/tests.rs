@@ -14,7 +14,15 @@ fn chain(enable: &[&str]) -> Chain {
 /// kube's default plugins and `enable`, with `configs` (by plugin name).
 fn configured(enable: &[&str], configs: &[(&str, &str)]) -> Result<Chain, String> {
     let configs = configs.iter().map(|(name, config)| (name.to_string(), config.as_bytes().to_vec())).collect();
-    Chain::from_flags(&enable.iter().map(|s| s.to_string()).collect::<Vec<_>>(), &[], &configs)
+    Chain::from_flags(&enable.iter().map(|s| s.to_string()).collect::<Vec<_>>(), &[], &configs, &no_files)
+}
+
+/// A refusal as `<code> <message>`.
+fn refusal(h: Halt) -> String {
+    match h {
+        Halt::Refused(e) => format!("{} {}", e.code, e.message),
+        Halt::Ask(calls) => format!("asks {} reviews", calls.len()),
+    }
 }
 
 /// Runs `op` on `obj` (a `resource` of `group`) through `chain`, with `found` what the lookups found.
@@ -33,7 +41,7 @@ fn run(
     let namespace = crate::meta::namespace(obj).to_string();
     let a = Attributes::of(op, info, &namespace, &name, &user, old, found);
     chain.admit(&a, Some(obj), &mut Rng::new(7)).map_err(|e| format!("{} {}", e.code, e.message))?;
-    chain.validate(&a, Some(obj), &mut Vec::new()).map_err(|e| format!("{} {}", e.code, e.message))
+    chain.validate(&a, Some(obj), &Answers::new(), &mut Vec::new()).map_err(refusal)
 }
 
 /// The namespace `dev`, found, without labels.
@@ -219,7 +227,7 @@ fn pod_node_selector_merges_the_namespaces_selector_within_its_whitelist() {
         "500 invalid selector: []"
     );
     // NamespaceLifecycle refuses first (404); without it, kube's 500.
-    let without = Chain::from_flags(&["PodNodeSelector".into()], &["NamespaceLifecycle".into()], &Default::default()).unwrap();
+    let without = Chain::from_flags(&["PodNodeSelector".into()], &["NamespaceLifecycle".into()], &Default::default(), &no_files).unwrap();
     let found = Found { service_account: Some(Some(Arc::new(json!({})))), namespace: Some(("dev".into(), None)), ..Found::default() };
     assert_eq!(
         run(&without, &cat, ("", "pods"), Operation::Create, &mut placed(json!({}), json!([]), json!({})), None, &found).unwrap_err(),
@@ -339,7 +347,7 @@ fn certificate_requests_are_held_to_their_signers() {
     let found = Found::default();
     let check = |op: Operation, subresource: Option<&str>, obj: &Value, old: Option<&Value>| {
         let a = Attributes { subresource, access: Some(&access), ..Attributes::of(op, info, "", "req", &bob, old, &found) };
-        chain.validate(&a, Some(obj), &mut Vec::new()).map_err(|e| format!("{} {}", e.code, e.message))
+        chain.validate(&a, Some(&mut obj.clone()), &Answers::new(), &mut Vec::new()).map_err(refusal)
     };
     // Approval needs `approve` on the signer, or on its domain.
     let theirs = csr("example.com/serving", "dev");

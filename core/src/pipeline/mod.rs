@@ -102,7 +102,9 @@ impl Server {
             consistent_list_from_cache: true,
             in_flight: InFlight::new(DEFAULT_MAX_READONLY_IN_FLIGHT, DEFAULT_MAX_MUTATING_IN_FLIGHT),
             token_cache: crate::auth::TokenCache::default(),
-            admission: Arc::new(crate::admission::Chain::from_flags(&[], &[], &Default::default()).expect("kube's default plugins")),
+            admission: Arc::new(
+                crate::admission::Chain::from_flags(&[], &[], &Default::default(), &crate::admission::no_files).expect("kube's default plugins"),
+            ),
         }
     }
 

@@ -70,7 +70,7 @@ fn quota(name: &str, hard: Value, used: Value) -> Value {
 fn charge(resource: &str, obj: &Value, old: Option<&Value>, quotas: Vec<Value>) -> Result<Vec<Value>, String> {
     let cat = catalog(&Settings::default());
     let info = &cat.resources().find(|r| r.info.group.is_empty() && r.info.resource == resource).unwrap().info;
-    let chain = Chain::from_flags(&[], &[], &Default::default()).unwrap();
+    let chain = Chain::from_flags(&[], &[], &Default::default(), &crate::admission::no_files).unwrap();
     let found = Found { resource_quotas: quotas, ..Found::default() };
     let user = UserInfo::default();
     let op = if old.is_some() { Operation::Update } else { Operation::Create };
@@ -136,7 +136,7 @@ fn limited(config: &str, resource: &str, obj: &Value) -> Result<(), String> {
     let cat = catalog(&Settings::default());
     let info = &cat.resources().find(|r| r.info.group.is_empty() && r.info.resource == resource).unwrap().info;
     let configs = [("ResourceQuota".to_string(), config.as_bytes().to_vec())].into_iter().collect();
-    let chain = Chain::from_flags(&[], &[], &configs)?;
+    let chain = Chain::from_flags(&[], &[], &configs, &crate::admission::no_files)?;
     let found = Found::default();
     let user = UserInfo::default();
     let a = Attributes::of(Operation::Create, info, "dev", "p", &user, None, &found);

@@ -64,14 +64,7 @@ impl WriteOp {
                     reinvocation.changed();
                 }
                 let webhooks = webhooks(&self.ctx, &self.admitted, self.salt, &self.res);
-                match webhooks.mutate(&a, obj.as_deref_mut(), &mut reinvocation, &mut self.admission_warnings) {
-                    Ok(()) => {}
-                    Err(Halt::Refused(e)) => return Err(e),
-                    Err(Halt::Ask(calls)) => {
-                        self.blocked = Some(super::Blocked::Admit(calls));
-                        return Err(ApiError::internal("waiting for admission webhooks"));
-                    }
-                }
+                halted(&mut self.blocked, webhooks.mutate(&a, obj.as_deref_mut(), &mut reinvocation, &mut self.admission_warnings))?;
             }
             if !(reinvocation.needed || policies_reinvocation.needed) || reinvocation.second_round {
                 return Ok(());
@@ -84,36 +77,72 @@ impl WriteOp {
     }
 
     /// The validating plugins, the validating admission policies, then the validating
-    /// webhooks, on the final object (`None` for a delete). With `passed`, the plugins and
-    /// policies have passed this very object already (a create going on with a validating
-    /// webhook's answer), and only the webhooks are asked.
-    pub(super) fn validating_admission(
-        &mut self,
-        operation: Operation,
-        name: &str,
-        old: Option<&Value>,
-        obj: Option<&Value>,
-        passed: bool,
-    ) -> Result<(), ApiError> {
+    /// webhooks, on the final object (`None` for a delete). The plugins and policies pass an
+    /// object once: a write that runs again over the same object (an update's or a delete's
+    /// by its old object's resourceVersion, a create's from its validation on), after a
+    /// validating webhook answered or a quota moved, does not run them again, so each plugin
+    /// counts the write once (EventRateLimit's token); the object goes on as they left it
+    /// (annotated by ImagePolicyWebhook failing open). A plugin waiting for its own review
+    /// has passed nothing.
+    pub(super) fn validating_admission(&mut self, operation: Operation, name: &str, old: Option<&Value>, mut obj: Option<&mut Value>) -> Result<(), ApiError> {
         let a = super::admission_attributes(&self.res, &self.ctx, &self.found, operation, name, old);
-        if !passed {
-            self.ctx.admission.validate(&a, obj, &mut self.admission_warnings)?;
-        }
-        if self.ctx.admission.validating_policies && !passed {
-            let policies = &self.ctx.policies;
-            crate::admission::policies::dispatch::validate(policies, &self.res, &self.ctx.equivalents, &a, obj, &mut self.admission_warnings)?;
+        let version = old.map_or("", crate::meta::resource_version);
+        match self.validated.as_ref().filter(|v| v.version == version) {
+            Some(passed) => {
+                if let (Some(obj), Some(kept)) = (obj.as_deref_mut(), &passed.object) {
+                    obj.clone_from(kept);
+                }
+            }
+            None => {
+                let plugins = self.ctx.admission.validate(&a, obj.as_deref_mut(), &self.admitted, &mut self.admission_warnings);
+                halted(&mut self.blocked, plugins)?;
+                if self.ctx.admission.validating_policies {
+                    let policies = &self.ctx.policies;
+                    crate::admission::policies::dispatch::validate(
+                        policies,
+                        &self.res,
+                        &self.ctx.equivalents,
+                        &a,
+                        obj.as_deref(),
+                        &mut self.admission_warnings,
+                    )?;
+                }
+                let object = if self.ctx.admission.validation_annotates() { obj.as_deref().cloned() } else { None };
+                self.validated = Some(Validated { version: version.to_string(), object });
+            }
         }
         if !self.ctx.admission.validating_webhooks {
             return Ok(());
         }
         let webhooks = webhooks(&self.ctx, &self.admitted, self.salt, &self.res);
-        match webhooks.validate(&a, obj, &mut self.admission_warnings) {
-            Ok(()) => Ok(()),
-            Err(Halt::Refused(e)) => Err(e),
-            Err(Halt::Ask(calls)) => {
-                self.blocked = Some(super::Blocked::Admit(calls));
-                Err(ApiError::internal("waiting for admission webhooks"))
-            }
+        let asked = webhooks.validate(&a, obj.as_deref(), &mut self.admission_warnings);
+        if let (Err(Halt::Ask(_)), Some(passed)) = (&asked, self.validated.as_mut())
+            && passed.object.is_none()
+        {
+            passed.object = obj.as_deref().cloned();
+        }
+        halted(&mut self.blocked, asked)
+    }
+}
+
+/// What the validating plugins and policies passed: the object of the write at `version` (an
+/// update's or a delete's old object's resourceVersion; empty for a create), kept as they
+/// left it when they may have annotated it or the write waits for a validating webhook.
+#[derive(Debug)]
+pub(super) struct Validated {
+    version: String,
+    object: Option<Value>,
+}
+
+/// Where admission stopped: a refusal, or the reviews to ask first (noted in `blocked`; the
+/// error returned then stands for the answers until they come, and is never seen).
+fn halted(blocked: &mut Option<super::Blocked>, r: Result<(), Halt>) -> Result<(), ApiError> {
+    match r {
+        Ok(()) => Ok(()),
+        Err(Halt::Refused(e)) => Err(e),
+        Err(Halt::Ask(calls)) => {
+            *blocked = Some(super::Blocked::Admit(calls));
+            Err(ApiError::internal("waiting for admission webhooks"))
         }
     }
 }

@@ -18,14 +18,16 @@ impl WriteOp {
     /// managed fields, admission and validation. `applied` is set when the object comes from a
     /// server-side apply, which has already recorded its managed fields.
     pub(super) fn prepare_new(&mut self, obj: Value, applied: bool) -> Result<Value, ApiError> {
-        let obj = self.prepare_unvalidated(obj, applied)?;
-        self.admit_new(&obj, false)?;
+        let mut obj = self.prepare_unvalidated(obj, applied)?;
+        self.admit_new(&mut obj)?;
         Ok(obj)
     }
 
     /// [`Self::prepare_new`] up to the validating admission: the object is final from here
     /// on, so a create waiting for a validating webhook goes on from it (see [`Self::admit_new`]).
+    /// A new object is validated afresh (whatever an earlier object of the write passed).
     pub(super) fn prepare_unvalidated(&mut self, mut obj: Value, applied: bool) -> Result<Value, ApiError> {
+        self.validated = None;
         let res = self.res.clone();
         let info = &res.info;
         if !applied {
@@ -92,9 +94,10 @@ impl WriteOp {
     }
 
     /// The validating admission of the prepared new `obj` (only its webhooks when the
-    /// plugins and policies have `passed` it), then the quota's charge for it.
-    pub(super) fn admit_new(&mut self, obj: &Value, passed: bool) -> Result<(), ApiError> {
-        self.validating_admission(Operation::Create, meta::name(obj), None, Some(obj), passed)?;
+    /// plugins and policies have passed it), then the quota's charge for it.
+    pub(super) fn admit_new(&mut self, obj: &mut Value) -> Result<(), ApiError> {
+        let name = meta::name(obj).to_string();
+        self.validating_admission(Operation::Create, &name, None, Some(obj))?;
         let a = super::admission_attributes(&self.res, &self.ctx, &self.found, Operation::Create, meta::name(obj), None);
         self.charges = self.ctx.admission.charge(&a, Some(obj), self.ctx.now)?;
         Ok(())

@@ -55,7 +55,7 @@ impl WriteOp {
         let pending_graceful = meta::deletion_timestamp(&obj).is_some() && grace.is_some_and(|g| opts.grace_period_seconds.is_none_or(|n| n >= g));
         if !pending_graceful {
             self.mutating_admission(Operation::Delete, &name, Some(&obj), None)?;
-            self.validating_admission(Operation::Delete, &name, Some(&obj), None, false)?;
+            self.validating_admission(Operation::Delete, &name, Some(&obj), None)?;
         }
         let now = self.ctx.now;
 

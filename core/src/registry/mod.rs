@@ -225,12 +225,11 @@ pub struct WriteOp {
     asked: Option<(Asked, bool, Paused)>,
     /// Where the write goes on now that the webhook answered.
     resumed: Option<Paused>,
-    /// The resourceVersion of the object an update's validating plugins and policies passed:
-    /// its transform, run again over that same object (once a webhook answered, or after a
-    /// quota it charges moved), makes the same object again (an update draws nothing at
-    /// random; the mutating webhooks' answers are kept) and asks only the webhooks, so each
-    /// plugin counts the update once (EventRateLimit's token).
-    validated: Option<String>,
+    /// What the validating plugins and policies passed. An update's transform, run again
+    /// over the same object (once a webhook answered, or after a quota it charges moved),
+    /// makes the same object again (an update draws nothing at random; the mutating webhooks'
+    /// answers are kept): see [`WriteOp::validating_admission`].
+    validated: Option<admit::Validated>,
 }
 
 /// What admission is told of a write (`name`: the object's, or what its refusals call it).
@@ -321,17 +320,16 @@ impl WriteOp {
         let obj = if self.ctx.webhooks.mutating.is_empty() { std::mem::take(obj) } else { obj.clone() };
         let rng = self.rng.clone();
         match self.prepare_unvalidated(obj, false) {
-            Ok(obj) => self.validate_new(obj, false),
+            Ok(obj) => self.validate_new(obj),
             Err(_) if self.paused_at(Paused::Start) => self.rng = rng,
             Err(e) => self.done = Some(Err(e)),
         }
     }
 
     /// The create of the prepared `obj` from its validating admission on: its claims, then
-    /// its write. Waiting for a validating webhook, it goes on from here with the answer,
-    /// the plugins and policies having `passed` it.
-    fn validate_new(&mut self, obj: Value, passed: bool) {
-        match self.admit_new(&obj, passed).and_then(|()| self.res.strategy.claims(&obj, &mut self.rng)) {
+    /// its write. Waiting for a validating webhook, it goes on from here with the answer.
+    fn validate_new(&mut self, mut obj: Value) {
+        match self.admit_new(&mut obj).and_then(|()| self.res.strategy.claims(&obj, &mut self.rng)) {
             Ok(claims) if claims.is_empty() => self.write_new(obj),
             Ok(claims) if self.ctx.dry_run => {
                 let mut obj = obj;
@@ -536,7 +534,7 @@ impl WriteOp {
             if let Some(at) = self.resumed.take() {
                 match at {
                     Paused::Start => self.start(),
-                    Paused::Validate(obj) => self.validate_new(obj, true),
+                    Paused::Validate(obj) => self.validate_new(obj),
                     Paused::Create(obj) => self.write_new(obj),
                     Paused::Transform(current) => self.transformed(now, current),
                     Paused::Finish(result) => self.landed(result),

@@ -244,13 +244,7 @@ impl WriteOp {
         if !errs.is_empty() {
             return Err(ApiError::invalid(&info.group_kind(), meta::name(&obj), &errs));
         }
-        let version = meta::resource_version(old);
-        let passed = self.validated.as_deref() == Some(version);
-        let validated = self.validating_admission(Operation::Update, &name, Some(old), Some(&obj), passed);
-        if validated.is_ok() || self.blocked.is_some() {
-            self.validated = Some(version.to_string());
-        }
-        validated?;
+        self.validating_admission(Operation::Update, &name, Some(old), Some(&mut obj))?;
         let a = super::admission_attributes(&self.res, &self.ctx, &self.found, Operation::Update, &name, Some(old));
         self.charges = self.ctx.admission.charge(&a, Some(&obj), self.ctx.now)?;
         if super::delete::should_delete_during_update(&obj) {

@@ -3,9 +3,12 @@
 //! body, a transport error, or an AdmissionReview bent in every field kube checks (uid, kind,
 //! `allowed`, a status of any shape, warnings, a patch type, and patches of any bytes, of
 //! generated operations, or of `copy` operations that double the object at every step). The
-//! configmaps are created, updated, patched and deleted. Whatever the webhooks say, every
-//! request is answered with a `Status` or an object, and no write is acknowledged unless the
-//! validating webhook answered it with a well-formed review that allowed it.
+//! configmaps are created, updated, patched and deleted. Pods are created too, their images
+//! reviewed by ImagePolicyWebhook's backend, whose answers (any status and body, a transport
+//! error, or an ImageReview allowing or not) also come from the input. Whatever the webhooks
+//! and the backend say, every request is answered with a `Status` or an object, no configmap
+//! write is acknowledged unless the validating webhook answered it with a well-formed review
+//! that allowed it, and no pod is created unless the backend allowed its images.
 
 use std::cell::RefCell;
 use std::sync::{Arc, Mutex};
@@ -116,19 +119,51 @@ impl Answer {
     }
 }
 
-/// One request on a configmap.
+/// The image policy backend's answer to one review.
+#[derive(Debug)]
+enum ImageAnswer {
+    /// An ImageReview: `status`, `allowed` and `reason` of any JSON type when not `typed`.
+    Review {
+        typed: bool,
+        allowed: bool,
+        reason: String,
+    },
+    Raw {
+        status: u16,
+        body: Vec<u8>,
+    },
+    Unreachable(String),
+}
+
+impl ImageAnswer {
+    /// The answer, and whether it allows the images.
+    fn give(&self) -> (Result<WebhookAnswer, String>, bool) {
+        let (typed, allowed, reason) = match self {
+            ImageAnswer::Unreachable(e) => return (Err(e.clone()), false),
+            ImageAnswer::Raw { status, body } => return (Ok(WebhookAnswer { status: *status, body: Bytes::from(body.clone()), ..Default::default() }), false),
+            ImageAnswer::Review { typed, allowed, reason } => (*typed, *allowed, reason),
+        };
+        let status = if typed { json!({"allowed": allowed, "reason": reason}) } else { json!({"allowed": reason, "reason": allowed}) };
+        let body = json!({"apiVersion": "imagepolicy.k8s.io/v1alpha1", "kind": "ImageReview", "status": status});
+        (Ok(WebhookAnswer { status: 200, body: Bytes::from(body.to_string()), content_type: "application/json".into() }), typed && allowed)
+    }
+}
+
+/// One request on a configmap, or a pod's create.
 #[derive(Debug)]
 enum Write {
     Create { name: u8, labels: Vec<(String, String)> },
     Update { name: u8, value: String },
     Patch { name: u8, value: String },
     Delete { name: u8 },
+    Pod { images: Vec<String>, annotation: String },
 }
 
 #[derive(Debug)]
 struct Input {
     mutating: Vec<Answer>,
     validating: Vec<Answer>,
+    images: Vec<ImageAnswer>,
     writes: Vec<Write>,
 }
 
@@ -185,21 +220,32 @@ impl<'a> Arbitrary<'a> for Op {
     }
 }
 
+impl<'a> Arbitrary<'a> for ImageAnswer {
+    fn arbitrary(u: &mut Unstructured<'a>) -> arbitrary::Result<ImageAnswer> {
+        Ok(match u.int_in_range(0..=4u8)? {
+            0 => ImageAnswer::Raw { status: u.arbitrary()?, body: u.arbitrary()? },
+            1 => ImageAnswer::Unreachable(u.arbitrary()?),
+            _ => ImageAnswer::Review { typed: u.ratio(7, 8)?, allowed: u.ratio(2, 3)?, reason: u.arbitrary()? },
+        })
+    }
+}
+
 impl<'a> Arbitrary<'a> for Write {
     fn arbitrary(u: &mut Unstructured<'a>) -> arbitrary::Result<Write> {
         let name = u.arbitrary()?;
-        Ok(match u.int_in_range(0..=3u8)? {
+        Ok(match u.int_in_range(0..=4u8)? {
             0 => Write::Create { name, labels: u.arbitrary()? },
             1 => Write::Update { name, value: u.arbitrary()? },
             2 => Write::Patch { name, value: u.arbitrary()? },
-            _ => Write::Delete { name },
+            3 => Write::Delete { name },
+            _ => Write::Pod { images: u.arbitrary()?, annotation: u.arbitrary()? },
         })
     }
 }
 
 impl<'a> Arbitrary<'a> for Input {
     fn arbitrary(u: &mut Unstructured<'a>) -> arbitrary::Result<Input> {
-        Ok(Input { mutating: u.arbitrary()?, validating: u.arbitrary()?, writes: u.arbitrary()? })
+        Ok(Input { mutating: u.arbitrary()?, validating: u.arbitrary()?, images: u.arbitrary()?, writes: u.arbitrary()? })
     }
 }
 
@@ -213,8 +259,23 @@ thread_local! {
 /// Inputs served by one world before a fresh one (the objects of earlier inputs stay).
 const INPUTS_PER_WORLD: u32 = 50;
 
+/// The image policy backend's kubeconfig, the one file the world's configuration names.
+const BACKEND: &str = "clusters: [{name: c, cluster: {server: 'https://images.example/policy', insecure-skip-tls-verify: true}}]
+contexts: [{name: x, context: {cluster: c}}]
+current-context: x
+";
+
 fn world() -> World {
-    let mut w = World::new(default_server(), epoch(), 13);
+    let mut setup = default_server();
+    // Answers are not kept, so that each input's backend decides its pods. ServiceAccount,
+    // off, lets pods be created without their service account.
+    let config = b"imagePolicy: {kubeConfigFile: backend.kubeconfig, allowTTL: -1, denyTTL: -1}".to_vec();
+    let configs = [("ImagePolicyWebhook".to_string(), config)].into_iter().collect();
+    let read = |_: &str| Ok(BACKEND.as_bytes().to_vec());
+    let chain =
+        kapi_core::admission::Chain::from_flags(&["ImagePolicyWebhook".into()], &["ServiceAccount".into()], &configs, &read).expect("a valid configuration");
+    Arc::get_mut(&mut setup.server).expect("not shared yet").admission = Arc::new(chain);
+    let mut w = World::new(setup, epoch(), 13);
     w.start_controllers(Enabled::NONE);
     let rules = json!([{"operations": ["*"], "apiGroups": [""], "apiVersions": ["v1"], "resources": ["configmaps"]}]);
     for (kind, resource) in
@@ -229,17 +290,23 @@ fn world() -> World {
     w
 }
 
-/// What the webhooks were asked for one request: whether the validating one allowed it.
+/// What was asked for one request: whether the validating webhook (or, for a pod, the backend) allowed it.
 type Allowed = Arc<Mutex<bool>>;
 
 fn serve(w: &mut World, input: Input) {
     let allowed: Allowed = Arc::default();
     let seen = allowed.clone();
-    let answers = Arc::new(Mutex::new((input.mutating, input.validating, 0usize)));
+    let answers = Arc::new(Mutex::new((input.mutating, input.validating, input.images, 0usize)));
     w.webhook = Some(Box::new(move |call: &WebhookCall| {
         let mut a = answers.lock().expect("one thread");
-        let (mutating, validating, next) = &mut *a;
+        let (mutating, validating, images, next) = &mut *a;
         *next += 1;
+        if call.path.starts_with("/policy") {
+            let Some(answer) = images.get(*next % images.len().max(1)) else { return Err("connection refused".into()) };
+            let (answer, allows) = answer.give();
+            *seen.lock().expect("one thread") = allows;
+            return answer;
+        }
         let is_mutating = call.path.starts_with("/mutating");
         let list = if is_mutating { mutating } else { validating };
         if list.is_empty() {
@@ -268,6 +335,12 @@ fn serve(w: &mut World, input: Input) {
                 w.call("PATCH", &format!("{CONFIGMAPS}/{}", name(*n)), "", Some(&json!({"data": {"k": value}})), "application/merge-patch+json")
             }
             Write::Delete { name: n } => w.call("DELETE", &format!("{CONFIGMAPS}/{}", name(*n)), "", None, ""),
+            Write::Pod { images, annotation } => {
+                let containers: Vec<Value> = images.iter().take(3).enumerate().map(|(i, image)| json!({"name": format!("c{i}"), "image": image})).collect();
+                let pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"generateName": "p-", "annotations": {"a.image-policy.k8s.io/b": annotation}},
+                    "spec": {"containers": containers}});
+                w.call("POST", "/api/v1/namespaces/default/pods", "", Some(&pod), "application/json")
+            }
         };
         let code = r.head.status;
         assert!((200..600).contains(&code), "status {code}");
@@ -275,7 +348,7 @@ fn serve(w: &mut World, input: Input) {
         if code >= 400 {
             assert_eq!((body["kind"].as_str(), body["code"].as_u64()), (Some("Status"), Some(u64::from(code))), "{body}");
         } else {
-            assert!(*allowed.lock().expect("one thread"), "{write:?} acknowledged ({code}) though the validating webhook did not allow it: {body}");
+            assert!(*allowed.lock().expect("one thread"), "{write:?} acknowledged ({code}) though the webhook or backend did not allow it: {body}");
         }
     }
 }

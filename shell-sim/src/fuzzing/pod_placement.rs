@@ -35,7 +35,8 @@ fn world() -> World {
         ("PodNodeSelector".to_string(), b"podNodeSelectorPluginConfig: {clusterDefaultNodeSelector: tier=any}".to_vec()),
         ("PodTolerationRestriction".to_string(), TOLERATIONS_CONFIG.as_bytes().to_vec()),
     ];
-    let chain = kapi_core::admission::Chain::from_flags(&plugins, &[], &configs.into_iter().collect()).expect("valid configurations");
+    let chain =
+        kapi_core::admission::Chain::from_flags(&plugins, &[], &configs.into_iter().collect(), &kapi_core::admission::no_files).expect("valid configurations");
     Arc::get_mut(&mut setup.server).expect("not shared yet").admission = Arc::new(chain);
     World::new(setup, epoch(), 1)
 }

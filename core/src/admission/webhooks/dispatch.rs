@@ -18,28 +18,62 @@ use super::review::{self, Response};
 use super::{Hook, Hooks};
 use crate::admission::Attributes;
 use crate::admission::matching::{Invocation, convert, matches, versioned};
+use crate::aggregator::ServiceRef;
 use crate::catalog::Resource;
 use crate::cel::cost::{self, Shape};
 use crate::status::{ApiError, quote};
+use crate::webhook::kubeconfig::Endpoint;
 use crate::webhook::{WebhookAnswer, WebhookCall};
 
 /// The answers a write has had, by review uid (a call that failed: why, in Go's words).
 pub type Answers = BTreeMap<String, Result<WebhookAnswer, String>>;
 
-/// A review to send to a webhook.
+/// A review a write asks before admission goes on: an admission webhook's, or a plugin's
+/// (ImagePolicyWebhook's), whose answer the write keeps by `uid`.
 #[derive(Clone, Debug)]
 pub struct AdmissionCall {
-    pub hook: Arc<Hook>,
+    pub callee: Callee,
     pub uid: String,
     pub body: Bytes,
 }
 
+/// Who a review goes to.
+#[derive(Clone, Debug)]
+pub enum Callee {
+    /// A webhook of a configuration.
+    Hook(Arc<Hook>),
+    /// The webhook a plugin's kubeconfig names, asked within kube's 30 s.
+    Endpoint(Arc<Endpoint>),
+}
+
 impl AdmissionCall {
-    /// The HTTPS POST of the review (`service`: the Service object the webhook names, if
-    /// any), at its path with kube's `?timeout=`, within the webhook's timeout.
+    /// The Service the webhook names, which the call is resolved with.
+    pub fn service(&self) -> Option<&ServiceRef> {
+        match &self.callee {
+            Callee::Hook(hook) => hook.client.service(),
+            Callee::Endpoint(_) => None,
+        }
+    }
+
+    /// The HTTPS POST of the review (`service`: the Service object [`Self::service`] names,
+    /// if any): a configuration's webhook at its path with kube's `?timeout=`, within its
+    /// timeout; a kubeconfig's at its server's path, with its credentials.
     pub fn call(&self, service: Option<&Value>) -> Result<WebhookCall, String> {
-        let (target, path) = self.hook.client.resolve(service)?;
-        let seconds = self.hook.timeout_seconds;
+        let hook = match &self.callee {
+            Callee::Hook(hook) => hook,
+            Callee::Endpoint(endpoint) => {
+                return Ok(WebhookCall {
+                    method: http::Method::POST,
+                    target: endpoint.target.clone(),
+                    path: endpoint.path.clone(),
+                    body: self.body.clone(),
+                    timeout: crate::webhook::TIMEOUT,
+                    credentials: endpoint.credentials.clone(),
+                });
+            }
+        };
+        let (target, path) = hook.client.resolve(service)?;
+        let seconds = hook.timeout_seconds;
         let separator = if path.contains('?') { '&' } else { '?' };
         Ok(WebhookCall {
             method: http::Method::POST,
@@ -173,7 +207,7 @@ impl Webhooks<'_> {
         };
         let (uid, body) = review::body(hook, phase, version, request, obj, old, self.salt);
         Ok(match self.answers.get(&uid) {
-            None => Asked::Pending(AdmissionCall { hook: hook.clone(), uid, body }),
+            None => Asked::Pending(AdmissionCall { callee: Callee::Hook(hook.clone()), uid, body }),
             Some(answer) => match review::read(hook, version, &uid, phase != VALIDATING, answer) {
                 Ok(r) => Asked::Answered(r),
                 Err(why) => Asked::Failed(why),

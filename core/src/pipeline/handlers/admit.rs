@@ -23,7 +23,7 @@ impl RequestMachine {
     /// Asks the webhooks of `calls`; `stage` (a write's) takes the answers.
     pub(super) fn ask_admission_webhooks(&mut self, calls: Vec<AdmissionCall>, stage: Stage) {
         let admitting = Box::new(Admitting { answers: Vec::new(), calls, stage: Box::new(stage) });
-        let services = self.served.catalog.get("", "v1", "services").cloned().filter(|_| admitting.calls.iter().any(|c| c.hook.client.service().is_some()));
+        let services = self.served.catalog.get("", "v1", "services").cloned().filter(|_| admitting.calls.iter().any(|c| c.service().is_some()));
         match services {
             Some(resource) => {
                 self.out.push_back(Effect::Cache { resource, request: ReadRequest::Latest { min: None } });
@@ -49,7 +49,7 @@ impl RequestMachine {
             .calls
             .iter()
             .map(|c| {
-                let service = c.hook.client.service().and_then(|svc| {
+                let service = c.service().and_then(|svc| {
                     let key = object_key(root.as_deref()?, Some(&svc.namespace), &svc.name);
                     services?.objects.get(&key).map(|o| o.value())
                 });
