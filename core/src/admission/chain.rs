@@ -150,8 +150,6 @@ pub struct Chain {
     plugins: Vec<Arc<dyn Plugin>>,
     /// The names of what runs, in order.
     names: Vec<&'static str>,
-    /// A validating plugin may change the object (see [`Plugin::annotates`]).
-    annotates: bool,
     /// `MutatingAdmissionWebhook` is on: the mutating webhooks run after the mutating
     /// plugins (kapi has none of those kube runs after it).
     pub mutating_webhooks: bool,
@@ -204,7 +202,6 @@ impl Chain {
             }
             chain.names.push(name);
         }
-        chain.annotates = chain.plugins.iter().any(|p| p.annotates());
         Ok(chain)
     }
 
@@ -251,9 +248,9 @@ impl Chain {
         Ok(())
     }
 
-    /// Whether the validating plugins may change the object they pass.
-    pub fn validation_annotates(&self) -> bool {
-        self.annotates
+    /// Whether the validating plugins may change an object of `info`'s resource they pass.
+    pub fn validation_annotates(&self, info: &crate::catalog::ResourceInfo) -> bool {
+        self.plugins.iter().any(|p| p.annotates(info))
     }
 
     /// What the final object is charged to, after validation (see [`Plugin::charge`]).

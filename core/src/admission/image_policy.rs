@@ -32,6 +32,7 @@ use serde_json::{Map, Value, json};
 use super::{Attributes, Operation, Plugin, ReadFile};
 use crate::admission::webhooks::dispatch::{AdmissionCall, Answers, Callee, Halt};
 use crate::answers::AnswerCache;
+use crate::catalog::ResourceInfo;
 use crate::config_file::Decoder;
 use crate::meta;
 use crate::pipeline::limits::go_duration_string;
@@ -152,25 +153,44 @@ fn review_spec(pod: &Value, images: &[&str], namespace: &str) -> Value {
 }
 
 /// The backend's decision in its answer, or the error the call came to, in the words of
-/// kube's REST client.
+/// kube's REST client and Go's JSON decoder (an answer that is not an ImageReview is an
+/// error, which `defaultAllow` lets through, not a denial).
 fn read_answer(answer: &Result<WebhookAnswer, String>) -> Result<Decision, String> {
     let answer = answer.as_ref().map_err(Clone::clone)?;
-    if !(200..300).contains(&answer.status) {
-        return Err(crate::webhook::unexpected_status(answer));
-    }
     if !answer.succeeded() {
-        return Err(format!("Error contacting webhook: {}", answer.status));
+        return Err(crate::webhook::unexpected_status(answer));
     }
     if answer.body.is_empty() {
         return Err(format!("0-length response with status code: {} and content type: {}", answer.status, answer.content_type));
     }
-    let review: Value = serde_json::from_slice(&answer.body).map_err(|e| format!("couldn't get version/kind; json parse error: {e}"))?;
-    let status = review.get("status");
-    let field = |k: &str| status.and_then(|s| s.get(k));
-    Ok(Decision {
-        allowed: field("allowed").and_then(Value::as_bool).unwrap_or(false),
-        reason: field("reason").and_then(Value::as_str).unwrap_or_default().to_string(),
-    })
+    let parse_error = |e: String| format!("couldn't get version/kind; json parse error: {e}");
+    let review: Value =
+        serde_json::from_slice(&answer.body).map_err(|e| parse_error(crate::codec::go_json::syntax_error(&answer.body).unwrap_or(e.to_string())))?;
+    let Value::Object(review) = review else {
+        let kind = crate::config_file::json_kind(&review);
+        return Err(parse_error(format!(
+            "json: cannot unmarshal {kind} into Go value of type struct {{ APIVersion string \"json:\\\"apiVersion,omitempty\\\"\"; Kind string \"json:\\\"kind,omitempty\\\"\" }}"
+        )));
+    };
+    let mistyped = |v: &Value, field: &str, go_type: &str| {
+        format!("json: cannot unmarshal {} into Go struct field {field} of type {go_type}", crate::config_file::json_kind(v))
+    };
+    let status = match review.get("status") {
+        None | Some(Value::Null) => return Ok(Decision { allowed: false, reason: String::new() }),
+        Some(Value::Object(status)) => status,
+        Some(other) => return Err(mistyped(other, "ImageReview.status", "v1alpha1.ImageReviewStatus")),
+    };
+    let allowed = match status.get("allowed") {
+        None | Some(Value::Null) => false,
+        Some(Value::Bool(b)) => *b,
+        Some(other) => return Err(mistyped(other, "ImageReviewStatus.status.allowed", "bool")),
+    };
+    let reason = match status.get("reason") {
+        None | Some(Value::Null) => String::new(),
+        Some(Value::String(r)) => r.clone(),
+        Some(other) => return Err(mistyped(other, "ImageReviewStatus.status.reason", "string")),
+    };
+    Ok(Decision { allowed, reason })
 }
 
 impl ImagePolicyWebhook {
@@ -210,8 +230,8 @@ impl Plugin for ImagePolicyWebhook {
         matches!(op, Operation::Create | Operation::Update)
     }
 
-    fn annotates(&self) -> bool {
-        true
+    fn annotates(&self, info: &ResourceInfo) -> bool {
+        info.group.is_empty() && info.resource == "pods"
     }
 
     fn validate_asking(&self, a: &Attributes, obj: Option<&mut Value>, answers: &Answers, _warnings: &mut Vec<String>) -> Result<(), Halt> {

@@ -359,9 +359,9 @@ pub trait Plugin: Send + Sync + std::fmt::Debug {
         Ok(self.validate(a, obj.as_deref(), warnings)?)
     }
 
-    /// Whether [`Plugin::validate_asking`] may change the object (ImagePolicyWebhook's
-    /// annotation when it fails open).
-    fn annotates(&self) -> bool {
+    /// Whether [`Plugin::validate_asking`] may change an object of `info`'s resource
+    /// (ImagePolicyWebhook's annotation of a pod when it fails open).
+    fn annotates(&self, _info: &ResourceInfo) -> bool {
         false
     }
 

@@ -107,7 +107,7 @@ impl WriteOp {
                         &mut self.admission_warnings,
                     )?;
                 }
-                let object = if self.ctx.admission.validation_annotates() { obj.as_deref().cloned() } else { None };
+                let object = if self.ctx.admission.validation_annotates(&self.res.info) { obj.as_deref().cloned() } else { None };
                 self.validated = Some(Validated { version: version.to_string(), object });
             }
         }
