@@ -1,5 +1,6 @@
 //! The worlds the admission target's creates run in, shared by the criterion benchmark
-//! (`hot_paths`) and the instruction count (`examples/admission_instructions.rs`): a simulated
+//! (`hot_paths`), the instruction count (`examples/admission_instructions.rs`) and the paired
+//! timing (`examples/admission_time.rs`): a simulated
 //! server with the default namespace's service account, with no admission at all, with kube's
 //! default plugins, and with those and ten validating admission policies on pods.
 
