@@ -372,11 +372,9 @@ fn a_create_waiting_for_a_validating_webhook_goes_on_from_its_validation_with_wh
     assert_eq!(sent[1].1["request"]["object"]["metadata"]["creationTimestamp"], stored["metadata"]["creationTimestamp"]);
 }
 
-#[test]
-fn an_update_waiting_for_a_validating_webhook_passes_the_plugins_once() {
-    // EventRateLimit counts each write of an Event once: with a burst of two, a create and an
-    // update that waits for a webhook both fit (the update's plugins are not run again when
-    // the webhook answers), and the third write does not.
+/// A world whose only plugin is EventRateLimit, two Events a namespace at once, with a
+/// webhook at `/allow` that allows everything.
+fn event_rate_limited_world() -> (World, Seen) {
     let mut setup = default_server();
     let config = b"apiVersion: eventratelimit.admission.k8s.io/v1alpha1\nkind: Configuration\nlimits: [{type: Namespace, qps: 1, burst: 2}]\n";
     let configs = BTreeMap::from([("EventRateLimit".to_string(), config.to_vec())]);
@@ -385,7 +383,15 @@ fn an_update_waiting_for_a_validating_webhook_passes_the_plugins_once() {
     std::sync::Arc::get_mut(&mut setup.server).expect("not shared yet").admission = std::sync::Arc::new(chain);
     let mut answers: BTreeMap<&str, Answer> = BTreeMap::new();
     answers.insert("/allow", Box::new(allow));
-    let (mut w, seen) = world_on(setup, answers);
+    world_on(setup, answers)
+}
+
+#[test]
+fn an_update_waiting_for_a_validating_webhook_passes_the_plugins_once() {
+    // EventRateLimit counts each write of an Event once: with a burst of two, a create and an
+    // update that waits for a webhook both fit (the update's plugins are not run again when
+    // the webhook answers), and the third write does not.
+    let (mut w, seen) = event_rate_limited_world();
     let rules = json!({"rules": [{"operations": ["UPDATE"], "apiGroups": [""], "apiVersions": ["v1"], "resources": ["events"]}]});
     configure(&mut w, VALIDATING, "allow", vec![hook("allow.example.com", "/allow", rules)]);
     let events = "/api/v1/namespaces/default/events";
@@ -403,6 +409,27 @@ fn an_update_waiting_for_a_validating_webhook_passes_the_plugins_once() {
     let r = w.call("PUT", &format!("{events}/e"), "", Some(&changed), "application/json");
     assert_eq!(r.head.status, 429, "{}", text(&r));
     assert_eq!(r.json()["message"], "Too many requests: limit reached on type Namespace for key default");
+}
+
+#[test]
+fn a_create_by_apply_waiting_for_a_validating_webhook_passes_the_plugins_once() {
+    // The same for an Event created by server-side apply, whose transform runs again with
+    // the webhook's answer: it takes one token of two, so a second create still fits.
+    let (mut w, seen) = event_rate_limited_world();
+    let rules = json!({"rules": [{"operations": ["CREATE"], "apiGroups": [""], "apiVersions": ["v1"], "resources": ["events"]}]});
+    configure(&mut w, VALIDATING, "allow", vec![hook("allow.example.com", "/allow", rules)]);
+    let events = "/api/v1/namespaces/default/events";
+    let event = |name: &str| {
+        json!({"apiVersion": "v1", "kind": "Event", "metadata": {"name": name, "namespace": "default"},
+            "involvedObject": {"kind": "Pod", "namespace": "default", "name": "web"}, "reason": "Started", "message": "one"})
+    };
+    let r = w.call("PATCH", &format!("{events}/a"), "fieldManager=test", Some(&event("a")), "application/apply-patch+yaml");
+    assert_eq!(r.head.status, 201, "{}", text(&r));
+    assert_eq!(seen.borrow().len(), 1);
+    let r = create(&mut w, events, "", &event("b"));
+    assert_eq!(r.head.status, 201, "{}", text(&r));
+    let r = create(&mut w, events, "", &event("c"));
+    assert_eq!(r.head.status, 429, "{}", text(&r));
 }
 
 #[test]

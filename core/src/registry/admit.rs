@@ -79,11 +79,12 @@ impl WriteOp {
     /// The validating plugins, the validating admission policies, then the validating
     /// webhooks, on the final object (`None` for a delete). The plugins and policies pass an
     /// object once: a write that runs again over the same object (an update's or a delete's
-    /// by its old object's resourceVersion, a create's from its validation on), after a
-    /// validating webhook answered or a quota moved, does not run them again, so each plugin
-    /// counts the write once (EventRateLimit's token); the object goes on as they left it
-    /// (annotated by ImagePolicyWebhook failing open). A plugin waiting for its own review
-    /// has passed nothing.
+    /// by its old object's resourceVersion, a create's from its validation on, a create by a
+    /// transform by the object that entered validation), after a validating webhook answered
+    /// or a quota moved, does not run them again, so each plugin counts the write once
+    /// (EventRateLimit's token); the object goes on as they left it (annotated by
+    /// ImagePolicyWebhook failing open). A plugin waiting for its own review has passed
+    /// nothing.
     pub(super) fn validating_admission(&mut self, operation: Operation, name: &str, old: Option<&Value>, mut obj: Option<&mut Value>) -> Result<(), ApiError> {
         let a = super::admission_attributes(&self.res, &self.ctx, &self.found, operation, name, old);
         let version = old.map_or("", crate::meta::resource_version);
@@ -108,7 +109,7 @@ impl WriteOp {
                     )?;
                 }
                 let object = if self.ctx.admission.validation_annotates(&self.res.info) { obj.as_deref().cloned() } else { None };
-                self.validated = Some(Validated { version: version.to_string(), object });
+                self.validated = Some(Validated { version: version.to_string(), object, entered: None });
             }
         }
         if !self.ctx.admission.validating_webhooks {
@@ -132,6 +133,21 @@ impl WriteOp {
 pub(super) struct Validated {
     version: String,
     object: Option<Value>,
+    /// For a create by a transform, the object as it entered validation.
+    entered: Option<Value>,
+}
+
+impl Validated {
+    /// Whether `obj` is the object that entered validation (known for a create by a
+    /// transform only).
+    pub(super) fn entered(&self, obj: &Value) -> bool {
+        self.entered.as_ref() == Some(obj)
+    }
+
+    /// Notes `obj` as the object that entered validation.
+    pub(super) fn entering(&mut self, obj: Value) {
+        self.entered = Some(obj);
+    }
 }
 
 /// Where admission stopped: a refusal, or the reviews to ask first (noted in `blocked`; the

@@ -17,9 +17,21 @@ impl WriteOp {
     /// Everything before a new object is written: decoding checks, defaults, system fields,
     /// managed fields, admission and validation. `applied` is set when the object comes from a
     /// server-side apply, which has already recorded its managed fields.
+    ///
+    /// This is the create of a transform (PUT or apply of what does not exist), which runs
+    /// again, drawing the same uid, after a validating webhook answered: an object equal to
+    /// the one the validating plugins and policies passed in an earlier run is not passed
+    /// through them again (see [`Self::validating_admission`]).
     pub(super) fn prepare_new(&mut self, obj: Value, applied: bool) -> Result<Value, ApiError> {
+        let earlier = self.validated.take();
         let mut obj = self.prepare_unvalidated(obj, applied)?;
-        self.admit_new(&mut obj)?;
+        self.validated = earlier.filter(|v| v.entered(&obj));
+        let entered = obj.clone();
+        let admitted = self.admit_new(&mut obj);
+        if let Some(v) = self.validated.as_mut() {
+            v.entering(entered);
+        }
+        admitted?;
         Ok(obj)
     }
 
