@@ -25,8 +25,17 @@ fn quartiles(mut v: Vec<f64>) -> [f64; 3] {
 }
 
 fn main() {
-    let args: Vec<usize> = std::env::args().skip(1).filter_map(|a| a.parse().ok()).collect();
-    let (rounds, batch) = (args.first().copied().unwrap_or(150).max(1), args.get(1).copied().unwrap_or(20).max(1));
+    let args: Result<Vec<usize>, _> = std::env::args().skip(1).map(|a| a.parse::<usize>()).collect();
+    let (rounds, batch) = match args.as_deref() {
+        Ok([]) => (150, 20),
+        Ok([rounds]) => (*rounds, 20),
+        Ok([rounds, batch]) => (*rounds, *batch),
+        _ => {
+            eprintln!("usage: admission_time [rounds] [batch]");
+            std::process::exit(2);
+        }
+    };
+    let (rounds, batch) = (rounds.max(1), batch.max(1));
     let admitted = creates::admitted_pod(&mut creates::world_with_service_account());
     let mut settings: Vec<(&str, kapi_sim::World, Box<creates::Body>)> = vec![
         ("off", creates::world_without_admission(), Box::new(move |name: &str| creates::renamed(&admitted, name))),
@@ -35,9 +44,12 @@ fn main() {
         ("policies", creates::world_with_policies(), Box::new(creates::pod)),
     ];
     let mut times: Vec<Vec<f64>> = vec![Vec::new(); settings.len()];
-    // Two rounds warm the worlds up untimed.
+    // Two rounds warm the worlds up untimed; each round starts from the next setting, so
+    // that no setting always follows the same one.
+    let count = settings.len();
     for round in 0..rounds + 2 {
-        for (k, (_, world, body)) in settings.iter_mut().enumerate() {
+        for k in (0..count).map(|i| (round + i) % count) {
+            let (_, world, body) = &mut settings[k];
             let bodies: Vec<_> = (0..batch).map(|i| body(&format!("bench-{round:05}-{i:05}"))).collect();
             let start = Instant::now();
             for b in &bodies {

@@ -84,7 +84,8 @@ impl WriteOp {
     /// or a quota moved, does not run them again, so each plugin counts the write once
     /// (EventRateLimit's token); the object goes on as they left it (annotated by
     /// ImagePolicyWebhook failing open). A plugin waiting for its own review has passed
-    /// nothing.
+    /// nothing. (A create by a transform that a moved quota runs again draws a new uid, and
+    /// is validated again, as kube's retried update validates its create again.)
     pub(super) fn validating_admission(&mut self, operation: Operation, name: &str, old: Option<&Value>, mut obj: Option<&mut Value>) -> Result<(), ApiError> {
         let a = super::admission_attributes(&self.res, &self.ctx, &self.found, operation, name, old);
         let version = old.map_or("", crate::meta::resource_version);

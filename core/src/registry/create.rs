@@ -26,9 +26,14 @@ impl WriteOp {
         let earlier = self.validated.take();
         let mut obj = self.prepare_unvalidated(obj, applied)?;
         self.validated = earlier.filter(|v| v.entered(&obj));
-        let entered = obj.clone();
+        // Only a validating webhook, a plugin asking its own review or a conversion webhook
+        // makes it run again.
+        let may_ask = !self.ctx.webhooks.validating.is_empty()
+            || self.ctx.admission.validation_annotates(&self.res.info)
+            || self.res.strategy.conversion_webhook().is_some();
+        let entered = may_ask.then(|| obj.clone());
         let admitted = self.admit_new(&mut obj);
-        if let Some(v) = self.validated.as_mut() {
+        if let (Some(v), Some(entered)) = (self.validated.as_mut(), entered) {
             v.entering(entered);
         }
         admitted?;
