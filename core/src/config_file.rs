@@ -23,10 +23,7 @@ pub fn read(data: &[u8], kind: &str, versions: &[&str], scheme: &str) -> Result<
     }
     let tree: Value = serde_norway::from_slice(data).map_err(|e| format!("error converting YAML to JSON: {e}"))?;
     let Value::Object(map) = &tree else {
-        return Err(format!(
-            "couldn't get version/kind; json parse error: json: cannot unmarshal {} into Go value of type struct {{ APIVersion string \"json:\\\"apiVersion,omitempty\\\"\"; Kind string \"json:\\\"kind,omitempty\\\"\" }}",
-            json_kind(&tree)
-        ));
+        return Err(crate::codec::go_json::not_type_meta(&tree));
     };
     let field = |k: &str| map.get(k).and_then(Value::as_str).unwrap_or_default();
     let raw = serde_json::to_string(&tree).expect("JSON trees serialize");
@@ -229,7 +226,7 @@ impl Decoder {
     }
 
     fn mistyped(&mut self, v: &Value, at: &At, strukt: &str, go_type: &str) {
-        let message = format!("json: cannot unmarshal {} into Go struct field {strukt}.{} of type {go_type}", json_kind(v), at.go);
+        let message = crate::codec::go_json::mistyped(v, &format!("{strukt}.{}", at.go), go_type);
         self.type_error.get_or_insert(message);
     }
 

@@ -33,6 +33,7 @@ use super::{Attributes, Operation, Plugin, ReadFile};
 use crate::admission::webhooks::dispatch::{AdmissionCall, Answers, Callee, Halt};
 use crate::answers::AnswerCache;
 use crate::catalog::ResourceInfo;
+use crate::codec::go_json;
 use crate::config_file::Decoder;
 use crate::meta;
 use crate::pipeline::limits::go_duration_string;
@@ -163,18 +164,9 @@ fn read_answer(answer: &Result<WebhookAnswer, String>) -> Result<Decision, Strin
     if answer.body.is_empty() {
         return Err(format!("0-length response with status code: {} and content type: {}", answer.status, answer.content_type));
     }
-    let parse_error = |e: String| format!("couldn't get version/kind; json parse error: {e}");
-    let review: Value =
-        serde_json::from_slice(&answer.body).map_err(|e| parse_error(crate::codec::go_json::syntax_error(&answer.body).unwrap_or(e.to_string())))?;
-    let Value::Object(review) = review else {
-        let kind = crate::config_file::json_kind(&review);
-        return Err(parse_error(format!(
-            "json: cannot unmarshal {kind} into Go value of type struct {{ APIVersion string \"json:\\\"apiVersion,omitempty\\\"\"; Kind string \"json:\\\"kind,omitempty\\\"\" }}"
-        )));
-    };
-    let mistyped = |v: &Value, field: &str, go_type: &str| {
-        format!("json: cannot unmarshal {} into Go struct field {field} of type {go_type}", crate::config_file::json_kind(v))
-    };
+    let review = go_json::parse(&answer.body)?;
+    let Value::Object(review) = review else { return Err(go_json::not_type_meta(&review)) };
+    let mistyped = go_json::mistyped;
     let status = match review.get("status") {
         None | Some(Value::Null) => return Ok(Decision { allowed: false, reason: String::new() }),
         Some(Value::Object(status)) => status,

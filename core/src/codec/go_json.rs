@@ -1,6 +1,31 @@
 //! The syntax errors Go's `encoding/json` reports (its `checkValid` scanner), which kube's
 //! decoding errors quote: `invalid character 'n' looking for beginning of object key string`,
-//! `unexpected end of JSON input`, ...
+//! `unexpected end of JSON input`, ...; and its type errors.
+
+use serde_json::Value;
+
+use crate::config_file::json_kind;
+
+/// Go's error for `v` decoded into a field of `go_type`; `field` is the innermost struct's
+/// name and the field's path from the root (`AdmissionResponse.response.allowed`).
+pub fn mistyped(v: &Value, field: &str, go_type: &str) -> String {
+    format!("json: cannot unmarshal {} into Go struct field {field} of type {go_type}", json_kind(v))
+}
+
+/// `data` as kube's decoders read a document: when it is not JSON, Go's syntax error in the
+/// words of their first step (reading its `apiVersion` and `kind`).
+pub fn parse(data: &[u8]) -> Result<Value, String> {
+    serde_json::from_slice(data).map_err(|e| format!("couldn't get version/kind; json parse error: {}", syntax_error(data).unwrap_or_else(|| e.to_string())))
+}
+
+/// The error of kube's decoders for a document `v` that is not a JSON object, met when they
+/// read its `apiVersion` and `kind` first.
+pub fn not_type_meta(v: &Value) -> String {
+    format!(
+        "couldn't get version/kind; json parse error: json: cannot unmarshal {} into Go value of type struct {{ APIVersion string \"json:\\\"apiVersion,omitempty\\\"\"; Kind string \"json:\\\"kind,omitempty\\\"\" }}",
+        json_kind(v)
+    )
+}
 
 /// What the scanner expects next.
 #[derive(Clone, Copy, PartialEq, Eq)]

@@ -114,7 +114,13 @@ impl Answer {
         let body = json!({"apiVersion": "admission.k8s.io/v1", "kind": kind, "response": response});
         // kube refuses a validating webhook's patch only when it has bytes (`len(Patch) > 0`).
         let no_patch = patch.is_none_or(|b| b.is_empty()) && patch_type.is_none();
-        let valid = *same_uid && *right_kind && *allowed && (mutating || no_patch);
+        // A status that is no `metav1.Status` fails the call, as Go's decoding does.
+        let typed = match status {
+            Status::None => true,
+            Status::Fields { code, .. } => i32::try_from(*code).is_ok(),
+            Status::NotAnObject(_) => false,
+        };
+        let valid = *same_uid && *right_kind && *allowed && typed && (mutating || no_patch);
         (Ok(WebhookAnswer { status: 200, body: Bytes::from(body.to_string()), content_type: "application/json".into() }), valid)
     }
 }

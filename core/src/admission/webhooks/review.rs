@@ -10,6 +10,7 @@ use super::Hook;
 use crate::admission::matching::{namespace_of, operation_name};
 use crate::admission::{Attributes, Operation};
 use crate::catalog::ResourceInfo;
+use crate::codec::go_json;
 use crate::rand::Rng;
 use crate::status::{ApiError, StatusCause, StatusDetails, quote};
 use crate::webhook::{WebhookAnswer, unexpected_status};
@@ -182,9 +183,73 @@ pub fn read(hook: &Hook, version: &str, uid: &str, mutating: bool, answer: &Resu
     if answer.body.is_empty() {
         return Err(failed(format!("failed to call webhook: 0-length response with status code: {} and content type: {}", answer.status, answer.content_type)));
     }
-    let review: Value =
-        serde_json::from_slice(&answer.body).map_err(|e| failed(format!("failed to call webhook: couldn't get version/kind; json parse error: {e}")))?;
+    let review = go_json::parse(&answer.body).map_err(|e| failed(format!("failed to call webhook: {e}")))?;
+    if let Some(e) = type_error(&review, version) {
+        return Err(failed(format!("failed to call webhook: {e}")));
+    }
     verify(&review, version, uid, mutating).map_err(|e| failed(format!("received invalid webhook response: {e}")))
+}
+
+/// The first error of Go's decoding of `review` into the `AdmissionReview` of `version`: a
+/// field of another JSON type than the response's Go type (a null is no value), a patch
+/// that is not base64. The fields are checked in one order, where Go's decoder names the
+/// first in the document.
+fn type_error(review: &Value, version: &str) -> Option<String> {
+    let Value::Object(review) = review else { return Some(go_json::not_type_meta(review)) };
+    let response = match review.get("response")? {
+        Value::Null => return None,
+        Value::Object(r) => r,
+        other => return Some(go_json::mistyped(other, "AdmissionReview.response", &format!("{version}.AdmissionResponse"))),
+    };
+    let at = |k: &str| format!("AdmissionResponse.response.{k}");
+    let mistyped =
+        |k: &str, ok: fn(&Value) -> bool, go_type: &str| response.get(k).filter(|v| !v.is_null() && !ok(v)).map(|v| go_json::mistyped(v, &at(k), go_type));
+    let strings = |k: &str, members: Vec<&Value>| members.into_iter().find(|v| !v.is_string()).map(|v| go_json::mistyped(v, &at(k), "string"));
+    mistyped("uid", Value::is_string, "types.UID")
+        .or_else(|| mistyped("allowed", Value::is_boolean, "bool"))
+        .or_else(|| mistyped("status", Value::is_object, "v1.Status"))
+        .or_else(|| status_type_error(response.get("status")?))
+        .or_else(|| mistyped("patch", Value::is_string, "[]uint8"))
+        .or_else(|| go_base64(response.get("patch")?.as_str()?).err())
+        .or_else(|| mistyped("patchType", Value::is_string, &format!("{version}.PatchType")))
+        .or_else(|| mistyped("auditAnnotations", Value::is_object, "map[string]string"))
+        .or_else(|| strings("auditAnnotations", response.get("auditAnnotations")?.as_object()?.values().collect()))
+        .or_else(|| mistyped("warnings", Value::is_array, "[]string"))
+        .or_else(|| strings("warnings", response.get("warnings")?.as_array()?.iter().collect()))
+}
+
+/// The first type error of a refusal's `status` (a `metav1.Status`), in its fields a
+/// refusal reads.
+fn status_type_error(status: &Value) -> Option<String> {
+    let at = |k: &str| format!("Status.response.status.{k}");
+    for k in ["status", "message", "reason"] {
+        if let Some(v) = status.get(k).filter(|v| !v.is_null() && !v.is_string()) {
+            return Some(go_json::mistyped(v, &at(k), "string"));
+        }
+    }
+    match status.get("code")? {
+        Value::Null => None,
+        Value::Number(n) if n.as_i64().is_some_and(|c| i32::try_from(c).is_ok()) => None,
+        Value::Number(n) => Some(format!("json: cannot unmarshal number {n} into Go struct field {} of type int32", at("code"))),
+        other => Some(go_json::mistyped(other, &at("code"), "int32")),
+    }
+}
+
+/// `text` decoded as Go's `base64.StdEncoding` decodes a `[]byte` field: padded, line breaks
+/// skipped, the last symbol's unused bits ignored; its error is Go's `illegal base64 data at
+/// input byte <n>`.
+fn go_base64(text: &str) -> Result<Vec<u8>, String> {
+    use base64::engine::{GeneralPurpose, GeneralPurposeConfig};
+    const GO_STD: GeneralPurpose = GeneralPurpose::new(&base64::alphabet::STANDARD, GeneralPurposeConfig::new().with_decode_allow_trailing_bits(true));
+    let compact: String = text.chars().filter(|c| !matches!(c, '\r' | '\n')).collect();
+    GO_STD.decode(&compact).map_err(|e| {
+        let at = match e {
+            base64::DecodeError::InvalidByte(at, _) | base64::DecodeError::InvalidLastSymbol(at, _) => at,
+            // Go names the start of the quantum left incomplete.
+            base64::DecodeError::InvalidLength(_) | base64::DecodeError::InvalidPadding => compact.len() - compact.len() % 4,
+        };
+        format!("illegal base64 data at input byte {at}")
+    })
 }
 
 /// `VerifyAdmissionResponse`.
@@ -194,8 +259,8 @@ fn verify(review: &Value, version: &str, uid: &str, mutating: bool) -> Result<Re
     let mut patch = match response.get("patch") {
         None | Some(Value::Null) => None,
         Some(Value::String(p)) if p.is_empty() => None,
-        Some(Value::String(p)) => Some(base64::engine::general_purpose::STANDARD.decode(p).map_err(|e| format!("illegal base64 data in response.patch: {e}"))?),
-        Some(_) => return Err("response.patch is not a base64 string".into()),
+        Some(Value::String(p)) => go_base64(p).ok(),
+        Some(_) => None,
     };
     let patch_type = text("patchType");
     if version == "v1" {

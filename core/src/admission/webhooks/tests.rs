@@ -100,6 +100,46 @@ fn refusals_and_bad_answers_are_put_in_kubes_words() {
 }
 
 #[test]
+fn answers_of_other_json_types_than_kubes_fail_the_call_in_gos_words() {
+    let h = hook(json!([]));
+    let answer = |body: Value| Ok(WebhookAnswer { status: 200, body: serde_json::to_vec(&body).unwrap().into(), content_type: "application/json".into() });
+    let v1 = |response: Value| answer(json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "response": response}));
+    let why = |r: Result<WebhookAnswer, String>, mutating: bool| read(&h, "v1", "u", mutating, &r).unwrap_err();
+    let prefix = "failed calling webhook \"w.example.com\": failed to call webhook: ";
+    let go = |field: &str, kind: &str, go_type: &str| format!("{prefix}json: cannot unmarshal {kind} into Go struct field {field} of type {go_type}");
+    assert_eq!(
+        why(answer(json!([])), false),
+        format!(
+            "{prefix}couldn't get version/kind; json parse error: json: cannot unmarshal array into Go value of type struct {{ APIVersion string \"json:\\\"apiVersion,omitempty\\\"\"; Kind string \"json:\\\"kind,omitempty\\\"\" }}"
+        )
+    );
+    let broken = Ok(WebhookAnswer { status: 200, body: b"{\"response\": nul}".to_vec().into(), content_type: "application/json".into() });
+    assert_eq!(why(broken, false), format!("{prefix}couldn't get version/kind; json parse error: invalid character '}}' in literal null (expecting 'l')"));
+    assert_eq!(why(v1(json!(7)), false), go("AdmissionReview.response", "number", "v1.AdmissionResponse"));
+    assert_eq!(why(v1(json!({"uid": "u", "allowed": "true"})), false), go("AdmissionResponse.response.allowed", "string", "bool"));
+    assert_eq!(why(v1(json!({"uid": 1, "allowed": true})), false), go("AdmissionResponse.response.uid", "number", "types.UID"));
+    assert_eq!(why(v1(json!({"uid": "u", "status": "no"})), false), go("AdmissionResponse.response.status", "string", "v1.Status"));
+    assert_eq!(why(v1(json!({"uid": "u", "status": {"code": "403"}})), false), go("Status.response.status.code", "string", "int32"));
+    assert_eq!(
+        why(v1(json!({"uid": "u", "status": {"code": 1.5}})), false),
+        format!("{prefix}json: cannot unmarshal number 1.5 into Go struct field Status.response.status.code of type int32")
+    );
+    assert_eq!(why(v1(json!({"uid": "u", "status": {"message": ["no"]}})), false), go("Status.response.status.message", "array", "string"));
+    assert_eq!(why(v1(json!({"uid": "u", "warnings": "w"})), false), go("AdmissionResponse.response.warnings", "string", "[]string"));
+    assert_eq!(why(v1(json!({"uid": "u", "warnings": ["w", 1]})), false), go("AdmissionResponse.response.warnings", "number", "string"));
+    assert_eq!(why(v1(json!({"uid": "u", "auditAnnotations": {"a": 1}})), false), go("AdmissionResponse.response.auditAnnotations", "number", "string"));
+    assert_eq!(why(v1(json!({"uid": "u", "patch": 5})), true), go("AdmissionResponse.response.patch", "number", "[]uint8"));
+    assert_eq!(why(v1(json!({"uid": "u", "patch": "W1!=", "patchType": "JSONPatch"})), true), format!("{prefix}illegal base64 data at input byte 2"));
+    assert_eq!(why(v1(json!({"uid": "u", "patch": "W10", "patchType": "JSONPatch"})), true), format!("{prefix}illegal base64 data at input byte 0"));
+    let v1beta1 = read(&h, "v1beta1", "u", true, &answer(json!({"response": {"patchType": 1}}))).unwrap_err();
+    assert_eq!(v1beta1, go("AdmissionResponse.response.patchType", "number", "v1beta1.PatchType"));
+    // A null is no value; a patch may break lines and leave its last symbol's unused bits set.
+    let nulls = json!({"uid": "u", "allowed": true, "status": null, "warnings": null, "patch": "W1\n1=", "patchType": "JSONPatch"});
+    let ok = read(&h, "v1", "u", true, &v1(nulls)).unwrap();
+    assert_eq!((ok.allowed, ok.status, ok.patch.as_deref()), (true, None, Some(&b"[]"[..])));
+}
+
+#[test]
 fn a_review_is_written_as_its_json_tree_would_be_and_its_uid_names_what_it_asks() {
     let hook = hook(json!([]));
     let request =
