@@ -164,8 +164,7 @@ fn read_answer(answer: &Result<WebhookAnswer, String>) -> Result<Decision, Strin
     if answer.body.is_empty() {
         return Err(format!("0-length response with status code: {} and content type: {}", answer.status, answer.content_type));
     }
-    let review = go_json::parse(&answer.body)?;
-    let Value::Object(review) = review else { return Err(go_json::not_type_meta(&review)) };
+    let review = crate::webhook::answer::decode(&answer.body)?;
     let mistyped = go_json::mistyped;
     let status = match review.get("status") {
         None | Some(Value::Null) => return Ok(Decision { allowed: false, reason: String::new() }),

@@ -12,6 +12,90 @@ pub fn mistyped(v: &Value, field: &str, go_type: &str) -> String {
     format!("json: cannot unmarshal {} into Go struct field {field} of type {go_type}", json_kind(v))
 }
 
+/// A `[]byte` field as Go decodes it: from a base64 string ([`std_base64`]) or from an array
+/// of numbers, each a `uint8` (a null is no value); `field` names it in a type error (a
+/// number is written as serde_json writes it, where Go quotes its text).
+pub fn bytes(v: &Value, field: &str) -> Result<Vec<u8>, String> {
+    match v {
+        Value::Null => Ok(Vec::new()),
+        Value::String(text) => std_base64(text.as_bytes()),
+        Value::Array(items) => items
+            .iter()
+            .map(|item| match item {
+                Value::Null => Ok(0),
+                Value::Number(n) => n
+                    .as_u64()
+                    .and_then(|b| u8::try_from(b).ok())
+                    .ok_or_else(|| format!("json: cannot unmarshal number {n} into Go struct field {field} of type uint8")),
+                other => Err(mistyped(other, field, "uint8")),
+            })
+            .collect(),
+        other => Err(mistyped(other, field, "[]uint8")),
+    }
+}
+
+/// Go's `base64.StdEncoding.Decode`, quantum by quantum as its `decodeQuantum`: padded, line
+/// breaks skipped, the last symbol's unused bits ignored; its error is Go's `illegal base64
+/// data at input byte <n>`, `n` counted in `src`.
+pub fn std_base64(src: &[u8]) -> Result<Vec<u8>, String> {
+    let corrupt = |at: usize| format!("illegal base64 data at input byte {at}");
+    let symbol = |c: u8| match c {
+        b'A'..=b'Z' => Some(c - b'A'),
+        b'a'..=b'z' => Some(c - b'a' + 26),
+        b'0'..=b'9' => Some(c - b'0' + 52),
+        b'+' => Some(62),
+        b'/' => Some(63),
+        _ => None,
+    };
+    let line_break = |c: u8| c == b'\n' || c == b'\r';
+    let mut out = Vec::with_capacity(src.len() / 4 * 3);
+    let mut si = 0;
+    while si < src.len() {
+        let mut quantum = [0u32; 4];
+        let (mut j, mut symbols, mut trailing) = (0, 4, None);
+        while j < 4 {
+            let Some(&c) = src.get(si) else {
+                return if j == 0 { Ok(out) } else { Err(corrupt(si - j)) };
+            };
+            si += 1;
+            if let Some(v) = symbol(c) {
+                quantum[j] = u32::from(v);
+                j += 1;
+                continue;
+            }
+            if line_break(c) {
+                continue;
+            }
+            if c != b'=' || j < 2 {
+                return Err(corrupt(si - 1));
+            }
+            if j == 2 {
+                // A second `=` is due.
+                while src.get(si).is_some_and(|&c| line_break(c)) {
+                    si += 1;
+                }
+                match src.get(si) {
+                    None => return Err(corrupt(src.len())),
+                    Some(b'=') => si += 1,
+                    Some(_) => return Err(corrupt(si - 1)),
+                }
+            }
+            while src.get(si).is_some_and(|&c| line_break(c)) {
+                si += 1;
+            }
+            trailing = (si < src.len()).then_some(si);
+            symbols = j;
+            break;
+        }
+        let v = quantum[0] << 18 | quantum[1] << 12 | quantum[2] << 6 | quantum[3];
+        out.extend_from_slice(&v.to_be_bytes()[1..symbols]);
+        if let Some(at) = trailing {
+            return Err(corrupt(at));
+        }
+    }
+    Ok(out)
+}
+
 /// `data` as kube's decoders read a document: when it is not JSON, Go's syntax error in the
 /// words of their first step (reading its `apiVersion` and `kind`).
 pub fn parse(data: &[u8]) -> Result<Value, String> {
@@ -261,6 +345,30 @@ fn end_value_in(stack: &mut Vec<Parse>, c: u8) -> Result<Step, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn bytes_decode_as_gos() {
+        let decoded = |text: &str| std_base64(text.as_bytes());
+        assert_eq!(decoded("W10="), Ok(b"[]".to_vec()));
+        assert_eq!(decoded("W1\r\n0=\n"), Ok(b"[]".to_vec()), "line breaks are skipped");
+        assert_eq!(decoded("W11="), Ok(b"[]".to_vec()), "unused bits are ignored");
+        assert_eq!(decoded("e30K"), Ok(b"{}\n".to_vec()));
+        assert_eq!(decoded(""), Ok(Vec::new()));
+        let at = |n: usize| Err(format!("illegal base64 data at input byte {n}"));
+        assert_eq!(decoded("W10"), at(0), "a quantum left incomplete: its start");
+        assert_eq!(decoded("W1!="), at(2));
+        assert_eq!(decoded("W10\n!"), at(4), "counted in the text, line breaks too");
+        assert_eq!(decoded("W10=\nW10="), at(5), "nothing after the padding");
+        assert_eq!(decoded("W1="), at(3), "a second = is due");
+        assert_eq!(decoded("W1=x"), at(2));
+        assert_eq!(decoded("W10=W10="), at(4), "nothing after the padding");
+        assert_eq!(decoded("W==="), at(1));
+        let field = "T.f";
+        assert_eq!(bytes(&serde_json::json!([91, 93, null]), field), Ok(vec![91, 93, 0]));
+        assert_eq!(bytes(&serde_json::json!([256]), field), Err("json: cannot unmarshal number 256 into Go struct field T.f of type uint8".into()));
+        assert_eq!(bytes(&serde_json::json!(["a"]), field), Err("json: cannot unmarshal string into Go struct field T.f of type uint8".into()));
+        assert_eq!(bytes(&serde_json::json!({}), field), Err("json: cannot unmarshal object into Go struct field T.f of type []uint8".into()));
+    }
 
     #[test]
     fn gos_messages() {

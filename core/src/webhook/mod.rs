@@ -4,6 +4,7 @@
 //! shell makes for a core machine ([`WebhookCall`]), its answer coming back as a
 //! [`WebhookAnswer`]. The core never opens a connection.
 
+pub mod answer;
 pub mod kubeconfig;
 pub mod validation;
 

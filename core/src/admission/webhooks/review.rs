@@ -2,7 +2,6 @@
 //! the first version the webhook accepts) and what kube makes of its answer
 //! (`VerifyAdmissionResponse`, `ToStatusErr`), in kube's words.
 
-use base64::Engine;
 use bytes::Bytes;
 use serde_json::{Map, Value, json};
 
@@ -183,7 +182,7 @@ pub fn read(hook: &Hook, version: &str, uid: &str, mutating: bool, answer: &Resu
     if answer.body.is_empty() {
         return Err(failed(format!("failed to call webhook: 0-length response with status code: {} and content type: {}", answer.status, answer.content_type)));
     }
-    let review = go_json::parse(&answer.body).map_err(|e| failed(format!("failed to call webhook: {e}")))?;
+    let review = crate::webhook::answer::decode(&answer.body).map_err(|e| failed(format!("failed to call webhook: {e}")))?;
     if let Some(e) = type_error(&review, version) {
         return Err(failed(format!("failed to call webhook: {e}")));
     }
@@ -191,11 +190,11 @@ pub fn read(hook: &Hook, version: &str, uid: &str, mutating: bool, answer: &Resu
 }
 
 /// The first error of Go's decoding of `review` into the `AdmissionReview` of `version`: a
-/// field of another JSON type than the response's Go type (a null is no value), a patch
-/// that is not base64. The fields are checked in one order, where Go's decoder names the
-/// first in the document.
-fn type_error(review: &Value, version: &str) -> Option<String> {
-    let Value::Object(review) = review else { return Some(go_json::not_type_meta(review)) };
+/// field of another JSON type than the response's Go type (a null is no value, in a list or
+/// a map too), a patch that is not base64 or not bytes. The fields are checked in one order,
+/// where Go's decoder names the first in the document; a refusal's `details` and the
+/// review's `request` are not checked.
+fn type_error(review: &Map<String, Value>, version: &str) -> Option<String> {
     let response = match review.get("response")? {
         Value::Null => return None,
         Value::Object(r) => r,
@@ -204,13 +203,12 @@ fn type_error(review: &Value, version: &str) -> Option<String> {
     let at = |k: &str| format!("AdmissionResponse.response.{k}");
     let mistyped =
         |k: &str, ok: fn(&Value) -> bool, go_type: &str| response.get(k).filter(|v| !v.is_null() && !ok(v)).map(|v| go_json::mistyped(v, &at(k), go_type));
-    let strings = |k: &str, members: Vec<&Value>| members.into_iter().find(|v| !v.is_string()).map(|v| go_json::mistyped(v, &at(k), "string"));
+    let strings = |k: &str, members: Vec<&Value>| members.into_iter().find(|v| !v.is_string() && !v.is_null()).map(|v| go_json::mistyped(v, &at(k), "string"));
     mistyped("uid", Value::is_string, "types.UID")
         .or_else(|| mistyped("allowed", Value::is_boolean, "bool"))
         .or_else(|| mistyped("status", Value::is_object, "v1.Status"))
         .or_else(|| status_type_error(response.get("status")?))
-        .or_else(|| mistyped("patch", Value::is_string, "[]uint8"))
-        .or_else(|| go_base64(response.get("patch")?.as_str()?).err())
+        .or_else(|| go_json::bytes(response.get("patch")?, &at("patch")).err())
         .or_else(|| mistyped("patchType", Value::is_string, &format!("{version}.PatchType")))
         .or_else(|| mistyped("auditAnnotations", Value::is_object, "map[string]string"))
         .or_else(|| strings("auditAnnotations", response.get("auditAnnotations")?.as_object()?.values().collect()))
@@ -235,33 +233,12 @@ fn status_type_error(status: &Value) -> Option<String> {
     }
 }
 
-/// `text` decoded as Go's `base64.StdEncoding` decodes a `[]byte` field: padded, line breaks
-/// skipped, the last symbol's unused bits ignored; its error is Go's `illegal base64 data at
-/// input byte <n>`.
-fn go_base64(text: &str) -> Result<Vec<u8>, String> {
-    use base64::engine::{GeneralPurpose, GeneralPurposeConfig};
-    const GO_STD: GeneralPurpose = GeneralPurpose::new(&base64::alphabet::STANDARD, GeneralPurposeConfig::new().with_decode_allow_trailing_bits(true));
-    let compact: String = text.chars().filter(|c| !matches!(c, '\r' | '\n')).collect();
-    GO_STD.decode(&compact).map_err(|e| {
-        let at = match e {
-            base64::DecodeError::InvalidByte(at, _) | base64::DecodeError::InvalidLastSymbol(at, _) => at,
-            // Go names the start of the quantum left incomplete.
-            base64::DecodeError::InvalidLength(_) | base64::DecodeError::InvalidPadding => compact.len() - compact.len() % 4,
-        };
-        format!("illegal base64 data at input byte {at}")
-    })
-}
-
 /// `VerifyAdmissionResponse`.
-fn verify(review: &Value, version: &str, uid: &str, mutating: bool) -> Result<Response, String> {
+fn verify(review: &Map<String, Value>, version: &str, uid: &str, mutating: bool) -> Result<Response, String> {
     let response = review.get("response").filter(|r| r.is_object()).ok_or("webhook response was absent")?;
     let text = |k: &str| response.get(k).and_then(Value::as_str);
-    let mut patch = match response.get("patch") {
-        None | Some(Value::Null) => None,
-        Some(Value::String(p)) if p.is_empty() => None,
-        Some(Value::String(p)) => go_base64(p).ok(),
-        Some(_) => None,
-    };
+    // Decoded before (see `type_error`); an empty patch is none (kube's `len(Patch) > 0`).
+    let mut patch = response.get("patch").and_then(|p| go_json::bytes(p, "").ok()).filter(|p| !p.is_empty());
     let patch_type = text("patchType");
     if version == "v1" {
         let got = text("uid").unwrap_or_default();

@@ -137,6 +137,14 @@ fn answers_of_other_json_types_than_kubes_fail_the_call_in_gos_words() {
     let nulls = json!({"uid": "u", "allowed": true, "status": null, "warnings": null, "patch": "W1\n1=", "patchType": "JSONPatch"});
     let ok = read(&h, "v1", "u", true, &v1(nulls)).unwrap();
     assert_eq!((ok.allowed, ok.status, ok.patch.as_deref()), (true, None, Some(&b"[]"[..])));
+    let lists = json!({"uid": "u", "allowed": true, "warnings": ["w", null], "auditAnnotations": {"a": null}, "patch": [91, 93], "patchType": "JSONPatch"});
+    let ok = read(&h, "v1", "u", true, &v1(lists)).unwrap();
+    assert_eq!((ok.warnings, ok.patch.as_deref()), (vec!["w".to_string()], Some(&b"[]"[..])), "a patch may be a list of bytes too");
+    // An answer not starting with `{` is read as YAML, as kube's client reads it.
+    let body = |text: &str| Ok(WebhookAnswer { status: 200, body: text.as_bytes().to_vec().into(), content_type: "application/json".into() });
+    let yaml = body("apiVersion: admission.k8s.io/v1\nkind: AdmissionReview\nresponse: {uid: u, allowed: true}\n");
+    assert!(read(&h, "v1", "u", false, &yaml).unwrap().allowed);
+    assert_eq!(why(body("null"), false), "failed calling webhook \"w.example.com\": received invalid webhook response: webhook response was absent");
 }
 
 #[test]
