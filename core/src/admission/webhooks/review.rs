@@ -183,37 +183,42 @@ pub fn read(hook: &Hook, version: &str, uid: &str, mutating: bool, answer: &Resu
         return Err(failed(format!("failed to call webhook: 0-length response with status code: {} and content type: {}", answer.status, answer.content_type)));
     }
     let review = crate::webhook::answer::decode(&answer.body).map_err(|e| failed(format!("failed to call webhook: {e}")))?;
-    if let Some(e) = type_error(&review, version) {
-        return Err(failed(format!("failed to call webhook: {e}")));
-    }
-    verify(&review, version, uid, mutating).map_err(|e| failed(format!("received invalid webhook response: {e}")))
+    let patch = typed_patch(&review, version).map_err(|e| failed(format!("failed to call webhook: {e}")))?;
+    verify(&review, patch, version, uid, mutating).map_err(|e| failed(format!("received invalid webhook response: {e}")))
 }
 
-/// The first error of Go's decoding of `review` into the `AdmissionReview` of `version`: a
-/// field of another JSON type than the response's Go type (a null is no value, in a list or
-/// a map too), a patch that is not base64 or not bytes. The fields are checked in one order,
-/// where Go's decoder names the first in the document; a refusal's `details` and the
-/// review's `request` are not checked.
-fn type_error(review: &Map<String, Value>, version: &str) -> Option<String> {
-    let response = match review.get("response")? {
-        Value::Null => return None,
-        Value::Object(r) => r,
-        other => return Some(go_json::mistyped(other, "AdmissionReview.response", &format!("{version}.AdmissionResponse"))),
+/// The response's patch, decoded (empty when there is none), once Go's decoding of `review`
+/// into the `AdmissionReview` of `version` passes; else its first error: a field of another
+/// JSON type than the response's Go type (a null is no value, in a list or a map too), a
+/// patch that is not base64 or not bytes. The fields are checked in one order, where Go's
+/// decoder names the first in the document; a refusal's `details` and the review's
+/// `request` are not checked.
+fn typed_patch(review: &Map<String, Value>, version: &str) -> Result<Vec<u8>, String> {
+    let response = match review.get("response") {
+        None | Some(Value::Null) => return Ok(Vec::new()),
+        Some(Value::Object(r)) => r,
+        Some(other) => return Err(go_json::mistyped(other, "AdmissionReview.response", &format!("{version}.AdmissionResponse"))),
     };
     let at = |k: &str| format!("AdmissionResponse.response.{k}");
     let mistyped =
         |k: &str, ok: fn(&Value) -> bool, go_type: &str| response.get(k).filter(|v| !v.is_null() && !ok(v)).map(|v| go_json::mistyped(v, &at(k), go_type));
     let strings = |k: &str, members: Vec<&Value>| members.into_iter().find(|v| !v.is_string() && !v.is_null()).map(|v| go_json::mistyped(v, &at(k), "string"));
-    mistyped("uid", Value::is_string, "types.UID")
-        .or_else(|| mistyped("allowed", Value::is_boolean, "bool"))
-        .or_else(|| mistyped("status", Value::is_object, "v1.Status"))
-        .or_else(|| status_type_error(response.get("status")?))
-        .or_else(|| go_json::bytes(response.get("patch")?, &at("patch")).err())
-        .or_else(|| mistyped("patchType", Value::is_string, &format!("{version}.PatchType")))
-        .or_else(|| mistyped("auditAnnotations", Value::is_object, "map[string]string"))
-        .or_else(|| strings("auditAnnotations", response.get("auditAnnotations")?.as_object()?.values().collect()))
-        .or_else(|| mistyped("warnings", Value::is_array, "[]string"))
-        .or_else(|| strings("warnings", response.get("warnings")?.as_array()?.iter().collect()))
+    let first = |error: Option<String>| error.map_or(Ok(()), Err);
+    first(
+        mistyped("uid", Value::is_string, "types.UID")
+            .or_else(|| mistyped("allowed", Value::is_boolean, "bool"))
+            .or_else(|| mistyped("status", Value::is_object, "v1.Status"))
+            .or_else(|| status_type_error(response.get("status")?)),
+    )?;
+    let patch = response.get("patch").map_or(Ok(Vec::new()), |p| go_json::bytes(p, &at("patch")))?;
+    first(
+        mistyped("patchType", Value::is_string, &format!("{version}.PatchType"))
+            .or_else(|| mistyped("auditAnnotations", Value::is_object, "map[string]string"))
+            .or_else(|| strings("auditAnnotations", response.get("auditAnnotations")?.as_object()?.values().collect()))
+            .or_else(|| mistyped("warnings", Value::is_array, "[]string"))
+            .or_else(|| strings("warnings", response.get("warnings")?.as_array()?.iter().collect())),
+    )?;
+    Ok(patch)
 }
 
 /// The first type error of a refusal's `status` (a `metav1.Status`), in its fields a
@@ -233,12 +238,12 @@ fn status_type_error(status: &Value) -> Option<String> {
     }
 }
 
-/// `VerifyAdmissionResponse`.
-fn verify(review: &Map<String, Value>, version: &str, uid: &str, mutating: bool) -> Result<Response, String> {
+/// `VerifyAdmissionResponse`, of `review` whose response's patch decoded to `patch`.
+fn verify(review: &Map<String, Value>, patch: Vec<u8>, version: &str, uid: &str, mutating: bool) -> Result<Response, String> {
     let response = review.get("response").filter(|r| r.is_object()).ok_or("webhook response was absent")?;
     let text = |k: &str| response.get(k).and_then(Value::as_str);
-    // Decoded before (see `type_error`); an empty patch is none (kube's `len(Patch) > 0`).
-    let mut patch = response.get("patch").and_then(|p| go_json::bytes(p, "").ok()).filter(|p| !p.is_empty());
+    // An empty patch is none (kube's `len(Patch) > 0`).
+    let mut patch = Some(patch).filter(|p| !p.is_empty());
     let patch_type = text("patchType");
     if version == "v1" {
         let got = text("uid").unwrap_or_default();
