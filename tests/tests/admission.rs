@@ -39,10 +39,6 @@ fn flags_kube_refuses_are_refused() {
             .contains("admission-control and enable-admission-plugins/disable-admission-plugins flags are mutually exclusive")
     );
     assert!(
-        refused_at_start(&["--enable-admission-plugins=NamespaceAutoProvision"])
-            .contains("admission plugin \"NamespaceAutoProvision\" is not implemented by kapi yet")
-    );
-    assert!(
         refused_at_start(&["--enable-admission-plugins=ImagePolicyWebhook"])
             .contains("couldn't init admission plugin \"ImagePolicyWebhook\": no config specified")
     );
@@ -50,6 +46,17 @@ fn flags_kube_refuses_are_refused() {
         refused_at_start(&["--enable-admission-plugins=EventRateLimit"])
             .contains("couldn't init admission plugin \"EventRateLimit\": limits: Invalid value: []eventratelimit.Limit(nil): must not be empty")
     );
+}
+
+#[test]
+fn namespace_auto_provision_creates_the_namespace_a_create_is_in() {
+    let k = Kapi::start_with(&["--enable-admission-plugins=NamespaceAutoProvision"]);
+    k.ok(&["create", "configmap", "c", "-n", "team", "--from-literal=k=v"]);
+    let ns = k.json(&["get", "namespace", "team", "-o", "json"]);
+    assert_eq!(ns["status"]["phase"], "Active", "{ns}");
+    // A dry run creates nothing, so NamespaceLifecycle finds no namespace.
+    let refused = k.fails(&["create", "configmap", "c", "-n", "dry", "--dry-run=server"]);
+    assert!(refused.contains("namespaces \"dry\" not found"), "{refused}");
 }
 
 #[test]

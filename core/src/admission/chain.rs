@@ -86,6 +86,7 @@ fn plugin(name: &str, config: Option<&[u8]>, read_file: &ReadFile) -> Option<Res
         "AlwaysDeny" => Arc::new(super::always::AlwaysDeny),
         "ExtendedResourceToleration" => Arc::new(super::extended_resource_toleration::ExtendedResourceToleration),
         "LimitPodHardAntiAffinityTopology" => Arc::new(super::limit_pod_hard_anti_affinity_topology::LimitPodHardAntiAffinityTopology),
+        "NamespaceAutoProvision" => Arc::new(super::namespace_auto_provision::NamespaceAutoProvision),
         "NamespaceLifecycle" => Arc::new(super::namespace_lifecycle::NamespaceLifecycle),
         "LimitRanger" => Arc::new(super::limit_ranger::LimitRanger),
         "ServiceAccount" => Arc::new(super::service_account::ServiceAccount),
@@ -168,8 +169,7 @@ impl Chain {
     /// The chain the flags make (kube's defaults, with `enable` added and `disable` taken
     /// out, in kube's order), each plugin with its part of `--admission-control-config-file`
     /// (`configs`, by plugin name); kube's errors for names it does not know and names in
-    /// both, and an error for a plugin kapi does not have that `enable` asks for. The default
-    /// plugins kapi does not have are left out (see the README). The files a configuration
+    /// both, and for a plugin's configuration it refuses. The files a configuration
     /// names (ImagePolicyWebhook's kubeconfig) are read with `read_file`.
     pub fn from_flags(enable: &[String], disable: &[String], configs: &BTreeMap<String, Vec<u8>>, read_file: &ReadFile) -> Result<Chain, String> {
         let mut errors = Vec::new();
@@ -196,9 +196,11 @@ impl Chain {
                 ("ValidatingAdmissionPolicy", _) => chain.validating_policies = true,
                 // Runs only with its feature gate on.
                 ("MutatingAdmissionPolicy", _) => {}
+                // Does nothing without its feature gate, PodTopologyLabelsAdmission (alpha, off
+                // in v1.33), which kapi does not have.
+                ("PodTopologyLabels", _) => {}
                 (_, Some(p)) => chain.plugins.push(p?),
-                (_, None) if enable.iter().any(|e| e == name) => return Err(format!("admission plugin {name:?} is not implemented by kapi yet")),
-                (_, None) => continue,
+                (_, None) => unreachable!("every plugin of ORDER is made above"),
             }
             chain.names.push(name);
         }
@@ -228,6 +230,12 @@ impl Chain {
             }
         }
         out
+    }
+
+    /// The first object a plugin must have the server create before `request` is admitted
+    /// ([`Plugin::provision`]), given what the lookups found.
+    pub fn provision(&self, request: &Pending, found: &super::Found) -> Option<super::Provision> {
+        self.plugins.iter().filter(|p| p.handles(request.operation)).find_map(|p| p.provision(request, found))
     }
 
     /// The mutating plugins, in order; the first refusal ends it.
@@ -275,30 +283,7 @@ mod tests {
     #[test]
     fn the_flags_change_kubes_defaults_in_kubes_order() {
         let defaults = names(&[], &[]).unwrap();
-        let kapis = [
-            "NamespaceLifecycle",
-            "LimitRanger",
-            "ServiceAccount",
-            "TaintNodesByCondition",
-            "PodSecurity",
-            "Priority",
-            "DefaultTolerationSeconds",
-            "DefaultStorageClass",
-            "StorageObjectInUseProtection",
-            "PersistentVolumeClaimResize",
-            "RuntimeClass",
-            "CertificateApproval",
-            "CertificateSigning",
-            "ClusterTrustBundleAttest",
-            "CertificateSubjectRestriction",
-            "DefaultIngressClass",
-            "MutatingAdmissionPolicy",
-            "MutatingAdmissionWebhook",
-            "ValidatingAdmissionPolicy",
-            "ValidatingAdmissionWebhook",
-            "ResourceQuota",
-        ];
-        assert_eq!(defaults, kapis);
+        assert_eq!(defaults, DEFAULT_ON);
         let gates = |on| crate::features::FeatureGates { mutating_admission_policy: on };
         let chain = |disable: &[String]| Chain::from_flags(&[], disable, &BTreeMap::new(), &no_files).unwrap();
         assert!(!chain(&[]).gated(&gates(false)).mutating_policies && chain(&[]).gated(&gates(true)).mutating_policies);
@@ -310,7 +295,16 @@ mod tests {
             names(&["Priority", "ServiceAccount"], &["ServiceAccount", "Priority", "Nope"]).unwrap_err(),
             "[disable-admission-plugins plugin \"Nope\" is unknown, [Priority ServiceAccount] in enable-admission-plugins and disable-admission-plugins overlapped]"
         );
-        assert_eq!(names(&["NamespaceAutoProvision"], &[]).unwrap_err(), "admission plugin \"NamespaceAutoProvision\" is not implemented by kapi yet");
+        let configs = [
+            ("EventRateLimit", "apiVersion: eventratelimit.admission.k8s.io/v1alpha1\nkind: Configuration\nlimits: [{type: Server, qps: 1, burst: 1}]"),
+            ("ImagePolicyWebhook", "imagePolicy: {kubeConfigFile: k}"),
+        ];
+        let configs = configs.iter().map(|(n, c)| (n.to_string(), c.as_bytes().to_vec())).collect();
+        let kubeconfig = |_: &str| {
+            Ok(b"clusters: [{name: c, cluster: {server: 'https://127.0.0.1:1'}}]\ncontexts: [{name: c, context: {cluster: c}}]\ncurrent-context: c".to_vec())
+        };
+        let every: Vec<String> = ORDER.iter().map(|n| n.to_string()).collect();
+        assert_eq!(Chain::from_flags(&every, &[], &configs, &kubeconfig).unwrap().names(), ORDER);
         assert!(ORDER.iter().all(|n| ORDER.iter().filter(|m| m == &n).count() == 1));
         assert!(DEFAULT_ON.iter().all(|n| ORDER.contains(n)));
     }

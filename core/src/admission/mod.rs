@@ -23,6 +23,7 @@ mod image_policy;
 mod limit_pod_hard_anti_affinity_topology;
 mod limit_ranger;
 pub mod matching;
+mod namespace_auto_provision;
 mod namespace_exists;
 mod namespace_lifecycle;
 mod node_restriction;
@@ -313,6 +314,7 @@ pub struct Pending<'a> {
     pub name: Option<&'a str>,
     /// The object a create writes.
     pub object: Option<&'a Value>,
+    pub dry_run: bool,
 }
 
 impl Pending<'_> {
@@ -365,11 +367,30 @@ pub trait Plugin: Send + Sync + std::fmt::Debug {
         false
     }
 
+    /// An object the server must create, as a request of its own, before the request is
+    /// admitted (kube's plugins that write through the server's loopback client:
+    /// NamespaceAutoProvision's namespace), given what the lookups found. The request waits
+    /// for that one's answer: if the object was created or already exists, its lookups are
+    /// read again and it goes on; any other answer refuses it (kube's `admission.NewForbidden`
+    /// of the answer's error).
+    fn provision(&self, _request: &Pending, _found: &Found) -> Option<Provision> {
+        None
+    }
+
     /// After every validating plugin: what the final object is charged to (quotas), or the
     /// refusal when it does not fit; `now` as the write sees it.
     fn charge(&self, _a: &Attributes, _obj: Option<&Value>, _now: jiff::Timestamp) -> Result<Vec<Charge>, ApiError> {
         Ok(Vec::new())
     }
+}
+
+/// An object a plugin has the server create before a request is admitted ([`Plugin::provision`]).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Provision {
+    /// The path of its collection (`/api/v1/namespaces`).
+    pub path: String,
+    /// The object, as a client sends it.
+    pub object: Value,
 }
 
 /// A ResourceQuota with what a write adds to its `status.used`: the registry writes it with

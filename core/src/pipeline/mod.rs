@@ -263,6 +263,19 @@ pub struct Request {
 }
 
 impl Request {
+    /// A request of the server's own, as kube's loopback client sends it: JSON `body` of
+    /// `content_type`, with the server's loopback token (`system:apiserver`), if it has one.
+    pub(crate) fn loopback(token: Option<&str>, method: &str, path: String, content_type: &str, body: &serde_json::Value) -> Request {
+        let mut headers = vec![
+            ("Content-Type".to_string(), content_type.to_string()),
+            ("User-Agent".to_string(), "kube-apiserver/kapi".to_string()),
+            ("Accept".to_string(), "application/json".to_string()),
+        ];
+        headers.extend(token.map(|t| ("Authorization".to_string(), format!("Bearer {t}"))));
+        let body = Bytes::from(serde_json::to_vec(body).expect("JSON trees serialize"));
+        Request { method: method.into(), path, headers, body, ..Default::default() }
+    }
+
     pub fn header(&self, name: &str) -> Option<&str> {
         self.headers.iter().find(|(k, _)| k.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str())
     }

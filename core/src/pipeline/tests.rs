@@ -188,3 +188,67 @@ fn authorization_comes_before_anything_says_whether_a_resource_or_path_exists() 
     assert_eq!(run("/api/v1/namespaces/dev/widgets/w", "b0b").0, 403);
     assert_eq!(run("/api/v1/namespaces/dev/widgets/w", "t0ken").0, 404, "system:masters may, and learns it does not exist");
 }
+
+/// Runs `m` against `model`, every cache read answered as not cached (so read from storage);
+/// `before_write` sees the model before the first transaction is applied. The answer's status
+/// and body.
+fn serve(m: &mut RequestMachine, model: &mut crate::kv::Model, before_write: &mut dyn FnMut(&mut crate::kv::Model)) -> (u16, serde_json::Value) {
+    let (mut status, mut body, mut wrote) = (0, Vec::new(), false);
+    while let Some(e) = m.poll(now()) {
+        match e {
+            Effect::Cache { .. } => m.handle(now(), Event::Cache(Ok(ReadResult::NotCached))),
+            Effect::Kv(req) => {
+                if !wrote && matches!(req, KvRequest::Txn(_)) {
+                    wrote = true;
+                    before_write(model);
+                }
+                let (result, _) = model.apply(now(), &req);
+                m.handle(now(), Event::Kv(result));
+            }
+            Effect::Respond(h) => status = h.status,
+            Effect::Body(b) => body.extend_from_slice(&b),
+            Effect::End => break,
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+    (status, serde_json::from_slice(&body).unwrap_or_default())
+}
+
+#[test]
+fn a_namespace_created_meanwhile_lets_an_auto_provisioned_create_go_on() {
+    // NamespaceAutoProvision: the namespace is missing when the create looks for it, and
+    // someone creates it before the server's own request does (which gets AlreadyExists).
+    let tokens = crate::auth::TokenFile::parse("t0ken,admin,1,system:masters\n").unwrap();
+    let auth = Authenticator { tokens: Some(tokens), loopback: Some("lo0p".into()), ..Default::default() };
+    let mut server = Server::new(auth, Authorizer::always_allow(), "/registry", "127.0.0.1:6443");
+    let no_configs = std::collections::BTreeMap::new();
+    server.admission =
+        Arc::new(crate::admission::Chain::from_flags(&["NamespaceAutoProvision".into()], &[], &no_configs, &crate::admission::no_files).unwrap());
+    let mut served = Served::new(catalog(&Settings::default()));
+    for (source, _) in crate::admission::SOURCES {
+        served = served.with_admission(source, []);
+    }
+    let server = Arc::new(server);
+    let post = |path: &str, body: serde_json::Value| Request {
+        method: "POST".into(),
+        path: path.into(),
+        headers: vec![("Authorization".into(), "Bearer t0ken".into()), ("Content-Type".into(), "application/json".into())],
+        body: Bytes::from(body.to_string()),
+        ..Default::default()
+    };
+    let namespace = post("/api/v1/namespaces", serde_json::json!({"metadata": {"name": "team"}}));
+    let configmap = post("/api/v1/namespaces/team/configmaps", serde_json::json!({"metadata": {"name": "c"}}));
+    let mut model = crate::kv::Model::new();
+    let mut theirs = None;
+    let mut m = RequestMachine::new(server.clone(), served.clone(), configmap, now(), 1);
+    let (status, body) = serve(&mut m, &mut model, &mut |model| {
+        let mut other = RequestMachine::new(server.clone(), served.clone(), namespace.clone(), now(), 2);
+        theirs = Some(serve(&mut other, model, &mut |_| {}));
+    });
+    let (their_status, their_namespace) = theirs.unwrap_or_else(|| panic!("the namespace was created meanwhile: {status} {body}"));
+    assert_eq!((their_status, status), (201, 201), "{body}");
+    assert_eq!(body["metadata"]["namespace"], "team");
+    let get = Request { method: "GET".into(), path: "/api/v1/namespaces/team".into(), ..namespace };
+    let (_, stored) = serve(&mut RequestMachine::new(server, served, get, now(), 3), &mut model, &mut |_| {});
+    assert_eq!(stored["metadata"]["uid"], their_namespace["metadata"]["uid"]);
+}

@@ -109,6 +109,20 @@ pub enum WriteKind {
     Action(Value),
 }
 
+impl WriteKind {
+    /// What the write creates when `res` has no object of its name (it is then admitted as a
+    /// create): a create's object, an apply's configuration, and the object of a PUT where
+    /// the resource allows create on update; never for a subresource (`subresource`).
+    pub fn created(&self, res: &Resource, subresource: Option<&str>) -> Option<&Value> {
+        match self {
+            WriteKind::Create(obj) => Some(obj),
+            WriteKind::Update(obj) if subresource.is_none() && res.strategy.allow_create_on_update() => Some(obj),
+            WriteKind::Patch(PatchType::Apply { .. }, config) if subresource.is_none() => Some(config),
+            _ => None,
+        }
+    }
+}
+
 /// What a write returns to the client.
 #[derive(Clone, Debug, PartialEq)]
 pub struct WriteOutcome {

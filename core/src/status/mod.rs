@@ -59,6 +59,24 @@ pub struct StatusDetails {
     pub retry_after_seconds: i32,
 }
 
+impl StatusDetails {
+    /// The `details` of a `metav1.Status` written elsewhere (a webhook's, another request's
+    /// answer), if it has them; fields of other types are left empty.
+    pub fn of_status(status: &Value) -> Option<Box<StatusDetails>> {
+        let d = status.get("details").filter(|d| d.is_object())?;
+        let text = |v: &Value, k: &str| v.get(k).and_then(Value::as_str).unwrap_or_default().to_string();
+        let causes = d.get("causes").and_then(Value::as_array).into_iter().flatten();
+        Some(Box::new(StatusDetails {
+            name: text(d, "name"),
+            group: text(d, "group"),
+            kind: text(d, "kind"),
+            uid: text(d, "uid"),
+            causes: causes.map(|c| StatusCause { reason: text(c, "reason"), message: text(c, "message"), field: text(c, "field") }).collect(),
+            retry_after_seconds: d.get("retryAfterSeconds").and_then(Value::as_i64).and_then(|s| i32::try_from(s).ok()).unwrap_or(0),
+        }))
+    }
+}
+
 /// An error answered to the client as a `metav1.Status`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ApiError {
@@ -87,6 +105,13 @@ fn details_for(gr: &GroupResource, name: &str) -> Option<Box<StatusDetails>> {
 impl ApiError {
     pub fn new(code: u16, reason: &'static str, message: impl Into<String>) -> Self {
         ApiError { code, reason, message: message.into(), details: None }
+    }
+
+    /// The error a request of the server's own was answered with (`code`, and the `Status` of
+    /// its body), as client-go makes it of the answer.
+    pub fn answered(code: u16, status: &Value) -> Self {
+        let text = |k: &str| status.get(k).and_then(Value::as_str).unwrap_or_default().to_string();
+        ApiError { details: StatusDetails::of_status(status), ..Self::new(code, known_reason(&text("reason")), text("message")) }
     }
 
     pub fn not_found(gr: &GroupResource, name: &str) -> Self {

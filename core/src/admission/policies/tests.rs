@@ -78,7 +78,7 @@ fn params_are_found_by_kind_and_looked_up_where_the_binding_says() {
     assert_eq!(p.hooks[0].params, Ok(Some(ParamResource { group: "".into(), version: "v1".into(), resource: "configmaps".into(), namespaced: true })));
     assert_eq!(p.hooks[1].params, Err("failed to find resource referenced by paramKind: 'example.com/v1, Kind=Nope'".into()));
     let info = &cat.get("", "v1", "configmaps").unwrap().info;
-    let pending = Pending { operation: Operation::Create, info, subresource: None, namespace: Some("dev"), name: None, object: None };
+    let pending = Pending { operation: Operation::Create, info, subresource: None, namespace: Some("dev"), name: None, object: None, dry_run: false };
     let resource = || (String::new(), "v1".to_string(), "configmaps".to_string());
     assert_eq!(
         p.lookups(&pending),

@@ -11,7 +11,7 @@ use crate::admission::{Attributes, Operation};
 use crate::catalog::ResourceInfo;
 use crate::codec::go_json;
 use crate::rand::Rng;
-use crate::status::{ApiError, StatusCause, StatusDetails, quote};
+use crate::status::{ApiError, StatusDetails, quote};
 use crate::webhook::{WebhookAnswer, unexpected_status};
 
 /// The review versions kube sends, in its order of preference.
@@ -292,22 +292,6 @@ pub fn denied(hook: &Hook, status: Option<&Value>) -> ApiError {
         (message, _) => format!("{denied_by}: {message}"),
     };
     let code = status.get("code").and_then(Value::as_u64).filter(|c| (400..600).contains(c)).unwrap_or(400) as u16;
-    let details = status.get("details").filter(|d| d.is_object()).map(|d| {
-        let text = |k: &str| d.get(k).and_then(Value::as_str).unwrap_or_default().to_string();
-        let causes = d.get("causes").and_then(Value::as_array).into_iter().flatten();
-        Box::new(StatusDetails {
-            name: text("name"),
-            group: text("group"),
-            kind: text("kind"),
-            uid: text("uid"),
-            causes: causes
-                .map(|c| {
-                    let text = |k: &str| c.get(k).and_then(Value::as_str).unwrap_or_default().to_string();
-                    StatusCause { reason: text("reason"), message: text("message"), field: text("field") }
-                })
-                .collect(),
-            retry_after_seconds: d.get("retryAfterSeconds").and_then(Value::as_i64).and_then(|s| i32::try_from(s).ok()).unwrap_or(0),
-        })
-    });
+    let details = StatusDetails::of_status(status);
     ApiError { details, ..ApiError::new(code, crate::status::known_reason(text("reason")), message) }
 }

@@ -70,15 +70,22 @@ impl RequestMachine {
         }
         let (obj, findings) = self.decode_body(&res, opts.field_validation)?;
         ctx.body_findings = findings;
-        let pending =
-            Pending { operation: Operation::Create, info: &res.info, subresource: None, namespace: namespace.as_deref(), name: None, object: Some(&obj) };
+        let pending = Pending {
+            operation: Operation::Create,
+            info: &res.info,
+            subresource: None,
+            namespace: namespace.as_deref(),
+            name: None,
+            object: Some(&obj),
+            dry_run: ctx.dry_run,
+        };
         let mut lookups = ctx.admission.lookups(&pending);
         for l in ctx.configured_lookups(&pending) {
             if !lookups.contains(&l) {
                 lookups.push(l);
             }
         }
-        self.start_write(PendingWrite { res, output, ctx, kind: WriteKind::Create(obj) }, lookups);
+        self.start_write(PendingWrite { res, output, ctx, kind: WriteKind::Create(obj), provisioned: false }, lookups);
         Ok(())
     }
 

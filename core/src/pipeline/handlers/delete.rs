@@ -30,6 +30,7 @@ fn delete_lookups(ctx: &WriteContext, res: &Resource) -> Vec<crate::admission::L
         namespace: ctx.namespace.as_deref(),
         name: ctx.name.as_deref(),
         object: None,
+        dry_run: ctx.dry_run,
     };
     ctx.configured_lookups(&pending)
 }
@@ -49,7 +50,7 @@ impl RequestMachine {
         let opts = params::WriteOptions { dry_run, field_manager: String::new(), field_validation: FieldValidation::Ignore, force: None };
         let ctx = self.write_context(now, info, namespace, &opts);
         let lookups = delete_lookups(&ctx, &res);
-        self.start_write(PendingWrite { res, output, ctx, kind: WriteKind::Delete(options) }, lookups);
+        self.start_write(PendingWrite { res, output, ctx, kind: WriteKind::Delete(options), provisioned: false }, lookups);
         Ok(())
     }
 

@@ -209,14 +209,7 @@ impl RequestMachine {
     /// request, with the loopback token.
     fn date_legacy_token(&mut self, last_used: Option<(String, Value)>) {
         let (Some((path, patch)), Some(token)) = (last_used, self.server.authenticator.loopback.as_deref()) else { return };
-        let headers = vec![
-            ("Authorization".to_string(), format!("Bearer {token}")),
-            ("Content-Type".to_string(), "application/merge-patch+json".to_string()),
-            ("User-Agent".to_string(), "kube-apiserver/kapi".to_string()),
-            ("Accept".to_string(), "application/json".to_string()),
-        ];
-        let body = Bytes::from(serde_json::to_vec(&patch).expect("JSON trees serialize"));
-        let request = crate::pipeline::Request { method: "PATCH".into(), path, headers, body, ..Default::default() };
+        let request = crate::pipeline::Request::loopback(Some(token), "PATCH", path, "application/merge-patch+json", &patch);
         self.out.push_back(Effect::Loopback(Box::new(request)));
     }
 
@@ -241,11 +234,15 @@ impl RequestMachine {
         }
         match l.then {
             AfterLookups::Write(w) => {
-                let w = *w;
+                let lookups: Vec<Lookup> = l.found.iter().map(|(lookup, _)| lookup.clone()).collect();
                 let mut found = Found::default();
                 for (lookup, object) in l.found {
                     found.record(lookup, object);
                 }
+                if let Some(provision) = Self::provision_for(&w, &found) {
+                    return self.start_provisioning(w, provision, lookups, now);
+                }
+                let w = *w;
                 let op = WriteOp::new(w.res.clone(), w.ctx, w.kind, found, crate::rand::Rng::new(self.rng.next_u64()));
                 self.stage = Stage::Write { op: Box::new(op), res: w.res, output: w.output, action: false };
             }

@@ -10,6 +10,7 @@ mod delete;
 mod get;
 mod list;
 mod lookups;
+mod provision;
 mod proxy;
 mod update;
 mod webhooks;
@@ -66,6 +67,8 @@ pub(super) struct PendingWrite {
     output: Output,
     ctx: WriteContext,
     kind: WriteKind,
+    /// What a plugin needed created first was (see `provision.rs`).
+    provisioned: bool,
 }
 
 pub(super) struct DeleteCollection {
@@ -137,6 +140,8 @@ pub(super) enum Stage {
         plan: ListPlan,
     },
     Lookups(Box<Lookups>),
+    /// A write waits for the server's own request that creates what admission needs first.
+    Provisioning(Box<provision::Provisioning>),
     Write {
         op: Box<WriteOp>,
         res: Arc<Resource>,
@@ -381,6 +386,7 @@ impl RequestMachine {
                 }
             },
             Stage::Lookups(l) => self.step_lookups(l, now),
+            Stage::Provisioning(p) => self.step_provisioning(p, now),
             Stage::Write { mut op, res, output, action } => match op.poll(now) {
                 Some(WriteEffect::Kv(r)) => {
                     self.out.push_back(Effect::Kv(r));
@@ -506,6 +512,7 @@ impl RequestMachine {
             (Stage::Get { op, .. } | Stage::Probe { op, .. } | Stage::StorageList { op, .. } | Stage::Listing { op, .. }, Event::Kv(r)) => {
                 op.handle(now, StorageEvent::Kv(r));
             }
+            (Stage::Provisioning(p), event) => p.handle(now, event),
             (Stage::Lookups(l), Event::Kv(r)) => l.kv(now, r),
             (Stage::Lookups(l), Event::Cache(result)) => l.cache(result),
             (Stage::Write { op, .. }, Event::Kv(r)) => op.handle(now, r),

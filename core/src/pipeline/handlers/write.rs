@@ -157,6 +157,7 @@ impl RequestMachine {
                 namespace: ctx.namespace.as_deref(),
                 name: ctx.name.as_deref(),
                 object,
+                dry_run: ctx.dry_run,
             };
             for l in ctx.admission.lookups(&pending).into_iter().chain(ctx.configured_lookups(&pending)) {
                 if !lookups.contains(&l) {
