@@ -17,8 +17,8 @@ use serde_json::{Value, json};
 type Seen = Rc<RefCell<Vec<Value>>>;
 
 /// A world with NamespaceAutoProvision on (and kube's default plugins), whose validating
-/// webhook on namespace creates refuses those named `deny-*` (with a 403 for `deny-403-*`,
-/// without a code otherwise).
+/// webhook on namespace creates refuses those named `deny-*` (with a 403 for `deny-403-*`, a
+/// 403 without a reason for `deny-code-*`, without a code otherwise).
 fn world() -> (World, Seen) {
     let mut setup = default_server();
     let chain = kapi_core::admission::Chain::from_flags(&["NamespaceAutoProvision".into()], &[], &BTreeMap::new(), &kapi_core::admission::no_files)
@@ -36,6 +36,7 @@ fn world() -> (World, Seen) {
         let response = match name {
             n if n.starts_with("deny-403-") => json!({"uid": request["uid"], "allowed": false,
                 "status": {"code": 403, "reason": "Forbidden", "message": "no new namespaces"}}),
+            n if n.starts_with("deny-code-") => json!({"uid": request["uid"], "allowed": false, "status": {"code": 403, "message": "no new namespaces"}}),
             n if n.starts_with("deny-") => json!({"uid": request["uid"], "allowed": false, "status": {"message": "no new namespaces"}}),
             _ => json!({"uid": request["uid"], "allowed": true}),
         };
@@ -89,7 +90,7 @@ fn a_create_in_a_missing_namespace_creates_it_through_its_own_admission() {
 }
 
 #[test]
-fn an_apply_creates_the_namespace_and_a_dry_run_or_an_update_does_not() {
+fn an_apply_or_a_put_that_creates_creates_the_namespace_and_a_dry_run_or_a_refused_create_does_not() {
     let (mut w, _) = world();
     let apply = w.request(kapi_core::pipeline::Request {
         method: "PATCH".into(),
@@ -106,6 +107,20 @@ fn an_apply_creates_the_namespace_and_a_dry_run_or_an_update_does_not() {
     let r = w.call("POST", "/api/v1/namespaces/dry/configmaps", "dryRun=All", Some(&configmap("c")), "application/json");
     assert_eq!((r.head.status, r.json()["message"].as_str()), (404, Some("namespaces \"dry\" not found")), "{}", text(&r));
     assert_eq!(namespace(&mut w, "dry").head.status, 404);
+    // A PUT that creates (a LimitRange may be created so) creates the namespace first.
+    let limits =
+        json!({"apiVersion": "v1", "kind": "LimitRange", "metadata": {"name": "l"}, "spec": {"limits": [{"type": "Container", "default": {"cpu": "1"}}]}});
+    let r = w.call("PUT", "/api/v1/namespaces/limited/limitranges/l", "", Some(&limits), "application/json");
+    assert_eq!(r.head.status, 201, "{}", text(&r));
+    assert_eq!(namespace(&mut w, "limited").head.status, 200);
+    // A create kube refuses before admission creates no namespace.
+    let elsewhere = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c", "namespace": "other"}});
+    let r = w.call("POST", "/api/v1/namespaces/mismatch/configmaps", "", Some(&elsewhere), "application/json");
+    assert_eq!(
+        (r.head.status, r.json()["message"].as_str()),
+        (400, Some("the namespace of the provided object does not match the namespace sent on the request"))
+    );
+    assert_eq!(namespace(&mut w, "mismatch").head.status, 404);
     // Nor does a PUT of what cannot be created by one.
     let r = w.call("PUT", "/api/v1/namespaces/put/configmaps/c", "", Some(&configmap("c")), "application/json");
     assert_eq!((r.head.status, r.json()["message"].as_str()), (404, Some("configmaps \"c\" not found")), "{}", text(&r));
@@ -124,10 +139,12 @@ fn a_namespace_that_cannot_be_created_refuses_the_create_in_kubes_words() {
     let generated = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"generateName": "web-"}});
     let r = w.call("POST", "/api/v1/namespaces/deny-b/configmaps", "", Some(&generated), "application/json");
     assert_eq!(r.json()["message"], "configmaps \"web-\" is forbidden: admission webhook \"namespaces.example.com\" denied the request: no new namespaces");
-    // A 403 is answered as it came.
-    let r = w.call("POST", "/api/v1/namespaces/deny-403-a/configmaps", "", Some(&configmap("c")), "application/json");
-    assert_eq!(r.head.status, 403, "{}", text(&r));
-    assert_eq!(r.json()["message"], "admission webhook \"namespaces.example.com\" denied the request: no new namespaces");
+    // A 403 is answered as it came, its reason Forbidden or none.
+    for ns in ["deny-403-a", "deny-code-a"] {
+        let r = w.call("POST", &format!("/api/v1/namespaces/{ns}/configmaps"), "", Some(&configmap("c")), "application/json");
+        assert_eq!(r.head.status, 403, "{}", text(&r));
+        assert_eq!(r.json()["message"], "admission webhook \"namespaces.example.com\" denied the request: no new namespaces");
+    }
     // An invalid name is the namespace's own refusal.
     let r = w.call("POST", "/api/v1/namespaces/Bad_Name/configmaps", "", Some(&configmap("c")), "application/json");
     assert_eq!(r.head.status, 403, "{}", text(&r));
@@ -139,7 +156,7 @@ fn a_namespace_that_cannot_be_created_refuses_the_create_in_kubes_words() {
         "{}",
         text(&r)
     );
-    for name in ["deny-a", "deny-b", "deny-403-a"] {
+    for name in ["deny-a", "deny-b", "deny-403-a", "deny-code-a"] {
         assert_eq!(namespace(&mut w, name).head.status, 404);
     }
 }

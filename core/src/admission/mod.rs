@@ -314,6 +314,7 @@ pub struct Pending<'a> {
     pub name: Option<&'a str>,
     /// The object a create writes.
     pub object: Option<&'a Value>,
+    /// The request writes nothing (`dryRun=All`).
     pub dry_run: bool,
 }
 
@@ -369,11 +370,11 @@ pub trait Plugin: Send + Sync + std::fmt::Debug {
 
     /// An object the server must create, as a request of its own, before the request is
     /// admitted (kube's plugins that write through the server's loopback client:
-    /// NamespaceAutoProvision's namespace), given what the lookups found. The request waits
+    /// NamespaceAutoProvision's namespace), given what each lookup found. The request waits
     /// for that one's answer: if the object was created or already exists, its lookups are
     /// read again and it goes on; any other answer refuses it (kube's `admission.NewForbidden`
     /// of the answer's error).
-    fn provision(&self, _request: &Pending, _found: &Found) -> Option<Provision> {
+    fn provision(&self, _request: &Pending, _found: &[(Lookup, Option<Arc<Value>>)]) -> Option<Provision> {
         None
     }
 
@@ -389,6 +390,8 @@ pub trait Plugin: Send + Sync + std::fmt::Debug {
 pub struct Provision {
     /// The path of its collection (`/api/v1/namespaces`).
     pub path: String,
+    /// Its resource (`namespaces`), as client-go names it in an error.
+    pub resource: String,
     /// The object, as a client sends it.
     pub object: Value,
 }

@@ -5,9 +5,11 @@
 //! already exists, and is refused with kube's 403 otherwise (see [`Plugin::provision`]).
 //! A dry run creates nothing.
 
-use serde_json::json;
+use std::sync::Arc;
 
-use super::{Found, Lookup, Operation, Pending, Plugin, Provision};
+use serde_json::{Value, json};
+
+use super::{Lookup, Operation, Pending, Plugin, Provision};
 
 #[derive(Debug)]
 pub struct NamespaceAutoProvision;
@@ -28,12 +30,14 @@ impl Plugin for NamespaceAutoProvision {
         }
     }
 
-    fn provision(&self, request: &Pending, found: &Found) -> Option<Provision> {
+    fn provision(&self, request: &Pending, found: &[(Lookup, Option<Arc<Value>>)]) -> Option<Provision> {
         let ns = namespace(request).filter(|_| !request.dry_run)?;
-        match &found.namespace {
-            Some((name, Some(_))) if name == ns => None,
-            _ => Some(Provision { path: "/api/v1/namespaces".into(), object: json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}) }),
-        }
+        let exists = found.iter().any(|(l, object)| matches!(l, Lookup::Namespace(n) if n == ns) && object.is_some());
+        (!exists).then(|| Provision {
+            path: "/api/v1/namespaces".into(),
+            resource: "namespaces".into(),
+            object: json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}),
+        })
     }
 }
 
@@ -44,10 +48,6 @@ fn namespace<'a>(request: &Pending<'a>) -> Option<&'a str> {
 
 #[cfg(test)]
 mod tests {
-    use std::sync::Arc;
-
-    use serde_json::json;
-
     use super::*;
     use crate::resources::{Settings, catalog};
 
@@ -63,16 +63,16 @@ mod tests {
         let p = NamespaceAutoProvision;
         let create = pending(pods, Operation::Create, Some("team"), false);
         assert_eq!(p.lookups(&create), vec![Lookup::Namespace("team".into())]);
-        let missing = Found { namespace: Some(("team".into(), None)), ..Default::default() };
+        let missing = [(Lookup::Namespace("team".into()), None)];
         let wanted = p.provision(&create, &missing).unwrap();
-        assert_eq!(wanted.path, "/api/v1/namespaces");
+        assert_eq!((wanted.path.as_str(), wanted.resource.as_str()), ("/api/v1/namespaces", "namespaces"));
         assert_eq!(wanted.object, json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team"}}));
-        let there = Found { namespace: Some(("team".into(), Some(Arc::new(json!({"metadata": {"name": "team"}}))))), ..Default::default() };
+        let there = [(Lookup::Namespace("team".into()), Some(Arc::new(json!({"metadata": {"name": "team"}}))))];
         assert_eq!(p.provision(&create, &there), None);
         // A dry run creates nothing; nor do other operations, or writes of what has no namespace.
         assert_eq!(p.provision(&pending(pods, Operation::Create, Some("team"), true), &missing), None);
         assert_eq!(p.provision(&pending(pods, Operation::Update, Some("team"), false), &missing), None);
         assert!(p.lookups(&pending(pods, Operation::Update, Some("team"), false)).is_empty());
-        assert_eq!(p.provision(&pending(namespaces, Operation::Create, None, false), &Found::default()), None);
+        assert_eq!(p.provision(&pending(namespaces, Operation::Create, None, false), &[]), None);
     }
 }

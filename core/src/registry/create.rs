@@ -157,7 +157,7 @@ fn truncate_for_suffix(prefix: &str) -> &str {
 }
 
 /// The name admission's refusals give a new object: its name, else its `generateName`.
-fn shown_name(obj: &Value) -> String {
+pub fn shown_name(obj: &Value) -> String {
     let name = meta::name(obj);
     if name.is_empty() { meta::str_at(obj, &["metadata", "generateName"]).unwrap_or_default().to_string() } else { name.to_string() }
 }

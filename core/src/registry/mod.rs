@@ -14,6 +14,7 @@
 mod admit;
 mod charges;
 mod create;
+pub use create::shown_name;
 mod delete;
 mod eviction;
 pub mod objects;
@@ -112,7 +113,8 @@ pub enum WriteKind {
 impl WriteKind {
     /// What the write creates when `res` has no object of its name (it is then admitted as a
     /// create): a create's object, an apply's configuration, and the object of a PUT where
-    /// the resource allows create on update; never for a subresource (`subresource`).
+    /// the resource allows create on update; a PUT or apply of a subresource (`subresource`)
+    /// creates nothing.
     pub fn created(&self, res: &Resource, subresource: Option<&str>) -> Option<&Value> {
         match self {
             WriteKind::Create(obj) => Some(obj),

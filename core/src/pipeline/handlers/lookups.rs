@@ -234,15 +234,15 @@ impl RequestMachine {
         }
         match l.then {
             AfterLookups::Write(w) => {
-                let lookups: Vec<Lookup> = l.found.iter().map(|(lookup, _)| lookup.clone()).collect();
+                if let Some(provision) = Self::provision_for(&w, &l.found) {
+                    let lookups = l.found.into_iter().map(|(lookup, _)| lookup).collect();
+                    return self.start_provisioning(w, provision, lookups, now);
+                }
+                let w = *w;
                 let mut found = Found::default();
                 for (lookup, object) in l.found {
                     found.record(lookup, object);
                 }
-                if let Some(provision) = Self::provision_for(&w, &found) {
-                    return self.start_provisioning(w, provision, lookups, now);
-                }
-                let w = *w;
                 let op = WriteOp::new(w.res.clone(), w.ctx, w.kind, found, crate::rand::Rng::new(self.rng.next_u64()));
                 self.stage = Stage::Write { op: Box::new(op), res: w.res, output: w.output, action: false };
             }

@@ -6,14 +6,18 @@
 //! kept. Created, or already there, the write's lookups are read again and it goes on;
 //! otherwise the write is refused as kube's plugin refuses it.
 
+use std::sync::Arc;
+
 use jiff::Timestamp;
 use serde_json::Value;
 
 use super::{AfterLookups, Lookups, PendingWrite, Stage};
-use crate::admission::{Found, Lookup, Operation, Pending, Provision};
+use crate::admission::{Lookup, Operation, Pending, Provision};
 use crate::meta;
 use crate::pipeline::{Effect, Event, Head, Request, RequestMachine};
-use crate::status::{ApiError, quote};
+use crate::registry::shown_name;
+use crate::status::ApiError;
+use crate::webhook::{WebhookAnswer, unexpected_status};
 
 /// A write waiting for the request that creates what it needs.
 pub(crate) struct Provisioning {
@@ -37,12 +41,19 @@ impl Provisioning {
 impl RequestMachine {
     /// What a plugin needs created before the write `w` is admitted, given what its lookups
     /// found (once per write: after that request, the write goes on with what it finds).
-    pub(super) fn provision_for(w: &PendingWrite, found: &Found) -> Option<Provision> {
+    /// Nothing for a write kube refuses before admission: an object whose namespace, or for a
+    /// PUT or apply whose name, is not the request's (`EnsureObjectNamespaceMatchesRequestNamespace`,
+    /// `checkName`).
+    pub(super) fn provision_for(w: &PendingWrite, found: &[(Lookup, Option<Arc<Value>>)]) -> Option<Provision> {
         if w.provisioned {
             return None;
         }
         let ctx = &w.ctx;
         let object = w.kind.created(&w.res, ctx.subresource.as_deref())?;
+        let differs = |field: &str, wanted: Option<&str>| meta::str_at(object, &["metadata", field]).is_some_and(|v| !v.is_empty() && Some(v) != wanted);
+        if differs("namespace", ctx.namespace.as_deref()) || (ctx.name.is_some() && differs("name", ctx.name.as_deref())) {
+            return None;
+        }
         let pending = Pending {
             operation: Operation::Create,
             info: &w.res.info,
@@ -59,7 +70,7 @@ impl RequestMachine {
     /// token), for the write `write` to wait on.
     pub(super) fn start_provisioning(&mut self, write: Box<PendingWrite>, provision: Provision, lookups: Vec<Lookup>, now: Timestamp) {
         let token = self.server.authenticator.loopback.as_deref();
-        let resource = provision.path.rsplit('/').next().unwrap_or_default().to_string();
+        let resource = provision.resource;
         let request = Request::loopback(token, "POST", provision.path, "application/json", &provision.object);
         let machine = RequestMachine::new(self.server.clone(), self.served.clone(), request, now, self.rng.next_u64());
         self.stage = Stage::Provisioning(Box::new(Provisioning { request: Box::new(machine), resource, head: None, body: Vec::new(), write, lookups }));
@@ -94,34 +105,27 @@ impl RequestMachine {
     /// The provisioning request is answered: the write reads its lookups again and goes on if
     /// the object was created or already exists; otherwise it is refused as kube's
     /// `admission.NewForbidden` refuses it (a 403 as it came, anything else as the written
-    /// object's 403 with the error's message).
+    /// object's 403 with the error's message, client-go's words for an answer that is no
+    /// `Status`).
     fn provisioned(&mut self, p: Provisioning) {
         let Provisioning { head, body, mut write, lookups, resource, .. } = p;
-        let code = head.map_or(500, |h| h.status);
+        let head = head.unwrap_or_else(|| Head::new(500, "text/plain"));
         let status: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
-        let mut error = ApiError::answered(code, &status);
-        if (200..300).contains(&code) || error.reason == "AlreadyExists" {
+        let mut error = ApiError::answered(head.status, &status);
+        if (200..300).contains(&head.status) || error.reason == "AlreadyExists" {
             write.provisioned = true;
             self.stage = Stage::Lookups(Box::new(Lookups::new(lookups, AfterLookups::Write(write))));
             return;
         }
-        if error.message.is_empty() {
-            let text = String::from_utf8_lossy(&body);
-            error.message = format!("an error on the server ({}) has prevented the request from succeeding (post {resource})", quote(text.trim_end()));
+        if status.get("kind").and_then(Value::as_str) != Some("Status") {
+            let answer = WebhookAnswer { status: head.status, body: body.into(), content_type: head.content_type().unwrap_or_default().to_string() };
+            error.message = format!("{} (post {resource})", unexpected_status(&answer));
         }
-        if error.reason != "Forbidden" {
-            let name = refused_name(&write);
-            error = ApiError::forbidden(&write.res.info.group_resource(), &name, &error.message);
+        let forbidden = error.code == 403 && (error.reason == "Forbidden" || error.reason.is_empty());
+        if !forbidden {
+            let name = write.ctx.name.clone().or_else(|| write.kind.created(&write.res, None).map(shown_name)).filter(|n| !n.is_empty());
+            error = ApiError::forbidden(&write.res.info.group_resource(), name.as_deref().unwrap_or("Unknown"), &error.message);
         }
         self.fail_as(&error, write.output.format);
     }
-}
-
-/// The name kube's `admission.NewForbidden` gives the written object: the request's, the
-/// object's, its `generateName`, or `Unknown`.
-fn refused_name(w: &PendingWrite) -> String {
-    let object = w.kind.created(&w.res, w.ctx.subresource.as_deref());
-    let of_object = |field: &str| object.and_then(|o| meta::str_at(o, &["metadata", field])).filter(|n| !n.is_empty());
-    let name = w.ctx.name.as_deref().filter(|n| !n.is_empty()).or_else(|| of_object("name")).or_else(|| of_object("generateName"));
-    name.unwrap_or("Unknown").to_string()
 }
