@@ -713,7 +713,12 @@ impl World {
                 Some(Effect::Respond(h)) => head = Some(h),
                 Some(Effect::Body(b)) => body.extend_from_slice(&b),
                 Some(Effect::Loopback(request)) => loopback.push(*request),
-                Some(Effect::End) | None => break,
+                Some(Effect::End) => break,
+                // The machine waits for its time (to try a webhook call again): it comes.
+                None => match m.poll_timeout() {
+                    Some(t) if t > self.now => self.advance(t.duration_since(self.now)),
+                    _ => break,
+                },
             }
         }
         // The server's own requests, once this one is answered.

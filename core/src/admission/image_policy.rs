@@ -7,7 +7,7 @@
 //!   kubeConfigFile: /etc/kapi/image-policy.kubeconfig
 //!   allowTTL: 50      # seconds an allowing answer is kept (default 300; -1: not kept)
 //!   denyTTL: 50       # seconds a denying answer is kept (default 30; -1: not kept)
-//!   retryBackoff: 500 # milliseconds (checked as kube checks it; kapi does not retry)
+//!   retryBackoff: 500 # milliseconds: the first wait of kube's retries of a failed call
 //!   defaultAllow: true
 //! ```
 //!
@@ -51,6 +51,8 @@ pub struct ImagePolicyWebhook {
     backend: Arc<Endpoint>,
     allow_ttl: SignedDuration,
     deny_ttl: SignedDuration,
+    /// The first wait of the retries of a call that failed for a while (`retryBackoff`).
+    retry_backoff: SignedDuration,
     default_allow: bool,
     /// The backend's answers, by the review's spec.
     decisions: AnswerCache<Decision>,
@@ -112,13 +114,14 @@ impl ImagePolicyWebhook {
         d.finish_leniently().map_err(init)?;
         let (ms, s) = (SignedDuration::from_millis(1), SignedDuration::from_secs(1));
         // kube's order of checks: the backoff, then the TTLs.
-        duration(backoff, ms, SignedDuration::from_millis(500), (SignedDuration::from_nanos(1), SignedDuration::from_mins(5))).map_err(init)?;
+        let retry_backoff =
+            duration(backoff, ms, SignedDuration::from_millis(500), (SignedDuration::from_nanos(1), SignedDuration::from_mins(5))).map_err(init)?;
         let ttls = (s, SignedDuration::from_mins(30));
         let allow_ttl = duration(allow, s, SignedDuration::from_mins(5), ttls).map_err(init)?;
         let deny_ttl = duration(deny, s, SignedDuration::from_secs(30), ttls).map_err(init)?;
         let text = read_file(&file).map_err(init)?;
         let backend = kubeconfig::read(&String::from_utf8_lossy(&text), &|name| read_file(&join(folder(&file), name))).map_err(init)?;
-        Ok(ImagePolicyWebhook { backend: Arc::new(backend), allow_ttl, deny_ttl, default_allow, decisions: AnswerCache::default() })
+        Ok(ImagePolicyWebhook { backend: Arc::new(backend), allow_ttl, deny_ttl, retry_backoff, default_allow, decisions: AnswerCache::default() })
     }
 }
 
@@ -202,7 +205,8 @@ impl ImagePolicyWebhook {
                 "status": {"allowed": false},
             });
             let body = Bytes::from(serde_json::to_vec(&review).expect("JSON trees serialize"));
-            return Err(Halt::Ask(vec![AdmissionCall { callee: Callee::Endpoint(self.backend.clone()), uid, body }]));
+            let call = AdmissionCall { callee: Callee::Endpoint(self.backend.clone()), uid, body, retry: Some(self.retry_backoff) };
+            return Err(Halt::Ask(vec![call]));
         };
         let decision = read_answer(answer);
         if let Ok(d) = &decision {

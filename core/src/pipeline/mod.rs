@@ -590,8 +590,10 @@ impl RequestMachine {
         self.respond(head, body);
     }
 
+    /// When the machine must be polled again without an event: its deadline, or sooner when
+    /// it waits to try a webhook call again.
     pub fn poll_timeout(&self) -> Option<Timestamp> {
-        (!self.responded).then_some(self.deadline)
+        (!self.responded).then(|| self.stage.wakes_at().map_or(self.deadline, |t| t.min(self.deadline)))
     }
 
     /// When a relayed answer ([`Effect::Relay`]) must have ended: the request's deadline, as

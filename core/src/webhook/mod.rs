@@ -6,6 +6,7 @@
 
 pub mod answer;
 pub mod kubeconfig;
+pub mod retry;
 pub mod validation;
 
 use std::sync::Arc;

@@ -35,6 +35,10 @@ pub struct AdmissionCall {
     pub callee: Callee,
     pub uid: String,
     pub body: Bytes,
+    /// The first wait of kube's retries of a call its generic webhook client makes
+    /// ([`crate::webhook::retry`]: ImagePolicyWebhook's `retryBackoff`); `None`: tried once,
+    /// as kube's admission webhooks are.
+    pub retry: Option<jiff::SignedDuration>,
 }
 
 /// Who a review goes to.
@@ -207,7 +211,7 @@ impl Webhooks<'_> {
         };
         let (uid, body) = review::body(hook, phase, version, request, obj, old, self.salt);
         Ok(match self.answers.get(&uid) {
-            None => Asked::Pending(AdmissionCall { callee: Callee::Hook(hook.clone()), uid, body }),
+            None => Asked::Pending(AdmissionCall { callee: Callee::Hook(hook.clone()), uid, body, retry: None }),
             Some(answer) => match review::read(hook, version, &uid, phase != VALIDATING, answer) {
                 Ok(r) => Asked::Answered(r),
                 Err(why) => Asked::Failed(why),

@@ -168,6 +168,15 @@ pub(super) enum Stage {
 }
 
 impl Stage {
+    /// When the stage has something to do without an event (a write trying webhook calls
+    /// again), besides the request's deadline.
+    pub(super) fn wakes_at(&self) -> Option<Timestamp> {
+        match self {
+            Stage::Admitting(admitting) => admitting.wakes_at(),
+            _ => None,
+        }
+    }
+
     /// The write this stage runs that may pause for webhooks (a write, an eviction's, a
     /// delete-collection's current one), which their answers go to.
     fn write_under_way(&mut self) -> Option<&mut WriteOp> {
@@ -451,15 +460,11 @@ impl RequestMachine {
             },
             Stage::Listing { op, dc } => self.step_listing(op, dc, now),
             Stage::DeleteCollection(dc) => self.step_delete_collection(dc, now),
-            stage @ (Stage::CacheList { .. }
-            | Stage::CacheGet { .. }
-            | Stage::ConvertResolve(_)
-            | Stage::Converting(_)
-            | Stage::AdmitResolve(_)
-            | Stage::Admitting(_)) => {
+            stage @ (Stage::CacheList { .. } | Stage::CacheGet { .. } | Stage::ConvertResolve(_) | Stage::Converting(_) | Stage::AdmitResolve(_)) => {
                 self.stage = stage;
                 false
             }
+            Stage::Admitting(admitting) => self.step_admitting(admitting, now),
         }
     }
 
@@ -495,7 +500,7 @@ impl RequestMachine {
             }
             (Stage::Admitting(_), Event::CalledAll(answers)) => {
                 let Stage::Admitting(admitting) = std::mem::replace(&mut self.stage, Stage::Done) else { unreachable!() };
-                self.admission_webhooks_answered(*admitting, answers);
+                self.admission_webhooks_answered(*admitting, answers, now);
             }
             (Stage::Authorizing(_), Event::Called(answer)) => {
                 let Stage::Authorizing(a) = std::mem::replace(&mut self.stage, Stage::Done) else { unreachable!() };
