@@ -331,8 +331,10 @@ class Hook(http.server.BaseHTTPRequestHandler):
     def do_GET(self):
         self.reply(None)
     def reply(self, review):
-        body = json.dumps(answer(self, review)).encode()
-        self.send_response(200)
+        result = answer(self, review)
+        status, result = result if isinstance(result, tuple) else (200, result)
+        body = json.dumps(result).encode()
+        self.send_response(status)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
@@ -351,7 +353,8 @@ server.serve_forever()
 
 /// A webhook server in `dir` (whose `hook.crt`, `hook.key` and, with `client_ca`, `ca.crt` it
 /// serves with) on `port`, answering with what `answer`, Python defining
-/// `answer(handler, review)`, returns; running until dropped.
+/// `answer(handler, review)`, returns (JSON, with a 200, or a `(status, JSON)` pair); running
+/// until dropped.
 pub fn python_webhook(dir: &Path, port: u16, answer: &str, client_ca: bool) -> Running {
     std::fs::write(dir.join("hook.py"), format!("{answer}\n{PYTHON_WEBHOOK}")).unwrap();
     let child = Command::new("python3")

@@ -407,11 +407,15 @@ fn a_resource_quota_is_charged_atomically_and_given_back_by_its_controller() {
 /// client certificate that presented it.
 const IMAGE_POLICY: &str = r#"
 import json
+FLAKY = [True, True]
 def answer(h, review):
     subject = dict(x[0] for x in h.connection.getpeercert()["subject"])
     with open("reviews.log", "a") as f:
         f.write(json.dumps({"path": h.path, "client": subject.get("commonName"), "review": review}) + "\n")
     images = [c["image"] for c in review["spec"].get("containers", [])]
+    if any("flaky" in i for i in images) and FLAKY:
+        FLAKY.pop()
+        return (500, "busy")
     if any("evil" in i for i in images):
         return {"apiVersion": review["apiVersion"], "kind": "ImageReview", "status": {"allowed": False, "reason": "evil images are not allowed"}}
     return {"apiVersion": review["apiVersion"], "kind": "ImageReview", "status": {"allowed": True}}
@@ -472,6 +476,9 @@ fn an_image_policy_backend_reviews_the_images_of_pods() {
     // The answers are kept: the same images are not reviewed again within allowTTL.
     k.ok(&["run", "web2", "--image=nginx:1.27", "--annotations=team.image-policy.k8s.io/ticket=42"]);
     assert_eq!(reviews().len(), 2);
+    // A backend failing for a while (a 500 twice) is tried again, as kube tries it.
+    k.ok(&["run", "flaky", "--image=flaky:1"]);
+    assert_eq!(reviews().len(), 5);
     // A backend that cannot be asked refuses the pod (defaultAllow is false).
     drop(backend);
     let out = k.kubectl(&["run", "other", "--image=redis"]);
