@@ -16,11 +16,13 @@ use serde_json::{Value, json};
 const TOKEN: &str = "opaque-token-of-jane";
 
 /// The reviews the webhooks were sent, and what they answer: jane's token is jane (in `dev`);
-/// jane may get anything and is denied deletes; `/authorize` fails while `down` is set.
+/// jane may get anything and is denied deletes; `/authorize` fails while `down` is set; both
+/// answer a 500 while `busy` counts down.
 #[derive(Default)]
 struct Hooks {
     sent: Vec<(String, Value)>,
     down: bool,
+    busy: u32,
 }
 
 fn install(w: &mut World) -> Rc<RefCell<Hooks>> {
@@ -31,6 +33,10 @@ fn install(w: &mut World) -> Rc<RefCell<Hooks>> {
         let path = call.path.split('?').next().unwrap().to_string();
         let mut h = seen.borrow_mut();
         h.sent.push((path.clone(), review.clone()));
+        if h.busy > 0 {
+            h.busy -= 1;
+            return Ok(WebhookAnswer { status: 500, body: Bytes::from_static(b"busy"), content_type: "text/plain".into() });
+        }
         let status = match path.as_str() {
             "/authenticate" if review["spec"]["token"] == TOKEN => json!({"authenticated": true, "user": {"username": "jane", "uid": "7", "groups": ["dev"]}}),
             "/authenticate" => json!({"authenticated": false}),
@@ -301,4 +307,65 @@ fn an_authorization_config_asks_each_webhook_its_conditions_pick_and_fails_as_it
     let r = w.call_with_token(TOKEN, "GET", "/api/v1/namespaces/dev/pods", None);
     assert_eq!(r.head.status, 403, "{}", text(&r));
     assert_eq!(sent(&hooks, "/dev").len(), 1, "jane is not bob: no webhook is asked");
+}
+
+#[test]
+fn admission_plugins_ask_the_webhook_during_the_write() {
+    // OwnerReferencesPermissionEnforcement asks the chain about the owner's finalizers and
+    // the object's delete; what RBAC does not allow jane, the webhook is asked while the write
+    // waits (kube's plugins call the authorizer during admission).
+    let mut setup = server_with_webhooks("RBAC,Webhook");
+    let plugins = ["OwnerReferencesPermissionEnforcement".to_string()];
+    let chain = kapi_core::admission::Chain::from_flags(&plugins, &[], &Default::default(), &kapi_core::admission::no_files).expect("a valid chain");
+    std::sync::Arc::get_mut(&mut setup.server).expect("not shared yet").admission = std::sync::Arc::new(chain);
+    let mut w = World::new(setup, epoch(), 3);
+    let hooks = install(&mut w);
+    let configmaps = "/api/v1/namespaces/default/configmaps";
+    let owner = w.call_with_token(TOKEN, "POST", configmaps, Some(json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "owner"}})));
+    assert_eq!(owner.head.status, 201, "{}", text(&owner));
+    let reference = json!([{"apiVersion": "v1", "kind": "ConfigMap", "name": "owner", "uid": owner.json()["metadata"]["uid"], "blockOwnerDeletion": true}]);
+    let child = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "child", "ownerReferences": reference}});
+    let r = w.call_with_token(TOKEN, "POST", configmaps, Some(child));
+    assert_eq!(r.head.status, 201, "{}", text(&r));
+    let asked = |verb: &str, subresource: &str| {
+        let attributes = |r: &Value, field: &str| r["spec"]["resourceAttributes"][field].as_str().unwrap_or_default().to_string();
+        sent(&hooks, "/authorize").iter().any(|r| attributes(r, "verb") == verb && attributes(r, "subresource") == subresource)
+    };
+    assert!(asked("update", "finalizers"), "{:?}", sent(&hooks, "/authorize"));
+
+    // Changing an object's owner references needs its delete, which the webhook denies jane.
+    let mut changed = w.call_with_token(TOKEN, "GET", &format!("{configmaps}/owner"), None).json();
+    changed["metadata"]["ownerReferences"] = json!([{"apiVersion": "v1", "kind": "ConfigMap", "name": "child", "uid": r.json()["metadata"]["uid"]}]);
+    let r = w.call_with_token(TOKEN, "PUT", &format!("{configmaps}/owner"), Some(changed));
+    assert_eq!(r.head.status, 403, "{}", text(&r));
+    assert_eq!(r.json()["message"], "configmaps \"owner\" is forbidden: cannot set an ownerRef on a resource you can't delete: jane never deletes, <nil>");
+    assert!(asked("delete", ""));
+}
+
+#[test]
+fn a_webhook_failing_for_a_while_is_tried_again_as_kube_tries_it() {
+    // kube's generic webhook client: a 5xx is tried again after 500 ms, then 750 ms (each plus
+    // up to a fifth), up to five tries; the request waits meanwhile.
+    let mut w = World::new(server_with_webhooks("RBAC,Webhook"), epoch(), 4);
+    let hooks = install(&mut w);
+    hooks.borrow_mut().busy = 2;
+    let start = w.now();
+    let r = w.call_with_token(TOKEN, "GET", "/api/v1/namespaces/default/pods", None);
+    assert_eq!(r.head.status, 200, "{}", text(&r));
+    // The token's review tried three times, then the authorization's once.
+    assert_eq!((sent(&hooks, "/authenticate").len(), sent(&hooks, "/authorize").len()), (3, 1));
+    let waited = w.now().duration_since(start).as_secs_f64();
+    assert!((1.25..=1.5).contains(&waited), "waited {waited} s");
+    // Five failures: the last one's error is the answer (authorization's: kube's 500).
+    hooks.borrow_mut().busy = 5;
+    let r = w.call_with_token(TOKEN, "GET", "/api/v1/namespaces/default/secrets", None);
+    assert_eq!(sent(&hooks, "/authorize").len(), 6);
+    assert_eq!(
+        (r.head.status, text(&r)),
+        (
+            500,
+            "Internal Server Error: \"/api/v1/namespaces/default/secrets\": an error on the server (\"busy\") has prevented the request from succeeding\n"
+                .to_string()
+        )
+    );
 }

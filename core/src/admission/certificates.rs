@@ -7,12 +7,12 @@
 //! - ClusterTrustBundleAttest: a bundle for a signer needs `attest` on it.
 //!
 //! A permission on a signer is kube's: the verb on `signers` of `certificates.k8s.io` named by
-//! the signer, or by its domain (`example.com/*`). An authorization webhook is asked only
-//! what the request asked it before its write; its answers are not sought during the write.
+//! the signer, or by its domain (`example.com/*`). An authorization webhook the chain needs is
+//! asked during the write (which waits for its answer, [`Halt::Ask`]).
 
 use serde_json::Value;
 
-use super::{Attributes, Operation, Plugin};
+use super::{Answers, Attributes, Halt, Operation, Plugin};
 use crate::authz;
 use crate::meta;
 use crate::status::{ApiError, quote};
@@ -21,11 +21,14 @@ const GROUP: &str = "certificates.k8s.io";
 const CLIENT_SIGNER: &str = "kubernetes.io/kube-apiserver-client";
 
 /// kube's `IsAuthorizedForSignerName`: `verb` on the signer, or on every signer of its domain.
-fn authorized_for_signer(a: &Attributes, verb: &str, signer: &str) -> bool {
+fn authorized_for_signer(a: &Attributes, verb: &str, signer: &str) -> Result<bool, Halt> {
     let domain = format!("{}/*", signer.split('/').next().unwrap_or_default());
-    [signer, domain.as_str()]
-        .into_iter()
-        .any(|name| a.allows(&authz::Attributes { version: "*".into(), ..authz::Attributes::resource(verb, GROUP, "signers", "", "", name) }))
+    for name in [signer, domain.as_str()] {
+        if a.allows(&authz::Attributes { version: "*".into(), ..authz::Attributes::resource(verb, GROUP, "signers", "", "", name) })? {
+            return Ok(true);
+        }
+    }
+    Ok(false)
 }
 
 fn is_csr(a: &Attributes, subresource: Option<&str>) -> bool {
@@ -48,14 +51,14 @@ impl Plugin for CertificateApproval {
         op == Operation::Update
     }
 
-    fn validate(&self, a: &Attributes, _obj: Option<&Value>, _warnings: &mut Vec<String>) -> Result<(), ApiError> {
+    fn validate_asking(&self, a: &Attributes, _obj: Option<&mut Value>, _answers: &Answers, _warnings: &mut Vec<String>) -> Result<(), Halt> {
         let Some(old) = a.old.filter(|_| is_csr(a, Some("approval"))) else { return Ok(()) };
         // The signer of the object as it was: the request cannot change it to gain permission.
         let signer = signer(old);
-        if authorized_for_signer(a, "approve", signer) {
+        if authorized_for_signer(a, "approve", signer)? {
             return Ok(());
         }
-        Err(a.forbidden(&format!("user not permitted to approve requests with signerName {}", quote(signer))))
+        Err(a.forbidden(&format!("user not permitted to approve requests with signerName {}", quote(signer))).into())
     }
 }
 
@@ -71,8 +74,8 @@ impl Plugin for CertificateSigning {
         op == Operation::Update
     }
 
-    fn validate(&self, a: &Attributes, obj: Option<&Value>, _warnings: &mut Vec<String>) -> Result<(), ApiError> {
-        let (Some(new), Some(old)) = (obj, a.old) else { return Ok(()) };
+    fn validate_asking(&self, a: &Attributes, obj: Option<&mut Value>, _answers: &Answers, _warnings: &mut Vec<String>) -> Result<(), Halt> {
+        let (Some(new), Some(old)) = (obj.as_deref(), a.old) else { return Ok(()) };
         if !is_csr(a, Some("status")) {
             return Ok(());
         }
@@ -81,10 +84,10 @@ impl Plugin for CertificateSigning {
             return Ok(());
         }
         let signer = signer(old);
-        if authorized_for_signer(a, "sign", signer) {
+        if authorized_for_signer(a, "sign", signer)? {
             return Ok(());
         }
-        Err(a.forbidden(&format!("user not permitted to sign requests with signerName {}", quote(signer))))
+        Err(a.forbidden(&format!("user not permitted to sign requests with signerName {}", quote(signer))).into())
     }
 }
 
@@ -125,15 +128,15 @@ impl Plugin for ClusterTrustBundleAttest {
         matches!(op, Operation::Create | Operation::Update)
     }
 
-    fn validate(&self, a: &Attributes, obj: Option<&Value>, _warnings: &mut Vec<String>) -> Result<(), ApiError> {
-        let Some(bundle) = obj.filter(|_| a.info.group == GROUP && a.info.resource == "clustertrustbundles") else { return Ok(()) };
+    fn validate_asking(&self, a: &Attributes, obj: Option<&mut Value>, _answers: &Answers, _warnings: &mut Vec<String>) -> Result<(), Halt> {
+        let Some(bundle) = obj.as_deref().filter(|_| a.info.group == GROUP && a.info.resource == "clustertrustbundles") else { return Ok(()) };
         let signer = signer(bundle);
         if signer.is_empty() || a.old.is_some_and(|old| crate::authz::escalation::only_collector_fields(bundle, old)) {
             return Ok(());
         }
-        if authorized_for_signer(a, "attest", signer) {
+        if authorized_for_signer(a, "attest", signer)? {
             return Ok(());
         }
-        Err(a.forbidden(&format!("user not permitted to attest for signerName {}", quote(signer))))
+        Err(a.forbidden(&format!("user not permitted to attest for signerName {}", quote(signer))).into())
     }
 }

@@ -49,7 +49,7 @@ use serde_json::Value;
 pub use chain::{Chain, DEFAULT_ON, ORDER, ReadFile, enabled, no_files};
 pub use namespace_lifecycle::IMMORTAL_NAMESPACES;
 
-use crate::admission::webhooks::dispatch::{Answers, Halt};
+use crate::admission::webhooks::dispatch::{AdmissionCall, Answers, Halt};
 use crate::auth::UserInfo;
 use crate::catalog::ResourceInfo;
 use crate::rand::Rng;
@@ -283,17 +283,19 @@ impl Attributes<'_> {
         self.info.group.is_empty() && self.info.resource == resource && self.subresource.is_none()
     }
 
-    /// Whether the chain allows the requester `q` (kapi's own writes may do anything).
-    pub fn allows(&self, q: &crate::authz::Attributes) -> bool {
-        self.access.is_none_or(|access| access.allows(self.user, q))
+    /// Whether the chain allows the requester `q` (see [`Attributes::decide`]).
+    pub fn allows(&self, q: &crate::authz::Attributes) -> Result<bool, Halt> {
+        Ok(self.decide(q)?.allowed)
     }
 
     /// The chain's decision on the requester doing `q`, with its reason and error (kapi's
-    /// own writes may do anything).
-    pub fn decide(&self, q: &crate::authz::Attributes) -> crate::authz::Decision {
+    /// own writes may do anything). As kube's plugins ask the authorizer during admission, an
+    /// authorization webhook's answer the chain needs and the write does not have yet stops
+    /// the write ([`Halt::Ask`]) until it has it.
+    pub fn decide(&self, q: &crate::authz::Attributes) -> Result<crate::authz::Decision, Halt> {
         match self.access {
-            Some(access) => access.decide(self.user, q),
-            None => crate::authz::Decision { allowed: true, ..Default::default() },
+            Some(access) => access.decide_or_ask(self.user, q).map_err(|ask| Halt::Ask(vec![AdmissionCall::authorizer(ask)])),
+            None => Ok(crate::authz::Decision { allowed: true, ..Default::default() }),
         }
     }
 

@@ -1,16 +1,16 @@
 //! OwnerReferencesPermissionEnforcement (off by default): who changes an object's
 //! `metadata.ownerReferences` must be allowed to delete the object (on updates: a creator could
 //! have not created it), and who sets `blockOwnerDeletion` on a reference must be allowed to
-//! update the owner's `finalizers` (kube's `gc` plugin; it only validates).
+//! update the owner's `finalizers` (kube's `gc` plugin; it only validates). An authorization
+//! webhook the chain needs is asked during the write (which waits for its answer).
 
 use std::collections::BTreeMap;
 
 use serde_json::Value;
 
-use super::{Attributes, Operation, Plugin};
+use super::{Answers, Attributes, Halt, Operation, Plugin};
 use crate::authz::{Attributes as Asked, Decision};
 use crate::meta;
-use crate::status::ApiError;
 
 #[derive(Debug)]
 pub struct OwnerReferencesPermissionEnforcement;
@@ -76,7 +76,8 @@ impl Plugin for OwnerReferencesPermissionEnforcement {
         matches!(op, Operation::Create | Operation::Update)
     }
 
-    fn validate(&self, a: &Attributes, obj: Option<&Value>, _warnings: &mut Vec<String>) -> Result<(), ApiError> {
+    fn validate_asking(&self, a: &Attributes, obj: Option<&mut Value>, _answers: &Answers, _warnings: &mut Vec<String>) -> Result<(), Halt> {
+        let obj = obj.as_deref();
         // Old kubelets write pods' status with what they read; its strategy keeps the rest.
         if a.info.group.is_empty() && a.info.resource == "pods" && a.subresource == Some("status") {
             return Ok(());
@@ -88,9 +89,11 @@ impl Plugin for OwnerReferencesPermissionEnforcement {
         if a.operation == Operation::Update {
             let mut delete = Asked::resource("delete", &a.info.group, &a.info.resource, a.subresource.unwrap_or_default(), a.namespace, a.name);
             delete.version = a.info.version.clone();
-            let decision = a.decide(&delete);
+            let decision = a.decide(&delete)?;
             if !decision.allowed {
-                return Err(a.forbidden(&format!("cannot set an ownerRef on a resource you can't delete: {}, {}", decision.reason, go_error(&decision))));
+                return Err(a
+                    .forbidden(&format!("cannot set an ownerRef on a resource you can't delete: {}, {}", decision.reason, go_error(&decision)))
+                    .into());
             }
         }
         let blocking = newly_blocking(new, old);
@@ -99,7 +102,7 @@ impl Plugin for OwnerReferencesPermissionEnforcement {
         }
         // Who may update every resource's finalizers is not asked of each owner.
         let anything = Asked { version: "*".into(), ..Asked::resource("update", "*", "*", "finalizers", "", "*") };
-        if a.decide(&anything).allowed {
+        if a.decide(&anything)?.allowed {
             return Ok(());
         }
         for reference in blocking {
@@ -110,13 +113,15 @@ impl Plugin for OwnerReferencesPermissionEnforcement {
                 ))
             })?;
             for q in questions {
-                let decision = a.decide(&q);
+                let decision = a.decide(&q)?;
                 if !decision.allowed {
-                    return Err(a.forbidden(&format!(
-                        "cannot set blockOwnerDeletion if an ownerReference refers to a resource you can't set finalizers on: {}, {}",
-                        decision.reason,
-                        go_error(&decision)
-                    )));
+                    return Err(a
+                        .forbidden(&format!(
+                            "cannot set blockOwnerDeletion if an ownerReference refers to a resource you can't set finalizers on: {}, {}",
+                            decision.reason,
+                            go_error(&decision)
+                        ))
+                        .into());
                 }
             }
         }

@@ -411,7 +411,18 @@ impl Access {
     /// The chain's decision on `user` doing `q`, with its reason and error (a webhook's
     /// decision the request did not ask for beforehand is no opinion).
     pub fn decide(&self, user: &UserInfo, q: &Attributes) -> Decision {
-        self.authorizer.decide(&self.state, user, q, &self.asked, self.now).unwrap_or_default()
+        self.decide_or_ask(user, q).unwrap_or_default()
+    }
+
+    /// The chain's decision on `user` doing `q`, or the review of a webhook whose answer it
+    /// needs first (neither asked before nor kept).
+    pub fn decide_or_ask(&self, user: &UserInfo, q: &Attributes) -> Result<Decision, Ask> {
+        self.authorizer.decide(&self.state, user, q, &self.asked, self.now)
+    }
+
+    /// Takes in a webhook's answer to `ask` (or why there is none), for the decisions to come.
+    pub fn answered(&mut self, ask: &Ask, answer: Result<crate::webhook::WebhookAnswer, String>) {
+        ask.answered(answer, &mut self.asked, self.now);
     }
 }
 

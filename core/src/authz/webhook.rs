@@ -153,6 +153,16 @@ impl WebhookAuthorizer {
 }
 
 impl Ask {
+    /// What names the review among a write's answers: its key, in hex.
+    pub fn uid(&self) -> String {
+        self.key.iter().map(|b| format!("{b:02x}")).collect()
+    }
+
+    /// The review sent.
+    pub fn body(&self) -> Bytes {
+        self.body.clone()
+    }
+
     /// The call that asks it.
     pub fn call(&self) -> WebhookCall {
         let settings = &self.webhook.settings;

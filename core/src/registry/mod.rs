@@ -30,7 +30,7 @@ use jiff::Timestamp;
 use serde_json::Value;
 
 use crate::admission::Found;
-use crate::admission::webhooks::dispatch::{AdmissionCall, Answers};
+use crate::admission::webhooks::dispatch::{AdmissionCall, Answers, Callee};
 use crate::apiextensions::{Conversion, Converted};
 use crate::catalog::{Claim, Resource};
 use crate::kv::{KeyValue, KvRequest, KvResult, Revision};
@@ -452,10 +452,14 @@ impl WriteOp {
     }
 
     /// The admission webhooks' answers to the [`WriteEffect::Admit`] asked for, in the order
-    /// of its calls (a call that failed: why).
+    /// of its calls (a call that failed: why); the authorization webhook's go to the write's
+    /// authorizer too, for the plugins' questions to it.
     pub fn admitted(&mut self, answers: Vec<Result<crate::webhook::WebhookAnswer, String>>) {
         if let Some((Asked::Admit(calls), _, at)) = self.asked.take() {
             for (call, answer) in calls.into_iter().zip(answers) {
+                if let (Callee::Authorizer(ask), Some(access)) = (&call.callee, self.ctx.access.as_mut()) {
+                    access.answered(ask, answer.clone());
+                }
                 self.admitted.insert(call.uid, answer);
             }
             self.resumed = Some(at);

@@ -1,5 +1,6 @@
-//! kube's retries of a call made through its generic webhook client (`GenericWebhook`, as
-//! ImagePolicyWebhook's backend is called): `WithExponentialBackoff` tries up to five times;
+//! kube's retries of a call made through its generic webhook client (`GenericWebhook`, as the
+//! authentication and authorization webhooks and ImagePolicyWebhook's backend are called):
+//! `WithExponentialBackoff` tries up to five times;
 //! between tries it waits the configured first wait, then each wait 1.5 times the one before,
 //! each lengthened by up to 20% at random (`wait.Backoff{Factor: 1.5, Jitter: 0.2, Steps: 5}`).
 //! Only a transient failure is tried again (`DefaultShouldRetry`); the call's answer is its
@@ -13,6 +14,10 @@ use crate::rand::Rng;
 
 /// How many times a call is tried at most.
 pub const TRIES: u32 = 5;
+
+/// The first wait of the authentication and authorization webhooks' retries (kube's
+/// `DefaultAuthWebhookRetryBackoff`).
+pub const AUTH_WEBHOOK_FIRST_WAIT: SignedDuration = SignedDuration::from_millis(500);
 
 /// The tries of one call.
 #[derive(Clone, Debug, PartialEq, Eq)]

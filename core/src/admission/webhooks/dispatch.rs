@@ -48,14 +48,22 @@ pub enum Callee {
     Hook(Arc<Hook>),
     /// The webhook a plugin's kubeconfig names, asked within kube's 30 s.
     Endpoint(Arc<Endpoint>),
+    /// The authorization webhook, asked a review a plugin's question to the authorizer needs.
+    Authorizer(Arc<crate::authz::Ask>),
 }
 
 impl AdmissionCall {
+    /// The call that asks the authorization webhook `ask`, tried again as kube tries it.
+    pub fn authorizer(ask: crate::authz::Ask) -> AdmissionCall {
+        let retry = Some(crate::webhook::retry::AUTH_WEBHOOK_FIRST_WAIT);
+        AdmissionCall { uid: ask.uid(), body: ask.body(), callee: Callee::Authorizer(Arc::new(ask)), retry }
+    }
+
     /// The Service the webhook names, which the call is resolved with.
     pub fn service(&self) -> Option<&ServiceRef> {
         match &self.callee {
             Callee::Hook(hook) => hook.client.service(),
-            Callee::Endpoint(_) => None,
+            Callee::Endpoint(_) | Callee::Authorizer(_) => None,
         }
     }
 
@@ -75,6 +83,7 @@ impl AdmissionCall {
                     credentials: endpoint.credentials.clone(),
                 });
             }
+            Callee::Authorizer(ask) => return Ok(ask.call()),
         };
         let (target, path) = hook.client.resolve(service)?;
         let seconds = hook.timeout_seconds;

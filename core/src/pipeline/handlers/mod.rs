@@ -168,11 +168,13 @@ pub(super) enum Stage {
 }
 
 impl Stage {
-    /// When the stage has something to do without an event (a write trying webhook calls
-    /// again), besides the request's deadline.
+    /// When the stage has something to do without an event (a webhook call to try again),
+    /// besides the request's deadline.
     pub(super) fn wakes_at(&self) -> Option<Timestamp> {
         match self {
             Stage::Admitting(admitting) => admitting.wakes_at(),
+            Stage::Authorizing(a) => a.trying.again_at(),
+            Stage::Authenticating(t) => t.trying.again_at(),
             _ => None,
         }
     }
@@ -286,14 +288,19 @@ impl RequestMachine {
     pub(super) fn step(&mut self, now: Timestamp) -> bool {
         match std::mem::replace(&mut self.stage, Stage::Done) {
             Stage::Done => false,
-            waiting @ (Stage::Health { .. }
-            | Stage::Components { .. }
-            | Stage::ProxyResolve { .. }
-            | Stage::Proxying
-            | Stage::Authorizing(_)
-            | Stage::Authenticating(_)) => {
+            waiting @ (Stage::Health { .. } | Stage::Components { .. } | Stage::ProxyResolve { .. } | Stage::Proxying) => {
                 self.stage = waiting;
                 false
+            }
+            Stage::Authorizing(mut a) => {
+                let sent = a.trying.step(&mut self.out, now);
+                self.stage = Stage::Authorizing(a);
+                sent
+            }
+            Stage::Authenticating(mut t) => {
+                let sent = t.trying.step(&mut self.out, now);
+                self.stage = Stage::Authenticating(t);
+                sent
             }
             Stage::Stream(mut body) => {
                 match body.next_chunk() {
@@ -502,14 +509,7 @@ impl RequestMachine {
                 let Stage::Admitting(admitting) = std::mem::replace(&mut self.stage, Stage::Done) else { unreachable!() };
                 self.admission_webhooks_answered(*admitting, answers, now);
             }
-            (Stage::Authorizing(_), Event::Called(answer)) => {
-                let Stage::Authorizing(a) = std::mem::replace(&mut self.stage, Stage::Done) else { unreachable!() };
-                self.authorizer_answered(a, answer, now);
-            }
-            (Stage::Authenticating(_), Event::Called(answer)) => {
-                let Stage::Authenticating(a) = std::mem::replace(&mut self.stage, Stage::Done) else { unreachable!() };
-                self.authenticator_answered(*a, answer, now);
-            }
+            (Stage::Authorizing(_) | Stage::Authenticating(_), Event::Called(answer)) => self.auth_webhook_answered(answer, now),
             (Stage::Converting(_), Event::Called(answer)) => {
                 let Stage::Converting(converting) = std::mem::replace(&mut self.stage, Stage::Done) else { unreachable!() };
                 self.called(converting, answer, now);

@@ -6,6 +6,9 @@
 //!   questions to the chain again from where it stopped. Nothing before that point has an
 //!   effect the second time: authentication is done, and impersonation, authorization and the
 //!   reviews a request answers are questions.
+//!
+//! Either call is tried again after a transient failure, as kube's generic webhook client
+//! tries it ([`crate::webhook::retry`]): the request waits, in its own time, and sends it again.
 
 use std::sync::Arc;
 
@@ -21,9 +24,11 @@ use crate::catalog::Resource;
 use crate::codec::Output;
 use crate::pipeline::query::Query;
 use crate::pipeline::{Effect, RequestInfo, RequestMachine};
+use crate::rand::Rng;
 use crate::resources::reviews::{reviewed, token_review_status};
 use crate::status::ApiError;
-use crate::webhook::WebhookAnswer;
+use crate::webhook::retry::{AUTH_WEBHOOK_FIRST_WAIT, Backoff};
+use crate::webhook::{WebhookAnswer, WebhookCall};
 
 /// Where a request goes on once the webhook answered.
 pub(in crate::pipeline) enum Resume {
@@ -33,8 +38,46 @@ pub(in crate::pipeline) enum Resume {
     Authorized,
 }
 
+/// A call to the authentication or authorization webhook, and its tries.
+pub(in crate::pipeline) struct Trying {
+    call: WebhookCall,
+    backoff: Backoff,
+    /// When it is sent again, after a transient failure.
+    again_at: Option<Timestamp>,
+}
+
+impl Trying {
+    /// Sends `call`: its first try.
+    fn send(out: &mut std::collections::VecDeque<Effect>, call: WebhookCall) -> Trying {
+        out.push_back(Effect::Call(Box::new(call.clone())));
+        Trying { call, backoff: Backoff::new(AUTH_WEBHOOK_FIRST_WAIT), again_at: None }
+    }
+
+    /// Whether the call is tried again after `answer` (from when, then).
+    fn retries(&mut self, answer: &Result<WebhookAnswer, String>, now: Timestamp, rng: &mut Rng) -> bool {
+        self.again_at = self.backoff.again(answer, rng).map(|wait| now + wait);
+        self.again_at.is_some()
+    }
+
+    /// When it is sent again, if it waits to be.
+    pub(in crate::pipeline) fn again_at(&self) -> Option<Timestamp> {
+        self.again_at
+    }
+
+    /// Sends the call again if its time has come; whether it did.
+    pub(in crate::pipeline) fn step(&mut self, out: &mut std::collections::VecDeque<Effect>, now: Timestamp) -> bool {
+        let due = self.again_at.is_some_and(|at| at <= now);
+        if due {
+            self.again_at = None;
+            out.push_back(Effect::Call(Box::new(self.call.clone())));
+        }
+        due
+    }
+}
+
 pub(in crate::pipeline) struct Authorizing {
     ask: Ask,
+    pub(in crate::pipeline) trying: Trying,
     resume: Resume,
     info: RequestInfo,
     query: Query,
@@ -50,6 +93,7 @@ pub(in crate::pipeline) enum Authenticating {
 
 pub(in crate::pipeline) struct TokenAsking {
     ask: TokenAsk,
+    pub(in crate::pipeline) trying: Trying,
     then: Authenticating,
     /// What the authenticators before the webhook said was wrong with the token.
     errors: Vec<String>,
@@ -73,14 +117,32 @@ impl RequestMachine {
         match webhook.review(token, audiences, now) {
             Ok(kept) => self.token_reviewed(Ok(kept), errors, then, now),
             Err(ask) => {
-                self.out.push_back(Effect::Call(Box::new(webhook.call(&ask))));
-                self.stage = Stage::Authenticating(Box::new(TokenAsking { ask, then, errors }));
+                let trying = Trying::send(&mut self.out, webhook.call(&ask));
+                self.stage = Stage::Authenticating(Box::new(TokenAsking { ask, trying, then, errors }));
             }
         }
     }
 
+    /// The authentication or authorization webhook's answer (or why there is none): the call
+    /// is tried again after a transient failure, or the request goes on with it.
+    pub(super) fn auth_webhook_answered(&mut self, answer: Result<WebhookAnswer, String>, now: Timestamp) {
+        let trying = match &mut self.stage {
+            Stage::Authorizing(a) => &mut a.trying,
+            Stage::Authenticating(t) => &mut t.trying,
+            _ => return,
+        };
+        if trying.retries(&answer, now, &mut self.rng) {
+            return;
+        }
+        match std::mem::replace(&mut self.stage, Stage::Done) {
+            Stage::Authorizing(a) => self.authorizer_answered(a, answer, now),
+            Stage::Authenticating(t) => self.authenticator_answered(*t, answer, now),
+            _ => {}
+        }
+    }
+
     /// The authentication webhook's answer (or why there is none).
-    pub(super) fn authenticator_answered(&mut self, a: TokenAsking, answer: Result<crate::webhook::WebhookAnswer, String>, now: Timestamp) {
+    fn authenticator_answered(&mut self, a: TokenAsking, answer: Result<crate::webhook::WebhookAnswer, String>, now: Timestamp) {
         let webhook = self.server.authenticator.webhook.clone().expect("only a webhook is asked");
         let reviewed = webhook.answered(&a.ask, answer, self.server.authenticator.api_audiences(), now);
         let TokenAsking { then, errors, .. } = a;
@@ -117,8 +179,8 @@ impl RequestMachine {
 
     /// Asks the authorization webhook `ask`; the request goes on at `resume` with the answer.
     pub(in crate::pipeline) fn ask_authorizer(&mut self, ask: Ask, resume: Resume, info: RequestInfo, query: Query) {
-        self.out.push_back(Effect::Call(Box::new(ask.call())));
-        self.stage = Stage::Authorizing(Box::new(Authorizing { ask, resume, info, query }));
+        let trying = Trying::send(&mut self.out, ask.call());
+        self.stage = Stage::Authorizing(Box::new(Authorizing { ask, trying, resume, info, query }));
     }
 
     /// What the authorization webhook must answer before a write of an RBAC object is checked
@@ -142,7 +204,7 @@ impl RequestMachine {
     }
 
     /// The webhook's answer (or why there is none).
-    pub(super) fn authorizer_answered(&mut self, a: Box<Authorizing>, answer: Result<WebhookAnswer, String>, now: Timestamp) {
+    fn authorizer_answered(&mut self, a: Box<Authorizing>, answer: Result<WebhookAnswer, String>, now: Timestamp) {
         a.ask.answered(answer, &mut self.asked, now);
         let Authorizing { resume, info, query, .. } = *a;
         match resume {
