@@ -245,6 +245,7 @@ impl Bootstrap {
                     // What starts with the server is built in: no webhook converts it.
                     WriteEffect::Convert(_) => op.converted(Err("no conversion webhook is called at start".into())),
                     WriteEffect::Admit(calls) => op.admitted(calls.iter().map(|_| Err("no admission webhook is called at start".into())).collect()),
+                    WriteEffect::Provision(_) => op.provisioned(Err(ApiError::internal("the server makes no request of its own at start"))),
                     WriteEffect::Done(Ok(_)) => self.current = None,
                     WriteEffect::Done(Err(e)) => {
                         self.done = true;

@@ -121,6 +121,10 @@ fn an_apply_or_a_put_that_creates_creates_the_namespace_and_a_dry_run_or_a_refus
         (400, Some("the namespace of the provided object does not match the namespace sent on the request"))
     );
     assert_eq!(namespace(&mut w, "mismatch").head.status, 404);
+    let unknown = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}, "bogus": 1});
+    let r = w.call("POST", "/api/v1/namespaces/strict/configmaps", "fieldValidation=Strict", Some(&unknown), "application/json");
+    assert_eq!(r.head.status, 400, "{}", text(&r));
+    assert_eq!(namespace(&mut w, "strict").head.status, 404);
     // Nor does a PUT of what cannot be created by one.
     let r = w.call("PUT", "/api/v1/namespaces/put/configmaps/c", "", Some(&configmap("c")), "application/json");
     assert_eq!((r.head.status, r.json()["message"].as_str()), (404, Some("configmaps \"c\" not found")), "{}", text(&r));

@@ -233,8 +233,8 @@ impl Chain {
     }
 
     /// The first object a plugin must have the server create before `request` is admitted
-    /// ([`Plugin::provision`]), given what each lookup found.
-    pub fn provision(&self, request: &Pending, found: &[(Lookup, Option<Arc<Value>>)]) -> Option<super::Provision> {
+    /// ([`Plugin::provision`]), given what the lookups found.
+    pub fn provision(&self, request: &Pending, found: &super::Found) -> Option<super::Provision> {
         self.plugins.iter().filter(|p| p.handles(request.operation)).find_map(|p| p.provision(request, found))
     }
 

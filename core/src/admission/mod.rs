@@ -299,6 +299,16 @@ impl Attributes<'_> {
         }
     }
 
+    /// kube's `admission.NewForbidden` of an error another request met: a 403 (its reason
+    /// `Forbidden` or none of kube's) as it is, anything else as [`Attributes::forbidden`]
+    /// with its message.
+    pub fn refused_by(&self, e: ApiError) -> ApiError {
+        match e.code == 403 && matches!(e.reason, "Forbidden" | "") {
+            true => e,
+            false => self.forbidden(&e.message),
+        }
+    }
+
     /// kube's `admission.NewForbidden`: 403, `<resource> "<name>" is forbidden: <why>`.
     pub fn forbidden(&self, why: &str) -> ApiError {
         let name = if self.name.is_empty() { "Unknown" } else { self.name };
@@ -370,13 +380,13 @@ pub trait Plugin: Send + Sync + std::fmt::Debug {
         false
     }
 
-    /// An object the server must create, as a request of its own, before the request is
+    /// An object the server must create, as a request of its own, before a create is
     /// admitted (kube's plugins that write through the server's loopback client:
-    /// NamespaceAutoProvision's namespace), given what each lookup found. The request waits
-    /// for that one's answer: if the object was created or already exists, its lookups are
-    /// read again and it goes on; any other answer refuses it (kube's `admission.NewForbidden`
-    /// of the answer's error).
-    fn provision(&self, _request: &Pending, _found: &[(Lookup, Option<Arc<Value>>)]) -> Option<Provision> {
+    /// NamespaceAutoProvision's namespace), given what the lookups found. Asked where kube's
+    /// mutating plugins start; the create waits for that request: if the object was created
+    /// or already exists, it goes on with the object as it now is in its lookups; any other
+    /// answer refuses it ([`Attributes::refused_by`]).
+    fn provision(&self, _request: &Pending, _found: &Found) -> Option<Provision> {
         None
     }
 
@@ -394,6 +404,10 @@ pub struct Provision {
     pub path: String,
     /// Its resource (`namespaces`), as client-go names it in an error.
     pub resource: String,
+    /// Its name (to read it if it already exists).
+    pub name: String,
+    /// The lookup that finds it, which then holds it.
+    pub lookup: Lookup,
     /// The object, as a client sends it.
     pub object: Value,
 }

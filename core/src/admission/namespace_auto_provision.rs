@@ -1,15 +1,13 @@
 //! NamespaceAutoProvision (off by default): a create in a namespace that does not exist first
 //! has the server create that namespace, as kube's plugin does through the server's loopback
-//! client. The namespace's create is a request of its own (`system:apiserver`, through the
-//! namespace's own admission); the write waits for it, goes on if the namespace was created or
-//! already exists, and is refused with kube's 403 otherwise (see [`Plugin::provision`]).
-//! A dry run creates nothing.
+//! client, when the create's mutating admission starts. The namespace's create is a request of
+//! its own (`system:apiserver`, through the namespace's own admission); the create waits for
+//! it, goes on if the namespace was created or already exists, and is refused with kube's 403
+//! otherwise (see [`Plugin::provision`]). A dry run creates nothing.
 
-use std::sync::Arc;
+use serde_json::json;
 
-use serde_json::{Value, json};
-
-use super::{Lookup, Operation, Pending, Plugin, Provision};
+use super::{Found, Lookup, Operation, Pending, Plugin, Provision};
 
 #[derive(Debug)]
 pub struct NamespaceAutoProvision;
@@ -30,14 +28,18 @@ impl Plugin for NamespaceAutoProvision {
         }
     }
 
-    fn provision(&self, request: &Pending, found: &[(Lookup, Option<Arc<Value>>)]) -> Option<Provision> {
+    fn provision(&self, request: &Pending, found: &Found) -> Option<Provision> {
         let ns = namespace(request).filter(|_| !request.dry_run)?;
-        let exists = found.iter().any(|(l, object)| matches!(l, Lookup::Namespace(n) if n == ns) && object.is_some());
-        (!exists).then(|| Provision {
-            path: "/api/v1/namespaces".into(),
-            resource: "namespaces".into(),
-            object: json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}),
-        })
+        match &found.namespace {
+            Some((name, Some(_))) if name == ns => None,
+            _ => Some(Provision {
+                path: "/api/v1/namespaces".into(),
+                resource: "namespaces".into(),
+                name: ns.to_string(),
+                lookup: Lookup::Namespace(ns.to_string()),
+                object: json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}),
+            }),
+        }
     }
 }
 
@@ -63,16 +65,17 @@ mod tests {
         let p = NamespaceAutoProvision;
         let create = pending(pods, Operation::Create, Some("team"), false);
         assert_eq!(p.lookups(&create), vec![Lookup::Namespace("team".into())]);
-        let missing = [(Lookup::Namespace("team".into()), None)];
+        let missing = Found { namespace: Some(("team".into(), None)), ..Default::default() };
         let wanted = p.provision(&create, &missing).unwrap();
-        assert_eq!((wanted.path.as_str(), wanted.resource.as_str()), ("/api/v1/namespaces", "namespaces"));
+        assert_eq!((wanted.path.as_str(), wanted.resource.as_str(), wanted.name.as_str()), ("/api/v1/namespaces", "namespaces", "team"));
+        assert_eq!(wanted.lookup, Lookup::Namespace("team".into()));
         assert_eq!(wanted.object, json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team"}}));
-        let there = [(Lookup::Namespace("team".into()), Some(Arc::new(json!({"metadata": {"name": "team"}}))))];
+        let there = Found { namespace: Some(("team".into(), Some(std::sync::Arc::new(json!({"metadata": {"name": "team"}}))))), ..Default::default() };
         assert_eq!(p.provision(&create, &there), None);
         // A dry run creates nothing; nor do other operations, or writes of what has no namespace.
         assert_eq!(p.provision(&pending(pods, Operation::Create, Some("team"), true), &missing), None);
         assert_eq!(p.provision(&pending(pods, Operation::Update, Some("team"), false), &missing), None);
         assert!(p.lookups(&pending(pods, Operation::Update, Some("team"), false)).is_empty());
-        assert_eq!(p.provision(&pending(namespaces, Operation::Create, None, false), &[]), None);
+        assert_eq!(p.provision(&pending(namespaces, Operation::Create, None, false), &Found::default()), None);
     }
 }

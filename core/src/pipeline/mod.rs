@@ -263,16 +263,14 @@ pub struct Request {
 }
 
 impl Request {
-    /// A request of the server's own, as kube's loopback client sends it: JSON `body` of
-    /// `content_type`, with the server's loopback token (`system:apiserver`), if it has one.
-    pub(crate) fn loopback(token: Option<&str>, method: &str, path: String, content_type: &str, body: &serde_json::Value) -> Request {
-        let mut headers = vec![
-            ("Content-Type".to_string(), content_type.to_string()),
-            ("User-Agent".to_string(), "kube-apiserver/kapi".to_string()),
-            ("Accept".to_string(), "application/json".to_string()),
-        ];
+    /// A request of the server's own, as kube's loopback client sends it: a JSON `body` of
+    /// `content_type`, if any, with the server's loopback token (`system:apiserver`), if it
+    /// has one.
+    pub(crate) fn loopback(token: Option<&str>, method: &str, path: String, body: Option<(&str, &serde_json::Value)>) -> Request {
+        let mut headers = vec![("User-Agent".to_string(), "kube-apiserver/kapi".to_string()), ("Accept".to_string(), "application/json".to_string())];
         headers.extend(token.map(|t| ("Authorization".to_string(), format!("Bearer {t}"))));
-        let body = Bytes::from(serde_json::to_vec(body).expect("JSON trees serialize"));
+        headers.extend(body.map(|(content_type, _)| ("Content-Type".to_string(), content_type.to_string())));
+        let body = body.map(|(_, b)| Bytes::from(serde_json::to_vec(b).expect("JSON trees serialize"))).unwrap_or_default();
         Request { method: method.into(), path, headers, body, ..Default::default() }
     }
 

@@ -60,6 +60,7 @@ impl WriteOp {
             ssa::record_update(None, &mut obj, self.res.strategy.typing(), &self.ctx.field_manager, self.ctx.subresource.as_deref(), self.ctx.now);
         }
         let named = shown_name(&obj);
+        self.provision_first(&obj, &named)?;
         self.mutating_admission(Operation::Create, &named, None, Some(&mut obj))?;
         // kube's `BeforeCreate` checks the namespace of what admission made.
         self.fix_namespace(&mut obj)?;
@@ -157,7 +158,7 @@ fn truncate_for_suffix(prefix: &str) -> &str {
 }
 
 /// The name admission's refusals give a new object: its name, else its `generateName`.
-pub fn shown_name(obj: &Value) -> String {
+fn shown_name(obj: &Value) -> String {
     let name = meta::name(obj);
     if name.is_empty() { meta::str_at(obj, &["metadata", "generateName"]).unwrap_or_default().to_string() } else { name.to_string() }
 }

@@ -246,6 +246,7 @@ impl EvictionOp {
                     WriteEffect::Kv(req) => return Some(WriteEffect::Kv(req)),
                     WriteEffect::Convert(c) => return Some(WriteEffect::Convert(c)),
                     WriteEffect::Admit(calls) => return Some(WriteEffect::Admit(calls)),
+                    WriteEffect::Provision(p) => return Some(WriteEffect::Provision(p)),
                     WriteEffect::Done(result) => self.write_answered(result),
                 },
             }

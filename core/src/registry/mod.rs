@@ -14,10 +14,10 @@
 mod admit;
 mod charges;
 mod create;
-pub use create::shown_name;
 mod delete;
 mod eviction;
 pub mod objects;
+mod provision;
 mod strict;
 mod token_request;
 mod update;
@@ -150,6 +150,9 @@ pub enum WriteEffect {
     /// Ask these admission webhooks, all at once; their answers, in order, go to
     /// [`WriteOp::admitted`].
     Admit(Vec<AdmissionCall>),
+    /// Have the server create this object first, as a request of its own (an admission
+    /// plugin's, before a create is admitted); what came of it goes to [`WriteOp::provisioned`].
+    Provision(crate::admission::Provision),
     Done(Result<WriteOutcome, ApiError>),
 }
 
@@ -168,18 +171,21 @@ enum Paused {
     Finish(Result<Outcome, StorageError<ApiError>>),
 }
 
-/// What a write needs a webhook's answer to.
+/// What a write needs a webhook's answer to (or the server's own request's).
 enum Blocked {
     /// An object to convert, to this apiVersion.
     Convert(Unconverted, String),
     /// Admission webhooks to ask.
     Admit(Vec<AdmissionCall>),
+    /// An object to create first.
+    Provision(crate::admission::Provision),
 }
 
-/// A question to a webhook.
+/// A question to a webhook (or the server's own request).
 enum Asked {
     Convert(Conversion),
     Admit(Vec<AdmissionCall>),
+    Provision(crate::admission::Provision),
 }
 
 enum Phase {
@@ -246,6 +252,8 @@ pub struct WriteOp {
     /// makes the same object again (an update draws nothing at random; the mutating webhooks'
     /// answers are kept): see [`WriteOp::validating_admission`].
     validated: Option<admit::Validated>,
+    /// Whether what a plugin needed created first was (see `provision.rs`).
+    provisioning: provision::Provisioning,
 }
 
 /// What admission is told of a write (`name`: the object's, or what its refusals call it).
@@ -300,6 +308,7 @@ impl WriteOp {
             asked: None,
             resumed: None,
             validated: None,
+            provisioning: provision::Provisioning::NotAsked,
         };
         op.start();
         op
@@ -325,15 +334,21 @@ impl WriteOp {
     }
 
     fn start(&mut self) {
-        let WriteKind::Create(obj) = &mut self.kind else {
+        let WriteKind::Create(obj) = &self.kind else {
             let name = self.ctx.name.clone().unwrap_or_default();
             self.storage = Some(StorageOp::new(StorageRequest::Mutate { key: self.key(&name), cached: None, dry_run: self.ctx.dry_run }));
             return;
         };
         // The object moves on to become the result: nothing reads a create's kind again,
-        // unless a mutating admission webhook is asked and the create starts again (a
-        // validating one's answer goes on from the validation, with the object it kept).
-        let obj = if self.ctx.webhooks.mutating.is_empty() { std::mem::take(obj) } else { obj.clone() };
+        // unless a mutating admission webhook is asked or a plugin needs an object created
+        // first, and the create starts again (a validating webhook's answer goes on from the
+        // validation, with the object it kept).
+        let again = !self.ctx.webhooks.mutating.is_empty() || self.provision_wanted(obj).is_some();
+        let obj = match &mut self.kind {
+            WriteKind::Create(obj) if again => obj.clone(),
+            WriteKind::Create(obj) => std::mem::take(obj),
+            _ => return,
+        };
         let rng = self.rng.clone();
         match self.prepare_unvalidated(obj, false) {
             Ok(obj) => self.validate_new(obj),
@@ -431,6 +446,7 @@ impl WriteOp {
         let asked = match self.blocked.take() {
             None => return false,
             Some(Blocked::Admit(calls)) => Asked::Admit(calls),
+            Some(Blocked::Provision(p)) => Asked::Provision(p),
             Some(Blocked::Convert(u, desired)) => {
                 let Some((webhook, _)) = self.res.strategy.conversion_webhook() else { return false };
                 // The review's uid is drawn apart from the write's own (see `transformed`).
@@ -549,6 +565,7 @@ impl WriteOp {
                 return (!std::mem::replace(sent, true)).then(|| match asked {
                     Asked::Convert(conversion) => WriteEffect::Convert(conversion.clone()),
                     Asked::Admit(calls) => WriteEffect::Admit(calls.clone()),
+                    Asked::Provision(p) => WriteEffect::Provision(p.clone()),
                 });
             }
             if let Some(at) = self.resumed.take() {

@@ -85,7 +85,7 @@ impl RequestMachine {
                 lookups.push(l);
             }
         }
-        self.start_write(PendingWrite { res, output, ctx, kind: WriteKind::Create(obj), provisioned: false }, lookups);
+        self.start_write(PendingWrite { res, output, ctx, kind: WriteKind::Create(obj) }, lookups);
         Ok(())
     }
 

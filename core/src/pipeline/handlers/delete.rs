@@ -50,7 +50,7 @@ impl RequestMachine {
         let opts = params::WriteOptions { dry_run, field_manager: String::new(), field_validation: FieldValidation::Ignore, force: None };
         let ctx = self.write_context(now, info, namespace, &opts);
         let lookups = delete_lookups(&ctx, &res);
-        self.start_write(PendingWrite { res, output, ctx, kind: WriteKind::Delete(options), provisioned: false }, lookups);
+        self.start_write(PendingWrite { res, output, ctx, kind: WriteKind::Delete(options) }, lookups);
         Ok(())
     }
 
@@ -162,6 +162,10 @@ impl RequestMachine {
             }
             Some(WriteEffect::Admit(calls)) => {
                 self.ask_admission_webhooks(calls, Stage::DeleteCollection(dc));
+                true
+            }
+            Some(WriteEffect::Provision(p)) => {
+                self.start_provisioning(p, Stage::DeleteCollection(dc), now);
                 true
             }
             Some(WriteEffect::Done(result)) => {

@@ -209,7 +209,7 @@ impl RequestMachine {
     /// request, with the loopback token.
     fn date_legacy_token(&mut self, last_used: Option<(String, Value)>) {
         let (Some((path, patch)), Some(token)) = (last_used, self.server.authenticator.loopback.as_deref()) else { return };
-        let request = crate::pipeline::Request::loopback(Some(token), "PATCH", path, "application/merge-patch+json", &patch);
+        let request = crate::pipeline::Request::loopback(Some(token), "PATCH", path, Some(("application/merge-patch+json", &patch)));
         self.out.push_back(Effect::Loopback(Box::new(request)));
     }
 
@@ -234,10 +234,6 @@ impl RequestMachine {
         }
         match l.then {
             AfterLookups::Write(w) => {
-                if let Some(provision) = Self::provision_for(&w, &l.found) {
-                    let lookups = l.found.into_iter().map(|(lookup, _)| lookup).collect();
-                    return self.start_provisioning(w, provision, lookups, now);
-                }
                 let w = *w;
                 let mut found = Found::default();
                 for (lookup, object) in l.found {

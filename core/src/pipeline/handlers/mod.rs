@@ -67,8 +67,6 @@ pub(super) struct PendingWrite {
     output: Output,
     ctx: WriteContext,
     kind: WriteKind,
-    /// What a plugin needed created first was (see `provision.rs`).
-    provisioned: bool,
 }
 
 pub(super) struct DeleteCollection {
@@ -417,6 +415,10 @@ impl RequestMachine {
                     self.ask_admission_webhooks(calls, Stage::Write { op, res, output, action });
                     true
                 }
+                Some(WriteEffect::Provision(p)) => {
+                    self.start_provisioning(p, Stage::Write { op, res, output, action }, now);
+                    true
+                }
                 Some(WriteEffect::Done(result)) => {
                     self.warnings.extend(op.take_admission_warnings());
                     self.finish_write(res, output, action, result, now);
@@ -437,7 +439,7 @@ impl RequestMachine {
                     self.finish_write(res, output, false, result, now);
                     true
                 }
-                Some(WriteEffect::Convert(_) | WriteEffect::Admit(_)) | None => {
+                Some(WriteEffect::Convert(_) | WriteEffect::Admit(_) | WriteEffect::Provision(_)) | None => {
                     self.stage = Stage::Token { op, res, output };
                     false
                 }
@@ -454,6 +456,10 @@ impl RequestMachine {
                 }
                 Some(WriteEffect::Admit(calls)) => {
                     self.ask_admission_webhooks(calls, Stage::Evict { op, res, output });
+                    true
+                }
+                Some(WriteEffect::Provision(p)) => {
+                    self.start_provisioning(p, Stage::Evict { op, res, output }, now);
                     true
                 }
                 Some(WriteEffect::Done(result)) => {

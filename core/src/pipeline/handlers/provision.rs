@@ -3,32 +3,30 @@
 //! through the server's loopback client, so through that object's own authorization and
 //! admission). That request is a [`RequestMachine`] this one runs inside itself: the effects
 //! it emits are this one's, the events answering them are handed to it, and its answer is
-//! kept. Created, or already there, the write's lookups are read again and it goes on;
-//! otherwise the write is refused as kube's plugin refuses it.
-
-use std::sync::Arc;
+//! kept. If the object already exists, a second such request reads it. The write then goes on
+//! with the object as it now is, or the error the request met ([`WriteOp::provisioned`]).
+//!
+//! [`WriteOp::provisioned`]: crate::registry::WriteOp::provisioned
 
 use jiff::Timestamp;
 use serde_json::Value;
 
-use super::{AfterLookups, Lookups, PendingWrite, Stage};
-use crate::admission::{Lookup, Operation, Pending, Provision};
-use crate::meta;
+use super::Stage;
+use crate::admission::Provision;
 use crate::pipeline::{Effect, Event, Head, Request, RequestMachine};
-use crate::registry::shown_name;
 use crate::status::ApiError;
 use crate::webhook::{WebhookAnswer, unexpected_status};
 
-/// A write waiting for the request that creates what it needs.
+/// A write waiting for the server's own request about what it needs.
 pub(crate) struct Provisioning {
     request: Box<RequestMachine>,
-    /// The resource it creates (`namespaces`), as client-go names it in an error.
-    resource: String,
+    provision: Provision,
+    /// The request reads the object (its create found it there already).
+    reading: bool,
     head: Option<Head>,
     body: Vec<u8>,
-    write: Box<PendingWrite>,
-    /// The write's lookups, read again once the object is there.
-    lookups: Vec<Lookup>,
+    /// The write's stage, which takes what came of it.
+    stage: Box<Stage>,
 }
 
 impl Provisioning {
@@ -39,45 +37,23 @@ impl Provisioning {
 }
 
 impl RequestMachine {
-    /// What a plugin needs created before the write `w` is admitted, given what its lookups
-    /// found (once per write: after that request, the write goes on with what it finds).
-    /// Nothing for a write kube refuses before admission: an object whose namespace, or for a
-    /// PUT or apply whose name, is not the request's (`EnsureObjectNamespaceMatchesRequestNamespace`,
-    /// `checkName`).
-    pub(super) fn provision_for(w: &PendingWrite, found: &[(Lookup, Option<Arc<Value>>)]) -> Option<Provision> {
-        if w.provisioned {
-            return None;
-        }
-        let ctx = &w.ctx;
-        let object = w.kind.created(&w.res, ctx.subresource.as_deref())?;
-        let differs = |field: &str, wanted: Option<&str>| meta::str_at(object, &["metadata", field]).is_some_and(|v| !v.is_empty() && Some(v) != wanted);
-        if differs("namespace", ctx.namespace.as_deref()) || (ctx.name.is_some() && differs("name", ctx.name.as_deref())) {
-            return None;
-        }
-        let pending = Pending {
-            operation: Operation::Create,
-            info: &w.res.info,
-            subresource: ctx.subresource.as_deref(),
-            namespace: ctx.namespace.as_deref(),
-            name: ctx.name.as_deref(),
-            object: Some(object),
-            dry_run: ctx.dry_run,
-        };
-        ctx.admission.provision(&pending, found)
+    /// Starts the request that creates `provision`'s object, as the server's own (its loopback
+    /// token), for the write of `stage` to wait on.
+    pub(super) fn start_provisioning(&mut self, provision: Provision, stage: Stage, now: Timestamp) {
+        let request = self.loopback_request("POST", provision.path.clone(), Some(&provision.object), now);
+        let p = Provisioning { request, provision, reading: false, head: None, body: Vec::new(), stage: Box::new(stage) };
+        self.stage = Stage::Provisioning(Box::new(p));
     }
 
-    /// Starts the request that creates `provision`'s object, as the server's own (its loopback
-    /// token), for the write `write` to wait on.
-    pub(super) fn start_provisioning(&mut self, write: Box<PendingWrite>, provision: Provision, lookups: Vec<Lookup>, now: Timestamp) {
+    /// A request of the server's own, run inside this one.
+    fn loopback_request(&mut self, method: &str, path: String, body: Option<&Value>, now: Timestamp) -> Box<RequestMachine> {
         let token = self.server.authenticator.loopback.as_deref();
-        let resource = provision.resource;
-        let request = Request::loopback(token, "POST", provision.path, "application/json", &provision.object);
-        let machine = RequestMachine::new(self.server.clone(), self.served.clone(), request, now, self.rng.next_u64());
-        self.stage = Stage::Provisioning(Box::new(Provisioning { request: Box::new(machine), resource, head: None, body: Vec::new(), write, lookups }));
+        let request = Request::loopback(token, method, path, body.map(|b| ("application/json", b)));
+        Box::new(RequestMachine::new(self.server.clone(), self.served.clone(), request, now, self.rng.next_u64()))
     }
 
     /// Runs the provisioning request a step: passes on what it asks, keeps its answer, and
-    /// once that is whole goes on with the write. Whether anything happened.
+    /// once that is whole takes it in. Whether anything happened.
     pub(super) fn step_provisioning(&mut self, mut p: Box<Provisioning>, now: Timestamp) -> bool {
         match p.request.poll(now) {
             None => {
@@ -87,13 +63,13 @@ impl RequestMachine {
             Some(Effect::Respond(head)) => p.head = Some(head),
             Some(Effect::Body(chunk)) => p.body.extend_from_slice(&chunk),
             Some(Effect::End) => {
-                self.provisioned(*p);
+                self.provisioned(*p, now);
                 return true;
             }
-            // A create neither watches nor is relayed from an extension server.
+            // A create or a read of one object neither watches nor is relayed.
             Some(Effect::Watch { .. } | Effect::Relay) => {
-                let output = p.write.output.format;
-                self.fail_as(&ApiError::internal("the server's own request was not answered"), output);
+                p.head = Some(Head::new(500, "text/plain"));
+                self.provisioned(*p, now);
                 return true;
             }
             Some(asked) => self.out.push_back(asked),
@@ -102,30 +78,37 @@ impl RequestMachine {
         true
     }
 
-    /// The provisioning request is answered: the write reads its lookups again and goes on if
-    /// the object was created or already exists; otherwise it is refused as kube's
-    /// `admission.NewForbidden` refuses it (a 403 as it came, anything else as the written
-    /// object's 403 with the error's message, client-go's words for an answer that is no
-    /// `Status`).
-    fn provisioned(&mut self, p: Provisioning) {
-        let Provisioning { head, body, mut write, lookups, resource, .. } = p;
-        let head = head.unwrap_or_else(|| Head::new(500, "text/plain"));
-        let status: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
-        let mut error = ApiError::answered(head.status, &status);
-        if (200..300).contains(&head.status) || error.reason == "AlreadyExists" {
-            write.provisioned = true;
-            self.stage = Stage::Lookups(Box::new(Lookups::new(lookups, AfterLookups::Write(write))));
-            return;
+    /// The provisioning request is answered. Created (2xx), the object goes to the write; one
+    /// that already exists is read; read, it goes to the write (`None` if gone again);
+    /// otherwise the write gets the error, as client-go makes it of the answer.
+    fn provisioned(&mut self, mut p: Provisioning, now: Timestamp) {
+        let head = p.head.take().unwrap_or_else(|| Head::new(500, "text/plain"));
+        let body: Value = serde_json::from_slice(&p.body).unwrap_or(Value::Null);
+        let error = || {
+            let mut error = ApiError::answered(head.status, &body);
+            if body.get("kind").and_then(Value::as_str) != Some("Status") {
+                let answer =
+                    WebhookAnswer { status: head.status, body: p.body.clone().into(), content_type: head.content_type().unwrap_or_default().to_string() };
+                let what = if p.reading { format!("get {} {}", p.provision.resource, p.provision.name) } else { format!("post {}", p.provision.resource) };
+                error.message = format!("{} ({what})", unexpected_status(&answer));
+            }
+            error
+        };
+        let outcome = match (p.reading, head.status) {
+            (_, 200..=299) => Ok(Some(body.clone())),
+            (false, 409) if error().reason == "AlreadyExists" => {
+                let path = format!("{}/{}", p.provision.path, p.provision.name);
+                let read = Provisioning { request: self.loopback_request("GET", path, None, now), reading: true, head: None, body: Vec::new(), ..p };
+                self.stage = Stage::Provisioning(Box::new(read));
+                return;
+            }
+            (true, 404) => Ok(None),
+            _ => Err(error()),
+        };
+        let mut stage = p.stage;
+        if let Some(op) = stage.write_under_way() {
+            op.provisioned(outcome);
         }
-        if status.get("kind").and_then(Value::as_str) != Some("Status") {
-            let answer = WebhookAnswer { status: head.status, body: body.into(), content_type: head.content_type().unwrap_or_default().to_string() };
-            error.message = format!("{} (post {resource})", unexpected_status(&answer));
-        }
-        let forbidden = error.code == 403 && (error.reason == "Forbidden" || error.reason.is_empty());
-        if !forbidden {
-            let name = write.ctx.name.clone().or_else(|| write.kind.created(&write.res, None).map(shown_name)).filter(|n| !n.is_empty());
-            error = ApiError::forbidden(&write.res.info.group_resource(), name.as_deref().unwrap_or("Unknown"), &error.message);
-        }
-        self.fail_as(&error, write.output.format);
+        self.stage = *stage;
     }
 }

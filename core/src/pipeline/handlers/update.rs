@@ -28,7 +28,7 @@ impl RequestMachine {
         let mut ctx = self.write_context(now, info, namespace, &opts);
         ctx.body_findings = findings;
         let lookups = Self::write_lookups(&ctx, &res, Some(&obj));
-        self.start_write(PendingWrite { res, output, ctx, kind: WriteKind::Update(obj), provisioned: false }, lookups);
+        self.start_write(PendingWrite { res, output, ctx, kind: WriteKind::Update(obj) }, lookups);
         Ok(())
     }
 
@@ -70,7 +70,7 @@ impl RequestMachine {
         ctx.body_findings = findings;
         let applied = matches!(pt, PatchType::Apply { .. }).then_some(&doc);
         let lookups = Self::write_lookups(&ctx, &res, applied);
-        self.start_write(PendingWrite { res, output, ctx, kind: WriteKind::Patch(pt, doc), provisioned: false }, lookups);
+        self.start_write(PendingWrite { res, output, ctx, kind: WriteKind::Patch(pt, doc) }, lookups);
         Ok(())
     }
 }
