@@ -13,14 +13,18 @@
 
 mod admit;
 mod charges;
+mod claims;
 mod create;
 mod delete;
 mod eviction;
 pub mod objects;
+mod pause;
 mod provision;
 mod strict;
 mod token_request;
 mod update;
+
+use pause::{Asked, Blocked, Paused};
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -30,13 +34,12 @@ use jiff::Timestamp;
 use serde_json::Value;
 
 use crate::admission::Found;
-use crate::admission::webhooks::dispatch::{AdmissionCall, Answers, Callee};
+use crate::admission::webhooks::dispatch::{AdmissionCall, Answers};
 use crate::apiextensions::{Conversion, Converted};
 use crate::catalog::{Claim, Resource};
 use crate::kv::{KeyValue, KvRequest, KvResult, Revision};
 use crate::meta;
 use crate::rand::Rng;
-use crate::schema::normalize::format_time;
 use crate::status::ApiError;
 use crate::storage::{Outcome, StorageEffect, StorageError, StorageEvent, StorageOp, StorageRequest, Transform};
 
@@ -154,38 +157,6 @@ pub enum WriteEffect {
     /// plugin's, before a create is admitted); what came of it goes to [`WriteOp::provisioned`].
     Provision(crate::admission::Provision),
     Done(Result<WriteOutcome, ApiError>),
-}
-
-/// Where a write stopped to ask a webhook, to go on from once it answered.
-enum Paused {
-    /// The create, from its start (a mutating webhook asked).
-    Start,
-    /// The create of this prepared object, from its validating admission (a validating
-    /// webhook asked).
-    Validate(Value),
-    /// The create of this prepared object.
-    Create(Value),
-    /// The transform of what storage holds.
-    Transform(Option<KeyValue>),
-    /// The answer to the write storage finished.
-    Finish(Result<Outcome, StorageError<ApiError>>),
-}
-
-/// What a write needs a webhook's answer to (or the server's own request's).
-enum Blocked {
-    /// An object to convert, to this apiVersion.
-    Convert(Unconverted, String),
-    /// Admission webhooks to ask.
-    Admit(Vec<AdmissionCall>),
-    /// An object to create first.
-    Provision(crate::admission::Provision),
-}
-
-/// A question to a webhook (or the server's own request).
-enum Asked {
-    Convert(Conversion),
-    Admit(Vec<AdmissionCall>),
-    Provision(crate::admission::Provision),
 }
 
 enum Phase {
@@ -430,128 +401,6 @@ impl WriteOp {
         match objects::decode_converted(&self.res, kv, &self.converted)? {
             Ok(obj) => Ok(obj),
             Err(u) => Err(self.block(u, self.res.info.api_version())),
-        }
-    }
-
-    /// Notes that `u` needs the webhook at `desired`; the error stands for the answer until
-    /// it comes, and is never seen.
-    fn block(&mut self, u: Unconverted, desired: String) -> ApiError {
-        self.blocked = Some(Blocked::Convert(u, desired));
-        ApiError::internal("waiting for the conversion webhook")
-    }
-
-    /// Whether the write stopped to ask a webhook (something it met was blocked); it goes
-    /// on at `at` once [`Self::converted`] or [`Self::admitted`] has the answer.
-    fn paused_at(&mut self, at: Paused) -> bool {
-        let asked = match self.blocked.take() {
-            None => return false,
-            Some(Blocked::Admit(calls)) => Asked::Admit(calls),
-            Some(Blocked::Provision(p)) => Asked::Provision(p),
-            Some(Blocked::Convert(u, desired)) => {
-                let Some((webhook, _)) = self.res.strategy.conversion_webhook() else { return false };
-                // The review's uid is drawn apart from the write's own (see `transformed`).
-                let uid = Rng::of(&[u.input.as_ref(), desired.as_bytes()].concat()).uuid();
-                Asked::Convert(Conversion { webhook: webhook.clone(), desired, objects: vec![(u.input, u.object)], uid })
-            }
-        };
-        self.asked = Some((asked, false, at));
-        true
-    }
-
-    /// The conversion webhook's answer to the [`WriteEffect::Convert`] asked for: the
-    /// converted objects, or the error every one of them met.
-    pub fn converted(&mut self, result: Result<Vec<Value>, String>) {
-        if let Some((Asked::Convert(conversion), _, at)) = self.asked.take() {
-            self.converted.record(&conversion, result);
-            self.resumed = Some(at);
-        }
-    }
-
-    /// The admission webhooks' answers to the [`WriteEffect::Admit`] asked for, in the order
-    /// of its calls (a call that failed: why); the authorization webhook's go to the write's
-    /// authorizer too, for the plugins' questions to it.
-    pub fn admitted(&mut self, answers: Vec<Result<crate::webhook::WebhookAnswer, String>>) {
-        if let Some((Asked::Admit(calls), _, at)) = self.asked.take() {
-            for (call, answer) in calls.into_iter().zip(answers) {
-                if let (Callee::Authorizer(ask), Some(access)) = (&call.callee, self.ctx.access.as_mut()) {
-                    access.answered(ask, answer.clone());
-                }
-                self.admitted.insert(call.uid, answer);
-            }
-            self.resumed = Some(at);
-        }
-    }
-
-    /// Tries the current candidate of the current claim, or moves on.
-    fn claim_next(&mut self) {
-        let Phase::Claiming { obj, claims, index, attempt, granted } = &mut self.phase else { return };
-        if *index == claims.len() {
-            let mut obj = obj.clone();
-            let values = std::mem::take(granted);
-            self.res.strategy.grant(&mut obj, &values);
-            self.write_new(obj);
-            return;
-        }
-        let claim = &claims[*index];
-        match claim.candidates.get(*attempt) {
-            Some(value) => {
-                let key = Bytes::from(format!("{}/{}/{value}", self.ctx.prefix, claim.pool));
-                let mut record = claim.record.clone();
-                if record.get("metadata").is_some() {
-                    meta::set_meta(&mut record, "name", Value::String(value.clone()));
-                    meta::set_meta(&mut record, "uid", Value::String(self.rng.uuid()));
-                    meta::set_meta(&mut record, "creationTimestamp", Value::String(format_time(self.ctx.now, false)));
-                }
-                let record = Bytes::from(serde_json::to_vec(&record).expect("JSON trees serialize"));
-                self.storage = Some(StorageOp::new(StorageRequest::Create { key, value: record, ttl_seconds: None }));
-            }
-            None => {
-                let err = claim.taken.clone();
-                self.release(Err(err));
-            }
-        }
-    }
-
-    fn claim_answered(&mut self, result: Result<Outcome, StorageError<ApiError>>) {
-        let Phase::Claiming { claims, index, attempt, granted, .. } = &mut self.phase else { return };
-        match result {
-            Ok(Outcome::Created(kv)) => {
-                let value = claims[*index].candidates.get(*attempt).unwrap_or_default();
-                granted.push(value);
-                self.claimed.push(kv.key);
-                *index += 1;
-                *attempt = 0;
-            }
-            Err(StorageError::AlreadyExists) => *attempt += 1,
-            other => {
-                let gr = self.res.info.group_resource();
-                let err = match other {
-                    Err(e) => storage_error(e, &gr, ""),
-                    Ok(o) => ApiError::internal(format!("unexpected storage outcome {o:?}")),
-                };
-                self.release(Err(err));
-                return;
-            }
-        }
-        self.claim_next();
-    }
-
-    /// Gives back `self.claimed`, then answers.
-    fn release(&mut self, answer: Result<WriteOutcome, ApiError>) {
-        let keys: VecDeque<Bytes> = std::mem::take(&mut self.claimed).into();
-        self.phase = Phase::Releasing { keys, answer };
-        self.release_next();
-    }
-
-    fn release_next(&mut self) {
-        let Phase::Releasing { keys, answer } = &mut self.phase else { return };
-        match keys.pop_front() {
-            Some(key) => self.storage = Some(StorageOp::new(StorageRequest::Mutate { key, cached: None, dry_run: false })),
-            None => {
-                let answer = std::mem::replace(answer, Err(ApiError::internal("answered twice")));
-                self.phase = Phase::Done;
-                self.done = Some(answer);
-            }
         }
     }
 
