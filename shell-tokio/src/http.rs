@@ -241,12 +241,12 @@ pub async fn call(state: Arc<State>, request: Request, switch: Option<OnUpgrade>
     let mut upstream = None;
     loop {
         match run(&mut m, event.take()) {
-            Some(Effect::Kv(req)) => event = within(m.poll_timeout(), state.store.call(req)).await.map(Event::Kv),
-            Some(Effect::Cache { resource, request }) => event = within(m.poll_timeout(), state.caches.read(&resource, request)).await.map(Event::Cache),
-            Some(Effect::Health) => event = within(m.poll_timeout(), state.health()).await.map(Event::Health),
-            Some(Effect::Probe(probes)) => event = within(m.poll_timeout(), crate::probe::probe_all(probes)).await.map(Event::Probed),
+            Some(Effect::Kv(req)) => event = within(m.deadline(), state.store.call(req)).await.map(Event::Kv),
+            Some(Effect::Cache { resource, request }) => event = within(m.deadline(), state.caches.read(&resource, request)).await.map(Event::Cache),
+            Some(Effect::Health) => event = within(m.deadline(), state.health()).await.map(Event::Health),
+            Some(Effect::Probe(probes)) => event = within(m.deadline(), crate::probe::probe_all(probes)).await.map(Event::Probed),
             Some(Effect::Proxy(req)) => {
-                event = match within(m.poll_timeout(), state.proxy.send(*req)).await {
+                event = match within(m.deadline(), state.proxy.send(*req)).await {
                     Some(Ok((head, rest))) => {
                         upstream = Some(rest);
                         Some(Event::Proxied(Ok(head)))
@@ -255,10 +255,10 @@ pub async fn call(state: Arc<State>, request: Request, switch: Option<OnUpgrade>
                     None => None,
                 }
             }
-            Some(Effect::Call(call)) => event = within(m.poll_timeout(), state.webhooks.call(*call)).await.map(Event::Called),
+            Some(Effect::Call(call)) => event = within(m.deadline(), state.webhooks.call(*call)).await.map(Event::Called),
             Some(Effect::Calls(calls)) => {
                 let all = futures_util::future::join_all(calls.into_iter().map(|c| state.webhooks.call(c)));
-                event = within(m.poll_timeout(), all).await.map(Event::CalledAll);
+                event = within(m.deadline(), all).await.map(Event::CalledAll);
             }
             Some(Effect::Loopback(request)) => spawn_call(state.clone(), *request),
             Some(Effect::Respond(head)) => {

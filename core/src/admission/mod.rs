@@ -299,11 +299,11 @@ impl Attributes<'_> {
         }
     }
 
-    /// kube's `admission.NewForbidden` of an error another request met: a 403 (its reason
-    /// `Forbidden` or none of kube's) as it is, anything else as [`Attributes::forbidden`]
-    /// with its message.
+    /// kube's `admission.NewForbidden` of an error another request met: a forbidden one
+    /// (`IsForbidden`: its reason `Forbidden`, or a 403 with none of kube's reasons) as it is,
+    /// anything else as [`Attributes::forbidden`] with its message.
     pub fn refused_by(&self, e: ApiError) -> ApiError {
-        match e.code == 403 && matches!(e.reason, "Forbidden" | "") {
+        match e.reason == "Forbidden" || (e.code == 403 && matches!(e.reason, "" | "Unknown")) {
             true => e,
             false => self.forbidden(&e.message),
         }

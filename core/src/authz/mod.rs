@@ -386,10 +386,6 @@ impl Authorizer {
     }
 }
 
-/// The chain put to one or more questions where no webhook call can be made in between (an
-/// impersonation's checks, a review's, a role write's): each decision the webhook must make
-/// first is not allowed, and the first such review is kept ([`Self::wanted`]), for the request
-/// to ask and put the questions again.
 /// The authorizer chain as a request found it, for what its write checks besides the request
 /// itself (RBAC's escalation checks, admission plugins): the RBAC objects and node graph at the
 /// request's coming, and what the authorization webhook answered the request.
@@ -426,6 +422,10 @@ impl Access {
     }
 }
 
+/// The chain put to one or more questions where no webhook call can be made in between (an
+/// impersonation's checks, a review's, a role write's): each decision the webhook must make
+/// first is not allowed, and the first such review is kept ([`Self::wanted`]), for the request
+/// to ask and put the questions again.
 pub struct Decider<'a> {
     pub authorizer: &'a Authorizer,
     pub state: &'a Snapshot,

@@ -591,7 +591,13 @@ impl RequestMachine {
     /// When the machine must be polled again without an event: its deadline, or sooner when
     /// it waits to try a webhook call again.
     pub fn poll_timeout(&self) -> Option<Timestamp> {
-        (!self.responded).then(|| self.stage.wakes_at().map_or(self.deadline, |t| t.min(self.deadline)))
+        self.deadline().map(|deadline| self.stage.wakes_at().map_or(deadline, |t| t.min(deadline)))
+    }
+
+    /// The request's deadline until it is answered: how long the answer to an effect it
+    /// emitted may be waited for.
+    pub fn deadline(&self) -> Option<Timestamp> {
+        (!self.responded).then_some(self.deadline)
     }
 
     /// When a relayed answer ([`Effect::Relay`]) must have ended: the request's deadline, as

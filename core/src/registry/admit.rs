@@ -83,8 +83,9 @@ impl WriteOp {
     /// transform by the object that entered validation), after a validating webhook answered
     /// or a quota moved, does not run them again, so each plugin counts the write once
     /// (EventRateLimit's token); the object goes on as they left it (annotated by
-    /// ImagePolicyWebhook failing open). A plugin waiting for its own review has passed
-    /// nothing. (A create by a transform that a moved quota runs again draws a new uid, and
+    /// ImagePolicyWebhook failing open). A plugin waiting for its own review (or the
+    /// authorization webhook's answer) has passed nothing: the plugins before it run again
+    /// with the answer, and EventRateLimit counts the write once more. (A create by a transform that a moved quota runs again draws a new uid, and
     /// is validated again, as kube's retried update validates its create again.)
     pub(super) fn validating_admission(&mut self, operation: Operation, name: &str, old: Option<&Value>, mut obj: Option<&mut Value>) -> Result<(), ApiError> {
         let a = super::admission_attributes(&self.res, &self.ctx, &self.found, operation, name, old);

@@ -13,9 +13,11 @@ use crate::rand::Rng;
 use crate::status::ApiError;
 use crate::storage::{Outcome, StorageError};
 
-/// Where a write stopped to ask a webhook, to go on from once it answered.
+/// Where a write stopped to ask a webhook (or for the server's own request), to go on from
+/// once it answered.
 pub(super) enum Paused {
-    /// The create, from its start (a mutating webhook asked).
+    /// The create, from its start (a mutating webhook asked, or a plugin needed an object
+    /// created first).
     Start,
     /// The create of this prepared object, from its validating admission (a validating
     /// webhook asked).
@@ -53,8 +55,9 @@ impl WriteOp {
         ApiError::internal("waiting for the conversion webhook")
     }
 
-    /// Whether the write stopped to ask a webhook (something it met was blocked); it goes
-    /// on at `at` once [`Self::converted`] or [`Self::admitted`] has the answer.
+    /// Whether the write stopped to ask a webhook or for the server's own request (something
+    /// it met was blocked); it goes on at `at` once [`Self::converted`], [`Self::admitted`] or
+    /// [`Self::provisioned`] has the answer.
     pub(super) fn paused_at(&mut self, at: Paused) -> bool {
         let asked = match self.blocked.take() {
             None => return false,
@@ -86,10 +89,12 @@ impl WriteOp {
     pub fn admitted(&mut self, answers: Vec<Result<crate::webhook::WebhookAnswer, String>>) {
         if let Some((Asked::Admit(calls), _, at)) = self.asked.take() {
             for (call, answer) in calls.into_iter().zip(answers) {
-                if let (Callee::Authorizer(ask), Some(access)) = (&call.callee, self.ctx.access.as_mut()) {
-                    access.answered(ask, answer.clone());
+                match (&call.callee, self.ctx.access.as_mut()) {
+                    (Callee::Authorizer(ask), Some(access)) => access.answered(ask, answer),
+                    _ => {
+                        self.admitted.insert(call.uid, answer);
+                    }
                 }
-                self.admitted.insert(call.uid, answer);
             }
             self.resumed = Some(at);
         }

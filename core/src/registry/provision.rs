@@ -29,14 +29,13 @@ impl WriteOp {
     /// then stands for the answer until it comes, and is never seen). Once answered, a failure
     /// refuses the create as kube's `admission.NewForbidden` refuses it.
     pub(super) fn provision_first(&mut self, obj: &Value, named: &str) -> Result<(), ApiError> {
-        match std::mem::replace(&mut self.provisioning, Provisioning::Answered) {
+        match &self.provisioning {
             Provisioning::Answered => Ok(()),
             Provisioning::Failed(e) => {
                 let a = admission_attributes(&self.res, &self.ctx, &self.found, Operation::Create, named, None);
-                Err(a.refused_by(e))
+                Err(a.refused_by(e.clone()))
             }
             Provisioning::NotAsked => {
-                self.provisioning = Provisioning::NotAsked;
                 let Some(provision) = self.provision_wanted(obj) else { return Ok(()) };
                 self.blocked = Some(Blocked::Provision(provision));
                 Err(ApiError::internal("waiting for the server's own request"))

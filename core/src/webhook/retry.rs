@@ -48,26 +48,34 @@ impl Backoff {
     }
 }
 
-/// Whether kube's `DefaultShouldRetry` tries again after `answer`: the error client-go makes
-/// of it is an internal error, a timeout or too many requests (by its reason, or by its code
-/// when the reason is not one of kube's), or it asks for a delay (`retryAfterSeconds`). Of an
-/// answer that is not a failed `Status`, client-go's error follows the code alone: any 5xx
-/// but 503, a 504, a 429. kapi does not read a `Retry-After` header, and a failure to connect
-/// is never transient (kube retries a connection reset, which kapi's client does not tell apart).
+/// Whether kube's `DefaultShouldRetry` tries again after `answer`, by the error client-go
+/// makes of it: an internal error or a timeout (by its reason, or by its code when the reason
+/// is none of kube's), too many requests (by its reason or its code), or a delay asked for (a
+/// `ServerTimeout` with details, or `retryAfterSeconds`). Of an answer that is not a failed
+/// `Status`, client-go's error follows the code alone: any 5xx but 503, a 429. kapi does not
+/// read a `Retry-After` header, and a failure to connect is never transient (kube retries a
+/// connection reset, which kapi's client does not tell apart).
 pub fn transient(answer: &Result<WebhookAnswer, String>) -> bool {
     let Ok(answer) = answer else { return false };
     if answer.succeeded() {
         return false;
     }
     let status: Option<Value> = serde_json::from_slice(&answer.body).ok();
-    let Some(status) = status.filter(|s| s.get("status").and_then(Value::as_str) == Some("Failure")) else {
+    let failed = |s: &Value| s.get("kind").and_then(Value::as_str) == Some("Status") && s.get("status").and_then(Value::as_str) == Some("Failure");
+    let Some(status) = status.filter(failed) else {
         return answer.status == 429 || (answer.status >= 500 && answer.status != 503);
     };
     let reason = status.get("reason").and_then(Value::as_str).unwrap_or_default();
     let code = status.get("code").and_then(Value::as_i64).unwrap_or(0);
-    let known = !crate::status::known_reason(reason).is_empty();
-    let delay = status.pointer("/details/retryAfterSeconds").and_then(Value::as_i64).is_some_and(|s| s > 0);
-    matches!(reason, "InternalError" | "Timeout" | "TooManyRequests") || (!known && matches!(code, 500 | 504 | 429)) || delay
+    // kube's knownReasons, which leave `Unknown` out.
+    let known = reason != "Unknown" && !crate::status::known_reason(reason).is_empty();
+    let details = status.get("details").filter(|d| d.is_object());
+    let delay = details.and_then(|d| d.get("retryAfterSeconds")).and_then(Value::as_i64).is_some_and(|s| s > 0);
+    matches!(reason, "InternalError" | "Timeout" | "TooManyRequests")
+        || (!known && matches!(code, 500 | 504))
+        || code == 429
+        || (reason == "ServerTimeout" && details.is_some())
+        || delay
 }
 
 #[cfg(test)]
@@ -93,10 +101,16 @@ mod tests {
             (answer(200, json!({"status": {"allowed": true}})), false),
             (Err("dial tcp 127.0.0.1:1: connect: connection refused".into()), false),
             // A failed Status by its reason, its code when the reason is not kube's, or a delay.
-            (answer(400, json!({"status": "Failure", "reason": "TooManyRequests", "code": 400})), true),
-            (answer(500, json!({"status": "Failure", "reason": "Forbidden", "code": 500})), false),
-            (answer(400, json!({"status": "Failure", "reason": "Mine", "code": 504})), true),
-            (answer(503, json!({"status": "Failure", "reason": "ServiceUnavailable", "details": {"retryAfterSeconds": 2}})), true),
+            (answer(400, json!({"kind": "Status", "status": "Failure", "reason": "TooManyRequests", "code": 400})), true),
+            (answer(500, json!({"kind": "Status", "status": "Failure", "reason": "Forbidden", "code": 500})), false),
+            (answer(400, json!({"kind": "Status", "status": "Failure", "reason": "Mine", "code": 504})), true),
+            (answer(400, json!({"kind": "Status", "status": "Failure", "reason": "Unknown", "code": 500})), true),
+            (answer(400, json!({"kind": "Status", "status": "Failure", "reason": "Conflict", "code": 429})), true),
+            (answer(400, json!({"kind": "Status", "status": "Failure", "reason": "ServerTimeout", "details": {}})), true),
+            (answer(400, json!({"kind": "Status", "status": "Failure", "reason": "ServerTimeout"})), false),
+            (answer(503, json!({"kind": "Status", "status": "Failure", "reason": "ServiceUnavailable", "details": {"retryAfterSeconds": 2}})), true),
+            // Without its kind, a body is no Status: the code alone counts.
+            (answer(400, json!({"status": "Failure", "reason": "TooManyRequests"})), false),
         ] {
             assert_eq!(transient(&a), again, "{a:?}");
         }

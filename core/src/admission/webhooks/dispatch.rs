@@ -36,8 +36,8 @@ pub struct AdmissionCall {
     pub uid: String,
     pub body: Bytes,
     /// The first wait of kube's retries of a call its generic webhook client makes
-    /// ([`crate::webhook::retry`]: ImagePolicyWebhook's `retryBackoff`); `None`: tried once,
-    /// as kube's admission webhooks are.
+    /// ([`crate::webhook::retry`]: ImagePolicyWebhook's `retryBackoff`, the authorization
+    /// webhook's 500 ms); `None`: tried once, as kube's admission webhooks are.
     pub retry: Option<jiff::SignedDuration>,
 }
 

@@ -173,6 +173,7 @@ impl Stage {
             Stage::Admitting(admitting) => admitting.wakes_at(),
             Stage::Authorizing(a) => a.trying.again_at(),
             Stage::Authenticating(t) => t.trying.again_at(),
+            Stage::Provisioning(p) => p.wakes_at(),
             _ => None,
         }
     }

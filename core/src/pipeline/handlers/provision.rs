@@ -34,6 +34,11 @@ impl Provisioning {
     pub(super) fn handle(&mut self, now: Timestamp, event: Event) {
         self.request.handle(now, event);
     }
+
+    /// When the provisioning request must be polled without an event.
+    pub(super) fn wakes_at(&self) -> Option<Timestamp> {
+        self.request.poll_timeout()
+    }
 }
 
 impl RequestMachine {
