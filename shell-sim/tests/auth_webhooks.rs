@@ -309,17 +309,26 @@ fn an_authorization_config_asks_each_webhook_its_conditions_pick_and_fails_as_it
     assert_eq!(sent(&hooks, "/dev").len(), 1, "jane is not bob: no webhook is asked");
 }
 
+/// A world whose webhooks `install` answers, authorizing with RBAC then the webhook, with
+/// OwnerReferencesPermissionEnforcement and EventRateLimit (two Events a namespace at once).
+fn world_asking_during_writes(seed: u64) -> (World, Rc<RefCell<Hooks>>) {
+    let mut setup = server_with_webhooks("RBAC,Webhook");
+    let plugins = ["OwnerReferencesPermissionEnforcement".to_string(), "EventRateLimit".to_string()];
+    let limits = b"apiVersion: eventratelimit.admission.k8s.io/v1alpha1\nkind: Configuration\nlimits: [{type: Namespace, qps: 1, burst: 2}]\n";
+    let configs = std::collections::BTreeMap::from([("EventRateLimit".to_string(), limits.to_vec())]);
+    let chain = kapi_core::admission::Chain::from_flags(&plugins, &[], &configs, &kapi_core::admission::no_files).expect("a valid chain");
+    std::sync::Arc::get_mut(&mut setup.server).expect("not shared yet").admission = std::sync::Arc::new(chain);
+    let mut w = World::new(setup, epoch(), seed);
+    let hooks = install(&mut w);
+    (w, hooks)
+}
+
 #[test]
 fn admission_plugins_ask_the_webhook_during_the_write() {
     // OwnerReferencesPermissionEnforcement asks the chain about the owner's finalizers and
     // the object's delete; what RBAC does not allow jane, the webhook is asked while the write
     // waits (kube's plugins call the authorizer during admission).
-    let mut setup = server_with_webhooks("RBAC,Webhook");
-    let plugins = ["OwnerReferencesPermissionEnforcement".to_string()];
-    let chain = kapi_core::admission::Chain::from_flags(&plugins, &[], &Default::default(), &kapi_core::admission::no_files).expect("a valid chain");
-    std::sync::Arc::get_mut(&mut setup.server).expect("not shared yet").admission = std::sync::Arc::new(chain);
-    let mut w = World::new(setup, epoch(), 3);
-    let hooks = install(&mut w);
+    let (mut w, hooks) = world_asking_during_writes(3);
     let configmaps = "/api/v1/namespaces/default/configmaps";
     let owner = w.call_with_token(TOKEN, "POST", configmaps, Some(json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "owner"}})));
     assert_eq!(owner.head.status, 201, "{}", text(&owner));
@@ -368,4 +377,25 @@ fn a_webhook_failing_for_a_while_is_tried_again_as_kube_tries_it() {
                 .to_string()
         )
     );
+}
+
+#[test]
+fn a_write_waiting_for_the_webhooks_answer_passes_the_plugins_before_once() {
+    // EventRateLimit runs before OwnerReferencesPermissionEnforcement: an Event that waits for
+    // the webhook's answer about its owner takes one token of the two, so a second one fits.
+    let (mut w, hooks) = world_asking_during_writes(5);
+    let events = "/api/v1/namespaces/default/events";
+    let event = |name: &str| {
+        let owner = json!([{"apiVersion": "v1", "kind": "Pod", "name": "web", "uid": "u-1", "blockOwnerDeletion": true}]);
+        json!({"apiVersion": "v1", "kind": "Event", "metadata": {"name": name, "ownerReferences": owner},
+            "involvedObject": {"kind": "Pod", "namespace": "default", "name": "web"}, "reason": "Started", "message": "m"})
+    };
+    let before = sent(&hooks, "/authorize").len();
+    let r = w.call_with_token(TOKEN, "POST", events, Some(event("a")));
+    assert_eq!(r.head.status, 201, "{}", text(&r));
+    assert!(sent(&hooks, "/authorize").len() > before + 1, "the write asked the webhook");
+    let r = w.call_with_token(TOKEN, "POST", events, Some(event("b")));
+    assert_eq!(r.head.status, 201, "{}", text(&r));
+    let r = w.call_with_token(TOKEN, "POST", events, Some(event("c")));
+    assert_eq!(r.head.status, 429, "{}", text(&r));
 }

@@ -246,12 +246,14 @@ impl Chain {
         Ok(())
     }
 
-    /// The validating plugins, in order, on the final object; the first refusal, or the
-    /// first review one needs and `answers` lacks, ends it (see [`Plugin::validate_asking`]).
-    /// Their warnings go to `warnings`.
-    pub fn validate(&self, a: &Attributes, mut obj: Option<&mut Value>, answers: &Answers, warnings: &mut Vec<String>) -> Result<(), Halt> {
-        for p in self.plugins.iter().filter(|p| p.handles(a.operation)) {
+    /// The validating plugins, in order, on the final object, from the `passed`th of those that
+    /// handle the operation on (those before it passed this object already), `passed` counting
+    /// each that passes; the first refusal, or the first review one needs and `answers` lacks,
+    /// ends it (see [`Plugin::validate_asking`]). Their warnings go to `warnings`.
+    pub fn validate(&self, a: &Attributes, mut obj: Option<&mut Value>, passed: &mut usize, answers: &Answers, warnings: &mut Vec<String>) -> Result<(), Halt> {
+        for p in self.plugins.iter().filter(|p| p.handles(a.operation)).skip(*passed) {
             p.validate_asking(a, obj.as_deref_mut(), answers, warnings)?;
+            *passed += 1;
         }
         Ok(())
     }

@@ -41,7 +41,7 @@ fn run(
     let namespace = crate::meta::namespace(obj).to_string();
     let a = Attributes::of(op, info, &namespace, &name, &user, old, found);
     chain.admit(&a, Some(obj), &mut Rng::new(7)).map_err(|e| format!("{} {}", e.code, e.message))?;
-    chain.validate(&a, Some(obj), &Answers::new(), &mut Vec::new()).map_err(refusal)
+    chain.validate(&a, Some(obj), &mut 0, &Answers::new(), &mut Vec::new()).map_err(refusal)
 }
 
 /// The namespace `dev`, found, without labels.
@@ -347,7 +347,7 @@ fn certificate_requests_are_held_to_their_signers() {
     let found = Found::default();
     let check = |op: Operation, subresource: Option<&str>, obj: &Value, old: Option<&Value>| {
         let a = Attributes { subresource, access: Some(&access), ..Attributes::of(op, info, "", "req", &bob, old, &found) };
-        chain.validate(&a, Some(&mut obj.clone()), &Answers::new(), &mut Vec::new()).map_err(refusal)
+        chain.validate(&a, Some(&mut obj.clone()), &mut 0, &Answers::new(), &mut Vec::new()).map_err(refusal)
     };
     // Approval needs `approve` on the signer, or on its domain.
     let theirs = csr("example.com/serving", "dev");

@@ -84,20 +84,27 @@ impl WriteOp {
     /// or a quota moved, does not run them again, so each plugin counts the write once
     /// (EventRateLimit's token); the object goes on as they left it (annotated by
     /// ImagePolicyWebhook failing open). A plugin waiting for its own review (or the
-    /// authorization webhook's answer) has passed nothing: the plugins before it run again
-    /// with the answer, and EventRateLimit counts the write once more. (A create by a transform that a moved quota runs again draws a new uid, and
-    /// is validated again, as kube's retried update validates its create again.)
+    /// authorization webhook's answer) has passed nothing: the write goes on from it with the
+    /// answer, the plugins before it passed. (A create by a transform that a moved quota runs
+    /// again draws a new uid, and is validated again, as kube's retried update validates its
+    /// create again.)
     pub(super) fn validating_admission(&mut self, operation: Operation, name: &str, old: Option<&Value>, mut obj: Option<&mut Value>) -> Result<(), ApiError> {
         let a = super::admission_attributes(&self.res, &self.ctx, &self.found, operation, name, old);
         let version = old.map_or("", crate::meta::resource_version);
-        match self.validated.as_ref().filter(|v| v.version == version) {
-            Some(passed) => {
-                if let (Some(obj), Some(kept)) = (obj.as_deref_mut(), &passed.object) {
-                    obj.clone_from(kept);
+        let earlier = self.validated.take().filter(|v| v.version == version);
+        if let (Some(obj), Some(kept)) = (obj.as_deref_mut(), earlier.as_ref().and_then(|v| v.object.as_ref())) {
+            obj.clone_from(kept);
+        }
+        match earlier {
+            Some(passed) if passed.complete => self.validated = Some(passed),
+            earlier => {
+                let mut passed = earlier.map_or(0, |v| v.plugins);
+                let plugins = self.ctx.admission.validate(&a, obj.as_deref_mut(), &mut passed, &self.admitted, &mut self.admission_warnings);
+                let keep = self.ctx.admission.validation_annotates(&self.res.info);
+                let object = || if keep { obj.as_deref().cloned() } else { None };
+                if let Err(Halt::Ask(_)) = &plugins {
+                    self.validated = Some(Validated { version: version.to_string(), object: object(), entered: None, plugins: passed, complete: false });
                 }
-            }
-            None => {
-                let plugins = self.ctx.admission.validate(&a, obj.as_deref_mut(), &self.admitted, &mut self.admission_warnings);
                 halted(&mut self.blocked, plugins)?;
                 if self.ctx.admission.validating_policies {
                     let policies = &self.ctx.policies;
@@ -110,8 +117,7 @@ impl WriteOp {
                         &mut self.admission_warnings,
                     )?;
                 }
-                let object = if self.ctx.admission.validation_annotates(&self.res.info) { obj.as_deref().cloned() } else { None };
-                self.validated = Some(Validated { version: version.to_string(), object, entered: None });
+                self.validated = Some(Validated { version: version.to_string(), object: object(), entered: None, plugins: passed, complete: true });
             }
         }
         if !self.ctx.admission.validating_webhooks {
@@ -137,6 +143,10 @@ pub(super) struct Validated {
     object: Option<Value>,
     /// For a create by a transform, the object as it entered validation.
     entered: Option<Value>,
+    /// How many of the validating plugins passed it.
+    plugins: usize,
+    /// The plugins and the policies all passed it (not: a plugin waits for an answer).
+    complete: bool,
 }
 
 impl Validated {

@@ -26,10 +26,11 @@ impl WriteOp {
         let earlier = self.validated.take();
         let mut obj = self.prepare_unvalidated(obj, applied)?;
         self.validated = earlier.filter(|v| v.entered(&obj));
-        // Only a validating webhook, a plugin asking its own review or a conversion webhook
-        // makes it run again.
+        // Only a validating webhook, a plugin asking its own review or the authorization
+        // webhook, or a conversion webhook makes it run again.
         let may_ask = !self.ctx.webhooks.validating.is_empty()
             || self.ctx.admission.validation_annotates(&self.res.info)
+            || self.ctx.access.as_ref().is_some_and(|a| a.authorizer.asks_webhooks())
             || self.res.strategy.conversion_webhook().is_some();
         let entered = may_ask.then(|| obj.clone());
         let admitted = self.admit_new(&mut obj);
