@@ -438,3 +438,46 @@ fn who_writes_a_policy_or_binding_with_params_must_be_able_to_read_them() {
     assert_eq!(w.call_with_token("carol-token", "POST", POLICIES, Some(policy)).head.status, 201);
     assert_eq!(w.call_with_token("carol-token", "POST", BINDINGS, Some(binding)).head.status, 201);
 }
+
+#[test]
+fn expressions_check_with_the_authorizer_what_the_requester_may_do() {
+    // Carol may read configmaps; only who may also read its secret may write a configmap.
+    let mut w = carols_world(true);
+    let writer = json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": "configmap-writer"},
+        "rules": [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["create"]}]});
+    let bound = json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding", "metadata": {"name": "carol-writes"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "configmap-writer"}, "subjects": [{"kind": "User", "name": "carol"}]});
+    created(&mut w, "/apis/rbac.authorization.k8s.io/v1/clusterroles", writer);
+    created(&mut w, "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings", bound);
+    policy(
+        &mut w,
+        "secret-readers",
+        json!({
+            "variables": [{"name": "secret", "expression": "authorizer.group('').resource('secrets').namespace(request.namespace).name(object.metadata.name)"}],
+            "validations": [
+                {"expression": "variables.secret.check('get').allowed()", "messageExpression": "'may not read secret ' + object.metadata.name"},
+                {"expression": "authorizer.requestResource.check('create').allowed() && !authorizer.requestResource.check('delete').allowed() || request.userInfo.username != 'carol'"},
+                {"expression": "authorizer.path('/metrics').check('get').reason() == ''"},
+            ],
+        }),
+    );
+    binding(&mut w, "secret-readers", "secret-readers", json!({}));
+    let r = w.call_with_token("carol-token", "POST", CONFIGMAPS, Some(configmap("db", json!({}))));
+    assert_eq!(r.head.status, 422, "{}", text(&r));
+    assert_eq!(
+        r.json()["message"],
+        "configmaps \"db\" is forbidden: ValidatingAdmissionPolicy 'secret-readers' with binding 'secret-readers' denied request: may not read secret db"
+    );
+    // An administrator may do anything.
+    created(&mut w, CONFIGMAPS, configmap("admin", json!({})));
+    let role = json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": {"name": "db-secret", "namespace": "default"},
+        "rules": [{"apiGroups": [""], "resources": ["secrets"], "resourceNames": ["db"], "verbs": ["get"]}]});
+    let bound = json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": {"name": "carol-db", "namespace": "default"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "db-secret"}, "subjects": [{"kind": "User", "name": "carol"}]});
+    created(&mut w, "/apis/rbac.authorization.k8s.io/v1/namespaces/default/roles", role);
+    created(&mut w, "/apis/rbac.authorization.k8s.io/v1/namespaces/default/rolebindings", bound);
+    let r = w.call_with_token("carol-token", "POST", CONFIGMAPS, Some(configmap("db", json!({}))));
+    assert_eq!(r.head.status, 201, "{}", text(&r));
+    let r = w.call_with_token("carol-token", "POST", CONFIGMAPS, Some(configmap("cache", json!({}))));
+    assert_eq!(r.head.status, 422, "{}", text(&r));
+}

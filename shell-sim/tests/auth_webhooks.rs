@@ -16,7 +16,7 @@ use serde_json::{Value, json};
 const TOKEN: &str = "opaque-token-of-jane";
 
 /// The reviews the webhooks were sent, and what they answer: jane's token is jane (in `dev`);
-/// jane may get anything and is denied deletes; `/authorize` fails while `down` is set; both
+/// jane may get anything and is denied deletes; `/admit` admits everything; `/authorize` fails while `down` is set; both
 /// answer a 500 while `busy` counts down.
 #[derive(Default)]
 struct Hooks {
@@ -38,6 +38,11 @@ fn install(w: &mut World) -> Rc<RefCell<Hooks>> {
             return Ok(WebhookAnswer { status: 500, body: Bytes::from_static(b"busy"), content_type: "text/plain".into() });
         }
         let status = match path.as_str() {
+            "/admit" => {
+                let response = json!({"uid": review["request"]["uid"], "allowed": true});
+                let answer = json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "response": response});
+                return Ok(WebhookAnswer { status: 200, body: Bytes::from(answer.to_string()), ..Default::default() });
+            }
             "/authenticate" if review["spec"]["token"] == TOKEN => json!({"authenticated": true, "user": {"username": "jane", "uid": "7", "groups": ["dev"]}}),
             "/authenticate" => json!({"authenticated": false}),
             "/authorize" if h.down => return Err(format!("Post \"{}{}\": dial tcp: connect: connection refused", call.target.url, call.path)),
@@ -398,4 +403,101 @@ fn a_write_waiting_for_the_webhooks_answer_passes_the_plugins_before_once() {
     assert_eq!(r.head.status, 201, "{}", text(&r));
     let r = w.call_with_token(TOKEN, "POST", events, Some(event("c")));
     assert_eq!(r.head.status, 429, "{}", text(&r));
+}
+
+#[test]
+fn admission_expressions_ask_the_authorizer_and_wait_for_the_webhook() {
+    // kube gives a policy's expressions and a webhook's match conditions its authorizer:
+    // what RBAC does not allow jane, the webhook decides while the write waits.
+    let mut w = World::new(server_with_webhooks("RBAC,Webhook"), epoch(), 6);
+    let hooks = install(&mut w);
+    let admin = |w: &mut World, path: &str, body: Value| {
+        let r = w.call("POST", path, "", Some(&body), "application/json");
+        assert_eq!(r.head.status, 201, "{}", text(&r));
+    };
+    let configmaps = json!({"resourceRules": [{"operations": ["CREATE"], "apiGroups": [""], "apiVersions": ["v1"], "resources": ["configmaps"]}]});
+    let validations = json!([
+        {"expression": "authorizer.group('').resource('secrets').namespace(request.namespace).name(object.metadata.name).check('get').allowed()", "message": "reads secrets"},
+        {"expression": "authorizer.requestResource.check('delete').reason() == 'jane never deletes' || request.userInfo.username != 'jane'"},
+        {"expression": "!authorizer.serviceAccount('default', 'builder').path('/healthz').check('get').allowed()"},
+    ]);
+    let policy = json!({"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicy", "metadata": {"name": "readers"},
+        "spec": {"matchConstraints": configmaps, "validations": validations}});
+    admin(&mut w, "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicies", policy);
+    let binding = json!({"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicyBinding", "metadata": {"name": "readers"},
+        "spec": {"policyName": "readers", "validationActions": ["Deny"]}});
+    admin(&mut w, "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicybindings", binding);
+    let hook = json!({"name": "deleters.example.com", "clientConfig": {"url": "https://hooks.example/admit"}, "sideEffects": "None",
+        "admissionReviewVersions": ["v1"], "rules": [{"operations": ["CREATE"], "apiGroups": [""], "apiVersions": ["v1"], "resources": ["configmaps"]}],
+        "matchConditions": [{"name": "may-delete", "expression": "authorizer.requestResource.check('delete').allowed()"}]});
+    let configuration = json!({"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingWebhookConfiguration",
+        "metadata": {"name": "deleters"}, "webhooks": [hook]});
+    admin(&mut w, "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations", configuration);
+
+    let configmaps = "/api/v1/namespaces/default/configmaps";
+    let r = w.call_with_token(TOKEN, "POST", configmaps, Some(json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "jane"}})));
+    assert_eq!(r.head.status, 201, "{}", text(&r));
+    let attributes = |r: &Value| {
+        let a = &r["spec"]["resourceAttributes"];
+        [&a["verb"], &a["resource"], &a["namespace"], &a["name"], &a["version"]].map(|v| v.as_str().unwrap_or_default().to_string())
+    };
+    let asked: Vec<[String; 5]> = sent(&hooks, "/authorize").iter().map(attributes).collect();
+    assert!(asked.contains(&["get", "secrets", "default", "jane", "*"].map(String::from)), "{asked:?}");
+    assert!(asked.contains(&["delete", "configmaps", "default", "jane", "*"].map(String::from)), "{asked:?}");
+    // The service account is asked about too, as itself.
+    assert!(sent(&hooks, "/authorize").iter().any(|r| r["spec"]["user"] == "system:serviceaccount:default:builder"));
+    // Jane may not delete, so her write is not the admission webhook's; an administrator's is.
+    assert!(sent(&hooks, "/admit").is_empty());
+    let r = w.call("POST", configmaps, "", Some(&json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "admin"}})), "application/json");
+    assert_eq!(r.head.status, 201, "{}", text(&r));
+    assert_eq!(sent(&hooks, "/admit").len(), 1);
+
+    // The webhook does not answer (a secret of another name is not in its cache): jane's
+    // check is its error, and the policy denies.
+    hooks.borrow_mut().down = true;
+    let r = w.call_with_token(TOKEN, "POST", configmaps, Some(json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "down"}})));
+    assert_eq!(r.head.status, 422, "{}", text(&r));
+    assert_eq!(
+        r.json()["message"],
+        "configmaps \"down\" is forbidden: ValidatingAdmissionPolicy 'readers' with binding 'readers' denied request: reads secrets"
+    );
+}
+
+#[test]
+fn who_may_read_a_policys_params_the_webhook_decides_while_the_write_waits() {
+    let mut w = World::new(server_with_webhooks("RBAC,Webhook"), epoch(), 7);
+    let hooks = install(&mut w);
+    let configmaps = json!({"resourceRules": [{"operations": ["CREATE"], "apiGroups": [""], "apiVersions": ["v1"], "resources": ["configmaps"]}]});
+    let policy = json!({"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicy", "metadata": {"name": "p"},
+        "spec": {"paramKind": {"apiVersion": "v1", "kind": "ConfigMap"}, "matchConstraints": configmaps, "validations": [{"expression": "true"}]}});
+    let r = w.call_with_token(TOKEN, "POST", "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicies", Some(policy));
+    assert_eq!(r.head.status, 201, "{}", text(&r));
+    let asked = |verb: &str| {
+        sent(&hooks, "/authorize").iter().any(|r| {
+            let a = &r["spec"]["resourceAttributes"];
+            a["verb"] == verb && a["resource"] == "configmaps" && a["version"] == "v1"
+        })
+    };
+    assert!(asked("get"), "{:?}", sent(&hooks, "/authorize"));
+    // A binding selecting its params needs their list.
+    let binding = |name: &str, namespace: &str| {
+        json!({"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicyBinding", "metadata": {"name": name},
+            "spec": {"policyName": "p", "validationActions": ["Deny"], "paramRef": {"selector": {}, "namespace": namespace, "parameterNotFoundAction": "Allow"}}})
+    };
+    let bindings = "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicybindings";
+    let r = w.call_with_token(TOKEN, "POST", bindings, Some(binding("b", "default")));
+    assert_eq!(r.head.status, 201, "{}", text(&r));
+    assert!(asked("list"));
+    // The webhook does not answer now: jane's create is allowed by its kept answer, the list
+    // of another namespace's configmaps is not.
+    hooks.borrow_mut().down = true;
+    let r = w.call_with_token(TOKEN, "POST", bindings, Some(binding("c", "kube-system")));
+    assert_eq!(r.head.status, 422, "{}", text(&r));
+    let message = r.json()["message"].as_str().unwrap_or_default().to_string();
+    assert!(
+        message.ends_with(
+            r#"spec.paramRef: Forbidden: user &{jane 7 [dev system:authenticated] map[]} does not have "list" permission on the object referenced by paramRef"#
+        ),
+        "{message}"
+    );
 }

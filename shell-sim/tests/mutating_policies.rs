@@ -351,3 +351,13 @@ fn what_a_policy_covers_is_settled_before_any_mutation_and_deletes_are_not_mutat
     );
     assert_eq!(w.call("DELETE", &format!("{CONFIGMAPS}/first"), "", None, "").head.status, 200);
 }
+
+#[test]
+fn a_mutation_and_its_conditions_ask_the_authorizer() {
+    let mut w = world();
+    let annotate = "Object{metadata: Object.metadata{annotations: {'may-delete': string(authorizer.requestResource.check('delete').allowed())}}}";
+    let conditions = json!({"matchConditions": [{"name": "healthy", "expression": "authorizer.path('/healthz').check('get').allowed()"}]});
+    policy(&mut w, "who", &[("ApplyConfiguration", annotate)], conditions);
+    let made = created(&mut w, CONFIGMAPS, configmap("c"));
+    assert_eq!(made["metadata"]["annotations"]["may-delete"], "true", "{made}");
+}

@@ -2,7 +2,8 @@
 //! policy whose parameters are custom resources (a CRD the test creates), bound to the
 //! namespaces labelled for it, refusing a Deployment with too many replicas in kube's words;
 //! a binding that only warns, whose warning kubectl prints; and a policy whose expression does
-//! not compile, refused when it is created; the type check's warnings in a policy's status. Then a mutating admission policy (alpha: served
+//! not compile, refused when it is created; the type check's warnings in a policy's status; a
+//! policy asking the authorizer what a service account may do. Then a mutating admission policy (alpha: served
 //! with `--runtime-config`, run with `--feature-gates`) annotating Deployments, as kube's e2e
 //! test does.
 
@@ -175,6 +176,46 @@ fn a_policy_with_custom_resource_params_refuses_with_kubectl() {
     };
     let want = "apps/v1, Kind=Deployment: ERROR: <input>:1:20: found no matching overload for '_<=_' applied to '(int, string)'";
     assert!(eventually(Duration::from_secs(30), || warning().starts_with(want)), "{}", warning());
+}
+
+const DEPLOYER: &str = r#"
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicy
+metadata: {name: deployer-may}
+spec:
+  matchConstraints:
+    resourceRules:
+    - {apiGroups: [""], apiVersions: [v1], operations: [CREATE], resources: [configmaps]}
+  validations:
+  - expression: "authorizer.serviceAccount(request.namespace, 'deployer').group('').resource('configmaps').namespace(request.namespace).check('create').allowed()"
+    message: the deployer service account may not create configmaps here
+  - expression: "authorizer.requestResource.check('create').allowed()"
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicyBinding
+metadata: {name: deployer-may}
+spec:
+  policyName: deployer-may
+  validationActions: [Deny]
+"#;
+
+#[test]
+fn a_policy_asks_the_authorizer_what_a_service_account_may_do_with_kubectl() {
+    let k = Kapi::start();
+    k.kubectl_in(&["apply", "-f", "-"], DEPLOYER);
+    let create = || k.kubectl(&["create", "configmap", "settings", "--from-literal=a=b"]);
+    // RBAC gives the service account nothing: refused.
+    assert!(
+        eventually(Duration::from_secs(30), || {
+            stderr(&create()).contains(
+            "configmaps \"settings\" is forbidden: ValidatingAdmissionPolicy 'deployer-may' with binding 'deployer-may' denied request: the deployer service account may not create configmaps here"
+        )
+        }),
+        "{}",
+        stderr(&create())
+    );
+    k.kubectl_in(&["create", "rolebinding", "deployer-edits", "--clusterrole=edit", "--serviceaccount=default:deployer"], "");
+    assert!(eventually(Duration::from_secs(30), || create().status.success()), "{}", stderr(&create()));
 }
 
 const MUTATING: &str = r#"

@@ -11,6 +11,7 @@
 
 mod always;
 mod always_pull_images;
+pub mod cel_authorizer;
 mod certificates;
 mod chain;
 pub mod config;

@@ -401,6 +401,12 @@ fn call_cost<'v>(function: &str, target: Option<&Shape<'v>>, args: &[Shape<'v>])
         "quantity" | "isQuantity" | "ip" | "isIP" | "ip.isCanonical" | "cidr" | "isCIDR" | "url" | "isURL" => {
             (traversal(args.first().map_or(0, Shape::size)), if function.starts_with("is") { Shape::Scalar } else { Shape::Unknown })
         }
+        "check" => (super::authz::CHECK_COST, Shape::Scalar),
+        // kube's cost of parsing a selector into its requirements.
+        "fieldSelector" | "labelSelector" => {
+            let length = args.first().map_or(0, Shape::size);
+            (10 + traversal(length) + length.div_ceil(2).saturating_mul(50), Shape::Unknown)
+        }
         "string" | "bytes" => (1, Shape::String { max: size.max(20) }),
         "int" | "uint" | "double" | "bool" | "timestamp" | "duration" => (1, Shape::Scalar),
         _ => (1, Shape::Unknown),

@@ -1,6 +1,6 @@
 //! CEL as kube-apiserver offers it to its expressions (k8s.io/apiserver/pkg/cel): one
 //! environment (cel-rust's standard library with optional values, its strings extension, and
-//! kube's list, regex, set, quantity, IP, CIDR, URL and format libraries), built once and shared by every
+//! kube's list, regex, set, quantity, IP, CIDR, URL, format and authorization libraries), built once and shared by every
 //! expression: CRD validation rules now, admission policies later.
 //!
 //! An [`Expression`] is compiled once (when its CRD is read) and evaluated against variables
@@ -8,6 +8,7 @@
 //! what kube's static cost check refuses is refused, so every accepted expression runs in
 //! bounded time on an object no bigger than a request body.
 
+pub mod authz;
 mod check;
 pub mod cost;
 mod direct;
@@ -49,6 +50,7 @@ fn environment() -> cel::Env {
     quantity::extension(&mut env).expect("kube's quantity library declares new overloads");
     network::extension(&mut env).expect("kube's IP, CIDR and URL libraries declare new overloads");
     formats::extension(&mut env).expect("kube's format library declares new overloads");
+    authz::extension(&mut env).expect("kube's authorization library declares new overloads");
     env
 }
 
@@ -350,8 +352,12 @@ pub fn type_name(v: &Value) -> String {
     }
 }
 
-/// An error as cel-go words it: lowercase (`no such key: x`).
+/// An error as cel-go words it: lowercase (`no such key: x`); a function's error is its own
+/// words.
 fn go_style(message: &str) -> String {
+    if let Some(own) = message.strip_prefix("Error executing function '").and_then(|rest| rest.split_once("': ")).map(|(_, own)| own) {
+        return own.to_string();
+    }
     let mut chars = message.chars();
     chars.next().map(|c| c.to_lowercase().chain(chars).collect()).unwrap_or_default()
 }

@@ -271,3 +271,74 @@ fn a_mutations_types_are_checked_as_kubes() {
         Some("ERROR: <input>:1:20: undeclared reference to 'jsonpatch.escapeKey' (in container '')")
     );
 }
+
+/// An authority that lets `jane` get pods in `default` and read `/healthz`, records what it
+/// was asked, and cannot decide the verb `ask` yet.
+#[derive(Debug, Default)]
+struct Recording(std::sync::Mutex<Vec<(String, crate::authz::Attributes)>>);
+
+impl super::authz::Authorize for Recording {
+    fn authorize(&self, user: &crate::auth::UserInfo, a: &crate::authz::Attributes) -> Option<crate::authz::Decision> {
+        self.0.lock().unwrap().push((user.name.clone(), a.clone()));
+        if a.verb == "ask" {
+            return None;
+        }
+        let pods = a.resource_request && a.verb == "get" && a.resource == "pods" && a.namespace == "default";
+        let allowed = user.name == "jane" && (pods || a.path == "/healthz");
+        Some(crate::authz::Decision { allowed, reason: if allowed { "ok".into() } else { String::new() }, ..Default::default() })
+    }
+}
+
+fn with_authorizer(source: &str, authority: &Arc<Recording>) -> Result<Value, String> {
+    use super::authz::{RequestResource, authorizer, request_resource};
+    let user = crate::auth::UserInfo { name: "jane".into(), ..Default::default() };
+    let r = RequestResource { group: "apps", resource: "deployments", subresource: "scale", namespace: "default", name: "web" };
+    let authority: Arc<dyn super::authz::Authorize> = authority.clone();
+    let variables = vec![("authorizer", authorizer(authority.clone(), user.clone())), ("authorizer.requestResource", request_resource(authority, user, r))];
+    Expression::compile(source)?.evaluate(variables)
+}
+
+#[test]
+fn the_authorizer_checks_what_the_user_may_do_as_kube_asks_its_authorizer() {
+    let authority = Arc::new(Recording::default());
+    let truth = |source: &str| assert_eq!(with_authorizer(source, &authority), Ok(Value::Bool(true)), "{source}");
+    truth("authorizer.group('').resource('pods').namespace('default').check('get').allowed()");
+    truth("authorizer.group('').resource('pods').namespace('default').check('get').reason() == 'ok'");
+    truth("!authorizer.group('').resource('pods').check('get').allowed()");
+    truth("authorizer.path('/healthz').check('get').allowed() && !authorizer.path('/healthz').check('get').errored()");
+    truth("authorizer.path('/healthz').check('get').error() == ''");
+    truth("!authorizer.serviceAccount('kube-system', 'builder').group('').resource('pods').namespace('default').check('get').allowed()");
+    truth("!authorizer.requestResource.check('update').allowed()");
+    truth(
+        "authorizer.group('').resource('pods').subresource('log').namespace('ns').name('p').fieldSelector('spec.nodeName=n1')\
+         .labelSelector('app=x').check('list').reason() == ''",
+    );
+    let asked = authority.0.lock().unwrap().clone();
+    let service_account = &asked.iter().find(|(u, _)| u.starts_with("system:serviceaccount:")).unwrap().0;
+    assert_eq!(service_account, "system:serviceaccount:kube-system:builder");
+    let (_, scale) = asked.iter().find(|(_, a)| a.subresource == "scale").unwrap();
+    assert_eq!((scale.group.as_str(), scale.resource.as_str(), scale.namespace.as_str(), scale.name.as_str()), ("apps", "deployments", "default", "web"));
+    assert_eq!((scale.verb.as_str(), scale.version.as_str()), ("update", "*"));
+    let (_, log) = asked.iter().find(|(_, a)| a.subresource == "log").unwrap();
+    assert_eq!((log.namespace.as_str(), log.name.as_str(), log.field_selector.is_empty(), log.label_selector.is_empty()), ("ns", "p", false, false));
+
+    let fails = |source: &str, why: &str| assert_eq!(with_authorizer(source, &authority), Err(why.to_string()), "{source}");
+    fails("authorizer.path(' ').check('get').allowed()", "path must not be empty");
+    fails("authorizer.group('').resource('').check('get').allowed()", "resource must not be empty");
+    fails("authorizer.serviceAccount('ns', 'Bad_Name').group('').resource('pods').check('get').allowed()", "Invalid service account name");
+    fails("authorizer.serviceAccount('a.b', 'ok').group('').resource('pods').check('get').allowed()", "Invalid service account namespace");
+    assert!(with_authorizer("authorizer.group('').resource('pods').check('ask').allowed()", &authority).is_err());
+    // An unparsable selector is left out of the check.
+    truth("authorizer.group('').resource('pods').fieldSelector('!!').check('list').reason() == ''");
+    let asked = authority.0.lock().unwrap().clone();
+    assert!(asked.last().unwrap().1.field_selector.is_empty());
+}
+
+#[test]
+fn an_authorization_check_costs_what_kube_charges_for_it() {
+    let cost = |source: &str| estimate(&Expression::compile(source).unwrap(), &[("authorizer", Shape::Unknown)]);
+    let one = cost("authorizer.group('').resource('pods').check('get').allowed()");
+    assert!((350_000..350_010).contains(&one), "{one}");
+    assert!(cost("authorizer.path('/a').check('get').allowed() && authorizer.path('/b').check('get').allowed()") < super::cost::CALL_LIMIT);
+    assert!(cost("[1, 2, 3].all(x, authorizer.path('/a').check('get').allowed())") > super::cost::CALL_LIMIT);
+}

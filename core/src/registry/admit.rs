@@ -55,7 +55,9 @@ impl WriteOp {
             self.ctx.admission.admit(&a, obj.as_deref_mut(), &mut self.rng)?;
             if policies_on && let Some(obj) = obj.as_deref_mut() {
                 let second = reinvocation.second_round;
-                crate::admission::policies::mutate::mutate(policies, &self.res, &self.ctx.equivalents, &a, obj, &mut policies_reinvocation, second)?;
+                let mutated =
+                    crate::admission::policies::mutate::mutate(policies, &self.res, &self.ctx.equivalents, &a, obj, &mut policies_reinvocation, second);
+                halted(&mut self.blocked, mutated)?;
             }
             if webhooks_on {
                 // A plugin or a policy that changed the object since the webhooks last saw it
@@ -99,24 +101,24 @@ impl WriteOp {
             Some(passed) if passed.complete => self.validated = Some(passed),
             earlier => {
                 let mut passed = earlier.map_or(0, |v| v.plugins);
-                let plugins = self.ctx.admission.validate(&a, obj.as_deref_mut(), &mut passed, &self.admitted, &mut self.admission_warnings);
-                let keep = self.ctx.admission.validation_annotates(&self.res.info);
-                let object = || if keep { obj.as_deref().cloned() } else { None };
-                if let Err(Halt::Ask(_)) = &plugins {
-                    self.validated = Some(Validated { version: version.to_string(), object: object(), entered: None, plugins: passed, complete: false });
-                }
-                halted(&mut self.blocked, plugins)?;
-                if self.ctx.admission.validating_policies {
+                let mut checked = self.ctx.admission.validate(&a, obj.as_deref_mut(), &mut passed, &self.admitted, &mut self.admission_warnings);
+                if checked.is_ok() && self.ctx.admission.validating_policies {
                     let policies = &self.ctx.policies;
-                    crate::admission::policies::dispatch::validate(
+                    checked = crate::admission::policies::dispatch::validate(
                         policies,
                         &self.res,
                         &self.ctx.equivalents,
                         &a,
                         obj.as_deref(),
                         &mut self.admission_warnings,
-                    )?;
+                    );
                 }
+                let keep = self.ctx.admission.validation_annotates(&self.res.info);
+                let object = || if keep { obj.as_deref().cloned() } else { None };
+                if let Err(Halt::Ask(_)) = &checked {
+                    self.validated = Some(Validated { version: version.to_string(), object: object(), entered: None, plugins: passed, complete: false });
+                }
+                halted(&mut self.blocked, checked)?;
                 self.validated = Some(Validated { version: version.to_string(), object: object(), entered: None, plugins: passed, complete: true });
             }
         }

@@ -86,7 +86,7 @@ impl WriteOp {
             errs.push(crate::status::FieldError::invalid("metadata.name", Value::from(meta::name(&obj)), msg));
         }
         if errs.is_empty() {
-            errs.extend(self.params_access(&obj, None));
+            errs.extend(self.params_access(&obj, None)?);
         }
         if !errs.is_empty() {
             return Err(ApiError::invalid(&info.group_kind(), meta::name(&obj), &errs));
@@ -94,22 +94,42 @@ impl WriteOp {
         Ok(obj)
     }
 
-    /// kube's check that the writer of an admission policy or binding may read its params
-    /// (see [`crate::admission::policies::access`]), made when it is otherwise valid; `old`:
-    /// what an update replaces.
-    pub(super) fn params_access(&self, obj: &Value, old: Option<&Value>) -> Option<crate::status::FieldError> {
-        use crate::admission::policies::access::{Written, check};
-        let (access, catalog) = (self.ctx.access.as_ref()?, self.ctx.catalog.as_ref()?);
+    /// What of admission policies the write writes: a policy, or a binding of these policies
+    /// (`None`: neither).
+    fn policy_written(&self) -> Option<crate::admission::policies::access::Written<'_>> {
+        use crate::admission::policies::access::Written;
         if self.res.info.group != "admissionregistration.k8s.io" || self.ctx.subresource.is_some() {
             return None;
         }
-        let written = match self.res.info.resource.as_str() {
-            "validatingadmissionpolicies" | "mutatingadmissionpolicies" => Written::Policy,
-            "validatingadmissionpolicybindings" => Written::Binding(&self.ctx.policies),
-            "mutatingadmissionpolicybindings" => Written::Binding(&self.ctx.mutating_policies),
-            _ => return None,
+        match self.res.info.resource.as_str() {
+            "validatingadmissionpolicies" | "mutatingadmissionpolicies" => Some(Written::Policy),
+            "validatingadmissionpolicybindings" => Some(Written::Binding(&self.ctx.policies)),
+            "mutatingadmissionpolicybindings" => Some(Written::Binding(&self.ctx.mutating_policies)),
+            _ => None,
+        }
+    }
+
+    /// Whether the write may stop for the authorization webhook before its admission: to
+    /// check a policy's or binding's params with it.
+    pub(super) fn may_ask_before_admission(&self) -> bool {
+        self.ctx.access.as_ref().is_some_and(|a| a.authorizer.asks_webhooks()) && self.policy_written().is_some()
+    }
+
+    /// kube's check that the writer of an admission policy or binding may read its params
+    /// (see [`crate::admission::policies::access`]), made when it is otherwise valid; `old`:
+    /// what an update replaces. A decision the authorization webhook must make first stops the
+    /// write to ask it (the error stands for the answer, and is never seen).
+    pub(super) fn params_access(&mut self, obj: &Value, old: Option<&Value>) -> Result<Option<crate::status::FieldError>, ApiError> {
+        let (Some(access), Some(catalog), Some(written)) = (self.ctx.access.as_ref(), self.ctx.catalog.as_ref(), self.policy_written()) else {
+            return Ok(None);
         };
-        check(written, catalog, access, &self.ctx.user, obj, old)
+        match crate::admission::policies::access::check(written, catalog, access, &self.ctx.user, obj, old) {
+            Ok(refusal) => Ok(refusal),
+            Err(ask) => {
+                self.blocked = Some(super::Blocked::Admit(vec![crate::admission::webhooks::dispatch::AdmissionCall::authorizer(ask)]));
+                Err(ApiError::internal("waiting for the authorization webhook"))
+            }
+        }
     }
 
     /// The validating admission of the prepared new `obj` (only its webhooks when the

@@ -311,10 +311,11 @@ impl WriteOp {
             return;
         };
         // The object moves on to become the result: nothing reads a create's kind again,
-        // unless a mutating admission webhook is asked or a plugin needs an object created
-        // first, and the create starts again (a validating webhook's answer goes on from the
+        // unless a mutating admission webhook is asked, a plugin needs an object created
+        // first, or the authorization webhook is asked about a policy's params, and the
+        // create starts again (a validating webhook's answer goes on from the
         // validation, with the object it kept).
-        let again = !self.ctx.webhooks.mutating.is_empty() || self.provision_wanted(obj).is_some();
+        let again = !self.ctx.webhooks.mutating.is_empty() || self.provision_wanted(obj).is_some() || self.may_ask_before_admission();
         let obj = match &mut self.kind {
             WriteKind::Create(obj) if again => obj.clone(),
             WriteKind::Create(obj) => std::mem::take(obj),

@@ -239,7 +239,7 @@ impl WriteOp {
             Some(sub) => errs.extend(self.res.strategy.validate_subresource_update(sub, &obj, old)),
         }
         if errs.is_empty() {
-            errs.extend(self.params_access(&obj, Some(old)));
+            errs.extend(self.params_access(&obj, Some(old))?);
         }
         if !errs.is_empty() {
             return Err(ApiError::invalid(&info.group_kind(), meta::name(&obj), &errs));

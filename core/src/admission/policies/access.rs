@@ -2,13 +2,14 @@
 //! (`pkg/registry/admissionregistration/*/authz.go`): a policy's writer must be allowed to
 //! `get` every object of its `paramKind`, a binding's to `get` the object its `paramRef`
 //! names (to `list` them, for a selector). Members of `system:masters` always may. Checked
-//! when the object is otherwise valid; a refusal is a `Forbidden` field error.
+//! when the object is otherwise valid; a refusal is a `Forbidden` field error. A decision the
+//! authorization webhook must make first is the review to ask it (the write waits for it).
 
 use serde_json::Value;
 
 use super::Policies;
 use crate::auth::UserInfo;
-use crate::authz::{Access, Attributes, PRIVILEGED_GROUP};
+use crate::authz::{Access, Ask, Attributes, PRIVILEGED_GROUP};
 use crate::catalog::Catalog;
 use crate::meta;
 use crate::status::FieldError;
@@ -39,16 +40,17 @@ fn go_user(user: &UserInfo) -> String {
 }
 
 /// kube's refusal of the write of `obj` (`old`: what an update replaces) by `user`, if the
-/// chain does not let the user read its params.
-pub fn check(written: Written<'_>, catalog: &Catalog, access: &Access, user: &UserInfo, obj: &Value, old: Option<&Value>) -> Option<FieldError> {
+/// chain does not let the user read its params; or the review the webhook must answer first.
+pub fn check(written: Written<'_>, catalog: &Catalog, access: &Access, user: &UserInfo, obj: &Value, old: Option<&Value>) -> Result<Option<FieldError>, Ask> {
     if user.groups.iter().any(|g| g == PRIVILEGED_GROUP) {
-        return None;
+        return Ok(None);
     }
+    let allowed = |q: &Attributes| access.decide_or_ask(user, q).map(|d| d.allowed);
     match written {
         Written::Policy => {
-            let kind = meta::at(obj, &["spec", "paramKind"]).filter(|k| k.is_object())?;
+            let Some(kind) = meta::at(obj, &["spec", "paramKind"]).filter(|k| k.is_object()) else { return Ok(None) };
             if old.and_then(|o| meta::at(o, &["spec", "paramKind"])) == Some(kind) {
-                return None;
+                return Ok(None);
             }
             let (api_version, kind) = (meta::str_at(kind, &["apiVersion"]).unwrap_or_default(), meta::str_at(kind, &["kind"]).unwrap_or_default());
             let (group, version, resource) = resolved(catalog, api_version, kind);
@@ -57,10 +59,10 @@ pub fn check(written: Written<'_>, catalog: &Catalog, access: &Access, user: &Us
                 r#"user {} must have "get" permission on all objects of the referenced paramKind (kind={kind}, apiVersion={api_version})"#,
                 go_user(user)
             );
-            (!access.allows(user, &q)).then(|| FieldError::forbidden("spec.paramKind", why))
+            Ok((!allowed(&q)?).then(|| FieldError::forbidden("spec.paramKind", why)))
         }
         Written::Binding(policies) => {
-            let r = meta::at(obj, &["spec", "paramRef"]).filter(|r| r.is_object())?;
+            let Some(r) = meta::at(obj, &["spec", "paramRef"]).filter(|r| r.is_object()) else { return Ok(None) };
             let policy = policies.policy(meta::str_at(obj, &["spec", "policyName"]).unwrap_or_default());
             let (group, version, resource) = match policy.and_then(|p| p.param_kind.as_ref()) {
                 Some((api_version, kind)) => resolved(catalog, api_version, kind),
@@ -71,7 +73,7 @@ pub fn check(written: Written<'_>, catalog: &Catalog, access: &Access, user: &Us
             let namespace = meta::str_at(r, &["namespace"]).unwrap_or_default();
             let q = Attributes { version, ..Attributes::resource(verb, &group, &resource, "", namespace, name) };
             let why = format!(r#"user {} does not have "{verb}" permission on the object referenced by paramRef"#, go_user(user));
-            (!access.allows(user, &q)).then(|| FieldError::forbidden("spec.paramRef", why))
+            Ok((!allowed(&q)?).then(|| FieldError::forbidden("spec.paramRef", why)))
         }
     }
 }

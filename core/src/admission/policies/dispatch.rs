@@ -14,7 +14,9 @@ use serde_json::Value;
 
 use super::evaluate::{Decision, Inputs, evaluate};
 use super::{Binding, FailurePolicy, Hook, ParamResource, Policies, Policy, Uses};
+use crate::admission::cel_authorizer::CelAuthorizer;
 use crate::admission::matching::{Invocation, matches, namespace_of, versioned};
+use crate::admission::webhooks::dispatch::Halt;
 use crate::admission::webhooks::review;
 use crate::admission::{Attributes, Lookup};
 use crate::catalog::Resource;
@@ -126,7 +128,8 @@ pub(super) fn namespace_object(a: &Attributes, obj: Option<&Value>, read: bool) 
 }
 
 /// The validating admission policies on the final object (`None` for a delete); their
-/// warnings go to `warnings`.
+/// warnings go to `warnings`. An `authorizer` check the authorization webhook must answer
+/// first stops them ([`Halt::Ask`]).
 pub fn validate(
     policies: &Policies,
     resource: &Resource,
@@ -134,17 +137,18 @@ pub fn validate(
     a: &Attributes,
     obj: Option<&Value>,
     warnings: &mut Vec<String>,
-) -> Result<(), ApiError> {
+) -> Result<(), Halt> {
     if exempt(a) {
         return Ok(());
     }
     if !policies.synced() {
-        return Err(a.forbidden("not yet ready to handle request"));
+        return Err(Halt::Refused(a.forbidden("not yet ready to handle request")));
     }
     let mut denied: Option<ApiError> = None;
     let mut deny = |e: ApiError| {
         denied.get_or_insert(e);
     };
+    let authorizer = policies.uses.authorizer.then(|| CelAuthorizer::of(a, obj));
     let (namespace, seen_exact, exact) = (OnceCell::new(), OnceCell::new(), OnceCell::new());
     for hook in &policies.hooks {
         let policy = &hook.policy;
@@ -169,19 +173,22 @@ pub fn validate(
         };
         let mut write = Write { a, obj, equivalents, deny: &mut deny, warnings };
         // What every policy that sees the write as it is sent shares.
-        let namespace = namespace.get_or_init(|| namespace_object(a, obj, policies.uses.namespace)).as_ref().map_err(ApiError::clone)?;
+        let namespace = namespace.get_or_init(|| namespace_object(a, obj, policies.uses.namespace)).as_ref().map_err(|e| Halt::Refused(e.clone()))?;
         match invocation {
             Invocation::Exact => {
-                let seen = seen_exact.get_or_init(|| Seen::of(resource, invocation, a, obj, policies.uses));
+                let seen = seen_exact.get_or_init(|| Seen::of(resource, invocation, a, obj, policies.uses, authorizer.as_ref()));
                 write.hook(hook, at, exact.get_or_init(|| seen.inputs(namespace, policies.uses)));
             }
             Invocation::Equivalent(_) => {
-                let seen = Seen::of(resource, invocation, a, obj, policies.uses);
+                let seen = Seen::of(resource, invocation, a, obj, policies.uses, authorizer.as_ref());
                 write.hook(hook, at, &seen.inputs(namespace, policies.uses));
             }
         }
     }
-    denied.map_or(Ok(()), Err)
+    if let Some(ask) = authorizer.as_ref().and_then(CelAuthorizer::wanted) {
+        return Err(ask);
+    }
+    denied.map_or(Ok(()), |e| Err(Halt::Refused(e)))
 }
 
 /// A policy that cannot be applied (`binding`: `None` for the policy itself): denied if it
@@ -258,27 +265,39 @@ impl Write<'_, '_> {
 }
 
 /// What a policy's expressions read of the write as `invocation` sees it (what none of them
-/// reads, `uses` says, as `null`).
+/// reads, `uses` says, as `null`), and the `authorizer` if one reads it.
 pub(super) struct Seen<'o> {
     object: Option<Cow<'o, Value>>,
     old_object: Option<Cow<'o, Value>>,
     request: Option<Value>,
+    authorizer: Option<&'o CelAuthorizer>,
 }
 
 impl<'o> Seen<'o> {
-    pub(super) fn of<'x: 'o>(resource: &Resource, invocation: Invocation<'x>, a: &Attributes<'x>, obj: Option<&'o Value>, uses: Uses) -> Seen<'o> {
+    pub(super) fn of<'x: 'o>(
+        resource: &Resource,
+        invocation: Invocation<'x>,
+        a: &Attributes<'x>,
+        obj: Option<&'o Value>,
+        uses: Uses,
+        authorizer: Option<&'o CelAuthorizer>,
+    ) -> Seen<'o> {
         let (invoked, object, old_object) = versioned(resource, invocation, a, obj);
         let request = uses.request.then(|| review::request(a, invoked, object.as_deref()));
-        Seen { object: object.filter(|_| uses.object), old_object: old_object.filter(|_| uses.old_object), request }
+        Seen { object: object.filter(|_| uses.object), old_object: old_object.filter(|_| uses.old_object), request, authorizer }
     }
 
     /// The inputs of the expressions, with `namespace` as `namespaceObject`.
     pub(super) fn inputs<'w>(&'w self, namespace: &'w Value, uses: Uses) -> Inputs<'w> {
-        Inputs::new([
+        let mut inputs = Inputs::new([
             ("object", self.object.as_deref()),
             ("oldObject", self.old_object.as_deref()),
             ("request", self.request.as_ref()),
             ("namespaceObject", Some(namespace).filter(|_| uses.namespace)),
-        ])
+        ]);
+        if let Some(authorizer) = self.authorizer.filter(|_| uses.authorizer) {
+            inputs.bind(authorizer.variables());
+        }
+        inputs
     }
 }

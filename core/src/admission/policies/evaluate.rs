@@ -25,7 +25,7 @@ const MAX_MESSAGE_BYTES: usize = 5 * 1024;
 pub const OUT_OF_BUDGET: &str = "validation failed due to running out of cost budget, no further validation rules will be run";
 
 /// What the expressions are given on one write (`object`, `oldObject`, `request`,
-/// `namespaceObject`), read in place by every policy that sees the write alike, with their
+/// `namespaceObject`, and the `authorizer` when one reads it), read in place by every policy that sees the write alike, with their
 /// shapes.
 pub struct Inputs<'w> {
     bindings: Bindings<'w>,
@@ -44,6 +44,14 @@ impl<'w> Inputs<'w> {
             }
         }
         Inputs { bindings, shapes }
+    }
+
+    /// Binds the CEL values of `variables` too (the `authorizer`).
+    pub fn bind(&mut self, variables: &[(&'static str, Value)]) {
+        for (name, value) in variables {
+            self.shapes.push((name, Shape::of(value)));
+            self.bindings.bind(name, value.clone());
+        }
     }
 }
 

@@ -116,13 +116,20 @@ pub struct Uses {
     pub old_object: bool,
     pub request: bool,
     pub namespace: bool,
+    pub authorizer: bool,
 }
 
 impl Uses {
     fn of<'a>(expressions: impl Iterator<Item = &'a Compiled>) -> Uses {
         let mut u = Uses::default();
         for e in expressions.filter_map(|c| c.expression.as_ref().ok()) {
-            u = u.or(Uses { object: e.uses("object"), old_object: e.uses("oldObject"), request: e.uses("request"), namespace: e.uses("namespaceObject") });
+            u = u.or(Uses {
+                object: e.uses("object"),
+                old_object: e.uses("oldObject"),
+                request: e.uses("request"),
+                namespace: e.uses("namespaceObject"),
+                authorizer: e.uses("authorizer"),
+            });
         }
         u
     }
@@ -133,6 +140,7 @@ impl Uses {
             old_object: self.old_object || o.old_object,
             request: self.request || o.request,
             namespace: self.namespace || o.namespace,
+            authorizer: self.authorizer || o.authorizer,
         }
     }
 }

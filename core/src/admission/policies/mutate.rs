@@ -19,8 +19,10 @@ use super::dispatch::{Seen, exempt, namespace_object, params_of};
 use super::evaluate;
 use super::patch::{self, Failure};
 use super::{FailurePolicy, Hook, Policies, Policy};
+use crate::admission::cel_authorizer::CelAuthorizer;
 use crate::admission::matching::{Invocation, matches, namespace_of, versioned};
-use crate::admission::webhooks::{dispatch::patch_into, review};
+use crate::admission::webhooks::dispatch::{Halt, patch_into};
+use crate::admission::webhooks::review;
 use crate::admission::{Attributes, Operation};
 use crate::catalog::Resource;
 use crate::meta;
@@ -100,23 +102,33 @@ pub fn mutate(
     obj: &mut Value,
     reinvocation: &mut Reinvocation,
     second_round: bool,
-) -> Result<(), ApiError> {
+) -> Result<(), Halt> {
     if exempt(a) || !matches!(a.operation, Operation::Create | Operation::Update) {
         return Ok(());
     }
     if !policies.synced() {
-        return Err(a.forbidden("not yet ready to handle request"));
+        return Err(a.forbidden("not yet ready to handle request").into());
     }
     let mut errors = Errors::default();
     let planned = plan(policies, equivalents, a, obj, &mut errors);
     if planned.is_empty() {
-        return errors.refusal(a, obj);
+        return Ok(errors.refusal(a, obj)?);
     }
+    let authorizer = policies.uses.authorizer.then(|| CelAuthorizer::of(a, Some(obj)));
     let namespace = namespace_object(a, Some(obj), policies.uses.namespace)?;
     if second_round && reinvocation.last_output.as_ref() != Some(obj) {
         reinvocation.changed();
     }
-    let mut run = Run { resource, a, namespace: &namespace, errors: &mut errors, reinvocation: &mut *reinvocation, second_round, dirty: false };
+    let mut run = Run {
+        resource,
+        a,
+        authorizer: authorizer.as_ref(),
+        namespace: &namespace,
+        errors: &mut errors,
+        reinvocation: &mut *reinvocation,
+        second_round,
+        dirty: false,
+    };
     for invocation in &planned {
         run.invoke(invocation, obj)?;
     }
@@ -124,7 +136,7 @@ pub fn mutate(
         reinvocation.changed();
     }
     reinvocation.last_output = Some(obj.clone());
-    errors.refusal(a, obj)
+    Ok(errors.refusal(a, obj)?)
 }
 
 /// An invocation to make: a policy with one of its bindings and one parameter, and how the
@@ -211,6 +223,7 @@ fn plan_hook<'h, 'r>(
 struct Run<'x, 'r> {
     resource: &'x Resource,
     a: &'x Attributes<'x>,
+    authorizer: Option<&'x CelAuthorizer>,
     namespace: &'x Value,
     errors: &'r mut Errors,
     reinvocation: &'r mut Reinvocation,
@@ -220,14 +233,21 @@ struct Run<'x, 'r> {
 }
 
 impl Run<'_, '_> {
+    /// The review an `authorizer` check needs the authorization webhook's answer to first.
+    fn asked(&self) -> Result<(), Halt> {
+        self.authorizer.and_then(CelAuthorizer::wanted).map_or(Ok(()), Err)
+    }
+
     /// One invocation: its conditions, then its mutations in order.
-    fn invoke(&mut self, planned: &Planned<'_, '_>, obj: &mut Value) -> Result<(), ApiError> {
+    fn invoke(&mut self, planned: &Planned<'_, '_>, obj: &mut Value) -> Result<(), Halt> {
         let Planned { policy, binding, param, matched: invocation, key } = planned;
         let (policy, binding, invocation) = (*policy, *binding, *invocation);
         let params = param.as_ref().map(crate::cel::to_value);
-        let seen = Seen::of(self.resource, invocation, self.a, Some(obj), policy.uses);
+        let seen = Seen::of(self.resource, invocation, self.a, Some(obj), policy.uses, self.authorizer);
         // Match conditions do not see the namespace.
-        match evaluate::conditions(policy, &seen.inputs(&Value::Null, policy.uses), params.as_ref()) {
+        let held = evaluate::conditions(policy, &seen.inputs(&Value::Null, policy.uses), params.as_ref());
+        self.asked()?;
+        match held {
             Ok(true) => {}
             Ok(false) => return Ok(()),
             Err(why) => {
@@ -248,8 +268,10 @@ impl Run<'_, '_> {
             let patched = {
                 let (_, live, _) = versioned(self.resource, invocation, self.a, Some(obj));
                 let live = live.as_deref().unwrap_or(&Value::Null);
-                let seen = Seen::of(self.resource, invocation, self.a, Some(obj), policy.uses);
-                match evaluate::mutation(policy, &seen.inputs(self.namespace, policy.uses), params.as_ref(), &m.expression) {
+                let seen = Seen::of(self.resource, invocation, self.a, Some(obj), policy.uses, self.authorizer);
+                let mutated = evaluate::mutation(policy, &seen.inputs(self.namespace, policy.uses), params.as_ref(), &m.expression);
+                self.asked()?;
+                match mutated {
                     Err(why) => Err(Failure::Error(why)),
                     Ok(result) if m.json_patch => patch::json_patch(kind, live, &result).map(|p| p.unwrap_or_else(|| live.clone())),
                     Ok(result) => patch::apply_configuration(kind, live, &result),
@@ -257,7 +279,7 @@ impl Run<'_, '_> {
             };
             let new = match patched {
                 Ok(new) => new,
-                Err(Failure::Status(e)) => return Err(e),
+                Err(Failure::Status(e)) => return Err(e.into()),
                 Err(Failure::Error(why)) => {
                     self.errors.add(policy, Some(binding), &why, "Invalid");
                     continue;

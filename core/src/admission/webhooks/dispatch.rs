@@ -17,6 +17,7 @@ use serde_json::Value;
 use super::review::{self, Response};
 use super::{Hook, Hooks};
 use crate::admission::Attributes;
+use crate::admission::cel_authorizer::CelAuthorizer;
 use crate::admission::matching::{Invocation, convert, matches, versioned};
 use crate::aggregator::ServiceRef;
 use crate::catalog::Resource;
@@ -384,16 +385,21 @@ fn patched(hook: &Hook, r: &Response, obj: Option<&Value>) -> Result<Option<Valu
 }
 
 /// kube's evaluation of `matchConditions` over `object`, `oldObject` (as the webhook sees
-/// them) and `request` (the
-/// review's request without its uid and objects): false at the first that is false; the
-/// errors of the others, to the failure policy: with `Fail` a 403, with `Ignore` the webhook
-/// is skipped.
-pub fn conditions_hold(hook: &Hook, a: &Attributes, (obj, old): (Option<&Value>, Option<&Value>), request: &Value) -> Result<bool, ApiError> {
+/// them), `request` (the review's request without its uid and objects) and the `authorizer`:
+/// false at the first that is false; the errors of the others, to the failure policy: with
+/// `Fail` a 403, with `Ignore` the webhook is skipped. An `authorizer` check the authorization
+/// webhook must answer first stops the write to ask ([`Halt::Ask`]).
+pub fn conditions_hold(hook: &Hook, a: &Attributes, (obj, old): (Option<&Value>, Option<&Value>), request: &Value) -> Result<bool, Halt> {
     if hook.conditions.is_empty() {
         return Ok(true);
     }
-    let variables = [("object", obj.cloned().unwrap_or(Value::Null)), ("oldObject", old.cloned().unwrap_or(Value::Null)), ("request", request.clone())];
-    let shape: Vec<(&str, Shape)> = variables.iter().map(|(n, v)| (*n, Shape::of(&crate::cel::to_value(v)))).collect();
+    let mut variables: Vec<(&str, crate::cel::Value)> = [("object", obj), ("oldObject", old), ("request", Some(request))]
+        .into_iter()
+        .map(|(n, v)| (n, v.map_or(crate::cel::Value::Null, crate::cel::to_value)))
+        .collect();
+    let authorizer = hook.conditions.iter().any(|(_, c)| c.as_ref().is_ok_and(|c| c.uses("authorizer"))).then(|| CelAuthorizer::of(a, obj));
+    variables.extend(authorizer.iter().flat_map(|z| z.variables().iter().map(|(n, v)| (*n, v.clone()))));
+    let shape: Vec<(&str, Shape)> = variables.iter().map(|(n, v)| (*n, Shape::of(v))).collect();
     let mut errors = Vec::new();
     for (source, condition) in &hook.conditions {
         let failed = |why: String| (source.clone(), why);
@@ -402,7 +408,7 @@ pub fn conditions_hold(hook: &Hook, a: &Attributes, (obj, old): (Option<&Value>,
             if cost::estimate(c, &shape) > cost::CALL_LIMIT {
                 return Err(failed("operation cancelled: actual cost limit exceeded".into()));
             }
-            match c.evaluate(variables.iter().map(|(n, v)| (*n, crate::cel::to_value(v))).collect()) {
+            match c.evaluate(variables.clone()) {
                 Ok(crate::cel::Value::Bool(b)) => Ok(b),
                 Ok(other) => Err(failed(format!("expected bool, got {:?}", other.type_of()))),
                 Err(e) => Err(failed(e)),
@@ -414,9 +420,12 @@ pub fn conditions_hold(hook: &Hook, a: &Attributes, (obj, old): (Option<&Value>,
             Err((source, why)) => errors.push(format!("expression '{source}' resulted in error: {why}")),
         }
     }
+    if let Some(ask) = authorizer.as_ref().and_then(CelAuthorizer::wanted) {
+        return Err(ask);
+    }
     match errors.is_empty() {
         true => Ok(true),
         false if hook.ignore_failures => Ok(false),
-        false => Err(ApiError::forbidden(&a.info.group_resource(), review::request_name(a, obj), &crate::authz::rbac::aggregate(&errors))),
+        false => Err(ApiError::forbidden(&a.info.group_resource(), review::request_name(a, obj), &crate::authz::rbac::aggregate(&errors)).into()),
     }
 }
