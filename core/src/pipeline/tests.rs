@@ -1,4 +1,6 @@
 use super::*;
+use crate::cache::ReadResult;
+use crate::kv::KvRequest;
 use crate::resources::{Settings, catalog};
 
 fn server() -> Arc<Server> {
