@@ -10,7 +10,7 @@ use std::rc::Rc;
 use bytes::Bytes;
 use jiff::SignedDuration;
 use kapi_core::webhook::WebhookAnswer;
-use kapi_sim::{World, epoch, server_with_authorization_config, server_with_webhooks};
+use kapi_sim::{World, epoch, server_with_authorization_config, server_with_webhooks, with_mutating_policies};
 use serde_json::{Value, json};
 
 const TOKEN: &str = "opaque-token-of-jane";
@@ -405,28 +405,36 @@ fn a_write_waiting_for_the_webhooks_answer_passes_the_plugins_before_once() {
     assert_eq!(r.head.status, 429, "{}", text(&r));
 }
 
+/// An administrator's create of `body` at `path`.
+fn admin(w: &mut World, path: &str, body: Value) {
+    let r = w.call("POST", path, "", Some(&body), "application/json");
+    assert_eq!(r.head.status, 201, "{}", text(&r));
+}
+
+/// A validating admission policy with `validations` on writes `rules` covers, and its binding
+/// of the same name with the validation action `action`.
+fn validating_policy(w: &mut World, name: &str, rules: Value, validations: Value, action: &str) {
+    let policy = json!({"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicy", "metadata": {"name": name},
+        "spec": {"matchConstraints": rules, "validations": validations}});
+    admin(w, "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicies", policy);
+    let binding = json!({"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicyBinding", "metadata": {"name": name},
+        "spec": {"policyName": name, "validationActions": [action]}});
+    admin(w, "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicybindings", binding);
+}
+
 #[test]
 fn admission_expressions_ask_the_authorizer_and_wait_for_the_webhook() {
     // kube gives a policy's expressions and a webhook's match conditions its authorizer:
     // what RBAC does not allow jane, the webhook decides while the write waits.
     let mut w = World::new(server_with_webhooks("RBAC,Webhook"), epoch(), 6);
     let hooks = install(&mut w);
-    let admin = |w: &mut World, path: &str, body: Value| {
-        let r = w.call("POST", path, "", Some(&body), "application/json");
-        assert_eq!(r.head.status, 201, "{}", text(&r));
-    };
     let configmaps = json!({"resourceRules": [{"operations": ["CREATE"], "apiGroups": [""], "apiVersions": ["v1"], "resources": ["configmaps"]}]});
     let validations = json!([
         {"expression": "authorizer.group('').resource('secrets').namespace(request.namespace).name(object.metadata.name).check('get').allowed()", "message": "reads secrets"},
         {"expression": "authorizer.requestResource.check('delete').reason() == 'jane never deletes' || request.userInfo.username != 'jane'"},
         {"expression": "!authorizer.serviceAccount('default', 'builder').path('/healthz').check('get').allowed()"},
     ]);
-    let policy = json!({"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicy", "metadata": {"name": "readers"},
-        "spec": {"matchConstraints": configmaps, "validations": validations}});
-    admin(&mut w, "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicies", policy);
-    let binding = json!({"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicyBinding", "metadata": {"name": "readers"},
-        "spec": {"policyName": "readers", "validationActions": ["Deny"]}});
-    admin(&mut w, "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicybindings", binding);
+    validating_policy(&mut w, "readers", configmaps, validations, "Deny");
     let hook = json!({"name": "deleters.example.com", "clientConfig": {"url": "https://hooks.example/admit"}, "sideEffects": "None",
         "admissionReviewVersions": ["v1"], "rules": [{"operations": ["CREATE"], "apiGroups": [""], "apiVersions": ["v1"], "resources": ["configmaps"]}],
         "matchConditions": [{"name": "may-delete", "expression": "authorizer.requestResource.check('delete').allowed()"}]});
@@ -489,15 +497,44 @@ fn who_may_read_a_policys_params_the_webhook_decides_while_the_write_waits() {
     assert_eq!(r.head.status, 201, "{}", text(&r));
     assert!(asked("list"));
     // The webhook does not answer now: jane's create is allowed by its kept answer, the list
-    // of another namespace's configmaps is not.
+    // of another namespace's configmaps is not decided; kube's refusal is the error then.
     hooks.borrow_mut().down = true;
     let r = w.call_with_token(TOKEN, "POST", bindings, Some(binding("c", "kube-system")));
     assert_eq!(r.head.status, 422, "{}", text(&r));
     let message = r.json()["message"].as_str().unwrap_or_default().to_string();
-    assert!(
-        message.ends_with(
-            r#"spec.paramRef: Forbidden: user &{jane 7 [dev system:authenticated] map[]} does not have "list" permission on the object referenced by paramRef"#
-        ),
-        "{message}"
-    );
+    let error = r#"Post "https://127.0.0.1:9443/authorize?timeout=30s": dial tcp: connect: connection refused"#;
+    assert!(message.ends_with(&format!("spec.paramRef: Forbidden: {error}")), "{message}");
+}
+
+#[test]
+fn a_create_a_mutating_policy_waits_for_keeps_its_object_and_warns_once() {
+    // The authorization webhook asked from a mutating policy's mutation: the create runs again
+    // from its start with the answer, on the object it was sent; a binding that warns warns
+    // of what the policy found with the answer only.
+    let mut w = World::new(with_mutating_policies(server_with_webhooks("RBAC,Webhook")), epoch(), 8);
+    let hooks = install(&mut w);
+    let rules = json!({"resourceRules": [{"operations": ["CREATE"], "apiGroups": [""], "apiVersions": ["v1"], "resources": ["configmaps"]}]});
+    let annotate = "Object{metadata: Object.metadata{annotations: {\
+        'may-read': string(authorizer.group('').resource('secrets').namespace(request.namespace).check('get').allowed()),\
+        'may-delete': string(authorizer.requestResource.check('delete').allowed())}}}";
+    let policy = json!({"apiVersion": "admissionregistration.k8s.io/v1alpha1", "kind": "MutatingAdmissionPolicy", "metadata": {"name": "who"},
+        "spec": {"matchConstraints": rules, "reinvocationPolicy": "Never", "mutations": [{"patchType": "ApplyConfiguration", "applyConfiguration": {"expression": annotate}}]}});
+    admin(&mut w, "/apis/admissionregistration.k8s.io/v1alpha1/mutatingadmissionpolicies", policy);
+    let binding = json!({"apiVersion": "admissionregistration.k8s.io/v1alpha1", "kind": "MutatingAdmissionPolicyBinding", "metadata": {"name": "who"},
+        "spec": {"policyName": "who"}});
+    admin(&mut w, "/apis/admissionregistration.k8s.io/v1alpha1/mutatingadmissionpolicybindings", binding);
+    let validations = json!([{"expression": "!authorizer.group('').resource('secrets').namespace(request.namespace).name('other').check('get').allowed()",
+        "message": "reads other secrets"}]);
+    validating_policy(&mut w, "warn", rules, validations, "Warn");
+
+    let sent_map = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c", "labels": {"team": "a"}}, "data": {"k": "v"}});
+    let r = w.call_with_token(TOKEN, "POST", "/api/v1/namespaces/default/configmaps", Some(sent_map));
+    assert_eq!(r.head.status, 201, "{}", text(&r));
+    let made = r.json();
+    assert_eq!((&made["metadata"]["annotations"]["may-read"], &made["metadata"]["annotations"]["may-delete"]), (&json!("true"), &json!("false")));
+    assert_eq!((&made["metadata"]["labels"]["team"], &made["data"]["k"]), (&json!("a"), &json!("v")));
+    let warnings: Vec<&String> = r.head.headers.iter().filter(|(k, _)| k.eq_ignore_ascii_case("Warning")).map(|(_, v)| v).collect();
+    assert_eq!(warnings.len(), 1, "{warnings:?}");
+    assert!(warnings[0].ends_with("Validation failed for ValidatingAdmissionPolicy 'warn' with binding 'warn': reads other secrets\""), "{warnings:?}");
+    assert!(sent(&hooks, "/authorize").iter().any(|r| r["spec"]["resourceAttributes"]["name"] == "other"));
 }

@@ -62,24 +62,25 @@ struct Authorizer(Principal);
 #[derive(Clone, Debug, PartialEq, Eq)]
 struct PathCheck {
     principal: Principal,
-    path: String,
+    path: Arc<String>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 struct GroupCheck {
     principal: Principal,
-    group: String,
+    group: Arc<String>,
 }
 
+/// A resource check; its strings are shared, so that a check narrowed copies none.
 #[derive(Clone, Debug, PartialEq, Eq)]
 struct ResourceCheck {
     of: GroupCheck,
-    resource: String,
-    subresource: String,
-    namespace: String,
-    name: String,
-    field_selector: String,
-    label_selector: String,
+    resource: Arc<String>,
+    subresource: Arc<String>,
+    namespace: Arc<String>,
+    name: Arc<String>,
+    field_selector: Arc<String>,
+    label_selector: Arc<String>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -113,15 +114,16 @@ pub struct RequestResource<'a> {
 
 /// `authorizer.requestResource`: the check of `user` doing a verb to the request's resource.
 pub fn request_resource(authority: Arc<dyn Authorize>, user: UserInfo, r: RequestResource<'_>) -> Value {
-    let of = GroupCheck { principal: Principal { authority, user: Arc::new(user) }, group: r.group.to_string() };
+    let text = |s: &str| Arc::new(s.to_string());
+    let of = GroupCheck { principal: Principal { authority, user: Arc::new(user) }, group: text(r.group) };
     Value::Opaque(Arc::new(ResourceCheck {
         of,
-        resource: r.resource.to_string(),
-        subresource: r.subresource.to_string(),
-        namespace: r.namespace.to_string(),
-        name: r.name.to_string(),
-        field_selector: String::new(),
-        label_selector: String::new(),
+        resource: text(r.resource),
+        subresource: text(r.subresource),
+        namespace: text(r.namespace),
+        name: text(r.name),
+        field_selector: text(""),
+        label_selector: text(""),
     }))
 }
 
@@ -166,9 +168,9 @@ fn wrap<'b, 'v>(o: impl Opaque) -> Result<CowVal<'b, 'v>, ExecutionError> {
 }
 
 /// A function's receiver of type `T` and its string argument.
-fn with_string<T: Opaque + Clone>(function: &str, args: Vec<CowVal<'_, '_>>) -> Result<(T, String), ExecutionError> {
+fn with_string<T: Opaque + Clone>(function: &str, args: Vec<CowVal<'_, '_>>) -> Result<(T, Arc<String>), ExecutionError> {
     let [target, s] = values(args)?;
-    Ok((receiver(function, &target)?, subject(function, &s)?.to_string()))
+    Ok((receiver(function, &target)?, subject(function, &s)?))
 }
 
 fn path<'b, 'v>(args: Vec<CowVal<'b, 'v>>) -> Result<CowVal<'b, 'v>, ExecutionError> {
@@ -205,17 +207,17 @@ fn service_account<'b, 'v>(args: Vec<CowVal<'b, 'v>>) -> Result<CowVal<'b, 'v>, 
 }
 
 fn resource<'b, 'v>(args: Vec<CowVal<'b, 'v>>) -> Result<CowVal<'b, 'v>, ExecutionError> {
-    let (of, resource): (GroupCheck, String) = with_string("resource", args)?;
+    let (of, resource): (GroupCheck, Arc<String>) = with_string("resource", args)?;
     if resource.trim().is_empty() {
         return Err(ExecutionError::function_error("resource", "resource must not be empty"));
     }
-    let empty = String::new;
+    let empty = || Arc::new(String::new());
     wrap(ResourceCheck { of, resource, subresource: empty(), namespace: empty(), name: empty(), field_selector: empty(), label_selector: empty() })
 }
 
 /// A resource check with one of its fields set by `set`.
-fn narrowed<'b, 'v>(function: &str, args: Vec<CowVal<'b, 'v>>, set: fn(&mut ResourceCheck, String)) -> Result<CowVal<'b, 'v>, ExecutionError> {
-    let (mut check, value): (ResourceCheck, String) = with_string(function, args)?;
+fn narrowed<'b, 'v>(function: &str, args: Vec<CowVal<'b, 'v>>, set: fn(&mut ResourceCheck, Arc<String>)) -> Result<CowVal<'b, 'v>, ExecutionError> {
+    let (mut check, value): (ResourceCheck, Arc<String>) = with_string(function, args)?;
     set(&mut check, value);
     wrap(check)
 }
@@ -249,15 +251,15 @@ fn decided<'b, 'v>(principal: &Principal, attributes: &Attributes) -> Result<Cow
 }
 
 fn check_path<'b, 'v>(args: Vec<CowVal<'b, 'v>>) -> Result<CowVal<'b, 'v>, ExecutionError> {
-    let (check, verb): (PathCheck, String) = with_string("check", args)?;
-    let attributes = Attributes { path: check.path.clone(), resource_request: false, ..Attributes::resource(&verb, "", "", "", "", "") };
+    let (check, verb): (PathCheck, Arc<String>) = with_string("check", args)?;
+    let attributes = Attributes { path: check.path.to_string(), resource_request: false, ..Attributes::resource(&verb, "", "", "", "", "") };
     decided(&check.principal, &attributes)
 }
 
 /// A resource check's attributes: any version; the selectors that parse (one that does not
 /// is left out, as kube leaves it).
 fn check_resource<'b, 'v>(args: Vec<CowVal<'b, 'v>>) -> Result<CowVal<'b, 'v>, ExecutionError> {
-    let (c, verb): (ResourceCheck, String) = with_string("check", args)?;
+    let (c, verb): (ResourceCheck, Arc<String>) = with_string("check", args)?;
     let mut attributes = Attributes::resource(&verb, &c.of.group, &c.resource, &c.subresource, &c.namespace, &c.name);
     attributes.version = "*".to_string();
     attributes.field_selector = FieldSelector::parse(&c.field_selector).unwrap_or_default();

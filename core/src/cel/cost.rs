@@ -402,10 +402,14 @@ fn call_cost<'v>(function: &str, target: Option<&Shape<'v>>, args: &[Shape<'v>])
             (traversal(args.first().map_or(0, Shape::size)), if function.starts_with("is") { Shape::Scalar } else { Shape::Unknown })
         }
         "check" => (super::authz::CHECK_COST, Shape::Scalar),
+        // kube charges 1; kapi copies the strings a check is built of, and charges their reading.
+        "path" | "group" | "serviceAccount" | "resource" | "subresource" | "namespace" | "name" => {
+            (1u64.saturating_add(traversal(args.iter().fold(0, |n, a| n.saturating_add(a.size())))), Shape::Unknown)
+        }
         // kube's cost of parsing a selector into its requirements.
         "fieldSelector" | "labelSelector" => {
             let length = args.first().map_or(0, Shape::size);
-            (10 + traversal(length) + length.div_ceil(2).saturating_mul(50), Shape::Unknown)
+            (traversal(length).saturating_add(length.div_ceil(2).saturating_mul(50)).saturating_add(10), Shape::Unknown)
         }
         "string" | "bytes" => (1, Shape::String { max: size.max(20) }),
         "int" | "uint" | "double" | "bool" | "timestamp" | "duration" => (1, Shape::Scalar),

@@ -341,4 +341,10 @@ fn an_authorization_check_costs_what_kube_charges_for_it() {
     assert!((350_000..350_010).contains(&one), "{one}");
     assert!(cost("authorizer.path('/a').check('get').allowed() && authorizer.path('/b').check('get').allowed()") < super::cost::CALL_LIMIT);
     assert!(cost("[1, 2, 3].all(x, authorizer.path('/a').check('get').allowed())") > super::cost::CALL_LIMIT);
+    // A selector is charged its parsing; a check built of a long string, its reading.
+    let selector = cost("authorizer.group('').resource('pods').labelSelector('app=web').check('list').allowed()");
+    assert!(selector > one + 100, "{selector}");
+    let long = Shape::String { max: MAX_REQUEST_BYTES };
+    let built = estimate(&Expression::compile("authorizer.group('').resource('pods').name(s)").unwrap(), &[("authorizer", Shape::Unknown), ("s", long)]);
+    assert!(built > MAX_REQUEST_BYTES / 10, "{built}");
 }

@@ -104,6 +104,7 @@ impl WriteOp {
                 let mut checked = self.ctx.admission.validate(&a, obj.as_deref_mut(), &mut passed, &self.admitted, &mut self.admission_warnings);
                 if checked.is_ok() && self.ctx.admission.validating_policies {
                     let policies = &self.ctx.policies;
+                    let before = self.admission_warnings.len();
                     checked = crate::admission::policies::dispatch::validate(
                         policies,
                         &self.res,
@@ -112,6 +113,11 @@ impl WriteOp {
                         obj.as_deref(),
                         &mut self.admission_warnings,
                     );
+                    // The policies run again with the authorization webhook's answer: what they
+                    // warned of without it is not what they warn of.
+                    if let Err(Halt::Ask(_)) = &checked {
+                        self.admission_warnings.truncate(before);
+                    }
                 }
                 let keep = self.ctx.admission.validation_annotates(&self.res.info);
                 let object = || if keep { obj.as_deref().cloned() } else { None };

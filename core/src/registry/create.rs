@@ -109,10 +109,12 @@ impl WriteOp {
         }
     }
 
-    /// Whether the write may stop for the authorization webhook before its admission: to
-    /// check a policy's or binding's params with it.
-    pub(super) fn may_ask_before_admission(&self) -> bool {
-        self.ctx.access.as_ref().is_some_and(|a| a.authorizer.asks_webhooks()) && self.policy_written().is_some()
+    /// Whether the write may stop for the authorization webhook before its validating
+    /// admission: to check a policy's or binding's params, or for a mutating policy's
+    /// `authorizer`.
+    pub(super) fn may_ask_webhook_before_validation(&self) -> bool {
+        let mutating_policies_ask = self.ctx.admission.mutating_policies && self.ctx.mutating_policies.uses.authorizer;
+        self.ctx.access.as_ref().is_some_and(|a| a.authorizer.asks_webhooks()) && (self.policy_written().is_some() || mutating_policies_ask)
     }
 
     /// kube's check that the writer of an admission policy or binding may read its params

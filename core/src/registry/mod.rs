@@ -312,10 +312,10 @@ impl WriteOp {
         };
         // The object moves on to become the result: nothing reads a create's kind again,
         // unless a mutating admission webhook is asked, a plugin needs an object created
-        // first, or the authorization webhook is asked about a policy's params, and the
-        // create starts again (a validating webhook's answer goes on from the
+        // first, or the authorization webhook is asked before validation (a policy's params,
+        // a mutating policy's `authorizer`), and the create starts again (a validating webhook's answer goes on from the
         // validation, with the object it kept).
-        let again = !self.ctx.webhooks.mutating.is_empty() || self.provision_wanted(obj).is_some() || self.may_ask_before_admission();
+        let again = !self.ctx.webhooks.mutating.is_empty() || self.provision_wanted(obj).is_some() || self.may_ask_webhook_before_validation();
         let obj = match &mut self.kind {
             WriteKind::Create(obj) if again => obj.clone(),
             WriteKind::Create(obj) => std::mem::take(obj),

@@ -2,7 +2,8 @@
 //! (`pkg/registry/admissionregistration/*/authz.go`): a policy's writer must be allowed to
 //! `get` every object of its `paramKind`, a binding's to `get` the object its `paramRef`
 //! names (to `list` them, for a selector). Members of `system:masters` always may. Checked
-//! when the object is otherwise valid; a refusal is a `Forbidden` field error. A decision the
+//! when the object is otherwise valid; a refusal is a `Forbidden` field error (with the
+//! authorizers' error when they met one, as kube returns it). A decision the
 //! authorization webhook must make first is the review to ask it (the write waits for it).
 
 use serde_json::Value;
@@ -45,7 +46,15 @@ pub fn check(written: Written<'_>, catalog: &Catalog, access: &Access, user: &Us
     if user.groups.iter().any(|g| g == PRIVILEGED_GROUP) {
         return Ok(None);
     }
-    let allowed = |q: &Attributes| access.decide_or_ask(user, q).map(|d| d.allowed);
+    // kube's words when the chain does not allow it; the authorizers' error, if any, first.
+    let refused = |q: &Attributes, path: &str, why: String| {
+        let d = access.decide_or_ask(user, q)?;
+        Ok(match (d.error.is_empty(), d.allowed) {
+            (false, _) => Some(FieldError::forbidden(path, d.error)),
+            (true, false) => Some(FieldError::forbidden(path, why)),
+            (true, true) => None,
+        })
+    };
     match written {
         Written::Policy => {
             let Some(kind) = meta::at(obj, &["spec", "paramKind"]).filter(|k| k.is_object()) else { return Ok(None) };
@@ -59,7 +68,7 @@ pub fn check(written: Written<'_>, catalog: &Catalog, access: &Access, user: &Us
                 r#"user {} must have "get" permission on all objects of the referenced paramKind (kind={kind}, apiVersion={api_version})"#,
                 go_user(user)
             );
-            Ok((!allowed(&q)?).then(|| FieldError::forbidden("spec.paramKind", why)))
+            refused(&q, "spec.paramKind", why)
         }
         Written::Binding(policies) => {
             let Some(r) = meta::at(obj, &["spec", "paramRef"]).filter(|r| r.is_object()) else { return Ok(None) };
@@ -73,7 +82,7 @@ pub fn check(written: Written<'_>, catalog: &Catalog, access: &Access, user: &Us
             let namespace = meta::str_at(r, &["namespace"]).unwrap_or_default();
             let q = Attributes { version, ..Attributes::resource(verb, &group, &resource, "", namespace, name) };
             let why = format!(r#"user {} does not have "{verb}" permission on the object referenced by paramRef"#, go_user(user));
-            Ok((!allowed(&q)?).then(|| FieldError::forbidden("spec.paramRef", why)))
+            refused(&q, "spec.paramRef", why)
         }
     }
 }
