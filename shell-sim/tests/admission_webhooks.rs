@@ -538,3 +538,47 @@ fn an_image_policy_backend_failing_for_a_while_is_tried_again_as_kube_tries_it()
     let r = create(&mut w, pods, "", &pod("down", "nginx"));
     assert_eq!((r.head.status, tries()), (403, 9), "{}", text(&r));
 }
+
+#[test]
+fn a_pods_binding_is_admitted_as_its_create() {
+    // kube admits a Binding as a create of pods/binding: a mutating webhook may change its
+    // target, a validating one refuse it; the `bindings` resource is not pods/binding.
+    let retarget: Answer = Box::new(|r: &Value| match r["object"]["target"]["name"].as_str() {
+        Some("n0") => patch(r, json!([{"op": "replace", "path": "/target/name", "value": "n1"}])),
+        _ => allow(r),
+    });
+    let refuse: Answer = Box::new(|r: &Value| match r["object"]["target"]["name"].as_str() {
+        Some("tainted") => review(json!({"uid": r["uid"], "allowed": false, "status": {"code": 403, "message": "no pods on tainted"}})),
+        _ => allow(r),
+    });
+    let (mut w, seen) = world(BTreeMap::from([("/retarget", retarget), ("/refuse", refuse)]));
+    let on_bindings = |name: &str, path: &str| {
+        hook(name, path, json!({"rules": [{"operations": ["CREATE"], "apiGroups": [""], "apiVersions": ["v1"], "resources": ["pods/binding"]}]}))
+    };
+    configure(&mut w, MUTATING, "m", vec![on_bindings("retarget.example.com", "/retarget")]);
+    configure(&mut w, VALIDATING, "v", vec![on_bindings("refuse.example.com", "/refuse")]);
+    let pods = "/api/v1/namespaces/default/pods";
+    let pod = |name: &str| json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name}, "spec": {"containers": [{"name": "c", "image": "busybox"}]}});
+    let binding = |name: &str, node: &str| json!({"apiVersion": "v1", "kind": "Binding", "metadata": {"name": name}, "target": {"kind": "Node", "name": node}});
+    let account = json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "default"}});
+    assert_eq!(create(&mut w, "/api/v1/namespaces/default/serviceaccounts", "", &account).head.status, 201);
+    for name in ["a", "b", "c"] {
+        assert_eq!(create(&mut w, pods, "", &pod(name)).head.status, 201);
+    }
+    let r = create(&mut w, &format!("{pods}/a/binding"), "", &binding("a", "n0"));
+    assert_eq!(r.head.status, 201, "{}", text(&r));
+    assert_eq!(w.call("GET", &format!("{pods}/a"), "", None, "").json()["spec"]["nodeName"], "n1");
+    let (_, asked) = seen.borrow().iter().find(|(p, _)| p.starts_with("/refuse")).cloned().unwrap();
+    let request = &asked["request"];
+    assert_eq!((&request["kind"]["kind"], &request["resource"]["resource"], &request["subResource"]), (&json!("Binding"), &json!("pods"), &json!("binding")));
+    assert_eq!((&request["operation"], &request["name"], &request["object"]["target"]["name"]), (&json!("CREATE"), &json!("a"), &json!("n1")));
+    let r = create(&mut w, &format!("{pods}/b/binding"), "", &binding("b", "tainted"));
+    assert_eq!(r.head.status, 403, "{}", text(&r));
+    assert_eq!(r.json()["message"], "admission webhook \"refuse.example.com\" denied the request: no pods on tainted");
+    assert!(w.call("GET", &format!("{pods}/b"), "", None, "").json()["spec"]["nodeName"].is_null());
+    // The `bindings` resource is not the subresource the rules name.
+    let sent = seen.borrow().len();
+    let r = create(&mut w, "/api/v1/namespaces/default/bindings", "", &binding("c", "tainted"));
+    assert_eq!(r.head.status, 201, "{}", text(&r));
+    assert_eq!(seen.borrow().len(), sent);
+}

@@ -109,8 +109,13 @@ pub enum WriteKind {
     Update(Value),
     Patch(PatchType, Value),
     Delete(DeleteOptions),
-    /// A create on a subresource that changes its parent (`pods/binding`).
-    Action(Value),
+    /// A create on a subresource that changes its parent (`pods/binding`), admitted as the
+    /// subresource's create when `admitted` (not for the `bindings` resource, which kube
+    /// admits as a resource of its own).
+    Action {
+        body: Value,
+        admitted: bool,
+    },
 }
 
 impl WriteKind {
@@ -520,7 +525,7 @@ impl WriteOp {
             WriteKind::Update(obj) => self.update(existing, obj),
             WriteKind::Patch(pt, patch) => self.patch(existing, pt, patch),
             WriteKind::Delete(opts) => self.delete(existing, &opts),
-            WriteKind::Action(body) => self.action(existing, body),
+            WriteKind::Action { body, admitted } => self.action(existing, body, admitted),
             WriteKind::Create(_) => unreachable!("creates do not transform"),
         }
     }

@@ -190,6 +190,15 @@ pub(crate) fn patch_into(resource: &Resource, invocation: Invocation, a: &Attrib
         let replicas = new.pointer("/spec/replicas").and_then(Value::as_i64).unwrap_or(0);
         return resource.strategy.set_scale_replicas(target, replicas);
     }
+    // A subresource of a kind of its own (a Binding): its object as kube decodes that kind.
+    if let Some(sub) = a.subresource.and_then(|s| resource.info.subresource(s)).filter(|s| s.kind != resource.info.kind) {
+        let definition = crate::schema::schema().for_gvk(&sub.group, &sub.version, &sub.kind).map(|d| d.name.clone());
+        if let Some(definition) = definition {
+            crate::schema::normalize::normalize(crate::schema::schema(), &definition, &mut new).map_err(ApiError::internal)?;
+        }
+        *target = new;
+        return Ok(());
+    }
     let kind = match invocation {
         Invocation::Exact => resource,
         Invocation::Equivalent(e) => e,

@@ -50,7 +50,7 @@ impl RequestMachine {
                 let target = self.served.catalog.get(&res.info.group, &res.info.version, resource).cloned().ok_or_else(ApiError::path_not_found)?;
                 ctx.name = Some(meta::name(&body).to_string());
                 ctx.subresource = Some(subresource.to_string());
-                self.start_action(target, ctx, body, output);
+                self.start_action(target, ctx, body, output, false);
                 return Ok(());
             }
             // Read-only resources serve no create (routing answers 405 before this).
@@ -65,7 +65,7 @@ impl RequestMachine {
         }
         if !info.subresource.is_empty() {
             let body = self.decode_action_body()?;
-            self.start_action(res, ctx, body, output);
+            self.start_action(res, ctx, body, output, true);
             return Ok(());
         }
         let (obj, findings) = self.decode_body(&res, opts.field_validation)?;
@@ -79,12 +79,7 @@ impl RequestMachine {
             object: Some(&obj),
             dry_run: ctx.dry_run,
         };
-        let mut lookups = ctx.admission.lookups(&pending);
-        for l in ctx.configured_lookups(&pending) {
-            if !lookups.contains(&l) {
-                lookups.push(l);
-            }
-        }
+        let lookups = super::write::admission_lookups(&ctx, &pending);
         self.start_write(PendingWrite { res, output, ctx, kind: WriteKind::Create(obj) }, lookups);
         Ok(())
     }
@@ -121,9 +116,26 @@ impl RequestMachine {
         codec::decode(&self.req.body, negotiate::request_format(self.req.header("Content-Type"))?).map_err(ApiError::bad_request)
     }
 
-    pub(super) fn start_action(&mut self, res: Arc<Resource>, ctx: WriteContext, body: Value, output: Output) {
-        let op = WriteOp::new(res.clone(), ctx, WriteKind::Action(body), Found::default(), crate::rand::Rng::new(self.rng.next_u64()));
-        self.stage = Stage::Write { op: Box::new(op), res, output, action: true };
+    /// A create on a subresource that changes its parent: through admission, what its
+    /// plugins, webhooks and policies read looked up first, when `admitted`.
+    pub(super) fn start_action(&mut self, res: Arc<Resource>, ctx: WriteContext, body: Value, output: Output, admitted: bool) {
+        if !admitted {
+            let kind = WriteKind::Action { body, admitted };
+            let op = WriteOp::new(res.clone(), ctx, kind, Found::default(), crate::rand::Rng::new(self.rng.next_u64()));
+            self.stage = Stage::Write { op: Box::new(op), res, output, action: true };
+            return;
+        }
+        let pending = Pending {
+            operation: Operation::Create,
+            info: &res.info,
+            subresource: ctx.subresource.as_deref(),
+            namespace: ctx.namespace.as_deref(),
+            name: ctx.name.as_deref(),
+            object: Some(&body),
+            dry_run: ctx.dry_run,
+        };
+        let lookups = super::write::admission_lookups(&ctx, &pending);
+        self.start_write(PendingWrite { res, output, ctx, kind: WriteKind::Action { body, admitted } }, lookups);
     }
 
     /// `serviceaccounts/token`: a TokenRequest for the service account of the URL (404 where

@@ -239,8 +239,9 @@ impl RequestMachine {
                 for (lookup, object) in l.found {
                     found.record(lookup, object);
                 }
+                let action = matches!(w.kind, crate::registry::WriteKind::Action { .. });
                 let op = WriteOp::new(w.res.clone(), w.ctx, w.kind, found, crate::rand::Rng::new(self.rng.next_u64()));
-                self.stage = Stage::Write { op: Box::new(op), res: w.res, output: w.output, action: false };
+                self.stage = Stage::Write { op: Box::new(op), res: w.res, output: w.output, action };
             }
             AfterLookups::DeleteCollection { op, mut dc } => {
                 for (lookup, object) in l.found {

@@ -159,7 +159,7 @@ impl RequestMachine {
                 object,
                 dry_run: ctx.dry_run,
             };
-            for l in ctx.admission.lookups(&pending).into_iter().chain(ctx.configured_lookups(&pending)) {
+            for l in admission_lookups(ctx, &pending) {
                 if !lookups.contains(&l) {
                     lookups.push(l);
                 }
@@ -199,4 +199,16 @@ impl RequestMachine {
         }
         self.respond_object(&res, &outcome.object, output, outcome.code, "", now);
     }
+}
+
+/// What the chain's plugins and the configured webhooks and policies read of `pending`, each
+/// once.
+pub(super) fn admission_lookups(ctx: &WriteContext, pending: &crate::admission::Pending) -> Vec<Lookup> {
+    let mut lookups = ctx.admission.lookups(pending);
+    for l in ctx.configured_lookups(pending) {
+        if !lookups.contains(&l) {
+            lookups.push(l);
+        }
+    }
+    lookups
 }
