@@ -582,3 +582,40 @@ fn a_pods_binding_is_admitted_as_its_create() {
     assert_eq!(r.head.status, 201, "{}", text(&r));
     assert_eq!(seen.borrow().len(), sent);
 }
+
+#[test]
+fn an_eviction_is_admitted_as_its_create_before_it_evicts() {
+    // kube admits an Eviction as a create of pods/eviction before it looks at the pod: a
+    // webhook refusing it keeps the pod; its warnings reach the client either way.
+    let guard: Answer = Box::new(|r: &Value| match r["name"].as_str() {
+        Some("keep") => review(json!({"uid": r["uid"], "allowed": false, "status": {"code": 403, "message": "keep is kept"}})),
+        _ => review(
+            json!({"uid": r["uid"], "allowed": true, "warnings": [format!("evicting {}", r["object"]["metadata"]["name"].as_str().unwrap_or_default())]}),
+        ),
+    });
+    let (mut w, seen) = world(BTreeMap::from([("/guard", guard)]));
+    let rules = json!({"rules": [{"operations": ["CREATE"], "apiGroups": [""], "apiVersions": ["v1"], "resources": ["pods/eviction"]}]});
+    configure(&mut w, VALIDATING, "v", vec![hook("guard.example.com", "/guard", rules)]);
+    let account = json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "default"}});
+    assert_eq!(create(&mut w, "/api/v1/namespaces/default/serviceaccounts", "", &account).head.status, 201);
+    let pods = "/api/v1/namespaces/default/pods";
+    for name in ["keep", "go"] {
+        let pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name}, "spec": {"containers": [{"name": "c", "image": "busybox"}]}});
+        assert_eq!(create(&mut w, pods, "", &pod).head.status, 201);
+    }
+    let eviction = |name: &str| json!({"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": name, "namespace": "default"}});
+    let r = create(&mut w, &format!("{pods}/keep/eviction"), "", &eviction("keep"));
+    assert_eq!(r.head.status, 403, "{}", text(&r));
+    assert_eq!(r.json()["message"], "admission webhook \"guard.example.com\" denied the request: keep is kept");
+    assert_eq!(w.call("GET", &format!("{pods}/keep"), "", None, "").head.status, 200);
+    let (_, asked) = seen.borrow().last().cloned().unwrap();
+    let request = &asked["request"];
+    assert_eq!(
+        (&request["kind"], &request["subResource"], &request["operation"]),
+        (&json!({"group": "policy", "version": "v1", "kind": "Eviction"}), &json!("eviction"), &json!("CREATE"))
+    );
+    let r = create(&mut w, &format!("{pods}/go/eviction"), "", &eviction("go"));
+    assert_eq!(r.head.status, 201, "{}", text(&r));
+    assert_eq!(warnings(&r), ["299 - \"evicting go\""]);
+    assert_eq!(w.call("GET", &format!("{pods}/go"), "", None, "").head.status, 404);
+}

@@ -189,6 +189,8 @@ pub struct Found {
     pub pods: Vec<Value>,
     /// The Node a mirror pod names as its owner.
     pub node: Option<Option<Arc<Value>>>,
+    /// The pod an eviction names.
+    pub pod: Option<Option<Arc<Value>>>,
     /// The ResourceQuotas of the namespace written in.
     pub resource_quotas: Vec<Value>,
     /// What the admission policies' parameters were looked up as, and what was found.
@@ -207,10 +209,11 @@ impl Found {
             Lookup::RuntimeClass(_) => self.runtime_class = Some(found),
             Lookup::Pods(_) => self.pods = list(found),
             Lookup::Node(_) => self.node = Some(found),
+            Lookup::Pod { .. } => self.pod = Some(found),
             Lookup::ResourceQuotas(_) => self.resource_quotas = list(found),
             l @ Lookup::Params { .. } => self.params.push((l, found)),
             // What tokens name; admission does not look for it.
-            Lookup::Pod { .. } | Lookup::Secret { .. } => {}
+            Lookup::Secret { .. } => {}
         }
     }
 }

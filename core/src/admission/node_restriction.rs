@@ -113,6 +113,19 @@ impl NodeRestriction {
                 Ok(())
             }
             (Some("status"), op) => refuse(format!("unexpected operation {}", operation(op))),
+            // A node may evict only the pods bound to it.
+            (Some("eviction"), Operation::Create) => {
+                let name = if a.name.is_empty() { obj.map(meta::name).unwrap_or_default() } else { a.name };
+                if name.is_empty() {
+                    return refuse("could not determine pod from request data".into());
+                }
+                match a.found.pod.as_ref() {
+                    Some(Some(pod)) if meta::str_at(pod, &["spec", "nodeName"]).unwrap_or_default() == node => Ok(()),
+                    Some(Some(_)) => refuse(format!("node {nq} can only evict pods with spec.nodeName set to itself")),
+                    _ => Err(ApiError::not_found(&crate::status::GroupResource::new("", "pods"), name)),
+                }
+            }
+            (Some("eviction"), op) => refuse(format!("unexpected operation {}", operation(op))),
             (Some(sub), _) => refuse(format!("unexpected pod subresource {}, only 'status' and 'eviction' are allowed", quote(sub))),
         }
     }
@@ -241,7 +254,14 @@ impl Plugin for NodeRestriction {
     }
 
     fn lookups(&self, request: &Pending) -> Vec<Lookup> {
-        let pods = request.info.group.is_empty() && request.info.resource == "pods" && request.subresource.is_none();
+        let on_pods = request.info.group.is_empty() && request.info.resource == "pods";
+        if on_pods && request.subresource == Some("eviction") && request.operation == Operation::Create {
+            // The pod evicted, to see which node it is bound to.
+            let name = request.name.filter(|n| !n.is_empty()).or_else(|| request.object.map(meta::name)).unwrap_or_default();
+            let namespace = request.namespace.unwrap_or_default();
+            return vec![Lookup::Pod { namespace: namespace.to_string(), name: name.to_string() }];
+        }
+        let pods = on_pods && request.subresource.is_none();
         let Some(pod) = request.object.filter(|_| pods && request.operation == Operation::Create) else { return Vec::new() };
         let owner = pod.pointer("/metadata/ownerReferences/0").filter(|o| o.get("kind").and_then(Value::as_str) == Some("Node"));
         owner.and_then(|o| o.get("name")).and_then(Value::as_str).map(|n| vec![Lookup::Node(n.to_string())]).unwrap_or_default()

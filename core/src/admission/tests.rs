@@ -441,4 +441,25 @@ fn node_restriction_keeps_kubelets_to_their_own_node() {
     );
     // Configmaps are not its business here (the Node authorizer's).
     assert!(check(("", "configmaps"), None, Operation::Create, &mut json!({"metadata": {"name": "c", "namespace": "dev"}}), None, &found).is_ok());
+
+    // It evicts only the pods bound to it, which it must find.
+    let bound = |node: &str| Found { pod: Some(Some(Arc::new(json!({"metadata": {"name": "web"}, "spec": {"nodeName": node}})))), ..Found::default() };
+    let mut eviction = json!({"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": "web", "namespace": "dev"}});
+    assert!(check(("", "pods"), Some("eviction"), Operation::Create, &mut eviction, None, &bound("n1")).is_ok());
+    assert_eq!(
+        check(("", "pods"), Some("eviction"), Operation::Create, &mut eviction, None, &bound("n2")).unwrap_err(),
+        "403 pods \"web\" is forbidden: node \"n1\" can only evict pods with spec.nodeName set to itself"
+    );
+    let gone = Found { pod: Some(None), ..Found::default() };
+    assert_eq!(check(("", "pods"), Some("eviction"), Operation::Create, &mut eviction, None, &gone).unwrap_err(), "404 pods \"web\" not found");
+    let pending = Pending {
+        operation: Operation::Create,
+        info: &cat.get("", "v1", "pods").unwrap().info,
+        subresource: Some("eviction"),
+        namespace: Some("dev"),
+        name: Some("web"),
+        object: Some(&eviction),
+        dry_run: false,
+    };
+    assert!(chain.lookups(&pending).contains(&Lookup::Pod { namespace: "dev".into(), name: "web".into() }));
 }

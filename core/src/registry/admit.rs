@@ -39,6 +39,21 @@ impl super::WriteContext {
 }
 
 impl WriteOp {
+    /// The admission of `body` as a create of the write's subresource, mutating then
+    /// validating, without a write (see [`super::WriteKind::Admit`]); stopped for a webhook,
+    /// it starts again with the answer.
+    pub(super) fn admit_only(&mut self, mut body: Value) {
+        let name = self.ctx.name.clone().unwrap_or_default();
+        let admitted = self
+            .mutating_admission(Operation::Create, &name, None, Some(&mut body))
+            .and_then(|()| self.validating_admission(Operation::Create, &name, None, Some(&mut body)));
+        match admitted {
+            Ok(()) => self.done = Some(Ok(super::WriteOutcome { code: 201, object: body, stored: None, deleted: false, warnings: Vec::new() })),
+            Err(_) if self.paused_at(super::pause::Paused::Start) => {}
+            Err(e) => self.done = Some(Err(e)),
+        }
+    }
+
     /// The mutating plugins, the mutating admission policies, then the mutating webhooks on
     /// `obj` (`None` for a delete); all once more when a policy or a webhook changed the object
     /// after one that asks to be called again (`reinvocationPolicy: IfNeeded`) was called, as

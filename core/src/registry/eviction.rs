@@ -30,6 +30,9 @@ const MAX_DISRUPTED_PODS: usize = 2000;
 const TOO_MANY: &str = "Cannot evict pod as it would violate the pod's disruption budget.";
 
 enum Step {
+    /// The Eviction is admitted as a create of `pods/eviction` (kube's handler admits it
+    /// before its storage evicts).
+    Admit(Box<WriteOp>),
     ReadPod(StorageOp<ApiError>),
     /// The budgets of the pod's namespace are being read (again, after a conflict).
     ListBudgets(StorageOp<ApiError>),
@@ -56,6 +59,8 @@ pub struct EvictionOp {
     attempts: u32,
     step: Option<Step>,
     done: Option<Result<WriteOutcome, ApiError>>,
+    /// What the eviction's admission warned of.
+    warnings: Vec<String>,
 }
 
 fn too_many_requests(retry_after_seconds: i32, cause: String) -> ApiError {
@@ -89,10 +94,29 @@ fn int(v: &Value, path: &[&str]) -> i64 {
 }
 
 impl EvictionOp {
-    pub fn new(pods: Arc<Resource>, budgets: Arc<Resource>, ctx: WriteContext, options: DeleteOptions, rng: Rng) -> EvictionOp {
-        let key = Self::key(&ctx, &pods, ctx.name.as_deref().unwrap_or_default());
-        let step = Some(Step::ReadPod(StorageOp::new(StorageRequest::Get { key, revision: 0 })));
-        EvictionOp { pods, budgets, ctx, options, rng, pod: Value::Null, guard_pod: false, budget: None, attempts: 0, step, done: None }
+    /// The eviction `eviction` of the pod `ctx` names, with what its admission reads (`found`).
+    pub fn new(
+        pods: Arc<Resource>,
+        budgets: Arc<Resource>,
+        ctx: WriteContext,
+        options: DeleteOptions,
+        eviction: Value,
+        found: Found,
+        mut rng: Rng,
+    ) -> EvictionOp {
+        let admit = WriteOp::new(pods.clone(), ctx.clone(), WriteKind::Admit(eviction), found, Rng::new(rng.next_u64()));
+        let step = Some(Step::Admit(Box::new(admit)));
+        EvictionOp { pods, budgets, ctx, options, rng, pod: Value::Null, guard_pod: false, budget: None, attempts: 0, step, done: None, warnings: Vec::new() }
+    }
+
+    /// What the eviction's admission warned of (for the `Warning` headers).
+    pub fn take_admission_warnings(&mut self) -> Vec<String> {
+        std::mem::take(&mut self.warnings)
+    }
+
+    fn read_pod(&mut self) {
+        let key = Self::key(&self.ctx, &self.pods, self.ctx.name.as_deref().unwrap_or_default());
+        self.step = Some(Step::ReadPod(StorageOp::new(StorageRequest::Get { key, revision: 0 })));
     }
 
     fn key(ctx: &WriteContext, res: &Resource, name: &str) -> Bytes {
@@ -242,7 +266,7 @@ impl EvictionOp {
                     StorageEffect::Transform(_) => unreachable!("a read does not transform"),
                     StorageEffect::Done(result) => self.read_answered(result),
                 },
-                Step::SpendBudget { op, .. } | Step::MarkPod(op) | Step::DeletePod(op) => match op.poll(now)? {
+                Step::Admit(op) | Step::SpendBudget { op, .. } | Step::MarkPod(op) | Step::DeletePod(op) => match op.poll(now)? {
                     WriteEffect::Kv(req) => return Some(WriteEffect::Kv(req)),
                     WriteEffect::Convert(c) => return Some(WriteEffect::Convert(c)),
                     WriteEffect::Admit(calls) => return Some(WriteEffect::Admit(calls)),
@@ -253,10 +277,11 @@ impl EvictionOp {
         }
     }
 
-    /// The write under way (the budget's, the pod's), which webhooks' answers go to.
+    /// The write under way (the admission's, the budget's, the pod's), which webhooks'
+    /// answers go to.
     pub fn write_under_way(&mut self) -> Option<&mut WriteOp> {
         match self.step.as_mut() {
-            Some(Step::SpendBudget { op, .. } | Step::MarkPod(op) | Step::DeletePod(op)) => Some(op),
+            Some(Step::Admit(op) | Step::SpendBudget { op, .. } | Step::MarkPod(op) | Step::DeletePod(op)) => Some(op),
             _ => None,
         }
     }
@@ -264,7 +289,7 @@ impl EvictionOp {
     pub fn handle(&mut self, now: Timestamp, result: KvResult) {
         match self.step.as_mut() {
             Some(Step::ReadPod(op) | Step::ListBudgets(op)) => op.handle(now, StorageEvent::Kv(result)),
-            Some(Step::SpendBudget { op, .. } | Step::MarkPod(op) | Step::DeletePod(op)) => op.handle(now, result),
+            Some(Step::Admit(op) | Step::SpendBudget { op, .. } | Step::MarkPod(op) | Step::DeletePod(op)) => op.handle(now, result),
             None => {}
         }
     }
@@ -287,6 +312,14 @@ impl EvictionOp {
     }
 
     fn write_answered(&mut self, result: Result<WriteOutcome, ApiError>) {
+        if let Some(Step::Admit(op)) = self.step.as_mut() {
+            self.warnings = op.take_admission_warnings();
+            self.step = None;
+            return match result {
+                Ok(_) => self.read_pod(),
+                Err(e) => self.finish(Err(e)),
+            };
+        }
         match (self.step.take(), result) {
             (Some(Step::SpendBudget { name, .. }), Err(e)) if e.code == 409 => {
                 self.attempts += 1;

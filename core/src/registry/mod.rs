@@ -116,6 +116,9 @@ pub enum WriteKind {
         body: Value,
         admitted: bool,
     },
+    /// The admission of a subresource's object that is not itself written (an Eviction,
+    /// which its own machine carries out once admitted): its outcome is the object admitted.
+    Admit(Value),
 }
 
 impl WriteKind {
@@ -310,6 +313,10 @@ impl WriteOp {
     }
 
     fn start(&mut self) {
+        if let WriteKind::Admit(body) = &self.kind {
+            let body = body.clone();
+            return self.admit_only(body);
+        }
         let WriteKind::Create(obj) = &self.kind else {
             let name = self.ctx.name.clone().unwrap_or_default();
             self.storage = Some(StorageOp::new(StorageRequest::Mutate { key: self.key(&name), cached: None, dry_run: self.ctx.dry_run }));
@@ -526,7 +533,7 @@ impl WriteOp {
             WriteKind::Patch(pt, patch) => self.patch(existing, pt, patch),
             WriteKind::Delete(opts) => self.delete(existing, &opts),
             WriteKind::Action { body, admitted } => self.action(existing, body, admitted),
-            WriteKind::Create(_) => unreachable!("creates do not transform"),
+            WriteKind::Create(_) | WriteKind::Admit(_) => unreachable!("creates and admissions do not transform"),
         }
     }
 

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use jiff::Timestamp;
 use serde_json::Value;
 
-use super::{AfterLookups, Authenticating, Lookups, PendingWrite, Stage};
+use super::{AfterLookups, Authenticating, Lookups, PendingEviction, PendingWrite, Stage};
 use crate::admission::{Found, Operation, Pending};
 use crate::catalog::{Backing, Resource, ReviewContext};
 use crate::codec::negotiate::{self, Target};
@@ -15,7 +15,7 @@ use crate::meta;
 use crate::pipeline::params;
 use crate::pipeline::query::Query;
 use crate::pipeline::{RequestInfo, RequestMachine};
-use crate::registry::{EvictionOp, FieldValidation, TokenRequestOp, TokenResources, WriteContext, WriteKind, WriteOp};
+use crate::registry::{FieldValidation, TokenRequestOp, TokenResources, WriteContext, WriteKind, WriteOp};
 use crate::resources::reviews::review_audiences;
 use crate::status::ApiError;
 
@@ -125,16 +125,7 @@ impl RequestMachine {
             self.stage = Stage::Write { op: Box::new(op), res, output, action: true };
             return;
         }
-        let pending = Pending {
-            operation: Operation::Create,
-            info: &res.info,
-            subresource: ctx.subresource.as_deref(),
-            namespace: ctx.namespace.as_deref(),
-            name: ctx.name.as_deref(),
-            object: Some(&body),
-            dry_run: ctx.dry_run,
-        };
-        let lookups = super::write::admission_lookups(&ctx, &pending);
+        let lookups = subresource_create_lookups(&ctx, &res, &body);
         self.start_write(PendingWrite { res, output, ctx, kind: WriteKind::Action { body, admitted } }, lookups);
     }
 
@@ -167,8 +158,24 @@ impl RequestMachine {
         let (options, dry_run) = params::delete_options(query, body.get("deleteOptions"))?;
         ctx.dry_run |= dry_run;
         let budgets = self.served.catalog.get("policy", "v1", "poddisruptionbudgets").cloned().ok_or_else(ApiError::path_not_found)?;
-        let op = EvictionOp::new(pods.clone(), budgets, ctx, options, crate::rand::Rng::new(self.rng.next_u64()));
-        self.stage = Stage::Evict { op: Box::new(op), res: pods, output };
+        let lookups = subresource_create_lookups(&ctx, &pods, &body);
+        let eviction = PendingEviction { pods, budgets, ctx, options, eviction: body, output };
+        self.stage = Stage::Lookups(Box::new(Lookups::new(lookups, AfterLookups::Evict(Box::new(eviction)))));
         Ok(())
     }
+}
+
+/// What the admission of `body`, created at the subresource of `res` the write names,
+/// reads first.
+fn subresource_create_lookups(ctx: &WriteContext, res: &Resource, body: &Value) -> Vec<crate::admission::Lookup> {
+    let pending = Pending {
+        operation: Operation::Create,
+        info: &res.info,
+        subresource: ctx.subresource.as_deref(),
+        namespace: ctx.namespace.as_deref(),
+        name: ctx.name.as_deref(),
+        object: Some(body),
+        dry_run: ctx.dry_run,
+    };
+    super::write::admission_lookups(ctx, &pending)
 }

@@ -13,7 +13,7 @@ use bytes::Bytes;
 use jiff::Timestamp;
 use serde_json::Value;
 
-use super::{Authenticating, PendingWrite, Stage};
+use super::{Authenticating, PendingEviction, PendingWrite, Stage};
 use crate::admission::{Found, Lookup};
 use crate::auth::{Confirmed, Pending};
 use crate::cache::{ReadRequest, ReadResult};
@@ -37,6 +37,8 @@ pub(crate) enum LookupRead {
 /// What the request does once its lookups are answered.
 pub(crate) enum AfterLookups {
     Write(Box<PendingWrite>),
+    /// Admit the eviction with what was found, then evict.
+    Evict(Box<PendingEviction>),
     /// List the collection, then delete each object with what was found.
     DeleteCollection {
         op: Box<crate::storage::StorageOp<crate::status::ApiError>>,
@@ -177,6 +179,7 @@ impl RequestMachine {
                             let error = registry::storage_error(e, &res.info.group_resource(), "");
                             match l.then {
                                 AfterLookups::Write(w) => self.fail_as(&error, w.output.format),
+                                AfterLookups::Evict(e) => self.fail_as(&error, e.output.format),
                                 AfterLookups::DeleteCollection { dc, .. } => self.fail_as(&error, dc.output.format),
                                 // A token whose objects cannot be read does not authenticate,
                                 // with its validator's words for why.
@@ -235,13 +238,15 @@ impl RequestMachine {
         match l.then {
             AfterLookups::Write(w) => {
                 let w = *w;
-                let mut found = Found::default();
-                for (lookup, object) in l.found {
-                    found.record(lookup, object);
-                }
                 let action = matches!(w.kind, crate::registry::WriteKind::Action { .. });
-                let op = WriteOp::new(w.res.clone(), w.ctx, w.kind, found, crate::rand::Rng::new(self.rng.next_u64()));
+                let op = WriteOp::new(w.res.clone(), w.ctx, w.kind, found_of(l.found), crate::rand::Rng::new(self.rng.next_u64()));
                 self.stage = Stage::Write { op: Box::new(op), res: w.res, output: w.output, action };
+            }
+            AfterLookups::Evict(e) => {
+                let e = *e;
+                let rng = crate::rand::Rng::new(self.rng.next_u64());
+                let op = registry::EvictionOp::new(e.pods.clone(), e.budgets, e.ctx, e.options, e.eviction, found_of(l.found), rng);
+                self.stage = Stage::Evict { op: Box::new(op), res: e.pods, output: e.output };
             }
             AfterLookups::DeleteCollection { op, mut dc } => {
                 for (lookup, object) in l.found {
@@ -271,4 +276,13 @@ impl RequestMachine {
             },
         }
     }
+}
+
+/// What the lookups found, as admission reads it.
+fn found_of(lookups: Vec<(Lookup, Option<Arc<Value>>)>) -> Found {
+    let mut found = Found::default();
+    for (lookup, object) in lookups {
+        found.record(lookup, object);
+    }
+    found
 }

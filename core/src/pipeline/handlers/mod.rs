@@ -69,6 +69,17 @@ pub(super) struct PendingWrite {
     kind: WriteKind,
 }
 
+/// An eviction whose admission's lookups are under way.
+pub(super) struct PendingEviction {
+    pods: Arc<Resource>,
+    budgets: Arc<Resource>,
+    ctx: WriteContext,
+    options: crate::registry::DeleteOptions,
+    /// The Eviction, to admit.
+    eviction: serde_json::Value,
+    output: Output,
+}
+
 pub(super) struct DeleteCollection {
     res: Arc<Resource>,
     output: Output,
@@ -464,6 +475,7 @@ impl RequestMachine {
                     true
                 }
                 Some(WriteEffect::Done(result)) => {
+                    self.warnings.extend(op.take_admission_warnings());
                     self.finish_write(res, output, true, result, now);
                     true
                 }
