@@ -377,3 +377,28 @@ fn token_secrets_go_with_their_account() {
     assert_eq!(frozen["data"], Value::Null);
     assert_eq!(frozen["metadata"]["resourceVersion"], secret(&mut w, "frozen").json()["metadata"]["resourceVersion"]);
 }
+
+#[test]
+fn a_token_request_is_admitted_once_its_service_account_is_found() {
+    // kube's validating admission sees the request defaulted (the server's audiences): a
+    // policy on serviceaccounts/token refuses a token for another audience.
+    let (mut w, _) = world();
+    let rules = json!({"resourceRules": [{"operations": ["CREATE"], "apiGroups": [""], "apiVersions": ["v1"], "resources": ["serviceaccounts/token"]}]});
+    let policy = json!({"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicy", "metadata": {"name": "audiences"},
+        "spec": {"matchConstraints": rules, "validations": [{"expression": "object.spec.audiences.all(a, a != 'vault')", "message": "no tokens for vault"}]}});
+    assert_eq!(post(&mut w, "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicies", policy).head.status, 201);
+    let binding = json!({"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicyBinding", "metadata": {"name": "audiences"},
+        "spec": {"policyName": "audiences", "validationActions": ["Deny"]}});
+    assert_eq!(post(&mut w, "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicybindings", binding).head.status, 201);
+    let r = post(&mut w, &format!("{ACCOUNTS}/robot/token"), request(json!({"audiences": ["vault"]})));
+    assert_eq!(r.head.status, 422, "{}", String::from_utf8_lossy(&r.body));
+    assert_eq!(
+        r.json()["message"],
+        "serviceaccounts \"robot\" is forbidden: ValidatingAdmissionPolicy 'audiences' with binding 'audiences' denied request: no tokens for vault"
+    );
+    let r = post(&mut w, &format!("{ACCOUNTS}/robot/token"), request(json!({})));
+    assert_eq!(r.head.status, 201, "{}", String::from_utf8_lossy(&r.body));
+    // A service account that does not exist is not found before admission.
+    let r = post(&mut w, &format!("{ACCOUNTS}/nobody/token"), request(json!({"audiences": ["vault"]})));
+    assert_eq!(r.head.status, 404);
+}

@@ -261,6 +261,11 @@ impl Plugin for NodeRestriction {
             let namespace = request.namespace.unwrap_or_default();
             return vec![Lookup::Pod { namespace: namespace.to_string(), name: name.to_string() }];
         }
+        let token = request.info.group.is_empty() && request.info.resource == "serviceaccounts" && request.subresource == Some("token");
+        if let Some(pod) = request.object.filter(|_| token).and_then(bound_pod) {
+            // The pod a token is bound to, to see which node it runs on.
+            return vec![Lookup::Pod { namespace: request.namespace.unwrap_or_default().to_string(), name: pod.to_string() }];
+        }
         let pods = on_pods && request.subresource.is_none();
         let Some(pod) = request.object.filter(|_| pods && request.operation == Operation::Create) else { return Vec::new() };
         let owner = pod.pointer("/metadata/ownerReferences/0").filter(|o| o.get("kind").and_then(Value::as_str) == Some("Node"));
@@ -279,6 +284,7 @@ impl Plugin for NodeRestriction {
         let checked = match (a.info.group.as_str(), a.info.resource.as_str()) {
             ("", "pods") => return self.pod(a, &node, obj),
             ("", "nodes") => self.node(a, &node, obj),
+            ("", "serviceaccounts") => return token_request(a, &node, obj),
             ("", "persistentvolumeclaims") => match (a.subresource, a.operation) {
                 (Some("status"), Operation::Update) => pvc_status(&nq, obj, a.old),
                 (Some("status"), op) => Err(format!("unexpected operation {}", operation(op))),
@@ -302,6 +308,40 @@ impl Plugin for NodeRestriction {
         };
         checked.map_err(|why| a.forbidden(&why))
     }
+}
+
+/// The name of the pod a TokenRequest is bound to, if it names one.
+fn bound_pod(request: &Value) -> Option<&str> {
+    let r = request.pointer("/spec/boundObjectRef")?;
+    let is = |k: &str, v: &str| r.get(k).and_then(Value::as_str) == Some(v);
+    (is("apiVersion", "v1") && is("kind", "Pod")).then(|| meta::str_at(r, &["name"])).flatten().filter(|n| !n.is_empty())
+}
+
+/// kube's `admitServiceAccount`: a node requests only tokens bound to a pod (by its uid) that
+/// runs on it.
+fn token_request(a: &Attributes, node: &str, obj: Option<&Value>) -> Result<(), ApiError> {
+    let refuse = |why: String| Err(a.forbidden(&why));
+    if a.operation != Operation::Create {
+        return refuse(format!("unexpected operation {}", operation(a.operation)));
+    }
+    if a.subresource != Some("token") {
+        return refuse(format!("unexpected subresource {}", quote(a.subresource.unwrap_or_default())));
+    }
+    let Some(name) = obj.and_then(bound_pod) else { return refuse("node requested token not bound to a pod".into()) };
+    let uid = obj.and_then(|o| o.pointer("/spec/boundObjectRef/uid")).and_then(Value::as_str).unwrap_or_default();
+    if uid.is_empty() {
+        return refuse("node requested token with a pod binding without a uid".into());
+    }
+    let Some(Some(pod)) = a.found.pod.as_ref() else { return Err(ApiError::not_found(&crate::status::GroupResource::new("", "pods"), name)) };
+    if meta::uid(pod) != uid {
+        return refuse(format!(
+            "the UID in the bound object reference ({uid}) does not match the UID in record. The object might have been deleted and then recreated"
+        ));
+    }
+    if meta::str_at(pod, &["spec", "nodeName"]).unwrap_or_default() != node {
+        return refuse("node requested token bound to a pod scheduled on a different node".into());
+    }
+    Ok(())
 }
 
 /// kube's `admitPVCStatus`: only the capacity, conditions and allocation of the status change.

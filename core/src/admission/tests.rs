@@ -462,4 +462,36 @@ fn node_restriction_keeps_kubelets_to_their_own_node() {
         dry_run: false,
     };
     assert!(chain.lookups(&pending).contains(&Lookup::Pod { namespace: "dev".into(), name: "web".into() }));
+
+    // It asks only tokens bound to a pod of its own, by the pod's uid.
+    let running = |node: &str| {
+        let pod = json!({"metadata": {"name": "web", "uid": "p1"}, "spec": {"nodeName": node}});
+        Found { pod: Some(Some(Arc::new(pod))), ..Found::default() }
+    };
+    let token = |bound: Value| json!({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "metadata": {"name": "default", "namespace": "dev"}, "spec": {"boundObjectRef": bound}});
+    let mut for_web = token(json!({"apiVersion": "v1", "kind": "Pod", "name": "web", "uid": "p1"}));
+    assert!(check(("", "serviceaccounts"), Some("token"), Operation::Create, &mut for_web, None, &running("n1")).is_ok());
+    let refused = |obj: &mut Value, found: &Found| check(("", "serviceaccounts"), Some("token"), Operation::Create, obj, None, found).unwrap_err();
+    assert_eq!(
+        refused(&mut for_web, &running("n2")),
+        "403 serviceaccounts \"default\" is forbidden: node requested token bound to a pod scheduled on a different node"
+    );
+    assert_eq!(refused(&mut token(Value::Null), &running("n1")), "403 serviceaccounts \"default\" is forbidden: node requested token not bound to a pod");
+    assert_eq!(
+        refused(&mut token(json!({"apiVersion": "v1", "kind": "Pod", "name": "web"})), &running("n1")),
+        "403 serviceaccounts \"default\" is forbidden: node requested token with a pod binding without a uid"
+    );
+    assert_eq!(
+        refused(&mut token(json!({"apiVersion": "v1", "kind": "Pod", "name": "web", "uid": "old"})), &running("n1")),
+        "403 serviceaccounts \"default\" is forbidden: the UID in the bound object reference (old) does not match the UID in record. The object might have been deleted and then recreated"
+    );
+    assert_eq!(refused(&mut for_web, &gone), "404 pods \"web\" not found");
+    let pending = Pending {
+        info: &cat.get("", "v1", "serviceaccounts").unwrap().info,
+        subresource: Some("token"),
+        name: Some("default"),
+        object: Some(&for_web),
+        ..pending
+    };
+    assert!(chain.lookups(&pending).contains(&Lookup::Pod { namespace: "dev".into(), name: "web".into() }));
 }

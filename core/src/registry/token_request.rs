@@ -4,15 +4,21 @@
 //! `--service-account-max-token-expiration`), and bound, if asked, to a pod (and the node it
 //! runs on), a secret or a node that exists with the uid given; nothing is stored.
 //!
+//! Once its service account is found and the request defaulted and valid, it is admitted as a
+//! create of `serviceaccounts/token` (kube's validating admission runs there; kapi's mutating
+//! admission with it), before what it is bound to is read.
+//!
 //! Call order, as [`WriteOp`]'s: [`TokenRequestOp::poll`], send each [`WriteEffect::Kv`] to the
-//! store and feed the answer to [`TokenRequestOp::handle`], until [`WriteEffect::Done`].
+//! store and feed the answer to [`TokenRequestOp::handle`] (an admission webhook's answer to
+//! [`TokenRequestOp::write_under_way`]), until [`WriteEffect::Done`].
 
 use std::sync::Arc;
 
 use jiff::Timestamp;
 use serde_json::{Value, json};
 
-use super::{WriteEffect, WriteOutcome, decode_stored, storage_error};
+use super::{WriteContext, WriteEffect, WriteKind, WriteOp, WriteOutcome, decode_stored, storage_error};
+use crate::admission::Found;
 use crate::catalog::Resource;
 use crate::kv::KvResult;
 use crate::meta;
@@ -74,8 +80,18 @@ pub struct TokenRequestOp {
     /// The node of the pod the token is bound to, while it is read.
     pod_node: Option<String>,
     reading: Option<(Reading, StorageOp<ApiError>)>,
+    /// The request's admission: what it is made of until it starts, then under way.
+    admission: Admission,
     warnings: Vec<String>,
     done: Option<Result<WriteOutcome, ApiError>>,
+}
+
+/// Where a token request's admission is.
+enum Admission {
+    /// To come: the write context and what it reads.
+    Pending(Box<(WriteContext, Found, crate::rand::Rng)>),
+    Running(Box<WriteOp>),
+    Done,
 }
 
 impl TokenRequestOp {
@@ -91,7 +107,9 @@ impl TokenRequestOp {
         request: Value,
         now: Timestamp,
         jti: String,
+        admission: (WriteContext, crate::rand::Rng),
     ) -> TokenRequestOp {
+        let (ctx, rng) = admission;
         let mut op = TokenRequestOp {
             config,
             resources,
@@ -105,6 +123,7 @@ impl TokenRequestOp {
             binding: Binding::default(),
             pod_node: None,
             reading: None,
+            admission: Admission::Pending(Box::new((ctx, Found::default(), rng))),
             warnings: Vec::new(),
             done: None,
         };
@@ -153,8 +172,26 @@ impl TokenRequestOp {
     }
 
     pub fn handle(&mut self, now: Timestamp, result: KvResult) {
+        if let Admission::Running(op) = &mut self.admission {
+            return op.handle(now, result);
+        }
         if let Some((_, op)) = self.reading.as_mut() {
             op.handle(now, StorageEvent::Kv(result));
+        }
+    }
+
+    /// What the request's admission reads, found before it starts.
+    pub fn found(&mut self, found: Found) {
+        if let Admission::Pending(pending) = &mut self.admission {
+            pending.1 = found;
+        }
+    }
+
+    /// The admission under way, which admission webhooks' answers go to.
+    pub fn write_under_way(&mut self) -> Option<&mut WriteOp> {
+        match &mut self.admission {
+            Admission::Running(op) => Some(op),
+            _ => None,
         }
     }
 
@@ -162,6 +199,25 @@ impl TokenRequestOp {
         loop {
             if let Some(done) = self.done.take() {
                 return Some(WriteEffect::Done(done));
+            }
+            if let Admission::Running(op) = &mut self.admission {
+                match op.poll(now)? {
+                    WriteEffect::Done(Ok(admitted)) => {
+                        self.warnings.extend(op.take_admission_warnings());
+                        self.admission = Admission::Done;
+                        self.request = admitted.object;
+                        if let Err(e) = self.bind() {
+                            self.done = Some(Err(e));
+                        }
+                    }
+                    WriteEffect::Done(Err(e)) => {
+                        self.warnings.extend(op.take_admission_warnings());
+                        self.admission = Admission::Done;
+                        self.done = Some(Err(e));
+                    }
+                    effect => return Some(effect),
+                }
+                continue;
             }
             let (reading, op) = self.reading.as_mut()?;
             let reading = *reading;
@@ -199,21 +255,11 @@ impl TokenRequestOp {
             Reading::Account => {
                 self.account = Some(found?.ok_or_else(|| ApiError::not_found(&res.info.group_resource(), &self.name))?);
                 self.prepare()?;
-                if bound.is_null() {
-                    return self.issue();
+                if let Admission::Pending(pending) = std::mem::replace(&mut self.admission, Admission::Done) {
+                    let (ctx, found, rng) = *pending;
+                    let kind = WriteKind::Admit(self.request.clone());
+                    self.admission = Admission::Running(Box::new(WriteOp::new(self.resources.service_accounts.clone(), ctx, kind, found, rng)));
                 }
-                let (api_version, kind, name) = (spec_ref("apiVersion"), spec_ref("kind"), spec_ref("name"));
-                let group = api_version.rsplit_once('/').map_or("", |(g, _)| g);
-                let (kind, resource) = match (group, kind.as_str()) {
-                    ("", "Pod") => (Kind::Pod, "pods"),
-                    ("", "Secret") => (Kind::Secret, "secrets"),
-                    ("", "Node") => (Kind::Node, "nodes"),
-                    _ => {
-                        let version = api_version.rsplit('/').next().unwrap_or_default();
-                        return Err(ApiError::bad_request(format!("cannot bind token to object of type {group}/{version}, Kind={kind}")));
-                    }
-                };
-                self.read(Reading::Bound(kind), resource, &name);
                 Ok(())
             }
             Reading::Bound(kind) => {
@@ -267,6 +313,28 @@ impl TokenRequestOp {
                 self.issue()
             }
         }
+    }
+
+    /// Once the request is admitted: the token, or the read of what it is to be bound to.
+    fn bind(&mut self) -> Result<(), ApiError> {
+        let bound = self.request.pointer("/spec/boundObjectRef").cloned().unwrap_or(Value::Null);
+        if bound.is_null() {
+            return self.issue();
+        }
+        let spec_ref = |k: &str| bound.get(k).and_then(Value::as_str).unwrap_or_default().to_string();
+        let (api_version, kind, name) = (spec_ref("apiVersion"), spec_ref("kind"), spec_ref("name"));
+        let group = api_version.rsplit_once('/').map_or("", |(g, _)| g);
+        let (kind, resource) = match (group, kind.as_str()) {
+            ("", "Pod") => (Kind::Pod, "pods"),
+            ("", "Secret") => (Kind::Secret, "secrets"),
+            ("", "Node") => (Kind::Node, "nodes"),
+            _ => {
+                let version = api_version.rsplit('/').next().unwrap_or_default();
+                return Err(ApiError::bad_request(format!("cannot bind token to object of type {group}/{version}, Kind={kind}")));
+            }
+        };
+        self.read(Reading::Bound(kind), resource, &name);
+        Ok(())
     }
 
     /// kube's defaults and validation of the request, once its service account is found.

@@ -136,10 +136,12 @@ impl RequestMachine {
         let body = self.decode_action_body()?;
         let core = |resource: &str| self.served.catalog.get("", "v1", resource).cloned();
         let resources = TokenResources { service_accounts: accounts.clone(), pods: core("pods"), secrets: core("secrets"), nodes: core("nodes") };
-        let (namespace, name) = (ctx.namespace.unwrap_or_default(), ctx.name.unwrap_or_default());
+        let (namespace, name) = (ctx.namespace.clone().unwrap_or_default(), ctx.name.clone().unwrap_or_default());
         let jti = self.rng.uuid();
-        let op = TokenRequestOp::new(config, resources, &self.server.prefix, &namespace, &name, body, now, jti);
-        self.stage = Stage::Token { op: Box::new(op), res: accounts, output };
+        let lookups = subresource_create_lookups(&ctx, &accounts, &body);
+        let admission = (ctx, crate::rand::Rng::new(self.rng.next_u64()));
+        let op = TokenRequestOp::new(config, resources, &self.server.prefix, &namespace, &name, body, now, jti, admission);
+        self.stage = Stage::Lookups(Box::new(Lookups::new(lookups, AfterLookups::Token { op: Box::new(op), res: accounts, output })));
         Ok(())
     }
 

@@ -39,6 +39,12 @@ pub(crate) enum AfterLookups {
     Write(Box<PendingWrite>),
     /// Admit the eviction with what was found, then evict.
     Evict(Box<PendingEviction>),
+    /// Answer the token request, admitted with what was found.
+    Token {
+        op: Box<registry::TokenRequestOp>,
+        res: Arc<Resource>,
+        output: Output,
+    },
     /// List the collection, then delete each object with what was found.
     DeleteCollection {
         op: Box<crate::storage::StorageOp<crate::status::ApiError>>,
@@ -180,6 +186,7 @@ impl RequestMachine {
                             match l.then {
                                 AfterLookups::Write(w) => self.fail_as(&error, w.output.format),
                                 AfterLookups::Evict(e) => self.fail_as(&error, e.output.format),
+                                AfterLookups::Token { output, .. } => self.fail_as(&error, output.format),
                                 AfterLookups::DeleteCollection { dc, .. } => self.fail_as(&error, dc.output.format),
                                 // A token whose objects cannot be read does not authenticate,
                                 // with its validator's words for why.
@@ -247,6 +254,10 @@ impl RequestMachine {
                 let rng = crate::rand::Rng::new(self.rng.next_u64());
                 let op = registry::EvictionOp::new(e.pods.clone(), e.budgets, e.ctx, e.options, e.eviction, found_of(l.found), rng);
                 self.stage = Stage::Evict { op: Box::new(op), res: e.pods, output: e.output };
+            }
+            AfterLookups::Token { mut op, res, output } => {
+                op.found(found_of(l.found));
+                self.stage = Stage::Token { op, res, output };
             }
             AfterLookups::DeleteCollection { op, mut dc } => {
                 for (lookup, object) in l.found {

@@ -195,6 +195,7 @@ impl Stage {
         match self {
             Stage::Write { op, .. } => Some(op),
             Stage::Evict { op, .. } => op.write_under_way(),
+            Stage::Token { op, .. } => op.write_under_way(),
             Stage::DeleteCollection(dc) => dc.current.as_mut(),
             _ => None,
         }
@@ -447,11 +448,16 @@ impl RequestMachine {
                     self.stage = Stage::Token { op, res, output };
                     true
                 }
+                Some(WriteEffect::Admit(calls)) => {
+                    self.ask_admission_webhooks(calls, Stage::Token { op, res, output });
+                    true
+                }
                 Some(WriteEffect::Done(result)) => {
                     self.finish_write(res, output, false, result, now);
                     true
                 }
-                Some(WriteEffect::Convert(_) | WriteEffect::Admit(_) | WriteEffect::Provision(_)) | None => {
+                // An admission converts nothing and creates nothing first.
+                Some(WriteEffect::Convert(_) | WriteEffect::Provision(_)) | None => {
                     self.stage = Stage::Token { op, res, output };
                     false
                 }
