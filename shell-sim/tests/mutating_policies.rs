@@ -361,3 +361,25 @@ fn a_mutation_and_its_conditions_ask_the_authorizer() {
     let made = created(&mut w, CONFIGMAPS, configmap("c"));
     assert_eq!(made["metadata"]["annotations"]["may-delete"], "true", "{made}");
 }
+
+#[test]
+fn a_subresources_own_kind_is_mutated_as_that_kind() {
+    // A Binding is patched as a Binding; a TokenRequest is mutated as sent, before kube's
+    // defaults and validation of it.
+    let mut w = world();
+    let on = |resource: &str| json!({"matchConstraints": {"resourceRules": [{"operations": ["CREATE"], "apiGroups": [""], "apiVersions": ["v1"], "resources": [resource]}]}});
+    policy(&mut w, "retarget", &[("JSONPatch", "[JSONPatch{op: 'replace', path: '/target/name', value: 'n2'}]")], on("pods/binding"));
+    policy(&mut w, "short", &[("JSONPatch", "[JSONPatch{op: 'add', path: '/spec/expirationSeconds', value: 60}]")], on("serviceaccounts/token"));
+    let account = json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "default"}});
+    created(&mut w, "/api/v1/namespaces/default/serviceaccounts", account);
+    let pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}, "spec": {"containers": [{"name": "c", "image": "busybox"}]}});
+    created(&mut w, "/api/v1/namespaces/default/pods", pod);
+    let binding = json!({"apiVersion": "v1", "kind": "Binding", "metadata": {"name": "p"}, "target": {"kind": "Node", "name": "n1"}});
+    let r = create(&mut w, "/api/v1/namespaces/default/pods/p/binding", &binding);
+    assert_eq!(r.head.status, 201, "{}", text(&r));
+    assert_eq!(w.call("GET", "/api/v1/namespaces/default/pods/p", "", None, "").json()["spec"]["nodeName"], "n2");
+    let request = json!({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {}});
+    let r = create(&mut w, "/api/v1/namespaces/default/serviceaccounts/default/token", &request);
+    assert_eq!(r.head.status, 422, "{}", text(&r));
+    assert!(text(&r).contains("spec.expirationSeconds: Invalid value: 60: may not specify a duration less than 10 minutes"), "{}", text(&r));
+}

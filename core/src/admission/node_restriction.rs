@@ -121,8 +121,9 @@ impl NodeRestriction {
                 }
                 match a.found.pod.as_ref() {
                     Some(Some(pod)) if meta::str_at(pod, &["spec", "nodeName"]).unwrap_or_default() == node => Ok(()),
-                    Some(Some(_)) => refuse(format!("node {nq} can only evict pods with spec.nodeName set to itself")),
-                    _ => Err(ApiError::not_found(&crate::status::GroupResource::new("", "pods"), name)),
+                    Some(Some(_)) => refuse(format!("node {node} can only evict pods with spec.nodeName set to itself")),
+                    // kube's lister names the resource `pod`.
+                    _ => Err(ApiError::not_found(&crate::status::GroupResource::new("", "pod"), name)),
                 }
             }
             (Some("eviction"), op) => refuse(format!("unexpected operation {}", operation(op))),
@@ -321,18 +322,16 @@ fn bound_pod(request: &Value) -> Option<&str> {
 /// runs on it.
 fn token_request(a: &Attributes, node: &str, obj: Option<&Value>) -> Result<(), ApiError> {
     let refuse = |why: String| Err(a.forbidden(&why));
-    if a.operation != Operation::Create {
-        return refuse(format!("unexpected operation {}", operation(a.operation)));
-    }
-    if a.subresource != Some("token") {
-        return refuse(format!("unexpected subresource {}", quote(a.subresource.unwrap_or_default())));
+    // Its other writes of service accounts are the authorizer's business.
+    if a.operation != Operation::Create || a.subresource != Some("token") {
+        return Ok(());
     }
     let Some(name) = obj.and_then(bound_pod) else { return refuse("node requested token not bound to a pod".into()) };
     let uid = obj.and_then(|o| o.pointer("/spec/boundObjectRef/uid")).and_then(Value::as_str).unwrap_or_default();
     if uid.is_empty() {
         return refuse("node requested token with a pod binding without a uid".into());
     }
-    let Some(Some(pod)) = a.found.pod.as_ref() else { return Err(ApiError::not_found(&crate::status::GroupResource::new("", "pods"), name)) };
+    let Some(Some(pod)) = a.found.pod.as_ref() else { return Err(ApiError::not_found(&crate::status::GroupResource::new("", "pod"), name)) };
     if meta::uid(pod) != uid {
         return refuse(format!(
             "the UID in the bound object reference ({uid}) does not match the UID in record. The object might have been deleted and then recreated"

@@ -448,10 +448,10 @@ fn node_restriction_keeps_kubelets_to_their_own_node() {
     assert!(check(("", "pods"), Some("eviction"), Operation::Create, &mut eviction, None, &bound("n1")).is_ok());
     assert_eq!(
         check(("", "pods"), Some("eviction"), Operation::Create, &mut eviction, None, &bound("n2")).unwrap_err(),
-        "403 pods \"web\" is forbidden: node \"n1\" can only evict pods with spec.nodeName set to itself"
+        "403 pods \"web\" is forbidden: node n1 can only evict pods with spec.nodeName set to itself"
     );
     let gone = Found { pod: Some(None), ..Found::default() };
-    assert_eq!(check(("", "pods"), Some("eviction"), Operation::Create, &mut eviction, None, &gone).unwrap_err(), "404 pods \"web\" not found");
+    assert_eq!(check(("", "pods"), Some("eviction"), Operation::Create, &mut eviction, None, &gone).unwrap_err(), "404 pod \"web\" not found");
     let pending = Pending {
         operation: Operation::Create,
         info: &cat.get("", "v1", "pods").unwrap().info,
@@ -485,7 +485,7 @@ fn node_restriction_keeps_kubelets_to_their_own_node() {
         refused(&mut token(json!({"apiVersion": "v1", "kind": "Pod", "name": "web", "uid": "old"})), &running("n1")),
         "403 serviceaccounts \"default\" is forbidden: the UID in the bound object reference (old) does not match the UID in record. The object might have been deleted and then recreated"
     );
-    assert_eq!(refused(&mut for_web, &gone), "404 pods \"web\" not found");
+    assert_eq!(refused(&mut for_web, &gone), "404 pod \"web\" not found");
     let pending = Pending {
         info: &cat.get("", "v1", "serviceaccounts").unwrap().info,
         subresource: Some("token"),

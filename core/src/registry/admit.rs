@@ -39,14 +39,15 @@ impl super::WriteContext {
 }
 
 impl WriteOp {
-    /// The admission of `body` as a create of the write's subresource, mutating then
-    /// validating, without a write (see [`super::WriteKind::Admit`]); stopped for a webhook,
+    /// The mutating or the validating admission of `body` as a create of the write's
+    /// subresource, without a write (see [`super::WriteKind::Admit`]); stopped for a webhook,
     /// it starts again with the answer.
-    pub(super) fn admit_only(&mut self, mut body: Value) {
+    pub(super) fn admit_only(&mut self, mut body: Value, mutating: bool) {
         let name = self.ctx.name.clone().unwrap_or_default();
-        let admitted = self
-            .mutating_admission(Operation::Create, &name, None, Some(&mut body))
-            .and_then(|()| self.validating_admission(Operation::Create, &name, None, Some(&mut body)));
+        let admitted = match mutating {
+            true => self.mutating_admission(Operation::Create, &name, None, Some(&mut body)),
+            false => self.validating_admission(Operation::Create, &name, None, Some(&mut body)),
+        };
         match admitted {
             Ok(()) => self.done = Some(Ok(super::WriteOutcome { code: 201, object: body, stored: None, deleted: false, warnings: Vec::new() })),
             Err(_) if self.paused_at(super::pause::Paused::Start) => {}

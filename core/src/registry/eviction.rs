@@ -30,8 +30,8 @@ const MAX_DISRUPTED_PODS: usize = 2000;
 const TOO_MANY: &str = "Cannot evict pod as it would violate the pod's disruption budget.";
 
 enum Step {
-    /// The Eviction is admitted as a create of `pods/eviction` (kube's handler admits it
-    /// before its storage evicts).
+    /// The Eviction is admitted as a create of `pods/eviction`, mutating then validating
+    /// (kube's handler, then its storage before it reads the pod).
     Admit(Box<WriteOp>),
     ReadPod(StorageOp<ApiError>),
     /// The budgets of the pod's namespace are being read (again, after a conflict).
@@ -59,6 +59,8 @@ pub struct EvictionOp {
     attempts: u32,
     step: Option<Step>,
     done: Option<Result<WriteOutcome, ApiError>>,
+    /// The validating admission to come, once the mutating one has admitted the Eviction.
+    validation: Option<(WriteContext, Found)>,
     /// What the eviction's admission warned of.
     warnings: Vec<String>,
 }
@@ -94,19 +96,38 @@ fn int(v: &Value, path: &[&str]) -> i64 {
 }
 
 impl EvictionOp {
-    /// The eviction `eviction` of the pod `ctx` names, with what its admission reads (`found`).
+    /// The eviction `eviction` of the pod `ctx` names, admitted in the write context and
+    /// with what its admission reads of `admission` (kube's: a dry run only by the request's
+    /// own `dryRun`).
     pub fn new(
         pods: Arc<Resource>,
         budgets: Arc<Resource>,
         ctx: WriteContext,
         options: DeleteOptions,
         eviction: Value,
-        found: Found,
+        admission: (WriteContext, Found),
         mut rng: Rng,
     ) -> EvictionOp {
-        let admit = WriteOp::new(pods.clone(), ctx.clone(), WriteKind::Admit(eviction), found, Rng::new(rng.next_u64()));
+        let (admission_ctx, found) = admission;
+        let kind = WriteKind::Admit { body: eviction, mutating: true };
+        let admit = WriteOp::new(pods.clone(), admission_ctx.clone(), kind, found.clone(), Rng::new(rng.next_u64()));
         let step = Some(Step::Admit(Box::new(admit)));
-        EvictionOp { pods, budgets, ctx, options, rng, pod: Value::Null, guard_pod: false, budget: None, attempts: 0, step, done: None, warnings: Vec::new() }
+        let validation = Some((admission_ctx, found));
+        EvictionOp {
+            pods,
+            budgets,
+            ctx,
+            options,
+            rng,
+            pod: Value::Null,
+            guard_pod: false,
+            budget: None,
+            attempts: 0,
+            step,
+            done: None,
+            validation,
+            warnings: Vec::new(),
+        }
     }
 
     /// What the eviction's admission warned of (for the `Warning` headers).
@@ -313,12 +334,20 @@ impl EvictionOp {
 
     fn write_answered(&mut self, result: Result<WriteOutcome, ApiError>) {
         if let Some(Step::Admit(op)) = self.step.as_mut() {
-            self.warnings = op.take_admission_warnings();
+            self.warnings.extend(op.take_admission_warnings());
             self.step = None;
-            return match result {
-                Ok(_) => self.read_pod(),
-                Err(e) => self.finish(Err(e)),
+            let admitted = match result {
+                Ok(outcome) => outcome.object,
+                Err(e) => return self.finish(Err(e)),
             };
+            let Some((ctx, found)) = self.validation.take() else { return self.read_pod() };
+            // kube's eviction storage checks the name of what the mutating admission made.
+            if self.ctx.name.as_deref() != Some(meta::name(&admitted)) {
+                return self.finish(Err(ApiError::bad_request("name in URL does not match name in Eviction object")));
+            }
+            let kind = WriteKind::Admit { body: admitted, mutating: false };
+            self.step = Some(Step::Admit(Box::new(WriteOp::new(self.pods.clone(), ctx, kind, found, Rng::new(self.rng.next_u64())))));
+            return;
         }
         match (self.step.take(), result) {
             (Some(Step::SpendBudget { name, .. }), Err(e)) if e.code == 409 => {

@@ -116,9 +116,13 @@ pub enum WriteKind {
         body: Value,
         admitted: bool,
     },
-    /// The admission of a subresource's object that is not itself written (an Eviction,
-    /// which its own machine carries out once admitted): its outcome is the object admitted.
-    Admit(Value),
+    /// One phase of the admission of a subresource's object that is not itself written (an
+    /// Eviction, a TokenRequest, which their own machines carry out around it): the mutating
+    /// one, or the validating one. Its outcome is the object admitted.
+    Admit {
+        body: Value,
+        mutating: bool,
+    },
 }
 
 impl WriteKind {
@@ -313,9 +317,9 @@ impl WriteOp {
     }
 
     fn start(&mut self) {
-        if let WriteKind::Admit(body) = &self.kind {
-            let body = body.clone();
-            return self.admit_only(body);
+        if let WriteKind::Admit { body, mutating } = &self.kind {
+            let (body, mutating) = (body.clone(), *mutating);
+            return self.admit_only(body, mutating);
         }
         let WriteKind::Create(obj) = &self.kind else {
             let name = self.ctx.name.clone().unwrap_or_default();
@@ -533,7 +537,7 @@ impl WriteOp {
             WriteKind::Patch(pt, patch) => self.patch(existing, pt, patch),
             WriteKind::Delete(opts) => self.delete(existing, &opts),
             WriteKind::Action { body, admitted } => self.action(existing, body, admitted),
-            WriteKind::Create(_) | WriteKind::Admit(_) => unreachable!("creates and admissions do not transform"),
+            WriteKind::Create(_) | WriteKind::Admit { .. } => unreachable!("creates and admissions do not transform"),
         }
     }
 

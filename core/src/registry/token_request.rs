@@ -4,9 +4,9 @@
 //! `--service-account-max-token-expiration`), and bound, if asked, to a pod (and the node it
 //! runs on), a secret or a node that exists with the uid given; nothing is stored.
 //!
-//! Once its service account is found and the request defaulted and valid, it is admitted as a
-//! create of `serviceaccounts/token` (kube's validating admission runs there; kapi's mutating
-//! admission with it), before what it is bound to is read.
+//! It is admitted as a create of `serviceaccounts/token` as kube admits it: the request as
+//! sent by the mutating admission, then, once its service account is found and the request
+//! defaulted and valid, by the validating admission, before what it is bound to is read.
 //!
 //! Call order, as [`WriteOp`]'s: [`TokenRequestOp::poll`], send each [`WriteEffect::Kv`] to the
 //! store and feed the answer to [`TokenRequestOp::handle`] (an admission webhook's answer to
@@ -80,18 +80,15 @@ pub struct TokenRequestOp {
     /// The node of the pod the token is bound to, while it is read.
     pod_node: Option<String>,
     reading: Option<(Reading, StorageOp<ApiError>)>,
-    /// The request's admission: what it is made of until it starts, then under way.
-    admission: Admission,
+    /// What the request's admission is made of (the write context, what it reads, the
+    /// machine's draws), kept for its validating phase.
+    admission: Option<Box<(WriteContext, Found, crate::rand::Rng)>>,
+    /// The admission under way: its mutating phase (`true`) or its validating one.
+    admitting: Option<(Box<WriteOp>, bool)>,
+    /// What the admission warned of.
+    admission_warnings: Vec<String>,
     warnings: Vec<String>,
     done: Option<Result<WriteOutcome, ApiError>>,
-}
-
-/// Where a token request's admission is.
-enum Admission {
-    /// To come: the write context and what it reads.
-    Pending(Box<(WriteContext, Found, crate::rand::Rng)>),
-    Running(Box<WriteOp>),
-    Done,
 }
 
 impl TokenRequestOp {
@@ -110,7 +107,7 @@ impl TokenRequestOp {
         admission: (WriteContext, crate::rand::Rng),
     ) -> TokenRequestOp {
         let (ctx, rng) = admission;
-        let mut op = TokenRequestOp {
+        TokenRequestOp {
             config,
             resources,
             prefix: prefix.to_string(),
@@ -123,15 +120,12 @@ impl TokenRequestOp {
             binding: Binding::default(),
             pod_node: None,
             reading: None,
-            admission: Admission::Pending(Box::new((ctx, Found::default(), rng))),
+            admission: Some(Box::new((ctx, Found::default(), rng))),
+            admitting: None,
+            admission_warnings: Vec::new(),
             warnings: Vec::new(),
             done: None,
-        };
-        match op.check_names() {
-            Ok(()) => op.read(Reading::Account, "serviceaccounts", name),
-            Err(e) => op.done = Some(Err(e)),
         }
-        op
     }
 
     fn gk() -> GroupKind {
@@ -172,7 +166,7 @@ impl TokenRequestOp {
     }
 
     pub fn handle(&mut self, now: Timestamp, result: KvResult) {
-        if let Admission::Running(op) = &mut self.admission {
+        if let Some((op, _)) = &mut self.admitting {
             return op.handle(now, result);
         }
         if let Some((_, op)) = self.reading.as_mut() {
@@ -180,19 +174,31 @@ impl TokenRequestOp {
         }
     }
 
-    /// What the request's admission reads, found before it starts.
+    /// What the request's admission reads, found before it starts: its mutating phase starts.
     pub fn found(&mut self, found: Found) {
-        if let Admission::Pending(pending) = &mut self.admission {
-            pending.1 = found;
+        if let Some(admission) = &mut self.admission {
+            admission.1 = found;
         }
+        self.admit(true);
+    }
+
+    /// Starts the admission's mutating or validating phase on the request.
+    fn admit(&mut self, mutating: bool) {
+        let Some(admission) = self.admission.as_mut() else { return };
+        let (ctx, found, rng) = &mut **admission;
+        let kind = WriteKind::Admit { body: self.request.clone(), mutating };
+        let op = WriteOp::new(self.resources.service_accounts.clone(), ctx.clone(), kind, found.clone(), crate::rand::Rng::new(rng.next_u64()));
+        self.admitting = Some((Box::new(op), mutating));
+    }
+
+    /// What the admission warned of (for the `Warning` headers, whatever the outcome).
+    pub fn take_admission_warnings(&mut self) -> Vec<String> {
+        std::mem::take(&mut self.admission_warnings)
     }
 
     /// The admission under way, which admission webhooks' answers go to.
     pub fn write_under_way(&mut self) -> Option<&mut WriteOp> {
-        match &mut self.admission {
-            Admission::Running(op) => Some(op),
-            _ => None,
-        }
+        self.admitting.as_mut().map(|(op, _)| &mut **op)
     }
 
     pub fn poll(&mut self, now: Timestamp) -> Option<WriteEffect> {
@@ -200,22 +206,23 @@ impl TokenRequestOp {
             if let Some(done) = self.done.take() {
                 return Some(WriteEffect::Done(done));
             }
-            if let Admission::Running(op) = &mut self.admission {
-                match op.poll(now)? {
-                    WriteEffect::Done(Ok(admitted)) => {
-                        self.warnings.extend(op.take_admission_warnings());
-                        self.admission = Admission::Done;
-                        self.request = admitted.object;
-                        if let Err(e) = self.bind() {
-                            self.done = Some(Err(e));
-                        }
-                    }
-                    WriteEffect::Done(Err(e)) => {
-                        self.warnings.extend(op.take_admission_warnings());
-                        self.admission = Admission::Done;
-                        self.done = Some(Err(e));
-                    }
+            if let Some((op, mutating)) = &mut self.admitting {
+                let mutating = *mutating;
+                let admitted = match op.poll(now)? {
+                    WriteEffect::Done(admitted) => admitted,
                     effect => return Some(effect),
+                };
+                self.admission_warnings.extend(op.take_admission_warnings());
+                self.admitting = None;
+                let next = admitted.and_then(|admitted| {
+                    self.request = admitted.object;
+                    match mutating {
+                        true => self.check_names().map(|()| self.read(Reading::Account, "serviceaccounts", &self.name.clone())),
+                        false => self.bind(),
+                    }
+                });
+                if let Err(e) = next {
+                    self.done = Some(Err(e));
                 }
                 continue;
             }
@@ -255,11 +262,7 @@ impl TokenRequestOp {
             Reading::Account => {
                 self.account = Some(found?.ok_or_else(|| ApiError::not_found(&res.info.group_resource(), &self.name))?);
                 self.prepare()?;
-                if let Admission::Pending(pending) = std::mem::replace(&mut self.admission, Admission::Done) {
-                    let (ctx, found, rng) = *pending;
-                    let kind = WriteKind::Admit(self.request.clone());
-                    self.admission = Admission::Running(Box::new(WriteOp::new(self.resources.service_accounts.clone(), ctx, kind, found, rng)));
-                }
+                self.admit(false);
                 Ok(())
             }
             Reading::Bound(kind) => {

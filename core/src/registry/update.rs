@@ -132,16 +132,16 @@ impl WriteOp {
     /// A create on a subresource that changes the parent object (`pods/binding`).
     pub(super) fn action(&mut self, existing: Option<Value>, mut body: Value, admitted: bool) -> Result<Transform, ApiError> {
         let sub = self.ctx.subresource.clone().unwrap_or_default();
-        let Some(old) = existing else {
-            return Err(ApiError::not_found(&self.res.info.group_resource(), self.ctx.name.as_deref().unwrap_or_default()));
-        };
         if admitted {
-            // kube admits the subresource's object (a Binding) as a create of it: its mutating
-            // admission, then its validating.
+            // kube admits the subresource's object (a Binding) as a create of it, before it
+            // reads the parent: its mutating admission, then its validating.
             let name = self.ctx.name.clone().unwrap_or_default();
             self.mutating_admission(Operation::Create, &name, None, Some(&mut body))?;
             self.validating_admission(Operation::Create, &name, None, Some(&mut body))?;
         }
+        let Some(old) = existing else {
+            return Err(ApiError::not_found(&self.res.info.group_resource(), self.ctx.name.as_deref().unwrap_or_default()));
+        };
         let mut new = old.clone();
         self.res.strategy.subresource_create(&sub, &mut new, &body, self.ctx.now)?;
         self.created = true;

@@ -52,11 +52,15 @@ impl Backoff {
 /// makes of it: an internal error or a timeout (by its reason, or by its code when the reason
 /// is none of kube's), too many requests (by its reason or its code), or a delay asked for (a
 /// `ServerTimeout` with details, or `retryAfterSeconds`). Of an answer that is not a failed
-/// `Status`, client-go's error follows the code alone: any 5xx but 503, a 429. kapi does not
-/// read a `Retry-After` header, and a failure to connect is never transient (kube retries a
-/// connection reset, which kapi's client does not tell apart).
+/// `Status`, client-go's error follows the code alone: any 5xx but 503, a 429. Of the failures
+/// to get an answer, a connection reset by the peer (`IsConnectionReset`), in the words of
+/// the shell's client or Go's; a refused connection or a timeout is not tried again. kapi does
+/// not read a `Retry-After` header.
 pub fn transient(answer: &Result<WebhookAnswer, String>) -> bool {
-    let Ok(answer) = answer else { return false };
+    let answer = match answer {
+        Ok(answer) => answer,
+        Err(why) => return why.to_ascii_lowercase().contains("connection reset by peer"),
+    };
     if answer.succeeded() {
         return false;
     }
@@ -100,6 +104,10 @@ mod tests {
             (answer(403, json!("")), false),
             (answer(200, json!({"status": {"allowed": true}})), false),
             (Err("dial tcp 127.0.0.1:1: connect: connection refused".into()), false),
+            // A connection the webhook reset, as Go and as hyper word it.
+            (Err("Post \"https://127.0.0.1:1/\": read tcp 127.0.0.1:2->127.0.0.1:1: read: connection reset by peer".into()), true),
+            (Err("Post \"https://127.0.0.1:1/\": connection error: Connection reset by peer (os error 104)".into()), true),
+            (Err("Post \"https://127.0.0.1:1/\": context deadline exceeded (Client.Timeout exceeded while awaiting headers)".into()), false),
             // A failed Status by its reason, its code when the reason is not kube's, or a delay.
             (answer(400, json!({"kind": "Status", "status": "Failure", "reason": "TooManyRequests", "code": 400})), true),
             (answer(500, json!({"kind": "Status", "status": "Failure", "reason": "Forbidden", "code": 500})), false),

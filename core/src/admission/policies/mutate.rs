@@ -262,7 +262,7 @@ impl Run<'_, '_> {
             Invocation::Exact => self.resource,
             Invocation::Equivalent(e) => e,
         };
-        let kind = patch::Kind { resource, scale: self.a.subresource == Some("scale") };
+        let kind = patch::Kind { resource, own: crate::admission::webhooks::dispatch::own_definition(resource, self.a.subresource) };
         let before = obj.clone();
         for m in &policy.mutations {
             let patched = {

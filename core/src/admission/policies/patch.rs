@@ -18,11 +18,12 @@ pub enum Failure {
     Status(ApiError),
 }
 
-/// What is mutated: an object of a resource, or (`scale`) the Scale of one.
+/// What is mutated: an object of a resource, or of the kind of its own a subresource reads
+/// and writes (`own`: its definition; a Scale, a Binding).
 #[derive(Clone, Copy)]
 pub struct Kind<'a> {
     pub resource: &'a Resource,
-    pub scale: bool,
+    pub own: Option<&'static str>,
 }
 
 impl Kind<'_> {
@@ -30,9 +31,9 @@ impl Kind<'_> {
     /// type error: the decoder's message); and whether the kind is a custom resource's (kube
     /// decodes those without a schema, and prunes later without a word).
     fn unknown_fields(self, obj: &mut Value) -> Result<(Vec<String>, bool), String> {
-        let definition = match self.scale {
-            true => "io.k8s.api.autoscaling.v1.Scale",
-            false => match self.resource.strategy.prune_unknown(obj) {
+        let definition = match self.own {
+            Some(own) => own,
+            None => match self.resource.strategy.prune_unknown(obj) {
                 Some(unknown) => return Ok((unknown, true)),
                 None => &self.resource.info.definition,
             },
@@ -41,9 +42,9 @@ impl Kind<'_> {
     }
 
     fn typing(&self) -> crate::ssa::Typing<'_> {
-        match self.scale {
-            true => crate::ssa::Typing::BuiltIn,
-            false => self.resource.strategy.typing(),
+        match self.own {
+            Some(_) => crate::ssa::Typing::BuiltIn,
+            None => self.resource.strategy.typing(),
         }
     }
 }

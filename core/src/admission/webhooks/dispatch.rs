@@ -184,6 +184,13 @@ enum Asked {
 /// in `target`, the object written: decoded as its kind and defaulted, converted back from
 /// the version the webhook was asked about; for the scale subresource, the patched Scale's
 /// replicas.
+/// The schema's definition of the kind `subresource` of `resource` reads and writes, when it
+/// is not the resource's own (a Scale, a Binding, an Eviction, a TokenRequest).
+pub(crate) fn own_definition(resource: &Resource, subresource: Option<&str>) -> Option<&'static str> {
+    let sub = subresource.and_then(|s| resource.info.subresource(s)).filter(|s| s.kind != resource.info.kind)?;
+    crate::schema::schema().for_gvk(&sub.group, &sub.version, &sub.kind).map(|d| d.name.as_str())
+}
+
 pub(crate) fn patch_into(resource: &Resource, invocation: Invocation, a: &Attributes, mut new: Value, target: &mut Value) -> Result<(), ApiError> {
     if a.subresource == Some("scale") {
         crate::schema::normalize::normalize(crate::schema::schema(), "io.k8s.api.autoscaling.v1.Scale", &mut new).map_err(ApiError::internal)?;
@@ -191,11 +198,8 @@ pub(crate) fn patch_into(resource: &Resource, invocation: Invocation, a: &Attrib
         return resource.strategy.set_scale_replicas(target, replicas);
     }
     // A subresource of a kind of its own (a Binding): its object as kube decodes that kind.
-    if let Some(sub) = a.subresource.and_then(|s| resource.info.subresource(s)).filter(|s| s.kind != resource.info.kind) {
-        let definition = crate::schema::schema().for_gvk(&sub.group, &sub.version, &sub.kind).map(|d| d.name.clone());
-        if let Some(definition) = definition {
-            crate::schema::normalize::normalize(crate::schema::schema(), &definition, &mut new).map_err(ApiError::internal)?;
-        }
+    if let Some(definition) = own_definition(resource, a.subresource) {
+        crate::schema::normalize::normalize(crate::schema::schema(), definition, &mut new).map_err(ApiError::internal)?;
         *target = new;
         return Ok(());
     }

@@ -158,10 +158,12 @@ impl RequestMachine {
             return Err(ApiError::bad_request("name in URL does not match name in Eviction object"));
         }
         let (options, dry_run) = params::delete_options(query, body.get("deleteOptions"))?;
+        // kube admits the Eviction as a dry run by the request's own `dryRun` only.
+        let admission_ctx = ctx.clone();
         ctx.dry_run |= dry_run;
         let budgets = self.served.catalog.get("policy", "v1", "poddisruptionbudgets").cloned().ok_or_else(ApiError::path_not_found)?;
         let lookups = subresource_create_lookups(&ctx, &pods, &body);
-        let eviction = PendingEviction { pods, budgets, ctx, options, eviction: body, output };
+        let eviction = PendingEviction { pods, budgets, ctx, admission_ctx, options, eviction: body, output };
         self.stage = Stage::Lookups(Box::new(Lookups::new(lookups, AfterLookups::Evict(Box::new(eviction)))));
         Ok(())
     }

@@ -74,6 +74,8 @@ pub(super) struct PendingEviction {
     pods: Arc<Resource>,
     budgets: Arc<Resource>,
     ctx: WriteContext,
+    /// The write context the Eviction is admitted in.
+    admission_ctx: WriteContext,
     options: crate::registry::DeleteOptions,
     /// The Eviction, to admit.
     eviction: serde_json::Value,
@@ -453,6 +455,7 @@ impl RequestMachine {
                     true
                 }
                 Some(WriteEffect::Done(result)) => {
+                    self.warnings.extend(op.take_admission_warnings());
                     self.finish_write(res, output, false, result, now);
                     true
                 }
