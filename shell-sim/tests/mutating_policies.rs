@@ -383,3 +383,22 @@ fn a_subresources_own_kind_is_mutated_as_that_kind() {
     assert_eq!(r.head.status, 422, "{}", text(&r));
     assert!(text(&r).contains("spec.expirationSeconds: Invalid value: 60: may not specify a duration less than 10 minutes"), "{}", text(&r));
 }
+
+#[test]
+fn an_eviction_is_carried_out_as_its_mutating_admission_left_it() {
+    // kube's eviction storage reads the Eviction the mutating admission made: its name is
+    // checked then, and its delete options (here a dry run) are those the pod is deleted with.
+    let mut w = world();
+    let on =
+        json!({"matchConstraints": {"resourceRules": [{"operations": ["CREATE"], "apiGroups": [""], "apiVersions": ["v1"], "resources": ["pods/eviction"]}]}});
+    let rehearse = "[JSONPatch{op: 'replace', path: '/metadata/name', value: 'p'}, JSONPatch{op: 'add', path: '/deleteOptions', value: {'dryRun': ['All']}}]";
+    policy(&mut w, "rehearse", &[("JSONPatch", rehearse)], on);
+    let account = json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "default"}});
+    created(&mut w, "/api/v1/namespaces/default/serviceaccounts", account);
+    let pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}, "spec": {"containers": [{"name": "c", "image": "busybox"}]}});
+    created(&mut w, "/api/v1/namespaces/default/pods", pod);
+    let eviction = json!({"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": "other", "namespace": "default"}});
+    let r = create(&mut w, "/api/v1/namespaces/default/pods/p/eviction", &eviction);
+    assert_eq!(r.head.status, 201, "{}", text(&r));
+    assert_eq!(w.call("GET", "/api/v1/namespaces/default/pods/p", "", None, "").head.status, 200, "a dry run keeps the pod");
+}

@@ -3,18 +3,14 @@
 //! goes through the namespace's own admission (here a stand-in validating webhook), then
 //! goes on; what that request is refused with refuses the create, in kube's words.
 
-use std::cell::RefCell;
 use std::collections::BTreeMap;
-use std::rc::Rc;
 
 use bytes::Bytes;
-use kapi_core::controllers::Enabled;
-use kapi_core::webhook::{WebhookAnswer, WebhookCall};
-use kapi_sim::{Response, World, default_server, epoch};
+use kapi_sim::{Response, World, default_server};
 use serde_json::{Value, json};
+use webhook_world::{Answer, Seen, VALIDATING, configure, hook, review, world_on};
 
-/// The namespace reviews the stand-in webhook was sent.
-type Seen = Rc<RefCell<Vec<Value>>>;
+mod webhook_world;
 
 /// A world with NamespaceAutoProvision on (and kube's default plugins), whose validating
 /// webhook on namespace creates refuses those named `deny-*` (with a 403 for `deny-403-*`, a
@@ -24,36 +20,19 @@ fn world() -> (World, Seen) {
     let chain = kapi_core::admission::Chain::from_flags(&["NamespaceAutoProvision".into()], &[], &BTreeMap::new(), &kapi_core::admission::no_files)
         .expect("a valid chain");
     std::sync::Arc::get_mut(&mut setup.server).expect("not shared yet").admission = std::sync::Arc::new(chain);
-    let mut w = World::new(setup, epoch(), 7);
-    w.start_controllers(Enabled::NONE);
-    let seen: Seen = Rc::default();
-    let log = seen.clone();
-    w.webhook = Some(Box::new(move |call: &WebhookCall| {
-        let review: Value = serde_json::from_slice(&call.body).expect("a review");
-        let request = &review["request"];
-        log.borrow_mut().push(request.clone());
-        let name = request["name"].as_str().unwrap_or_default();
-        let response = match name {
+    let guard: Answer = Box::new(|request: &Value| {
+        let response = match request["name"].as_str().unwrap_or_default() {
             n if n.starts_with("deny-403-") => json!({"uid": request["uid"], "allowed": false,
                 "status": {"code": 403, "reason": "Forbidden", "message": "no new namespaces"}}),
             n if n.starts_with("deny-code-") => json!({"uid": request["uid"], "allowed": false, "status": {"code": 403, "message": "no new namespaces"}}),
             n if n.starts_with("deny-") => json!({"uid": request["uid"], "allowed": false, "status": {"message": "no new namespaces"}}),
             _ => json!({"uid": request["uid"], "allowed": true}),
         };
-        let body = json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "response": response});
-        Ok(WebhookAnswer { status: 200, body: Bytes::from(serde_json::to_vec(&body).unwrap()), content_type: "application/json".into() })
-    }));
-    let hook = json!({
-        "name": "namespaces.example.com",
-        "clientConfig": {"url": "https://hooks.example/namespaces"},
-        "rules": [{"operations": ["CREATE"], "apiGroups": [""], "apiVersions": ["v1"], "resources": ["namespaces"]}],
-        "sideEffects": "None",
-        "admissionReviewVersions": ["v1"],
+        review(response)
     });
-    let config = json!({"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingWebhookConfiguration",
-        "metadata": {"name": "namespaces"}, "webhooks": [hook]});
-    let r = w.call("POST", "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations", "", Some(&config), "application/json");
-    assert_eq!(r.head.status, 201, "{}", text(&r));
+    let (mut w, seen) = world_on(setup, BTreeMap::from([("/namespaces", guard)]));
+    let rules = json!({"rules": [{"operations": ["CREATE"], "apiGroups": [""], "apiVersions": ["v1"], "resources": ["namespaces"]}]});
+    configure(&mut w, VALIDATING, "namespaces", vec![hook("namespaces.example.com", "/namespaces", rules)]);
     (w, seen)
 }
 
@@ -81,7 +60,8 @@ fn a_create_in_a_missing_namespace_creates_it_through_its_own_admission() {
     // The server's own request, as kube's loopback client's.
     let reviews = seen.borrow();
     assert_eq!(reviews.len(), 1);
-    assert_eq!((reviews[0]["name"].as_str(), reviews[0]["userInfo"]["username"].as_str()), (Some("team"), Some("system:apiserver")));
+    let request = &reviews[0].1["request"];
+    assert_eq!((request["name"].as_str(), request["userInfo"]["username"].as_str()), (Some("team"), Some("system:apiserver")));
     drop(reviews);
     // A namespace that exists is not created again.
     let r = w.call("POST", "/api/v1/namespaces/team/configmaps", "", Some(&configmap("d")), "application/json");

@@ -195,49 +195,28 @@ pub fn write_options(q: &Query, kind: &str, user_agent: &str) -> Result<WriteOpt
     Ok(WriteOptions { dry_run: !dry.is_empty(), field_manager, field_validation, force })
 }
 
-/// `DeleteOptions` from the body (if any) and the query.
+/// `DeleteOptions` from the body (if any) and the query, whose options win over the body's
+/// (its `dryRun` adds to the body's).
 pub fn delete_options(q: &Query, body: Option<&Value>) -> Result<(DeleteOptions, bool), ApiError> {
-    let b = body.cloned().unwrap_or(Value::Null);
-    let grace = match q.int("gracePeriodSeconds").map_err(ApiError::bad_request)? {
-        Some(g) => Some(g),
-        None => b.get("gracePeriodSeconds").and_then(Value::as_i64),
+    let mut options = match body {
+        Some(Value::Object(o)) => o.clone(),
+        _ => serde_json::Map::new(),
     };
-    let propagation = q.get("propagationPolicy").map(str::to_string).or_else(|| b.get("propagationPolicy").and_then(Value::as_str).map(str::to_string));
-    let orphan = match q.bool("orphanDependents").map_err(ApiError::bad_request)? {
-        Some(o) => Some(o),
-        None => b.get("orphanDependents").and_then(Value::as_bool),
-    };
-    let mut dry: Vec<String> = q.all("dryRun").map(str::to_string).collect();
-    if let Some(d) = b.get("dryRun").and_then(Value::as_array) {
-        dry.extend(d.iter().filter_map(Value::as_str).map(str::to_string));
+    if let Some(g) = q.int("gracePeriodSeconds").map_err(ApiError::bad_request)? {
+        options.insert("gracePeriodSeconds".into(), json!(g));
     }
-    let mut errs = Vec::new();
-    if let Some(p) = &propagation {
-        if !["Orphan", "Background", "Foreground"].contains(&p.as_str()) {
-            errs.push(FieldError::not_supported("propagationPolicy", json!(p), &["Foreground", "Background", "Orphan", "nil"]));
-        }
-        if let Some(o) = orphan {
-            errs.push(FieldError::invalid("orphanDependents", json!(o), "orphanDependents and deletionPropagation cannot be both set"));
-        }
+    if let Some(p) = q.get("propagationPolicy") {
+        options.insert("propagationPolicy".into(), json!(p));
     }
-    if dry.iter().any(|d| d != "All") {
-        errs.push(FieldError::not_supported("dryRun", json!(dry), &["All"]));
+    if let Some(o) = q.bool("orphanDependents").map_err(ApiError::bad_request)? {
+        options.insert("orphanDependents".into(), json!(o));
     }
-    if !errs.is_empty() {
-        return Err(invalid("DeleteOptions", errs));
+    let mut dry: Vec<Value> = q.all("dryRun").map(|d| json!(d)).collect();
+    if !dry.is_empty() {
+        dry.extend(options.get("dryRun").and_then(Value::as_array).into_iter().flatten().cloned());
+        options.insert("dryRun".into(), Value::Array(dry));
     }
-    let pre = b.get("preconditions");
-    let s = |k: &str| pre.and_then(|p| p.get(k)).and_then(Value::as_str).map(str::to_string);
-    Ok((
-        DeleteOptions {
-            grace_period_seconds: grace,
-            propagation_policy: propagation,
-            orphan_dependents: orphan,
-            precondition_uid: s("uid"),
-            precondition_resource_version: s("resourceVersion"),
-        },
-        !dry.is_empty(),
-    ))
+    DeleteOptions::read(&Value::Object(options))
 }
 
 #[cfg(test)]

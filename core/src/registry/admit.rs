@@ -38,7 +38,30 @@ impl super::WriteContext {
     }
 }
 
+/// The admission attributes of a write admitted as `res` (at the write's subresource when
+/// `own`; see [`WriteOp::admitted_as`]).
+fn attributes<'a>(
+    (res, own): (&'a Resource, bool),
+    ctx: &'a super::WriteContext,
+    found: &'a crate::admission::Found,
+    operation: Operation,
+    name: &'a str,
+    old: Option<&'a Value>,
+) -> crate::admission::Attributes<'a> {
+    let a = super::admission_attributes(res, ctx, found, operation, name, old);
+    crate::admission::Attributes { subresource: a.subresource.filter(|_| own), ..a }
+}
+
 impl WriteOp {
+    /// What the write is admitted as: its resource and subresource, or the resource an
+    /// action is admitted as (see [`super::WriteKind::Action`]).
+    fn admitted_as(&self) -> (std::sync::Arc<Resource>, bool) {
+        match &self.kind {
+            super::WriteKind::Action { admitted_as: Some(other), .. } => (other.clone(), false),
+            _ => (self.res.clone(), true),
+        }
+    }
+
     /// The mutating or the validating admission of `body` as a create of the write's
     /// subresource, without a write (see [`super::WriteKind::Admit`]); stopped for a webhook,
     /// it starts again with the answer.
@@ -66,13 +89,13 @@ impl WriteOp {
         let policies = &self.ctx.mutating_policies;
         let policies_on = self.ctx.admission.mutating_policies && !(policies.synced() && policies.is_empty());
         let webhooks_on = self.ctx.admission.mutating_webhooks && !(self.ctx.webhooks.mutating_synced && self.ctx.webhooks.mutating.is_empty());
+        let (res, own) = self.admitted_as();
         loop {
-            let a = super::admission_attributes(&self.res, &self.ctx, &self.found, operation, name, old);
+            let a = attributes((&res, own), &self.ctx, &self.found, operation, name, old);
             self.ctx.admission.admit(&a, obj.as_deref_mut(), &mut self.rng)?;
             if policies_on && let Some(obj) = obj.as_deref_mut() {
                 let second = reinvocation.second_round;
-                let mutated =
-                    crate::admission::policies::mutate::mutate(policies, &self.res, &self.ctx.equivalents, &a, obj, &mut policies_reinvocation, second);
+                let mutated = crate::admission::policies::mutate::mutate(policies, &res, &self.ctx.equivalents, &a, obj, &mut policies_reinvocation, second);
                 halted(&mut self.blocked, mutated)?;
             }
             if webhooks_on {
@@ -81,7 +104,7 @@ impl WriteOp {
                 if last_output.is_some() && last_output.as_ref() != obj.as_deref() {
                     reinvocation.changed();
                 }
-                let webhooks = webhooks(&self.ctx, &self.admitted, self.salt, &self.res);
+                let webhooks = webhooks(&self.ctx, &self.admitted, self.salt, &res);
                 halted(&mut self.blocked, webhooks.mutate(&a, obj.as_deref_mut(), &mut reinvocation, &mut self.admission_warnings))?;
             }
             if !(reinvocation.needed || policies_reinvocation.needed) || reinvocation.second_round {
@@ -107,7 +130,8 @@ impl WriteOp {
     /// again draws a new uid, and is validated again, as kube's retried update validates its
     /// create again.)
     pub(super) fn validating_admission(&mut self, operation: Operation, name: &str, old: Option<&Value>, mut obj: Option<&mut Value>) -> Result<(), ApiError> {
-        let a = super::admission_attributes(&self.res, &self.ctx, &self.found, operation, name, old);
+        let (res, own) = self.admitted_as();
+        let a = attributes((&res, own), &self.ctx, &self.found, operation, name, old);
         let version = old.map_or("", crate::meta::resource_version);
         let earlier = self.validated.take().filter(|v| v.version == version);
         if let (Some(obj), Some(kept)) = (obj.as_deref_mut(), earlier.as_ref().and_then(|v| v.object.as_ref())) {
@@ -121,21 +145,15 @@ impl WriteOp {
                 if checked.is_ok() && self.ctx.admission.validating_policies {
                     let policies = &self.ctx.policies;
                     let before = self.admission_warnings.len();
-                    checked = crate::admission::policies::dispatch::validate(
-                        policies,
-                        &self.res,
-                        &self.ctx.equivalents,
-                        &a,
-                        obj.as_deref(),
-                        &mut self.admission_warnings,
-                    );
+                    checked =
+                        crate::admission::policies::dispatch::validate(policies, &res, &self.ctx.equivalents, &a, obj.as_deref(), &mut self.admission_warnings);
                     // The policies run again with the authorization webhook's answer: what they
                     // warned of without it is not what they warn of.
                     if let Err(Halt::Ask(_)) = &checked {
                         self.admission_warnings.truncate(before);
                     }
                 }
-                let keep = self.ctx.admission.validation_annotates(&self.res.info);
+                let keep = self.ctx.admission.validation_annotates(&res.info);
                 let object = || if keep { obj.as_deref().cloned() } else { None };
                 if let Err(Halt::Ask(_)) = &checked {
                     self.validated = Some(Validated { version: version.to_string(), object: object(), entered: None, plugins: passed, complete: false });
@@ -147,7 +165,7 @@ impl WriteOp {
         if !self.ctx.admission.validating_webhooks {
             return Ok(());
         }
-        let webhooks = webhooks(&self.ctx, &self.admitted, self.salt, &self.res);
+        let webhooks = webhooks(&self.ctx, &self.admitted, self.salt, &res);
         let asked = webhooks.validate(&a, obj.as_deref(), &mut self.admission_warnings);
         if let (Err(Halt::Ask(_)), Some(passed)) = (&asked, self.validated.as_mut())
             && passed.object.is_none()

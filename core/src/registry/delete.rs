@@ -2,14 +2,14 @@
 //! (`rest.BeforeDelete` and the generic store's delete path).
 
 use jiff::{SignedDuration, Timestamp};
-use serde_json::Value;
+use serde_json::{Value, json};
 
 use super::WriteOp;
 use crate::admission::Operation;
 use crate::catalog::GracefulDelete;
 use crate::meta;
 use crate::schema::normalize::format_time;
-use crate::status::ApiError;
+use crate::status::{ApiError, FieldError, GroupKind};
 use crate::storage::Transform;
 
 pub const ORPHAN_FINALIZER: &str = "orphan";
@@ -24,6 +24,41 @@ pub struct DeleteOptions {
     pub orphan_dependents: Option<bool>,
     pub precondition_uid: Option<String>,
     pub precondition_resource_version: Option<String>,
+}
+
+impl DeleteOptions {
+    /// The options of a `DeleteOptions` object (a request's body, an Eviction's
+    /// `deleteOptions`), and whether it asks for a dry run; kube's 422 for what it forbids.
+    pub fn read(options: &Value) -> Result<(DeleteOptions, bool), ApiError> {
+        let text = |v: Option<&Value>| v.and_then(Value::as_str).map(str::to_string);
+        let propagation = text(options.get("propagationPolicy"));
+        let orphan = options.get("orphanDependents").and_then(Value::as_bool);
+        let dry: Vec<&str> = options.get("dryRun").and_then(Value::as_array).into_iter().flatten().filter_map(Value::as_str).collect();
+        let mut errs = Vec::new();
+        if let Some(p) = &propagation {
+            if !["Orphan", "Background", "Foreground"].contains(&p.as_str()) {
+                errs.push(FieldError::not_supported("propagationPolicy", json!(p), &["Foreground", "Background", "Orphan", "nil"]));
+            }
+            if let Some(o) = orphan {
+                errs.push(FieldError::invalid("orphanDependents", json!(o), "orphanDependents and deletionPropagation cannot be both set"));
+            }
+        }
+        if dry.iter().any(|d| *d != "All") {
+            errs.push(FieldError::not_supported("dryRun", json!(dry), &["All"]));
+        }
+        if !errs.is_empty() {
+            return Err(ApiError::invalid(&GroupKind { group: "meta.k8s.io".into(), kind: "DeleteOptions".into() }, "", &errs));
+        }
+        let precondition = |k: &str| text(options.get("preconditions").and_then(|p| p.get(k)));
+        let read = DeleteOptions {
+            grace_period_seconds: options.get("gracePeriodSeconds").and_then(Value::as_i64),
+            propagation_policy: propagation,
+            orphan_dependents: orphan,
+            precondition_uid: precondition("uid"),
+            precondition_resource_version: precondition("resourceVersion"),
+        };
+        Ok((read, !dry.is_empty()))
+    }
 }
 
 impl WriteOp {

@@ -47,8 +47,10 @@ enum Step {
 pub struct EvictionOp {
     pods: Arc<Resource>,
     budgets: Arc<Resource>,
-    /// The pod's write context (namespace, name, user, dry run).
+    /// The pod's write context (namespace, name, user; a dry run by the request's `dryRun`
+    /// until the Eviction's delete options are read).
     ctx: WriteContext,
+    /// The Eviction's `deleteOptions`, read once the mutating admission has admitted it.
     options: DeleteOptions,
     rng: Rng,
     pod: Value,
@@ -59,8 +61,9 @@ pub struct EvictionOp {
     attempts: u32,
     step: Option<Step>,
     done: Option<Result<WriteOutcome, ApiError>>,
-    /// The validating admission to come, once the mutating one has admitted the Eviction.
-    validation: Option<(WriteContext, Found)>,
+    /// What the validating admission to come reads, once the mutating one has admitted the
+    /// Eviction.
+    validation: Option<Found>,
     /// What the eviction's admission warned of.
     warnings: Vec<String>,
 }
@@ -96,28 +99,18 @@ fn int(v: &Value, path: &[&str]) -> i64 {
 }
 
 impl EvictionOp {
-    /// The eviction `eviction` of the pod `ctx` names, admitted in the write context and
-    /// with what its admission reads of `admission` (kube's: a dry run only by the request's
-    /// own `dryRun`).
-    pub fn new(
-        pods: Arc<Resource>,
-        budgets: Arc<Resource>,
-        ctx: WriteContext,
-        options: DeleteOptions,
-        eviction: Value,
-        admission: (WriteContext, Found),
-        mut rng: Rng,
-    ) -> EvictionOp {
-        let (admission_ctx, found) = admission;
+    /// The eviction `eviction` of the pod `ctx` names, admitted in the request's write
+    /// context (kube's: a dry run only by the request's own `dryRun`) with what its admission
+    /// reads (`found`).
+    pub fn new(pods: Arc<Resource>, budgets: Arc<Resource>, ctx: WriteContext, eviction: Value, found: Found, mut rng: Rng) -> EvictionOp {
         let kind = WriteKind::Admit { body: eviction, mutating: true };
-        let admit = WriteOp::new(pods.clone(), admission_ctx.clone(), kind, found.clone(), Rng::new(rng.next_u64()));
+        let admit = WriteOp::new(pods.clone(), ctx.clone(), kind, found.clone(), Rng::new(rng.next_u64()));
         let step = Some(Step::Admit(Box::new(admit)));
-        let validation = Some((admission_ctx, found));
         EvictionOp {
             pods,
             budgets,
             ctx,
-            options,
+            options: DeleteOptions::default(),
             rng,
             pod: Value::Null,
             guard_pod: false,
@@ -125,7 +118,7 @@ impl EvictionOp {
             attempts: 0,
             step,
             done: None,
-            validation,
+            validation: Some(found),
             warnings: Vec::new(),
         }
     }
@@ -340,10 +333,19 @@ impl EvictionOp {
                 Ok(outcome) => outcome.object,
                 Err(e) => return self.finish(Err(e)),
             };
-            let Some((ctx, found)) = self.validation.take() else { return self.read_pod() };
-            // kube's eviction storage checks the name of what the mutating admission made.
+            let Some(found) = self.validation.take() else { return self.read_pod() };
+            // kube's eviction storage reads what the mutating admission made: its name, then
+            // its delete options, before the validating admission (in the request's dry run).
             if self.ctx.name.as_deref() != Some(meta::name(&admitted)) {
                 return self.finish(Err(ApiError::bad_request("name in URL does not match name in Eviction object")));
+            }
+            let ctx = self.ctx.clone();
+            match DeleteOptions::read(admitted.get("deleteOptions").unwrap_or(&Value::Null)) {
+                Ok((options, dry_run)) => {
+                    self.options = options;
+                    self.ctx.dry_run |= dry_run;
+                }
+                Err(e) => return self.finish(Err(e)),
             }
             let kind = WriteKind::Admit { body: admitted, mutating: false };
             self.step = Some(Step::Admit(Box::new(WriteOp::new(self.pods.clone(), ctx, kind, found, Rng::new(self.rng.next_u64())))));

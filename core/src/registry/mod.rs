@@ -416,7 +416,7 @@ impl WriteOp {
             WriteKind::Update(obj) => self.update(existing, obj),
             WriteKind::Patch(pt, patch) => self.patch(existing, pt, patch),
             WriteKind::Delete(opts) => self.delete(existing, &opts),
-            WriteKind::Action { body, admitted } => self.action(existing, body, admitted),
+            WriteKind::Action { body, .. } => self.action(existing, body),
             WriteKind::Create(_) | WriteKind::Admit { .. } => unreachable!("creates and admissions do not transform"),
         }
     }

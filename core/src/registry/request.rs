@@ -76,11 +76,11 @@ pub enum WriteKind {
     Patch(PatchType, Value),
     Delete(DeleteOptions),
     /// A create on a subresource that changes its parent (`pods/binding`), admitted as the
-    /// subresource's create when `admitted` (not for the `bindings` resource, which kube
-    /// admits as a resource of its own).
+    /// subresource's create, or as a create of `admitted_as` when it is set (the `bindings`
+    /// resource, which kube admits as a resource of its own).
     Action {
         body: Value,
-        admitted: bool,
+        admitted_as: Option<Arc<Resource>>,
     },
     /// One phase of the admission of a subresource's object that is not itself written (an
     /// Eviction, a TokenRequest, which their own machines carry out around it): the mutating

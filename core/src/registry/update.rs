@@ -130,15 +130,13 @@ impl WriteOp {
     }
 
     /// A create on a subresource that changes the parent object (`pods/binding`).
-    pub(super) fn action(&mut self, existing: Option<Value>, mut body: Value, admitted: bool) -> Result<Transform, ApiError> {
+    pub(super) fn action(&mut self, existing: Option<Value>, mut body: Value) -> Result<Transform, ApiError> {
         let sub = self.ctx.subresource.clone().unwrap_or_default();
-        if admitted {
-            // kube admits the subresource's object (a Binding) as a create of it, before it
-            // reads the parent: its mutating admission, then its validating.
-            let name = self.ctx.name.clone().unwrap_or_default();
-            self.mutating_admission(Operation::Create, &name, None, Some(&mut body))?;
-            self.validating_admission(Operation::Create, &name, None, Some(&mut body))?;
-        }
+        // kube admits the subresource's object (a Binding) as a create of it, before it
+        // reads the parent: its mutating admission, then its validating.
+        let name = self.ctx.name.clone().unwrap_or_default();
+        self.mutating_admission(Operation::Create, &name, None, Some(&mut body))?;
+        self.validating_admission(Operation::Create, &name, None, Some(&mut body))?;
         let Some(old) = existing else {
             return Err(ApiError::not_found(&self.res.info.group_resource(), self.ctx.name.as_deref().unwrap_or_default()));
         };

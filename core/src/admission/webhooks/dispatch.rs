@@ -410,7 +410,7 @@ pub fn conditions_hold(hook: &Hook, a: &Attributes, (obj, old): (Option<&Value>,
         .into_iter()
         .map(|(n, v)| (n, v.map_or(crate::cel::Value::Null, crate::cel::to_value)))
         .collect();
-    let authorizer = hook.conditions.iter().any(|(_, c)| c.as_ref().is_ok_and(|c| c.uses("authorizer"))).then(|| CelAuthorizer::of(a, obj));
+    let authorizer = hook.asks_authorizer.then(|| CelAuthorizer::of(a, obj));
     variables.extend(authorizer.iter().flat_map(|z| z.variables().iter().map(|(n, v)| (*n, v.clone()))));
     let shape: Vec<(&str, Shape)> = variables.iter().map(|(n, v)| (*n, Shape::of(v))).collect();
     let mut errors = Vec::new();

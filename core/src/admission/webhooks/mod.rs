@@ -93,6 +93,8 @@ pub struct Hook {
     pub matching: Match,
     /// Each condition's expression, compiled (or why it does not compile).
     pub conditions: Vec<(String, Result<Expression, String>)>,
+    /// Whether a condition that compiles uses `authorizer` (found once here, not per write).
+    pub asks_authorizer: bool,
     /// `failurePolicy: Ignore` (anything else fails closed, as kube).
     pub ignore_failures: bool,
     pub timeout_seconds: i64,
@@ -108,21 +110,23 @@ impl Hook {
     fn read(w: &Value, uid: &str, configuration: &str) -> Hook {
         let text = |k: &str| w.get(k).and_then(Value::as_str).map(str::to_string);
         let strings = |v: Option<&Value>| crate::meta::strings(v);
+        let conditions: Vec<(String, Result<Expression, String>)> = w
+            .get("matchConditions")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .map(|c| {
+                let expression = c.get("expression").and_then(Value::as_str).unwrap_or_default();
+                (expression.to_string(), Expression::compile(expression))
+            })
+            .collect();
         Hook {
             uid: uid.to_string(),
             configuration: configuration.to_string(),
             name: text("name").unwrap_or_default(),
             matching: Match::read(w, "rules"),
-            conditions: w
-                .get("matchConditions")
-                .and_then(Value::as_array)
-                .into_iter()
-                .flatten()
-                .map(|c| {
-                    let expression = c.get("expression").and_then(Value::as_str).unwrap_or_default();
-                    (expression.to_string(), Expression::compile(expression))
-                })
-                .collect(),
+            asks_authorizer: conditions.iter().any(|(_, c)| c.as_ref().is_ok_and(|c| c.uses("authorizer"))),
+            conditions,
             ignore_failures: text("failurePolicy").as_deref() == Some("Ignore"),
             timeout_seconds: w.get("timeoutSeconds").and_then(Value::as_i64).unwrap_or(10).clamp(1, 30),
             side_effects: text("sideEffects"),

@@ -7,7 +7,7 @@ use jiff::Timestamp;
 use serde_json::Value;
 
 use super::{AfterLookups, Authenticating, Lookups, PendingEviction, PendingWrite, Stage};
-use crate::admission::{Found, Operation, Pending};
+use crate::admission::{Operation, Pending};
 use crate::catalog::{Backing, Resource, ReviewContext};
 use crate::codec::negotiate::{self, Target};
 use crate::codec::{self, Output};
@@ -15,7 +15,7 @@ use crate::meta;
 use crate::pipeline::params;
 use crate::pipeline::query::Query;
 use crate::pipeline::{RequestInfo, RequestMachine};
-use crate::registry::{FieldValidation, TokenRequestOp, TokenResources, WriteContext, WriteKind, WriteOp};
+use crate::registry::{FieldValidation, TokenRequestOp, TokenResources, WriteContext, WriteKind};
 use crate::resources::reviews::review_audiences;
 use crate::status::ApiError;
 
@@ -46,11 +46,15 @@ impl RequestMachine {
                 return Ok(());
             }
             Backing::ActionOn { resource, subresource } => {
+                // kube admits the object as a create of this resource, then carries it out
+                // as a create on the subresource of the object it names.
                 let body = self.decode_action_body()?;
                 let target = self.served.catalog.get(&res.info.group, &res.info.version, resource).cloned().ok_or_else(ApiError::path_not_found)?;
                 ctx.name = Some(meta::name(&body).to_string());
+                let lookups = subresource_create_lookups(&ctx, &res, &body);
                 ctx.subresource = Some(subresource.to_string());
-                self.start_action(target, ctx, body, output, false);
+                let kind = WriteKind::Action { body, admitted_as: Some(res) };
+                self.start_write(PendingWrite { res: target, output, ctx, kind }, lookups);
                 return Ok(());
             }
             // Read-only resources serve no create (routing answers 405 before this).
@@ -58,14 +62,14 @@ impl RequestMachine {
             Backing::Stored => {}
         }
         if res.info.subresource(&info.subresource).is_some_and(|s| s.kind == "Eviction") {
-            return self.evict(res, ctx, query, output);
+            return self.evict(res, ctx, output);
         }
         if res.info.subresource(&info.subresource).is_some_and(|s| s.kind == "TokenRequest") {
             return self.request_token(now, res, ctx, output);
         }
         if !info.subresource.is_empty() {
             let body = self.decode_action_body()?;
-            self.start_action(res, ctx, body, output, true);
+            self.start_action(res, ctx, body, output);
             return Ok(());
         }
         let (obj, findings) = self.decode_body(&res, opts.field_validation)?;
@@ -116,17 +120,11 @@ impl RequestMachine {
         codec::decode(&self.req.body, negotiate::request_format(self.req.header("Content-Type"))?).map_err(ApiError::bad_request)
     }
 
-    /// A create on a subresource that changes its parent: through admission, what its
-    /// plugins, webhooks and policies read looked up first, when `admitted`.
-    pub(super) fn start_action(&mut self, res: Arc<Resource>, ctx: WriteContext, body: Value, output: Output, admitted: bool) {
-        if !admitted {
-            let kind = WriteKind::Action { body, admitted };
-            let op = WriteOp::new(res.clone(), ctx, kind, Found::default(), crate::rand::Rng::new(self.rng.next_u64()));
-            self.stage = Stage::Write { op: Box::new(op), res, output, action: true };
-            return;
-        }
+    /// A create on a subresource that changes its parent, through admission: what its
+    /// plugins, webhooks and policies read is looked up first.
+    pub(super) fn start_action(&mut self, res: Arc<Resource>, ctx: WriteContext, body: Value, output: Output) {
         let lookups = subresource_create_lookups(&ctx, &res, &body);
-        self.start_write(PendingWrite { res, output, ctx, kind: WriteKind::Action { body, admitted } }, lookups);
+        self.start_write(PendingWrite { res, output, ctx, kind: WriteKind::Action { body, admitted_as: None } }, lookups);
     }
 
     /// `serviceaccounts/token`: a TokenRequest for the service account of the URL (404 where
@@ -145,25 +143,18 @@ impl RequestMachine {
         Ok(())
     }
 
-    /// `pods/eviction`: the Eviction (policy/v1 or v1beta1) names the pod of the URL; its
-    /// delete options apply to the pod's delete.
-    pub(super) fn evict(&mut self, pods: Arc<Resource>, mut ctx: WriteContext, query: &Query, output: Output) -> Result<(), ApiError> {
+    /// `pods/eviction`: the Eviction (policy/v1 or v1beta1) of the pod of the URL, admitted
+    /// and carried out by [`registry::EvictionOp`] (which reads its delete options).
+    pub(super) fn evict(&mut self, pods: Arc<Resource>, ctx: WriteContext, output: Output) -> Result<(), ApiError> {
         let body = self.decode_action_body()?;
         let api_version = body.get("apiVersion").and_then(Value::as_str).unwrap_or("policy/v1");
         let kind = body.get("kind").and_then(Value::as_str).unwrap_or("Eviction");
         if kind != "Eviction" || !["policy/v1", "policy/v1beta1"].contains(&api_version) {
             return Err(ApiError::bad_request(format!("not a Eviction object: {api_version}, Kind={kind}")));
         }
-        if ctx.name.as_deref() != Some(meta::name(&body)) {
-            return Err(ApiError::bad_request("name in URL does not match name in Eviction object"));
-        }
-        let (options, dry_run) = params::delete_options(query, body.get("deleteOptions"))?;
-        // kube admits the Eviction as a dry run by the request's own `dryRun` only.
-        let admission_ctx = ctx.clone();
-        ctx.dry_run |= dry_run;
         let budgets = self.served.catalog.get("policy", "v1", "poddisruptionbudgets").cloned().ok_or_else(ApiError::path_not_found)?;
         let lookups = subresource_create_lookups(&ctx, &pods, &body);
-        let eviction = PendingEviction { pods, budgets, ctx, admission_ctx, options, eviction: body, output };
+        let eviction = PendingEviction { pods, budgets, ctx, eviction: body, output };
         self.stage = Stage::Lookups(Box::new(Lookups::new(lookups, AfterLookups::Evict(Box::new(eviction)))));
         Ok(())
     }

@@ -252,7 +252,7 @@ impl RequestMachine {
             AfterLookups::Evict(e) => {
                 let e = *e;
                 let rng = crate::rand::Rng::new(self.rng.next_u64());
-                let op = registry::EvictionOp::new(e.pods.clone(), e.budgets, e.ctx, e.options, e.eviction, (e.admission_ctx, found_of(l.found)), rng);
+                let op = registry::EvictionOp::new(e.pods.clone(), e.budgets, e.ctx, e.eviction, found_of(l.found), rng);
                 self.stage = Stage::Evict { op: Box::new(op), res: e.pods, output: e.output };
             }
             AfterLookups::Token { mut op, res, output } => {

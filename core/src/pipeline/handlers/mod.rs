@@ -73,10 +73,8 @@ pub(super) struct PendingWrite {
 pub(super) struct PendingEviction {
     pods: Arc<Resource>,
     budgets: Arc<Resource>,
+    /// The request's write context (a dry run by its own `dryRun`).
     ctx: WriteContext,
-    /// The write context the Eviction is admitted in.
-    admission_ctx: WriteContext,
-    options: crate::registry::DeleteOptions,
     /// The Eviction, to admit.
     eviction: serde_json::Value,
     output: Output,
