@@ -4,10 +4,19 @@
 //! does not know.
 
 /// The gates kapi has, each as kube v1.33 sets it by default.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct FeatureGates {
     /// `MutatingAdmissionPolicy` (alpha, off): the MutatingAdmissionPolicy admission plugin runs.
     pub mutating_admission_policy: bool,
+    /// `ServiceAccountNodeAudienceRestriction` (beta, on): NodeRestriction lets a node ask
+    /// tokens only for the audiences its pods name.
+    pub service_account_node_audience_restriction: bool,
+}
+
+impl Default for FeatureGates {
+    fn default() -> FeatureGates {
+        FeatureGates { mutating_admission_policy: false, service_account_node_audience_restriction: true }
+    }
 }
 
 impl FeatureGates {
@@ -24,6 +33,7 @@ impl FeatureGates {
             };
             match name {
                 "MutatingAdmissionPolicy" => gates.mutating_admission_policy = on,
+                "ServiceAccountNodeAudienceRestriction" => gates.service_account_node_audience_restriction = on,
                 _ => return Err(format!("unrecognized feature gate: {name}")),
             }
         }
@@ -38,7 +48,9 @@ mod tests {
     #[test]
     fn the_flag_is_read_with_kubes_messages() {
         assert_eq!(FeatureGates::parse(""), Ok(FeatureGates::default()));
-        assert_eq!(FeatureGates::parse("MutatingAdmissionPolicy=true"), Ok(FeatureGates { mutating_admission_policy: true }));
+        assert_eq!(FeatureGates::parse("MutatingAdmissionPolicy=true"), Ok(FeatureGates { mutating_admission_policy: true, ..FeatureGates::default() }));
+        let off = FeatureGates { service_account_node_audience_restriction: false, ..FeatureGates::default() };
+        assert_eq!(FeatureGates::parse("ServiceAccountNodeAudienceRestriction=false"), Ok(off));
         assert_eq!(FeatureGates::parse("MutatingAdmissionPolicy=true, MutatingAdmissionPolicy=0"), Ok(FeatureGates::default()));
         assert_eq!(FeatureGates::parse("MutatingAdmissionPolicy").unwrap_err(), "missing bool value for MutatingAdmissionPolicy");
         assert_eq!(

@@ -155,12 +155,16 @@ pub fn server_with(settings: &Settings) -> Setup {
 /// run (`--feature-gates=MutatingAdmissionPolicy=true`) if `gate`.
 pub fn server_with_mutating_policies(served: bool, gate: bool) -> Setup {
     let flag = if served { "admissionregistration.k8s.io/v1alpha1=true" } else { "" };
-    mutating_policies_as(default_server(), flag, kapi_core::features::FeatureGates { mutating_admission_policy: gate })
+    mutating_policies_as(default_server(), flag, kapi_core::features::FeatureGates { mutating_admission_policy: gate, ..Default::default() })
 }
 
 /// `setup`'s server serving and running mutating admission policies.
 pub fn with_mutating_policies(setup: Setup) -> Setup {
-    mutating_policies_as(setup, "admissionregistration.k8s.io/v1alpha1=true", kapi_core::features::FeatureGates { mutating_admission_policy: true })
+    mutating_policies_as(
+        setup,
+        "admissionregistration.k8s.io/v1alpha1=true",
+        kapi_core::features::FeatureGates { mutating_admission_policy: true, ..Default::default() },
+    )
 }
 
 fn mutating_policies_as(mut setup: Setup, runtime_config: &str, gates: kapi_core::features::FeatureGates) -> Setup {

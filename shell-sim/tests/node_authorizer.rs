@@ -49,7 +49,7 @@ fn pod(name: &str, node: &str, secret: &str) -> Value {
             "volumes": [{"name": "s", "secret": {"secretName": secret}}, {"name": "data", "persistentVolumeClaim": {"claimName": "data"}}]}})
 }
 
-fn setup(w: &mut World) {
+fn setup_objects(w: &mut World) {
     for secret in ["app-secret", "other-secret", "volume-secret"] {
         create(w, &format!("{NS}/secrets"), json!({"metadata": {"name": secret}}));
     }
@@ -77,7 +77,7 @@ fn setup(w: &mut World) {
 #[test]
 fn a_node_reads_what_its_pods_need_and_nothing_else() {
     let mut w = world();
-    setup(&mut w);
+    setup_objects(&mut w);
     for path in [
         format!("{NS}/secrets/app-secret"),
         format!("{NS}/configmaps/settings"),
@@ -139,7 +139,7 @@ fn a_node_reads_what_its_pods_need_and_nothing_else() {
 #[test]
 fn what_a_node_may_read_follows_its_pods() {
     let mut w = world();
-    setup(&mut w);
+    setup_objects(&mut w);
     let secret = format!("{NS}/secrets/app-secret");
     assert_eq!(status(&mut w, "n2", &secret, ""), 403);
     create(&mut w, &format!("{NS}/pods"), pod("web-2", "n2", "app-secret"));
@@ -244,5 +244,40 @@ fn a_reviews_field_selector_is_checked_and_what_does_not_parse_is_said() {
     assert_eq!(
         (status["allowed"].clone(), status["evaluationError"].clone()),
         (json!(false), json!("spec.resourceAttributes.fieldSelector ignored due to parse error"))
+    );
+}
+
+#[test]
+fn a_kubelet_asks_tokens_only_for_the_audiences_its_pods_volumes_name() {
+    // NodeRestriction follows the pod's claim to its volume and the volume's CSI driver, whose
+    // tokenRequests name the audiences the kubelet may ask for (kube's beta
+    // ServiceAccountNodeAudienceRestriction, on by default).
+    let mut setup = server_authorizing("Node,RBAC");
+    let chain = kapi_core::admission::Chain::from_flags(&["NodeRestriction".into()], &[], &Default::default(), &kapi_core::admission::no_files).unwrap();
+    std::sync::Arc::get_mut(&mut setup.server).expect("not shared yet").admission = std::sync::Arc::new(chain);
+    let mut w = World::new(setup, epoch(), 7);
+    setup_objects(&mut w);
+    create(&mut w, "/apis/storage.k8s.io/v1/csidrivers", json!({"metadata": {"name": "d.example.com"}, "spec": {"tokenRequests": [{"audience": "vault"}]}}));
+    create(
+        &mut w,
+        &format!("{NS}/persistentvolumeclaims"),
+        json!({"metadata": {"name": "bound"}, "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}, "volumeName": "pv1"}}),
+    );
+    let mut web = pod("vaulted", "n1", "app-secret");
+    web["spec"]["volumes"] = json!([{"name": "data", "persistentVolumeClaim": {"claimName": "bound"}}]);
+    create(&mut w, &format!("{NS}/pods"), web);
+    let uid = w.call("GET", &format!("{NS}/pods/vaulted"), "", None, "").json()["metadata"]["uid"].clone();
+    let token = |audience: &str| {
+        json!({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
+            "spec": {"audiences": [audience], "boundObjectRef": {"apiVersion": "v1", "kind": "Pod", "name": "vaulted", "uid": uid}}})
+    };
+    let path = format!("{NS}/serviceaccounts/robot/token");
+    let r = as_node(&mut w, "n1", "POST", &path, "", Some(token("vault")));
+    assert_eq!(r.head.status, 201, "{}", String::from_utf8_lossy(&r.body));
+    let r = as_node(&mut w, "n1", "POST", &path, "", Some(token("other")));
+    assert_eq!(r.head.status, 403, "{}", String::from_utf8_lossy(&r.body));
+    assert_eq!(
+        r.json()["message"],
+        "serviceaccounts \"robot\" is forbidden: audience \"other\" not found in pod spec volume, system:node:n1 is not authorized to request tokens for this audience"
     );
 }

@@ -325,7 +325,7 @@ fn certificate_requests_are_approved_only_by_who_may_approve_for_their_signer() 
 }
 
 #[test]
-fn node_restriction_keeps_a_kubelet_to_its_own_labels_and_node() {
+fn node_restriction_keeps_a_kubelet_to_its_own_labels_node_and_token_audiences() {
     let k = Kapi::start_with(&["--enable-admission-plugins=NodeRestriction"]);
     for node in ["n1", "n2"] {
         k.kubectl_in(&["create", "-f", "-"], &format!(r#"{{"apiVersion": "v1", "kind": "Node", "metadata": {{"name": "{node}"}}}}"#));
@@ -343,6 +343,34 @@ fn node_restriction_keeps_a_kubelet_to_its_own_labels_and_node() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("node \"n1\" is not allowed to modify taints"), "{out:?}");
     let out = kubelet(&["label", "node", "n2", "node.kubernetes.io/pool=a"]);
     assert!(!out.status.success(), "{out:?}");
+
+    // Its pod's tokens only for the audiences the pod's volumes name.
+    k.ok(&["create", "serviceaccount", "robot"]);
+    let pod = r#"{"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "web"}, "spec": {"nodeName": "n1", "serviceAccountName": "robot",
+        "containers": [{"name": "c", "image": "nginx"}],
+        "volumes": [{"name": "t", "projected": {"sources": [{"serviceAccountToken": {"audience": "vault", "path": "t"}}]}}]}}"#;
+    k.kubectl_in(&["create", "-f", "-"], pod);
+    let uid = k.json(&["get", "pod", "web", "-o", "json"])["metadata"]["uid"].as_str().unwrap().to_string();
+    let token = |audience: &str| {
+        kubelet(&[
+            "create",
+            "token",
+            "robot",
+            "--bound-object-kind=Pod",
+            "--bound-object-name=web",
+            &format!("--bound-object-uid={uid}"),
+            &format!("--audience={audience}"),
+        ])
+    };
+    let out = token("vault");
+    assert!(out.status.success(), "{out:?}");
+    let out = token("other");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains(
+            "serviceaccounts \"robot\" is forbidden: audience \"other\" not found in pod spec volume, system:node:n1 is not authorized to request tokens for this audience"
+        ),
+        "{out:?}"
+    );
 }
 
 #[test]

@@ -105,7 +105,7 @@ fn plugin(name: &str, config: Option<&[u8]>, read_file: &ReadFile) -> Option<Res
         "ClusterTrustBundleAttest" => Arc::new(super::certificates::ClusterTrustBundleAttest),
         "DenyServiceExternalIPs" => Arc::new(super::deny_service_external_ips::DenyServiceExternalIPs),
         "NamespaceExists" => Arc::new(super::namespace_exists::NamespaceExists),
-        "NodeRestriction" => Arc::new(super::node_restriction::NodeRestriction),
+        "NodeRestriction" => Arc::new(super::node_restriction::NodeRestriction { audiences: true }),
         "PodNodeSelector" => Arc::new(super::pod_node_selector::PodNodeSelector::new(config)),
         "PodTolerationRestriction" => match super::pod_toleration_restriction::PodTolerationRestriction::new(config) {
             Ok(p) => Arc::new(p),
@@ -208,9 +208,14 @@ impl Chain {
     }
 
     /// The chain with kube's feature gates applied: `MutatingAdmissionPolicy` (off by
-    /// default) lets its plugin, when on, run.
+    /// default) lets its plugin, when on, run; `ServiceAccountNodeAudienceRestriction` (on by
+    /// default) has NodeRestriction check the audiences of a node's tokens.
     pub fn gated(mut self, gates: &crate::features::FeatureGates) -> Chain {
         self.mutating_policies = gates.mutating_admission_policy && self.names.contains(&"MutatingAdmissionPolicy");
+        let audiences = gates.service_account_node_audience_restriction;
+        for p in self.plugins.iter_mut().filter(|p| p.name() == "NodeRestriction") {
+            *p = Arc::new(super::node_restriction::NodeRestriction { audiences });
+        }
         self
     }
 
@@ -238,10 +243,26 @@ impl Chain {
         self.plugins.iter().filter(|p| p.handles(request.operation)).find_map(|p| p.provision(request, found))
     }
 
-    /// The mutating plugins, in order; the first refusal ends it.
-    pub fn admit(&self, a: &Attributes, mut obj: Option<&mut Value>, rng: &mut Rng) -> Result<(), ApiError> {
+    /// What the plugins need to read besides before admitting `request` by `user`, given
+    /// what was `found` so far ([`Plugin::lookups_after`]), without what was looked up already.
+    pub fn lookups_after(&self, request: &Pending, user: &crate::auth::UserInfo, found: &[(Lookup, Option<std::sync::Arc<Value>>)]) -> Vec<Lookup> {
+        let known = super::Found::of(found);
+        let mut out: Vec<Lookup> = Vec::new();
+        for p in self.plugins.iter().filter(|p| p.handles(request.operation)) {
+            for l in p.lookups_after(request, user, &known) {
+                if !out.contains(&l) && !found.iter().any(|(f, _)| *f == l) {
+                    out.push(l);
+                }
+            }
+        }
+        out
+    }
+
+    /// The mutating plugins, in order; the first refusal, or the first authorization
+    /// webhook's answer one needs (see [`Plugin::admit_asking`]), ends it.
+    pub fn admit(&self, a: &Attributes, mut obj: Option<&mut Value>, rng: &mut Rng) -> Result<(), Halt> {
         for p in self.plugins.iter().filter(|p| p.handles(a.operation)) {
-            p.admit(a, obj.as_deref_mut(), rng)?;
+            p.admit_asking(a, obj.as_deref_mut(), rng)?;
         }
         Ok(())
     }
@@ -286,7 +307,7 @@ mod tests {
     fn the_flags_change_kubes_defaults_in_kubes_order() {
         let defaults = names(&[], &[]).unwrap();
         assert_eq!(defaults, DEFAULT_ON);
-        let gates = |on| crate::features::FeatureGates { mutating_admission_policy: on };
+        let gates = |on| crate::features::FeatureGates { mutating_admission_policy: on, ..Default::default() };
         let chain = |disable: &[String]| Chain::from_flags(&[], disable, &BTreeMap::new(), &no_files).unwrap();
         assert!(!chain(&[]).gated(&gates(false)).mutating_policies && chain(&[]).gated(&gates(true)).mutating_policies);
         assert!(!chain(&["MutatingAdmissionPolicy".into()]).gated(&gates(true)).mutating_policies);

@@ -113,6 +113,15 @@ pub enum Lookup {
     Pods(String),
     /// Every ResourceQuota of a namespace (a list).
     ResourceQuotas(String),
+    /// A PersistentVolumeClaim a pod's volume names (NodeRestriction's audience check).
+    Claim {
+        namespace: String,
+        name: String,
+    },
+    /// The PersistentVolume a claim is bound to.
+    Volume(String),
+    /// The CSIDriver a volume is served by.
+    CsiDriver(String),
     /// What an admission policy's binding takes its parameters from: the object of the
     /// resource (group, version, resource) its `paramRef` names, or (no name) the objects of a
     /// namespace, or every object of a cluster-scoped resource, to select from (a list).
@@ -139,6 +148,9 @@ impl Lookup {
             Lookup::RuntimeClass(_) => ("node.k8s.io", "v1", "runtimeclasses"),
             Lookup::Pods(_) => ("", "v1", "pods"),
             Lookup::ResourceQuotas(_) => ("", "v1", "resourcequotas"),
+            Lookup::Claim { .. } => ("", "v1", "persistentvolumeclaims"),
+            Lookup::Volume(_) => ("", "v1", "persistentvolumes"),
+            Lookup::CsiDriver(_) => ("storage.k8s.io", "v1", "csidrivers"),
         }
     }
 
@@ -155,9 +167,12 @@ impl Lookup {
     /// namespace's objects (or of all, for a cluster-scoped resource).
     pub fn place(&self) -> (Option<&str>, Option<&str>) {
         match self {
-            Lookup::Namespace(name) | Lookup::Node(name) | Lookup::RuntimeClass(name) => (None, Some(name)),
+            Lookup::Namespace(name) | Lookup::Node(name) | Lookup::RuntimeClass(name) | Lookup::Volume(name) | Lookup::CsiDriver(name) => (None, Some(name)),
             Lookup::StorageClasses | Lookup::IngressClasses => (None, None),
-            Lookup::ServiceAccount { namespace, name } | Lookup::Pod { namespace, name } | Lookup::Secret { namespace, name } => (Some(namespace), Some(name)),
+            Lookup::ServiceAccount { namespace, name }
+            | Lookup::Pod { namespace, name }
+            | Lookup::Secret { namespace, name }
+            | Lookup::Claim { namespace, name } => (Some(namespace), Some(name)),
             Lookup::LimitRanges(namespace) | Lookup::Pods(namespace) | Lookup::ResourceQuotas(namespace) => (Some(namespace), None),
             Lookup::Params { namespace, name, .. } => (namespace.as_deref(), name.as_deref()),
         }
@@ -195,9 +210,26 @@ pub struct Found {
     pub resource_quotas: Vec<Value>,
     /// What the admission policies' parameters were looked up as, and what was found.
     pub params: Vec<(Lookup, Option<Arc<Value>>)>,
+    /// The claims, volumes and CSI drivers a pod's volumes name, as they were looked up.
+    pub storage: Vec<(Lookup, Option<Arc<Value>>)>,
 }
 
 impl Found {
+    /// What `lookup` of the pod's storage found: not looked up; looked up, and the object
+    /// if it exists.
+    pub fn storage(&self, lookup: &Lookup) -> Option<Option<&Value>> {
+        self.storage.iter().find(|(l, _)| l == lookup).map(|(_, found)| found.as_deref())
+    }
+
+    /// What `lookups` found.
+    pub fn of(lookups: &[(Lookup, Option<Arc<Value>>)]) -> Found {
+        let mut found = Found::default();
+        for (lookup, object) in lookups {
+            found.record(lookup.clone(), object.clone());
+        }
+        found
+    }
+
     /// Notes what a lookup found (`None`: the object does not exist).
     pub fn record(&mut self, lookup: Lookup, found: Option<Arc<Value>>) {
         match lookup {
@@ -212,6 +244,7 @@ impl Found {
             Lookup::Pod { .. } => self.pod = Some(found),
             Lookup::ResourceQuotas(_) => self.resource_quotas = list(found),
             l @ Lookup::Params { .. } => self.params.push((l, found)),
+            l @ (Lookup::Claim { .. } | Lookup::Volume(_) | Lookup::CsiDriver(_)) => self.storage.push((l, found)),
             // What tokens name; admission does not look for it.
             Lookup::Secret { .. } => {}
         }
@@ -357,6 +390,19 @@ pub trait Plugin: Send + Sync + std::fmt::Debug {
     /// The objects it needs to read before the request is admitted.
     fn lookups(&self, _request: &Pending) -> Vec<Lookup> {
         Vec::new()
+    }
+
+    /// What it needs to read besides, given what was found so far (asked until nothing new
+    /// comes): the objects that what it read names. Only a token request's (NodeRestriction's
+    /// audience check, which follows a pod's claims to their volumes and drivers).
+    fn lookups_after(&self, _request: &Pending, _user: &UserInfo, _found: &Found) -> Vec<Lookup> {
+        Vec::new()
+    }
+
+    /// Mutating admission that may first need the authorizer's answer (an authorization
+    /// webhook's, [`Halt::Ask`]). By default, [`Plugin::admit`].
+    fn admit_asking(&self, a: &Attributes, obj: Option<&mut Value>, rng: &mut Rng) -> Result<(), Halt> {
+        Ok(self.admit(a, obj, rng)?)
     }
 
     /// Mutating admission: may change `obj` (`None` for a delete) or refuse the request.

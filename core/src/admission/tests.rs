@@ -40,7 +40,7 @@ fn run(
     let name = crate::meta::name(obj).to_string();
     let namespace = crate::meta::namespace(obj).to_string();
     let a = Attributes::of(op, info, &namespace, &name, &user, old, found);
-    chain.admit(&a, Some(obj), &mut Rng::new(7)).map_err(|e| format!("{} {}", e.code, e.message))?;
+    chain.admit(&a, Some(obj), &mut Rng::new(7)).map_err(refusal)?;
     chain.validate(&a, Some(obj), &mut 0, &Answers::new(), &mut Vec::new()).map_err(refusal)
 }
 
@@ -385,7 +385,7 @@ fn node_restriction_keeps_kubelets_to_their_own_node() {
         let name = crate::meta::name(obj).to_string();
         let ns = crate::meta::namespace(obj).to_string();
         let a = Attributes { subresource: sub, ..Attributes::of(op, info, &ns, &name, &kubelet, old, found) };
-        chain.admit(&a, Some(obj), &mut Rng::new(1)).map_err(|e| format!("{} {}", e.code, e.message))
+        chain.admit(&a, Some(obj), &mut Rng::new(1)).map_err(refusal)
     };
     let found = Found { node: Some(Some(Arc::new(node.clone()))), service_account: Some(Some(Arc::new(json!({})))), ..Found::default() };
     let mirror = |owner_uid: &str, volumes: Value| {

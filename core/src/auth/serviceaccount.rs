@@ -243,6 +243,9 @@ impl Claimed {
                 | Lookup::RuntimeClass(_)
                 | Lookup::Pods(_)
                 | Lookup::ResourceQuotas(_)
+                | Lookup::Claim { .. }
+                | Lookup::Volume(_)
+                | Lookup::CsiDriver(_)
                 | Lookup::Params { .. } => {
                     continue;
                 }

@@ -92,7 +92,7 @@ impl WriteOp {
         let (res, own) = self.admitted_as();
         loop {
             let a = attributes((&res, own), &self.ctx, &self.found, operation, name, old);
-            self.ctx.admission.admit(&a, obj.as_deref_mut(), &mut self.rng)?;
+            halted(&mut self.blocked, self.ctx.admission.admit(&a, obj.as_deref_mut(), &mut self.rng))?;
             if policies_on && let Some(obj) = obj.as_deref_mut() {
                 let second = reinvocation.second_round;
                 let mutated = crate::admission::policies::mutate::mutate(policies, &res, &self.ctx.equivalents, &a, obj, &mut policies_reinvocation, second);

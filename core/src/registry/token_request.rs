@@ -174,6 +174,23 @@ impl TokenRequestOp {
         }
     }
 
+    /// What the request's admission needs to read besides what was `found` so far (see
+    /// [`crate::admission::Chain::lookups_after`]).
+    pub fn lookups_after(&self, found: &[(crate::admission::Lookup, Option<Arc<Value>>)]) -> Vec<crate::admission::Lookup> {
+        let Some(admission) = self.admission.as_deref() else { return Vec::new() };
+        let ctx = &admission.0;
+        let pending = crate::admission::Pending {
+            operation: crate::admission::Operation::Create,
+            info: &self.resources.service_accounts.info,
+            subresource: Some("token"),
+            namespace: Some(&self.namespace),
+            name: Some(&self.name),
+            object: Some(&self.request),
+            dry_run: ctx.dry_run,
+        };
+        ctx.admission.lookups_after(&pending, &ctx.user, found)
+    }
+
     /// What the request's admission reads, found before it starts: its mutating phase starts.
     pub fn found(&mut self, found: Found) {
         if let Some(admission) = &mut self.admission {

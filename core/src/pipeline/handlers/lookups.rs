@@ -132,7 +132,18 @@ impl RequestMachine {
                     true
                 }
                 None => {
-                    self.lookups_done(now, *l);
+                    // What was found may name what must be read besides.
+                    let more = match &l.then {
+                        AfterLookups::Token { op, .. } => op.lookups_after(&l.found),
+                        _ => Vec::new(),
+                    };
+                    match more.is_empty() {
+                        true => self.lookups_done(now, *l),
+                        false => {
+                            l.pending.extend(more);
+                            self.stage = Stage::Lookups(l);
+                        }
+                    }
                     true
                 }
             },
@@ -246,17 +257,17 @@ impl RequestMachine {
             AfterLookups::Write(w) => {
                 let w = *w;
                 let action = matches!(w.kind, crate::registry::WriteKind::Action { .. });
-                let op = WriteOp::new(w.res.clone(), w.ctx, w.kind, found_of(l.found), crate::rand::Rng::new(self.rng.next_u64()));
+                let op = WriteOp::new(w.res.clone(), w.ctx, w.kind, Found::of(&l.found), crate::rand::Rng::new(self.rng.next_u64()));
                 self.stage = Stage::Write { op: Box::new(op), res: w.res, output: w.output, action };
             }
             AfterLookups::Evict(e) => {
                 let e = *e;
                 let rng = crate::rand::Rng::new(self.rng.next_u64());
-                let op = registry::EvictionOp::new(e.pods.clone(), e.budgets, e.ctx, e.eviction, found_of(l.found), rng);
+                let op = registry::EvictionOp::new(e.pods.clone(), e.budgets, e.ctx, e.eviction, Found::of(&l.found), rng);
                 self.stage = Stage::Evict { op: Box::new(op), res: e.pods, output: e.output };
             }
             AfterLookups::Token { mut op, res, output } => {
-                op.found(found_of(l.found));
+                op.found(Found::of(&l.found));
                 self.stage = Stage::Token { op, res, output };
             }
             AfterLookups::DeleteCollection { op, mut dc } => {
@@ -287,13 +298,4 @@ impl RequestMachine {
             },
         }
     }
-}
-
-/// What the lookups found, as admission reads it.
-fn found_of(lookups: Vec<(Lookup, Option<Arc<Value>>)>) -> Found {
-    let mut found = Found::default();
-    for (lookup, object) in lookups {
-        found.record(lookup, object);
-    }
-    found
 }

@@ -2,13 +2,17 @@
 //! `system:nodes`) writes only what its node needs, in kube v1.33's words: mirror pods bound
 //! to it and owned by its Node, the status of its pods, its own Node (no taints, no
 //! configSource, and only the kubelet's labels), its lease, CSINode and resource slices, the
-//! status of claims, and node CSRs for its own name. Every other user is not restricted.
+//! status of claims, and node CSRs for its own name; tokens only for its pods, and for the
+//! audiences they name (`audience.rs`). Every other user is not restricted.
+
+mod audience;
 
 use std::collections::BTreeSet;
 
 use serde_json::Value;
 
-use super::{Attributes, Lookup, Operation, Pending, Plugin};
+use super::{Attributes, Found, Halt, Lookup, Operation, Pending, Plugin};
+use crate::auth::UserInfo;
 use crate::authz::graph::Vertex;
 use crate::meta;
 use crate::rand::Rng;
@@ -33,12 +37,25 @@ const KUBELET_LABELS: [&str; 11] = [
 const KUBELET_LABEL_NAMESPACES: [&str; 2] = ["kubelet.kubernetes.io", "node.kubernetes.io"];
 
 #[derive(Debug)]
-pub struct NodeRestriction;
+pub struct NodeRestriction {
+    /// kube's `ServiceAccountNodeAudienceRestriction` (beta, on by default in v1.33): a node
+    /// asks tokens only for the audiences its pods' volumes name.
+    pub audiences: bool,
+}
 
 /// The node a user is (kube's `NodeIdentity`): `Some("")` for `system:node:` itself.
 fn node_of(a: &Attributes) -> Option<String> {
-    let name = a.user.name.strip_prefix("system:node:")?;
-    a.user.groups.iter().any(|g| g == "system:nodes").then(|| name.to_string())
+    node_of_user(a.user)
+}
+
+fn node_of_user(user: &UserInfo) -> Option<String> {
+    let name = user.name.strip_prefix("system:node:")?;
+    user.groups.iter().any(|g| g == "system:nodes").then(|| name.to_string())
+}
+
+/// Whether the request is a create of a service account's token.
+fn is_token_request(info: &crate::catalog::ResourceInfo, subresource: Option<&str>, operation: Operation) -> bool {
+    info.group.is_empty() && info.resource == "serviceaccounts" && subresource == Some("token") && operation == Operation::Create
 }
 
 /// Whether `ns` is `domain` or a subdomain of it.
@@ -273,6 +290,22 @@ impl Plugin for NodeRestriction {
         owner.and_then(|o| o.get("name")).and_then(Value::as_str).map(|n| vec![Lookup::Node(n.to_string())]).unwrap_or_default()
     }
 
+    fn lookups_after(&self, request: &Pending, user: &UserInfo, found: &Found) -> Vec<Lookup> {
+        let token = is_token_request(request.info, request.subresource, request.operation);
+        match request.object.filter(|_| self.audiences && token && node_of_user(user).is_some_and(|n| !n.is_empty())) {
+            Some(object) => audience::lookups(object, found),
+            None => Vec::new(),
+        }
+    }
+
+    fn admit_asking(&self, a: &Attributes, mut obj: Option<&mut Value>, rng: &mut Rng) -> Result<(), Halt> {
+        self.admit(a, obj.as_deref_mut(), rng)?;
+        // A node's token request that passed is bound to its own pod, found.
+        let token = is_token_request(a.info, a.subresource, a.operation) && node_of(a).is_some();
+        let (Some(request), Some(Some(pod))) = (obj.filter(|_| self.audiences && token), a.found.pod.as_ref()) else { return Ok(()) };
+        Ok(audience::check(a, request, pod)?.map_err(|why| a.forbidden(&why))?)
+    }
+
     fn admit(&self, a: &Attributes, obj: Option<&mut Value>, _rng: &mut Rng) -> Result<(), ApiError> {
         let Some(node) = node_of(a) else { return Ok(()) };
         if node.is_empty() {
@@ -381,3 +414,6 @@ fn node_csr(node: &str, csr: Option<&Value>) -> Result<(), String> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests;
