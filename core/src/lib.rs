@@ -6,6 +6,7 @@ pub mod admission;
 pub mod aggregator;
 pub mod answers;
 pub mod apiextensions;
+pub mod audit;
 pub mod auth;
 pub mod authz;
 pub mod bootstrap;

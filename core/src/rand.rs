@@ -37,12 +37,35 @@ impl Rng {
         b[8..].copy_from_slice(&lo.to_be_bytes());
         b[6] = (b[6] & 0x0f) | 0x40;
         b[8] = (b[8] & 0x3f) | 0x80;
-        let h: String = b.iter().map(|x| format!("{x:02x}")).collect();
-        format!("{}-{}-{}-{}-{}", &h[0..8], &h[8..12], &h[12..16], &h[16..20], &h[20..32])
+        const HEX: &[u8; 16] = b"0123456789abcdef";
+        let mut out = Vec::with_capacity(36);
+        for (i, x) in b.iter().enumerate() {
+            if matches!(i, 4 | 6 | 8 | 10) {
+                out.push(b'-');
+            }
+            out.extend([HEX[usize::from(x >> 4)], HEX[usize::from(x & 0x0f)]]);
+        }
+        String::from_utf8(out).expect("hex digits are ASCII")
     }
 
     /// `n` random characters for `generateName` (kube appends 5).
     pub fn name_suffix(&mut self, n: usize) -> String {
         (0..n).map(|_| NAME_ALPHABET[(self.next_u64() % NAME_ALPHABET.len() as u64) as usize] as char).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Rng;
+
+    #[test]
+    fn a_uuid_is_kubes_version_4_shape_of_its_two_draws() {
+        let (mut r, mut draws) = (Rng::new(7), Rng::new(7));
+        let id = r.uuid();
+        let hex = format!("{:016x}{:016x}", draws.next_u64(), draws.next_u64());
+        let variant = (hex.chars().nth(16).unwrap().to_digit(16).unwrap() & 0x3) | 0x8;
+        let expected = format!("{}-{}-4{}-{variant:x}{}-{}", &hex[0..8], &hex[8..12], &hex[13..16], &hex[17..20], &hex[20..32]);
+        assert_eq!(id, expected);
+        assert_eq!(id.len(), 36);
     }
 }

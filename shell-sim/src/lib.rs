@@ -107,6 +107,8 @@ pub struct World {
     /// The webhooks (CRDs' conversion webhooks): what each call gets. Without it, none can
     /// be reached.
     pub webhook: Option<WebhookServer>,
+    /// The audit log: each line the requests wrote, in order.
+    pub audit_log: Vec<Bytes>,
 }
 
 /// A stand-in for webhooks: the answer each call gets, or the transport's error.
@@ -295,6 +297,7 @@ impl World {
             extension: None,
             unreadable: None,
             webhook: None,
+            audit_log: Vec::new(),
         };
         for (key, cache) in watch_caches(&w.server, &w.served.catalog, DEFAULT_HISTORY) {
             w.stirred.insert(key.clone());
@@ -717,6 +720,7 @@ impl World {
                 Some(Effect::Respond(h)) => head = Some(h),
                 Some(Effect::Body(b)) => body.extend_from_slice(&b),
                 Some(Effect::Loopback(request)) => loopback.push(*request),
+                Some(Effect::Audit(line)) => self.audit_log.push(line),
                 Some(Effect::End) => break,
                 // The machine waits for its time (to try a webhook call again): it comes.
                 None => match m.poll_timeout() {

@@ -100,6 +100,8 @@ pub struct State {
     pub proxy: crate::proxy::ProxyClient,
     /// Calls webhooks (CRDs' conversion webhooks) for requests.
     pub webhooks: crate::webhook::WebhookClient,
+    /// Where the requests' audit events go.
+    pub audit_log: crate::audit_log::AuditLog,
 }
 
 impl State {
@@ -261,14 +263,16 @@ pub async fn call(state: Arc<State>, request: Request, switch: Option<OnUpgrade>
                 event = within(m.deadline(), all).await.map(Event::CalledAll);
             }
             Some(Effect::Loopback(request)) => spawn_call(state.clone(), *request),
+            Some(Effect::Audit(line)) => state.audit_log.write(line),
             Some(Effect::Respond(head)) => {
+                let answer = Answer { m, log: state.audit_log.clone() };
                 return match upstream.take() {
                     Some(Upstream { switched: Some(server), .. }) if head.status == 101 => match switch {
-                        Some(client) => join(m, head, client, server),
+                        Some(client) => join(answer, head, client, server),
                         None => internal_error(),
                     },
-                    Some(upstream) => relay(m, head, upstream.body),
-                    None => respond(m, head),
+                    Some(upstream) => relay(answer, head, upstream.body),
+                    None => respond(answer, head),
                 };
             }
             Some(Effect::Watch { resource, params, head }) => {
@@ -318,14 +322,32 @@ fn streaming(chunks: impl futures_util::Stream<Item = Bytes> + Send + Sync + 'st
     BodyExt::boxed(StreamBody::new(chunks.map(|b| Ok::<_, BoxError>(Frame::data(b)))))
 }
 
+/// A machine that has answered, with the audit log the rest of its lines go to.
+struct Answer {
+    m: Box<RequestMachine>,
+    log: crate::audit_log::AuditLog,
+}
+
+impl Answer {
+    /// The machine's next effect that is not an audit line (those are written).
+    fn poll(&mut self) -> Option<Effect> {
+        loop {
+            match self.m.poll(now()) {
+                Some(Effect::Audit(line)) => self.log.write(line),
+                other => return other,
+            }
+        }
+    }
+}
+
 /// The response under `head`: whole if the machine's body is one chunk, else streamed as the
-/// machine produces it.
-fn respond(mut m: Box<RequestMachine>, head: Head) -> hyper::Response<Body> {
-    let first = match m.poll(now()) {
+/// machine produces it (its end polled, so that its last audit line is written).
+fn respond(mut m: Answer, head: Head) -> hyper::Response<Body> {
+    let first = match m.poll() {
         Some(Effect::Body(b)) => b,
         _ => return response(head, whole(Bytes::new())),
     };
-    match m.poll(now()) {
+    match m.poll() {
         Some(Effect::Body(second)) => {
             let (tx, rx) = mpsc::channel(4);
             tokio::spawn(stream_rest(m, [first, second], tx));
@@ -338,11 +360,11 @@ fn respond(mut m: Box<RequestMachine>, head: Head) -> hyper::Response<Body> {
 /// The answer under `head` to a proxied request: the extension server's body as it comes
 /// (aborted where it breaks off), the request holding its place in flight until it ends; or
 /// the machine's own body in its place.
-fn relay(mut m: Box<RequestMachine>, head: Head, upstream: Incoming) -> hyper::Response<Body> {
-    match m.poll(now()) {
+fn relay(mut m: Answer, head: Head, upstream: Incoming) -> hyper::Response<Body> {
+    match m.poll() {
         Some(Effect::Relay) => {
-            let deadline = m.relay_deadline().map(|t| Box::pin(tokio::time::sleep_until(instant_of(t))));
-            response(head, Relayed { upstream, deadline, _machine: std::sync::Mutex::new(m) }.boxed())
+            let deadline = m.m.relay_deadline().map(|t| Box::pin(tokio::time::sleep_until(instant_of(t))));
+            response(head, Relayed { upstream, deadline, _machine: std::sync::Mutex::new(m.m) }.boxed())
         }
         Some(Effect::Body(b)) => response(head, whole(b)),
         _ => response(head, whole(Bytes::new())),
@@ -352,7 +374,7 @@ fn relay(mut m: Box<RequestMachine>, head: Head, upstream: Incoming) -> hyper::R
 /// The 101 under `head`, after which the client's connection and the extension server's are
 /// joined, both ways, until either ends (or fails); the request's machine, and so its place in
 /// flight, is held until then.
-fn join(m: Box<RequestMachine>, head: Head, client: OnUpgrade, server: OnUpgrade) -> hyper::Response<Body> {
+fn join(m: Answer, head: Head, client: OnUpgrade, server: OnUpgrade) -> hyper::Response<Body> {
     tokio::spawn(async move {
         let _machine = m;
         let (Ok(client), Ok(server)) = tokio::join!(client, server) else { return };
@@ -362,13 +384,13 @@ fn join(m: Box<RequestMachine>, head: Head, client: OnUpgrade, server: OnUpgrade
 }
 
 /// Sends `ready`, then the rest of the machine's body, a chunk at a time as the client reads.
-async fn stream_rest(mut m: Box<RequestMachine>, ready: [Bytes; 2], tx: mpsc::Sender<Bytes>) {
+async fn stream_rest(mut m: Answer, ready: [Bytes; 2], tx: mpsc::Sender<Bytes>) {
     for b in ready {
         if tx.send(b).await.is_err() {
             return;
         }
     }
-    while let Some(Effect::Body(b)) = m.poll(now()) {
+    while let Some(Effect::Body(b)) = m.poll() {
         if tx.send(b).await.is_err() {
             return;
         }

@@ -3,6 +3,7 @@
 //! kubeconfig there.
 
 mod admission_flags;
+mod audit_log;
 mod auth_flags;
 mod authz_flags;
 mod caches;
@@ -167,6 +168,8 @@ struct ServeArgs {
     authz: authz_flags::AuthzArgs,
     #[command(flatten)]
     admission: admission_flags::AdmissionArgs,
+    #[command(flatten)]
+    audit: audit_log::AuditArgs,
     #[command(flatten)]
     auth: auth_flags::AuthArgs,
     /// The issuer written in service account tokens (the first) and accepted in them (all).
@@ -438,6 +441,8 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let mut server = Server::new(authenticator, authorization.authorizer, &args.etcd_prefix, &format!("{advertise}:{}", args.secure_port));
     server.max_body_bytes = args.max_request_body_bytes;
     server.admission = Arc::new(args.admission.chain()?);
+    let (audit_policy, audit_log) = args.audit.open()?;
+    server.audit = audit_policy;
     server.in_flight = kapi_core::pipeline::InFlight::new(args.max_requests_inflight, args.max_mutating_requests_inflight);
     server.consistent_list_from_cache = store.ordered_progress();
     let server = Arc::new(server);
@@ -456,6 +461,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         shutting_down: AtomicBool::new(false),
         proxy: proxy_client,
         webhooks,
+        audit_log,
     });
 
     let addr = SocketAddr::new(args.bind_address, args.secure_port);

@@ -513,3 +513,42 @@ fn an_image_policy_backend_reviews_the_images_of_pods() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("Error from server (Forbidden): pods \"other\" is forbidden: Post \"https://127.0.0.1:"), "{stderr}");
 }
+
+#[test]
+fn the_audit_log_records_each_request_as_its_policy_asks() {
+    let dir = tempfile::tempdir().unwrap();
+    let policy = dir.path().join("audit.yaml");
+    std::fs::write(
+        &policy,
+        "apiVersion: audit.k8s.io/v1\nkind: Policy\nomitStages: [RequestReceived]\nrules:\n\
+         - level: RequestResponse\n  resources: [{group: '', resources: [configmaps]}]\n\
+         - level: None\n",
+    )
+    .unwrap();
+    let log = dir.path().join("audit.log");
+    let (p, l) = (policy.to_str().unwrap(), log.to_str().unwrap());
+    let k = Kapi::start_with(&["--audit-policy-file", p, "--audit-log-path", l]);
+    k.ok(&["create", "configmap", "c1", "--from-literal=k=v"]);
+    let denied = k.kubectl(&["get", "configmap", "missing"]);
+    assert!(!denied.status.success());
+    let events = || -> Vec<serde_json::Value> { std::fs::read_to_string(&log).unwrap_or_default().lines().map(|l| serde_json::from_str(l).unwrap()).collect() };
+    assert!(kapi_tests::eventually(std::time::Duration::from_secs(10), || events().len() >= 2), "{:?}", events());
+    let all = events();
+    let create = all.iter().find(|e| e["verb"] == "create" && e["requestObject"]["metadata"]["name"] == "c1").unwrap_or_else(|| panic!("{all:?}"));
+    assert_eq!((&create["stage"], &create["level"]), (&serde_json::json!("ResponseComplete"), &serde_json::json!("RequestResponse")));
+    assert_eq!(create["objectRef"], serde_json::json!({"resource": "configmaps", "namespace": "default", "apiVersion": "v1"}));
+    assert_eq!(create["responseStatus"]["code"], 201);
+    assert_eq!(create["requestObject"]["data"]["k"], "v");
+    assert_eq!(create["responseObject"]["metadata"]["name"], "c1");
+    assert!(create["userAgent"].as_str().unwrap().starts_with("kubectl"), "{create}");
+    assert_eq!(create["annotations"]["authorization.k8s.io/decision"], "allow");
+    let get = all.iter().find(|e| e["verb"] == "get" && e["objectRef"]["name"] == "missing").unwrap_or_else(|| panic!("{all:?}"));
+    assert_eq!(get["responseStatus"]["reason"], "NotFound");
+    // Only configmaps (the server's own among them): kubectl's discovery is level None.
+    assert!(all.iter().all(|e| e["objectRef"]["resource"] == "configmaps"), "{all:?}");
+
+    // A policy kube would refuse stops the server from starting, in kube's words.
+    std::fs::write(&policy, "apiVersion: audit.k8s.io/v1\nkind: Policy\nrules: []\n").unwrap();
+    let refused = refused_at_start(&["--audit-policy-file", p, "--audit-log-path", l]);
+    assert!(refused.contains("loaded illegal policy with 0 rules"), "{refused}");
+}

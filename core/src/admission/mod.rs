@@ -282,6 +282,9 @@ pub struct Attributes<'a> {
     pub catalog: Option<&'a crate::catalog::Catalog>,
     /// The time of the write.
     pub now: jiff::Timestamp,
+    /// The audit annotations the admission adds ([`Attributes::annotate`]), for the write to
+    /// take when it is done with these attributes.
+    pub annotations: std::cell::RefCell<Vec<(String, String)>>,
 }
 
 #[cfg(test)]
@@ -310,11 +313,17 @@ impl<'a> Attributes<'a> {
             access: None,
             catalog: None,
             now: jiff::Timestamp::UNIX_EPOCH,
+            annotations: Default::default(),
         }
     }
 }
 
 impl Attributes<'_> {
+    /// An audit annotation (kube's `AddAnnotation`): the request's audit events carry it.
+    pub fn annotate(&self, key: String, value: String) {
+        self.annotations.borrow_mut().push((key, value));
+    }
+
     /// Whether the request writes `resource` of the core group itself (not a subresource).
     pub fn is_core(&self, resource: &str) -> bool {
         self.info.group.is_empty() && self.info.resource == resource && self.subresource.is_none()

@@ -99,6 +99,9 @@ pub enum Effect {
     /// answer (the server's own write as a side effect, as kube's loopback client makes it:
     /// a legacy token's Secret dated as used). Nothing is fed back.
     Loopback(Box<Request>),
+    /// Append this line (an audit event, see [`crate::audit`]) to the audit log. It comes
+    /// before what made it, so a machine's last effect is never one.
+    Audit(Bytes),
     Respond(Head),
     Body(Bytes),
     End,

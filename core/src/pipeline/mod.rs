@@ -24,6 +24,7 @@
 //! `poll` returns `None` while it waits for an event; [`RequestMachine::poll_timeout`] is the
 //! request's deadline, after which `poll` answers 504 if nothing was sent yet.
 
+mod audit;
 mod compress;
 mod effects;
 mod handlers;
@@ -61,6 +62,12 @@ pub use respond::{Head, ListBody, Page};
 pub const DEFAULT_MAX_BODY_BYTES: usize = 3 * 1024 * 1024;
 /// `--request-timeout` default.
 pub const REQUEST_TIMEOUT: SignedDuration = SignedDuration::from_secs(60);
+
+/// What the audit ID's draw is salted with, apart from the request's other draws.
+const AUDIT_ID_SALT: u64 = 0x6175_6469_7469_6421;
+/// The annotations authorization adds to a request's audit events (kube's).
+const DECISION_ANNOTATION: &str = "authorization.k8s.io/decision";
+const REASON_ANNOTATION: &str = "authorization.k8s.io/reason";
 /// `--min-request-timeout`: watches last between this and twice this, unless asked otherwise.
 pub const MIN_REQUEST_TIMEOUT_SECONDS: i64 = 1800;
 
@@ -88,6 +95,8 @@ pub struct Server {
     pub token_cache: crate::auth::TokenCache,
     /// The admission plugins writes go through (`--enable-admission-plugins`, ...).
     pub admission: Arc<crate::admission::Chain>,
+    /// `--audit-policy-file`, when the server writes an audit log.
+    pub audit: Option<Arc<crate::audit::Policy>>,
 }
 
 impl Server {
@@ -104,6 +113,7 @@ impl Server {
             admission: Arc::new(
                 crate::admission::Chain::from_flags(&[], &[], &Default::default(), &crate::admission::no_files).expect("kube's default plugins"),
             ),
+            audit: None,
         }
     }
 
@@ -276,11 +286,22 @@ pub struct RequestMachine {
     ready: VecDeque<Effect>,
     /// The authorization webhook's answers to this request's questions.
     asked: crate::authz::Asked,
+    /// The request's audit ID: the client's, or one drawn for it.
+    audit_id: String,
+    /// When the request came.
+    received_at: Timestamp,
+    /// Its audit events, when the server's policy records it.
+    audit: Option<Box<crate::audit::Recorder>>,
 }
 
 impl RequestMachine {
     /// `seed` feeds the request's randomness (UIDs, generated names).
     pub fn new(server: Arc<Server>, served: Arc<Served>, req: Request, now: Timestamp, seed: u64) -> RequestMachine {
+        // Drawn apart from the request's other draws, which stay as they were.
+        let audit_id = match req.header("Audit-ID").filter(|id| !id.is_empty()) {
+            Some(id) => id.to_string(),
+            None => Rng::new(seed ^ AUDIT_ID_SALT).uuid(),
+        };
         let mut m = RequestMachine {
             authorizer: server.authorizer.load_full(),
             server,
@@ -300,6 +321,9 @@ impl RequestMachine {
             pretty: None,
             ready: VecDeque::new(),
             asked: crate::authz::Asked::default(),
+            audit_id,
+            received_at: now,
+            audit: None,
         };
         m.start(now);
         m
@@ -361,6 +385,7 @@ impl RequestMachine {
     /// The rest of [`Self::start`], once the request is authenticated (`self.user`):
     /// impersonation, the in-flight limit, then [`Self::authorize`].
     fn authenticated(&mut self, now: Timestamp, info: RequestInfo, query: Query) {
+        self.start_audit(&info, now);
         let authenticator = &self.server.authenticator;
         self.req.headers.retain(|(k, _)| !authenticator.is_credential_header(k));
         let decider = crate::authz::Decider::new(&self.authorizer, &self.served.authz, &self.asked, now);
@@ -369,7 +394,12 @@ impl RequestMachine {
             return self.ask_authorizer(ask, handlers::Resume::Authenticated, info, query);
         }
         match impersonated {
-            Ok(Some(user)) => self.user = user,
+            Ok(Some(user)) => {
+                if let Some(r) = &mut self.audit {
+                    r.impersonated(&user);
+                }
+                self.user = user;
+            }
             Ok(None) => {}
             Err(Refused::Forbidden(e)) => return self.fail(&e),
             Err(Refused::WithoutUser(why)) => return self.internal_error_text(&why),
@@ -394,8 +424,11 @@ impl RequestMachine {
             Err(ask) => return self.ask_authorizer(ask, handlers::Resume::Authorized, info, query),
         };
         if !decision.allowed && !decision.error.is_empty() {
+            self.annotate(REASON_ANNOTATION, "internal error");
             return self.internal_error_text(&decision.error);
         }
+        self.annotate(DECISION_ANNOTATION, if decision.allowed { "allow" } else { "forbid" });
+        self.annotate(REASON_ANNOTATION, &decision.reason);
         if !decision.allowed {
             return self.fail(&crate::authz::forbidden(&self.user, &attrs, &decision.reason));
         }
@@ -486,8 +519,16 @@ impl RequestMachine {
                 return Some(e);
             }
             if let Some(mut e) = self.out.pop_front() {
+                if let Effect::Audit(_) = e {
+                    return Some(e);
+                }
+                // An event's line goes out before what made it (after a watch's head, or the
+                // end, the shell polls no more).
+                let line = self.audit_pass(&mut e, now);
+                let logged = line.is_some();
+                self.ready.extend(line.map(Effect::Audit));
                 if let Effect::Respond(head) | Effect::Watch { head, .. } = &mut e {
-                    for w in warning_texts(&self.warnings) {
+                    for w in respond::warning_texts(&self.warnings) {
                         head.headers.push(("Warning".into(), format!("299 - {}", crate::status::quote(&w))));
                     }
                 }
@@ -497,6 +538,10 @@ impl RequestMachine {
                 match &mut self.compressor {
                     Some(c) => {
                         c.pass(e, &mut self.ready);
+                        continue;
+                    }
+                    None if logged => {
+                        self.ready.push_back(e);
                         continue;
                     }
                     None => return Some(e),
@@ -525,39 +570,6 @@ impl RequestMachine {
 fn is_group_path(path: &str) -> bool {
     let parts: Vec<&str> = path.trim_matches('/').split('/').collect();
     parts[0] == "apis" && matches!(parts.len(), 2 | 3)
-}
-
-/// The texts of a response's `Warning` headers, as kube's recorder keeps them: each once,
-/// empty ones left out; once they pass 4096 characters in all, each is cut to 256, and those
-/// that still do not fit are dropped.
-fn warning_texts(warnings: &[String]) -> Vec<String> {
-    const MAX_TOTAL: usize = 4096;
-    const MAX_EACH: usize = 256;
-    let cut = |w: &str| w.chars().take(MAX_EACH).collect::<String>();
-    // A write may carry a warning per member of a list (tens of thousands): what is kept is
-    // also in a set, and its size counted as it grows.
-    let mut out: Vec<String> = Vec::new();
-    let mut kept: std::collections::BTreeSet<String> = Default::default();
-    let mut total = 0;
-    let mut truncated = false;
-    for w in warnings.iter().filter(|w| !w.is_empty()) {
-        if kept.contains(w.as_str()) {
-            continue;
-        }
-        if !truncated && total + w.chars().count() > MAX_TOTAL {
-            truncated = true;
-            out = out.iter().map(|o| cut(o)).collect();
-            kept = out.iter().cloned().collect();
-            total = out.iter().map(|o| o.chars().count()).sum();
-        }
-        let w = if truncated { cut(w) } else { w.clone() };
-        let size = w.chars().count();
-        if total + size <= MAX_TOTAL && kept.insert(w.clone()) {
-            total += size;
-            out.push(w);
-        }
-    }
-    out
 }
 
 #[cfg(test)]

@@ -298,3 +298,36 @@ fn put_len(out: &mut Vec<u8>, tag: u32, b: &[u8]) {
     prost::encoding::encode_varint(b.len() as u64, out);
     out.extend_from_slice(b);
 }
+
+/// The texts of a response's `Warning` headers, as kube's recorder keeps them: each once,
+/// empty ones left out; once they pass 4096 characters in all, each is cut to 256, and those
+/// that still do not fit are dropped.
+pub(super) fn warning_texts(warnings: &[String]) -> Vec<String> {
+    const MAX_TOTAL: usize = 4096;
+    const MAX_EACH: usize = 256;
+    let cut = |w: &str| w.chars().take(MAX_EACH).collect::<String>();
+    // A write may carry a warning per member of a list (tens of thousands): what is kept is
+    // also in a set, and its size counted as it grows.
+    let mut out: Vec<String> = Vec::new();
+    let mut kept: std::collections::BTreeSet<String> = Default::default();
+    let mut total = 0;
+    let mut truncated = false;
+    for w in warnings.iter().filter(|w| !w.is_empty()) {
+        if kept.contains(w.as_str()) {
+            continue;
+        }
+        if !truncated && total + w.chars().count() > MAX_TOTAL {
+            truncated = true;
+            out = out.iter().map(|o| cut(o)).collect();
+            kept = out.iter().cloned().collect();
+            total = out.iter().map(|o| o.chars().count()).sum();
+        }
+        let w = if truncated { cut(w) } else { w.clone() };
+        let size = w.chars().count();
+        if total + size <= MAX_TOTAL && kept.insert(w.clone()) {
+            total += size;
+            out.push(w);
+        }
+    }
+    out
+}

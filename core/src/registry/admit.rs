@@ -92,11 +92,12 @@ impl WriteOp {
         let (res, own) = self.admitted_as();
         loop {
             let a = attributes((&res, own), &self.ctx, &self.found, operation, name, old);
-            halted(&mut self.blocked, self.ctx.admission.admit(&a, obj.as_deref_mut(), &mut self.rng))?;
+            let admitted = self.ctx.admission.admit(&a, obj.as_deref_mut(), &mut self.rng);
+            halted(&mut self.blocked, noted(&mut self.admission_annotations, &a, admitted))?;
             if policies_on && let Some(obj) = obj.as_deref_mut() {
                 let second = reinvocation.second_round;
                 let mutated = crate::admission::policies::mutate::mutate(policies, &res, &self.ctx.equivalents, &a, obj, &mut policies_reinvocation, second);
-                halted(&mut self.blocked, mutated)?;
+                halted(&mut self.blocked, noted(&mut self.admission_annotations, &a, mutated))?;
             }
             if webhooks_on {
                 // A plugin or a policy that changed the object since the webhooks last saw it
@@ -105,7 +106,8 @@ impl WriteOp {
                     reinvocation.changed();
                 }
                 let webhooks = webhooks(&self.ctx, &self.admitted, self.salt, &res);
-                halted(&mut self.blocked, webhooks.mutate(&a, obj.as_deref_mut(), &mut reinvocation, &mut self.admission_warnings))?;
+                let mutated = webhooks.mutate(&a, obj.as_deref_mut(), &mut reinvocation, &mut self.admission_warnings);
+                halted(&mut self.blocked, noted(&mut self.admission_annotations, &a, mutated))?;
             }
             if !(reinvocation.needed || policies_reinvocation.needed) || reinvocation.second_round {
                 return Ok(());
@@ -141,16 +143,19 @@ impl WriteOp {
             Some(passed) if passed.complete => self.validated = Some(passed),
             earlier => {
                 let mut passed = earlier.map_or(0, |v| v.plugins);
-                let mut checked = self.ctx.admission.validate(&a, obj.as_deref_mut(), &mut passed, &self.admitted, &mut self.admission_warnings);
+                let checked = self.ctx.admission.validate(&a, obj.as_deref_mut(), &mut passed, &self.admitted, &mut self.admission_warnings);
+                let mut checked = noted(&mut self.admission_annotations, &a, checked);
                 if checked.is_ok() && self.ctx.admission.validating_policies {
                     let policies = &self.ctx.policies;
                     let before = self.admission_warnings.len();
                     checked =
                         crate::admission::policies::dispatch::validate(policies, &res, &self.ctx.equivalents, &a, obj.as_deref(), &mut self.admission_warnings);
                     // The policies run again with the authorization webhook's answer: what they
-                    // warned of without it is not what they warn of.
-                    if let Err(Halt::Ask(_)) = &checked {
-                        self.admission_warnings.truncate(before);
+                    // warned of and annotated without it is not what they will.
+                    let annotated = a.annotations.take();
+                    match &checked {
+                        Err(Halt::Ask(_)) => self.admission_warnings.truncate(before),
+                        _ => self.admission_annotations.extend(annotated),
                     }
                 }
                 let keep = self.ctx.admission.validation_annotates(&res.info);
@@ -172,7 +177,7 @@ impl WriteOp {
         {
             passed.object = obj.as_deref().cloned();
         }
-        halted(&mut self.blocked, asked)
+        halted(&mut self.blocked, noted(&mut self.admission_annotations, &a, asked))
     }
 }
 
@@ -202,6 +207,12 @@ impl Validated {
     pub(super) fn entering(&mut self, obj: Value) {
         self.entered = Some(obj);
     }
+}
+
+/// `r`, once the annotations admission added on `a` are noted in `annotations`.
+fn noted<T>(annotations: &mut Vec<(String, String)>, a: &crate::admission::Attributes, r: T) -> T {
+    annotations.extend(a.annotations.take());
+    r
 }
 
 /// Where admission stopped: a refusal, or the reviews to ask first (noted in `blocked`; the

@@ -12,7 +12,7 @@ use bytes::Bytes;
 use jiff::Timestamp;
 use serde_json::{Value, json};
 
-use super::{DeleteOptions, PatchType, WriteContext, WriteEffect, WriteKind, WriteOp, WriteOutcome, decode_stored, storage_error};
+use super::{DeleteOptions, PatchType, Said, WriteContext, WriteEffect, WriteKind, WriteOp, WriteOutcome, decode_stored, storage_error};
 use crate::admission::Found;
 use crate::catalog::Resource;
 use crate::kv::KvResult;
@@ -65,7 +65,7 @@ pub struct EvictionOp {
     /// Eviction.
     validation: Option<Found>,
     /// What the eviction's admission warned of.
-    warnings: Vec<String>,
+    said: Said,
 }
 
 fn too_many_requests(retry_after_seconds: i32, cause: String) -> ApiError {
@@ -119,13 +119,13 @@ impl EvictionOp {
             step,
             done: None,
             validation: Some(found),
-            warnings: Vec::new(),
+            said: Said::default(),
         }
     }
 
-    /// What the eviction's admission warned of (for the `Warning` headers).
-    pub fn take_admission_warnings(&mut self) -> Vec<String> {
-        std::mem::take(&mut self.warnings)
+    /// What the eviction's admission said (warnings, audit annotations).
+    pub fn take_said(&mut self) -> Said {
+        std::mem::take(&mut self.said)
     }
 
     fn read_pod(&mut self) {
@@ -327,7 +327,7 @@ impl EvictionOp {
 
     fn write_answered(&mut self, result: Result<WriteOutcome, ApiError>) {
         if let Some(Step::Admit(op)) = self.step.as_mut() {
-            self.warnings.extend(op.take_admission_warnings());
+            self.said.extend(op.take_said());
             self.step = None;
             let admitted = match result {
                 Ok(outcome) => outcome.object,

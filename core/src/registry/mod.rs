@@ -47,7 +47,7 @@ use crate::storage::{Outcome, StorageEffect, StorageError, StorageEvent, Storage
 pub use delete::DeleteOptions;
 pub use eviction::EvictionOp;
 pub use objects::{Splice, Unconverted, decode_converted, decode_stored, encode_stored, serve_stored};
-pub use request::{FieldValidation, PatchType, WriteContext, WriteEffect, WriteKind, WriteOutcome};
+pub use request::{FieldValidation, PatchType, Said, WriteContext, WriteEffect, WriteKind, WriteOutcome};
 pub use strict::{BodyFindings, Finding, go_format};
 pub use token_request::{TokenRequestOp, TokenResources};
 
@@ -93,6 +93,8 @@ pub struct WriteOp {
     /// What admission warned of (kept on a refusal too, and over retries: the client is told
     /// each once).
     admission_warnings: Vec<String>,
+    /// The audit annotations admission added (kept on a refusal too).
+    admission_annotations: Vec<(String, String)>,
     /// The quotas the object is charged to, written with it (`charges.rs`).
     charges: Vec<crate::admission::Charge>,
     /// How many times a create's quotas had moved when it was sent.
@@ -141,6 +143,7 @@ fn admission_attributes<'a>(
         access: ctx.access.as_deref(),
         catalog: ctx.catalog.as_deref(),
         now: ctx.now,
+        annotations: Default::default(),
     }
 }
 
@@ -161,6 +164,7 @@ impl WriteOp {
             created: false,
             warnings: Vec::new(),
             admission_warnings: Vec::new(),
+            admission_annotations: Vec::new(),
             charges: Vec::new(),
             charge_attempts: 0,
             done: None,
@@ -179,8 +183,8 @@ impl WriteOp {
 
     /// What admission warned of so far (for the `Warning` headers, whatever the outcome),
     /// each once.
-    pub fn take_admission_warnings(&mut self) -> Vec<String> {
-        once_each(std::mem::take(&mut self.admission_warnings))
+    pub fn take_said(&mut self) -> Said {
+        Said { warnings: once_each(std::mem::take(&mut self.admission_warnings)), annotations: std::mem::take(&mut self.admission_annotations) }
     }
 
     fn storage_root(&self) -> String {

@@ -69,6 +69,21 @@ pub enum PatchType {
     Apply { force: bool },
 }
 
+/// What admission said of a write besides its verdict: its warnings (for the `Warning`
+/// headers, each once) and its audit annotations (for the request's audit events).
+#[derive(Debug, Default)]
+pub struct Said {
+    pub warnings: Vec<String>,
+    pub annotations: Vec<(String, String)>,
+}
+
+impl Said {
+    pub fn extend(&mut self, other: Said) {
+        self.warnings.extend(other.warnings);
+        self.annotations.extend(other.annotations);
+    }
+}
+
 #[derive(Clone, Debug)]
 pub enum WriteKind {
     Create(Value),

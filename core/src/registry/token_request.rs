@@ -17,7 +17,7 @@ use std::sync::Arc;
 use jiff::Timestamp;
 use serde_json::{Value, json};
 
-use super::{WriteContext, WriteEffect, WriteKind, WriteOp, WriteOutcome, decode_stored, storage_error};
+use super::{Said, WriteContext, WriteEffect, WriteKind, WriteOp, WriteOutcome, decode_stored, storage_error};
 use crate::admission::Found;
 use crate::catalog::Resource;
 use crate::kv::KvResult;
@@ -86,7 +86,7 @@ pub struct TokenRequestOp {
     /// The admission under way: its mutating phase (`true`) or its validating one.
     admitting: Option<(Box<WriteOp>, bool)>,
     /// What the admission warned of.
-    admission_warnings: Vec<String>,
+    admission_said: Said,
     warnings: Vec<String>,
     done: Option<Result<WriteOutcome, ApiError>>,
 }
@@ -122,7 +122,7 @@ impl TokenRequestOp {
             reading: None,
             admission: Some(Box::new((ctx, Found::default(), rng))),
             admitting: None,
-            admission_warnings: Vec::new(),
+            admission_said: Said::default(),
             warnings: Vec::new(),
             done: None,
         }
@@ -208,9 +208,9 @@ impl TokenRequestOp {
         self.admitting = Some((Box::new(op), mutating));
     }
 
-    /// What the admission warned of (for the `Warning` headers, whatever the outcome).
-    pub fn take_admission_warnings(&mut self) -> Vec<String> {
-        std::mem::take(&mut self.admission_warnings)
+    /// What the admission said (warnings, audit annotations), whatever the outcome.
+    pub fn take_said(&mut self) -> Said {
+        std::mem::take(&mut self.admission_said)
     }
 
     /// The admission under way, which admission webhooks' answers go to.
@@ -229,7 +229,7 @@ impl TokenRequestOp {
                     WriteEffect::Done(admitted) => admitted,
                     effect => return Some(effect),
                 };
-                self.admission_warnings.extend(op.take_admission_warnings());
+                self.admission_said.extend(op.take_said());
                 self.admitting = None;
                 let next = admitted.and_then(|admitted| {
                     self.request = admitted.object;

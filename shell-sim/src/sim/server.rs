@@ -631,6 +631,8 @@ impl SimServer {
                 // The server's own writes follow only legacy service account tokens, which
                 // the swarm's clients never present.
                 Effect::Loopback(_) => {}
+                // The swarm's server audits nothing (it is given no policy).
+                Effect::Audit(_) => {}
                 Effect::Respond(h) => r.head = Some(h),
                 Effect::Body(b) => r.body.extend_from_slice(&b),
                 // (No extension server answers, so nothing is relayed.)

@@ -145,6 +145,7 @@ pub fn validate(
         return Err(Halt::Refused(a.forbidden("not yet ready to handle request")));
     }
     let mut denied: Option<ApiError> = None;
+    let mut failures: Vec<ValidationFailure> = Vec::new();
     let mut deny = |e: ApiError| {
         denied.get_or_insert(e);
     };
@@ -171,7 +172,7 @@ pub fn validate(
                 continue;
             }
         };
-        let mut write = Write { a, obj, equivalents, deny: &mut deny, warnings };
+        let mut write = Write { a, obj, equivalents, deny: &mut deny, warnings, failures: &mut failures };
         // What every policy that sees the write as it is sent shares.
         let namespace = namespace.get_or_init(|| namespace_object(a, obj, policies.uses.namespace)).as_ref().map_err(|e| Halt::Refused(e.clone()))?;
         match invocation {
@@ -188,6 +189,11 @@ pub fn validate(
     if let Some(ask) = authorizer.as_ref().and_then(CelAuthorizer::wanted) {
         return Err(ask);
     }
+    if !failures.is_empty() {
+        failures.truncate(MAX_VALIDATION_FAILURES);
+        let value = serde_json::to_string(&failures).expect("failures serialize");
+        a.annotate("validation.policy.admission.k8s.io/validation_failure".into(), value);
+    }
     denied.map_or(Ok(()), |e| Err(Halt::Refused(e)))
 }
 
@@ -200,7 +206,7 @@ fn misconfigured(policy: &Policy, a: &Attributes, obj: Option<&Value>, binding: 
         FailurePolicy::Ignore => return None,
         FailurePolicy::Unknown(p) => format!("unrecognized failure policy: '{p}'"),
     };
-    Some(refusal(a, obj, &policy.name, binding, &Decision { message, reason: None }))
+    Some(refusal(a, obj, &policy.name, binding, &Decision { message, reason: None, index: 0 }))
 }
 
 /// The write the policies are dispatched on, and where their answers go.
@@ -210,13 +216,31 @@ struct Write<'x, 'd> {
     equivalents: &'x [Arc<Resource>],
     deny: &'d mut dyn FnMut(ApiError),
     warnings: &'d mut Vec<String>,
+    /// The failures the bindings' `Audit` action keeps.
+    failures: &'d mut Vec<ValidationFailure>,
 }
+
+/// One failure an `Audit` binding keeps (kube's `ValidationFailureValue`).
+#[derive(serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+struct ValidationFailure {
+    message: String,
+    policy: String,
+    binding: String,
+    expression_index: usize,
+    validation_actions: Vec<String>,
+}
+
+/// kube's limit of the failures the audit annotation keeps.
+const MAX_VALIDATION_FAILURES: usize = 50;
 
 impl Write<'_, '_> {
     /// The policy of `hook` with each of its bindings that covers the write, once per
     /// parameter (`at`: the resource of the policy's `paramKind`).
     fn hook(&mut self, hook: &Hook, at: Option<&ParamResource>, inputs: &Inputs<'_>) {
         let (a, obj, policy) = (self.a, self.obj, &hook.policy);
+        // kube's collector: each key's distinct values, over the bindings and parameters.
+        let mut annotations: Vec<(String, Vec<String>)> = Vec::new();
         for binding in &hook.bindings {
             if let Some(m) = &binding.matching {
                 match matches(m, a, obj, self.equivalents) {
@@ -257,9 +281,29 @@ impl Write<'_, '_> {
                     }
                 }
                 for message in evaluated.audit_errors {
-                    (self.deny)(refusal(a, obj, &policy.name, Some(&binding.name), &Decision { message, reason: None }));
+                    (self.deny)(refusal(a, obj, &policy.name, Some(&binding.name), &Decision { message, reason: None, index: 0 }));
+                }
+                for d in evaluated.denials.iter().filter(|_| binding.actions.audit) {
+                    let actions = binding.validation_actions.clone();
+                    self.failures.push(ValidationFailure {
+                        message: d.message.clone(),
+                        policy: policy.name.clone(),
+                        binding: binding.name.clone(),
+                        expression_index: d.index,
+                        validation_actions: actions,
+                    });
+                }
+                for (key, value) in evaluated.audit_annotations {
+                    match annotations.iter_mut().find(|(k, _)| *k == key) {
+                        Some((_, values)) if values.contains(&value) => {}
+                        Some((_, values)) => values.push(value),
+                        None => annotations.push((key, vec![value])),
+                    }
                 }
             }
+        }
+        for (key, values) in annotations {
+            a.annotate(format!("{}/{key}", policy.name), values.join(", "));
         }
     }
 }

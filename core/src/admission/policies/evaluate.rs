@@ -61,15 +61,22 @@ pub struct Decision {
     pub message: String,
     /// The validation's `reason` (`None`: `Invalid`).
     pub reason: Option<&'static str>,
+    /// Which validation failed (0 when the policy could not be applied).
+    pub index: usize,
 }
 
-/// What one evaluation decided: the denials (which the binding's actions apply), and the
-/// errors of audit annotations (which deny whatever the actions are).
+/// What one evaluation decided: the denials (which the binding's actions apply), the
+/// errors of audit annotations (which deny whatever the actions are), and the audit
+/// annotations' values (by key, cut to kube's 10 KiB).
 #[derive(Debug, Default)]
 pub struct Evaluated {
     pub denials: Vec<Decision>,
     pub audit_errors: Vec<String>,
+    pub audit_annotations: Vec<(String, String)>,
 }
+
+/// kube's limit of an audit annotation's value, in bytes.
+const MAX_AUDIT_ANNOTATION_VALUE: usize = 10 * 1024;
 
 /// Why an expression gave no value.
 enum Failure {
@@ -246,14 +253,14 @@ pub fn evaluate(policy: &Policy, inputs: &Inputs<'_>, params: Option<&Value>) ->
     let closed = fails_closed(policy);
     let fail = |out: &mut Evaluated, message: String| {
         if closed {
-            out.denials.push(Decision { message, reason: None });
+            out.denials.push(Decision { message, reason: None, index: 0 });
         }
     };
     match conditions(policy, inputs, params) {
         Ok(true) => {}
         Ok(false) => return out,
         Err(why) => {
-            out.denials.push(Decision { message: why, reason: None });
+            out.denials.push(Decision { message: why, reason: None, index: 0 });
             return out;
         }
     }
@@ -271,7 +278,7 @@ pub fn evaluate(policy: &Policy, inputs: &Inputs<'_>, params: Option<&Value>) ->
         }
     }
     let mut messages_spent = false;
-    for (v, result) in policy.validations.iter().zip(results) {
+    for (index, (v, result)) in policy.validations.iter().zip(results).enumerate() {
         let message = match (&v.message_expression, messages_spent) {
             (Some(m), false) => match activation.run(m, &mut budget) {
                 Ok(Value::String(s)) => Some(s.trim().to_string()).filter(|s| !s.is_empty() && s.len() <= MAX_MESSAGE_BYTES && !s.contains('\n')),
@@ -290,15 +297,18 @@ pub fn evaluate(policy: &Policy, inputs: &Inputs<'_>, params: Option<&Value>) ->
             Ok(false) => {
                 let written = v.message.as_deref().map(str::trim).filter(|m| !m.is_empty()).map(str::to_string);
                 let message = message.or(written).unwrap_or_else(|| format!("failed expression: {}", v.expression.source.trim()));
-                out.denials.push(Decision { message, reason: v.reason });
+                out.denials.push(Decision { message, reason: v.reason, index });
             }
         }
     }
     let mut budget = cost::OBJECT_BUDGET;
-    for (_, value) in &policy.audit_annotations {
+    for (key, value) in &policy.audit_annotations {
         match activation.run(value, &mut budget) {
-            // kapi keeps no audit log: a value is checked, not kept.
-            Ok(Value::String(_) | Value::Null) => {}
+            Ok(Value::String(s)) => {
+                let cut = (0..=s.len().min(MAX_AUDIT_ANNOTATION_VALUE)).rev().find(|&i| s.is_char_boundary(i)).unwrap_or(0);
+                out.audit_annotations.push((key.clone(), s[..cut].to_string()));
+            }
+            Ok(Value::Null) => {}
             Ok(other) => out.audit_errors.push(format!(
                 "valueExpression '{}' resulted in unsupported return type: {}. Return type must be either string or null.",
                 value.source,

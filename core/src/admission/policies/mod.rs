@@ -209,7 +209,7 @@ pub struct ParamRef {
 pub struct Actions {
     pub deny: bool,
     pub warn: bool,
-    /// Kept in kube's audit log; kapi has none.
+    /// Kept in the audit log (`validation.policy.admission.k8s.io/validation_failure`).
     pub audit: bool,
 }
 
@@ -222,6 +222,8 @@ pub struct Binding {
     /// `matchResources` (`None`: every write the policy matches).
     pub matching: Option<Match>,
     pub actions: Actions,
+    /// `validationActions` as written (for the audit annotation of a failure).
+    pub validation_actions: Vec<String>,
 }
 
 impl Binding {
@@ -245,6 +247,7 @@ impl Binding {
                 m
             }),
             actions: Actions { deny: has("Deny"), warn: has("Warn"), audit: has("Audit") },
+            validation_actions: actions.clone(),
         }
     }
 }

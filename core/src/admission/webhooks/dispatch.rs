@@ -251,7 +251,7 @@ impl Webhooks<'_> {
         if !self.hooks.mutating_synced {
             return Err(not_ready(a).into());
         }
-        for hook in &self.hooks.mutating {
+        for (index, hook) in self.hooks.mutating.iter().enumerate() {
             let Some(invocation) = matches(&hook.matching, a, obj.as_deref(), self.equivalents)? else { continue };
             let (invoked, seen, old) = versioned(self.resource, invocation, a, obj.as_deref());
             let request = review::request(a, invoked, seen.as_deref());
@@ -262,28 +262,42 @@ impl Webhooks<'_> {
                 continue;
             }
             let phase = if reinvocation.second_round { "mutating/1" } else { "mutating/0" };
-            let changed = match self.ask(hook, phase, a, (seen.as_deref(), old.as_deref()), &request)? {
+            let answer = match self.ask(hook, phase, a, (seen.as_deref(), old.as_deref()), &request)? {
                 Asked::Pending(call) => return Err(Halt::Ask(vec![call])),
-                Asked::Failed(_) if hook.ignore_failures => false,
-                Asked::Failed(why) => return Err(ApiError::internal(why).into()),
-                Asked::Answered(r) => {
-                    add_warnings(warnings, &r.warnings);
-                    if !r.allowed {
-                        return Err(review::denied(hook, r.status.as_ref()).into());
-                    }
-                    match patched(hook, &r, seen.as_deref()) {
-                        Err(PatchError::Call(_)) if hook.ignore_failures => false,
-                        Err(PatchError::Call(why)) => return Err(ApiError::internal(why).into()),
-                        Err(PatchError::Refused(e)) => return Err(e.into()),
-                        Ok(None) => false,
-                        Ok(Some(new)) => {
-                            let changed = Some(&new) != seen.as_deref();
-                            patch_into(self.resource, invocation, a, new, obj.as_deref_mut().expect("a patch is applied to an object"))?;
-                            changed
+                asked => asked,
+            };
+            let outcome: Result<bool, Halt> = 'call: {
+                match answer {
+                    Asked::Pending(_) => Ok(false),
+                    Asked::Failed(_) if hook.ignore_failures => Ok(false),
+                    Asked::Failed(why) => Err(ApiError::internal(why).into()),
+                    Asked::Answered(r) => {
+                        add_warnings(warnings, &r.warnings);
+                        annotate(a, hook, &r);
+                        if !r.allowed {
+                            break 'call Err(review::denied(hook, r.status.as_ref()).into());
+                        }
+                        match patched(hook, &r, seen.as_deref()) {
+                            Err(PatchError::Call(_)) if hook.ignore_failures => Ok(false),
+                            Err(PatchError::Call(why)) => Err(ApiError::internal(why).into()),
+                            Err(PatchError::Refused(e)) => Err(e.into()),
+                            Ok(None) => Ok(false),
+                            Ok(Some(new)) => {
+                                let changed = Some(&new) != seen.as_deref();
+                                patch_into(self.resource, invocation, a, new, obj.as_deref_mut().expect("a patch is applied to an object"))
+                                    .map(|()| changed)
+                                    .map_err(Halt::from)
+                            }
                         }
                     }
                 }
             };
+            // kube notes each call made, whatever came of it.
+            let round = usize::from(reinvocation.second_round);
+            let mutation = Mutation { configuration: &hook.configuration, webhook: &hook.name, mutated: matches!(outcome, Ok(true)) };
+            let value = serde_json::to_string(&mutation).expect("a mutation serializes");
+            a.annotate(format!("mutation.webhook.admission.k8s.io/round_{round}_index_{index}"), value);
+            let changed = outcome?;
             if changed {
                 reinvocation.changed();
             }
@@ -323,6 +337,7 @@ impl Webhooks<'_> {
                 Ok(Asked::Failed(why)) => (!hook.ignore_failures).then(|| ApiError::internal(why)),
                 Ok(Asked::Answered(r)) => {
                     add_warnings(warnings, &r.warnings);
+                    annotate(a, hook, &r);
                     (!r.allowed).then(|| review::denied(hook, r.status.as_ref()))
                 }
                 Ok(Asked::Pending(_)) => None,
@@ -330,6 +345,21 @@ impl Webhooks<'_> {
             refusal = refusal.or(refused);
         }
         refusal.map_or(Ok(()), |e| Err(Halt::Refused(e)))
+    }
+}
+
+/// kube's annotation of a mutating webhook's call (`mutation.webhook.admission.k8s.io/...`).
+#[derive(serde::Serialize)]
+struct Mutation<'a> {
+    configuration: &'a str,
+    webhook: &'a str,
+    mutated: bool,
+}
+
+/// A webhook's `auditAnnotations`, each under its name (`<webhook>/<key>`).
+fn annotate(a: &Attributes, hook: &Hook, r: &review::Response) {
+    for (key, value) in &r.audit_annotations {
+        a.annotate(format!("{}/{key}", hook.name), value.clone());
     }
 }
 

@@ -168,6 +168,8 @@ pub struct Response {
     /// Its type, with a patch (only `JSONPatch` is applied).
     pub patch_type: Option<String>,
     pub warnings: Vec<String>,
+    /// `auditAnnotations`, by key.
+    pub audit_annotations: Vec<(String, String)>,
 }
 
 /// kube's reading of a webhook's answer to the review `uid` (`version`): the response, or
@@ -276,6 +278,13 @@ fn verify(review: &Map<String, Value>, patch: Vec<u8>, version: &str, uid: &str,
         patch,
         patch_type,
         warnings: crate::meta::strings(response.get("warnings")),
+        audit_annotations: response
+            .get("auditAnnotations")
+            .and_then(Value::as_object)
+            .into_iter()
+            .flatten()
+            .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string())))
+            .collect(),
     })
 }
 

@@ -169,7 +169,7 @@ impl RequestMachine {
                 true
             }
             Some(WriteEffect::Done(result)) => {
-                self.warnings.extend(op.take_admission_warnings());
+                self.heard(op.take_said());
                 dc.current = None;
                 match result {
                     Ok(o) => {

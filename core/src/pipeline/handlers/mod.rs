@@ -433,7 +433,7 @@ impl RequestMachine {
                     true
                 }
                 Some(WriteEffect::Done(result)) => {
-                    self.warnings.extend(op.take_admission_warnings());
+                    self.heard(op.take_said());
                     self.finish_write(res, output, action, result, now);
                     true
                 }
@@ -453,7 +453,7 @@ impl RequestMachine {
                     true
                 }
                 Some(WriteEffect::Done(result)) => {
-                    self.warnings.extend(op.take_admission_warnings());
+                    self.heard(op.take_said());
                     self.finish_write(res, output, false, result, now);
                     true
                 }
@@ -482,7 +482,7 @@ impl RequestMachine {
                     true
                 }
                 Some(WriteEffect::Done(result)) => {
-                    self.warnings.extend(op.take_admission_warnings());
+                    self.heard(op.take_said());
                     self.finish_write(res, output, true, result, now);
                     true
                 }
