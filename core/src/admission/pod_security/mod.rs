@@ -2,7 +2,8 @@
 //! enforced on pods by their namespace's `pod-security.kubernetes.io/enforce` label (403 with
 //! kube's `violates PodSecurity` message), and warned of (`warn`) for pods and the workloads
 //! that make them, with kube's exemptions, fallbacks and namespace-label checks. The `audit`
-//! mode is read but has nothing to write to: kapi keeps no audit log.
+//! level's violations, the enforced policy, exemptions and label errors are the request's
+//! audit annotations (`pod-security.kubernetes.io/...`), as kube's plugin adds them.
 //!
 //! Files: [`checks`] (the seventeen checks), [`policy`] (levels, versions, labels), [`config`]
 //! (`PodSecurityConfiguration`), [`namespace`] (checks of namespaces' labels).
@@ -21,6 +22,13 @@ use crate::status::{ApiError, quote};
 use checks::{PodView, Verdict};
 pub use config::Config;
 use policy::{LevelVersion, Policy};
+
+/// The prefix of the audit annotations the plugin adds.
+const ANNOTATION_PREFIX: &str = "pod-security.kubernetes.io/";
+
+fn annotate(a: &Attributes, key: &str, value: String) {
+    a.annotate(format!("{ANNOTATION_PREFIX}{key}"), value);
+}
 
 /// Subresources of pods that are never checked.
 const IGNORED_POD_SUBRESOURCES: [&str; 8] = ["exec", "attach", "binding", "eviction", "log", "portforward", "proxy", "status"];
@@ -52,8 +60,16 @@ impl PodSecurity {
         !ns.is_empty() && self.config.exempt_namespaces.iter().any(|n| n == ns)
     }
 
-    fn exempt_user(&self, user: &str) -> bool {
-        !user.is_empty() && self.config.exempt_usernames.iter().any(|u| u == user)
+    /// Whether the request's namespace or user is exempt (noted as kube notes it).
+    fn exempt(&self, a: &Attributes) -> bool {
+        let ns = self.exempt_namespace(a.namespace);
+        let user = !a.user.name.is_empty() && self.config.exempt_usernames.iter().any(|u| *u == a.user.name);
+        match (ns, user) {
+            (true, _) => annotate(a, "exempt", "namespace".into()),
+            (false, true) => annotate(a, "exempt", "user".into()),
+            (false, false) => return false,
+        }
+        true
     }
 
     fn exempt_runtime_class(&self, spec: &Value) -> bool {
@@ -61,12 +77,13 @@ impl PodSecurity {
         !class.is_empty() && self.config.exempt_runtime_classes.iter().any(|c| c == class)
     }
 
-    /// The namespace's policy, with what is wrong with its labels; `Err`: it was not found.
-    fn namespace_policy(&self, a: &Attributes) -> Result<(Policy, bool), String> {
+    /// The namespace's policy, with what is wrong with its labels (kube's words); `Err`: it
+    /// was not found.
+    fn namespace_policy(&self, a: &Attributes) -> Result<(Policy, Option<String>), String> {
         match &a.found.namespace {
             Some((name, Some(ns))) if name == a.namespace => {
                 let (policy, errs) = Policy::from_labels(ns.pointer("/metadata/labels").and_then(Value::as_object), &self.config.defaults);
-                Ok((policy, !errs.is_empty()))
+                Ok((policy, crate::status::field::aggregate(&errs)))
             }
             _ => Err(format!("failed to lookup namespace {}", quote(a.namespace))),
         }
@@ -74,11 +91,11 @@ impl PodSecurity {
 
     /// A pod's create or update (`ValidatePod`).
     fn validate_pod(&self, a: &Attributes, pod: &Value, warnings: &mut Vec<String>) -> Result<(), ApiError> {
-        if a.subresource.is_some_and(|s| IGNORED_POD_SUBRESOURCES.contains(&s)) || self.exempt_namespace(a.namespace) || self.exempt_user(&a.user.name) {
+        if a.subresource.is_some_and(|s| IGNORED_POD_SUBRESOURCES.contains(&s)) || self.exempt(a) {
             return Ok(());
         }
         let (policy, label_errors) = self.namespace_policy(a).map_err(ApiError::internal)?;
-        if !label_errors && policy.fully_privileged() {
+        if label_errors.is_none() && policy.fully_privileged() {
             return Ok(());
         }
         if let Some(old) = a.old.filter(|_| a.operation == Operation::Update)
@@ -87,16 +104,16 @@ impl PodSecurity {
             return Ok(());
         }
         let view = PodView { meta: pod.get("metadata").unwrap_or(&Value::Null), spec: pod.get("spec").unwrap_or(&Value::Null) };
-        self.evaluate(a, &policy, view, true, warnings)
+        self.evaluate(a, (&policy, label_errors), view, true, warnings)
     }
 
     /// A workload's create or update: warnings only (`ValidatePodController`).
     fn validate_workload(&self, a: &Attributes, obj: &Value, warnings: &mut Vec<String>) {
-        if a.subresource.is_some() || self.exempt_namespace(a.namespace) || self.exempt_user(&a.user.name) {
+        if a.subresource.is_some() || self.exempt(a) {
             return;
         }
         let Ok((policy, label_errors)) = self.namespace_policy(a) else { return };
-        if !label_errors && policy.warn.level == policy::Level::Privileged && policy.audit.level == policy::Level::Privileged {
+        if label_errors.is_none() && policy.warn.level == policy::Level::Privileged && policy.audit.level == policy::Level::Privileged {
             return;
         }
         let template = match a.info.resource.as_str() {
@@ -107,29 +124,55 @@ impl PodSecurity {
         let Some(template) = template.filter(|t| !t.is_null()) else { return };
         let view = PodView { meta: template.get("metadata").unwrap_or(&Value::Null), spec: template.get("spec").unwrap_or(&Value::Null) };
         // Warnings never refuse.
-        let _ = self.evaluate(a, &policy, view, false, warnings);
+        let _ = self.evaluate(a, (&policy, label_errors), view, false, warnings);
     }
 
-    /// `EvaluatePod`: the enforce level refuses a pod (`enforce`), then the warn level warns
-    /// of an admitted one.
-    fn evaluate(&self, a: &Attributes, policy: &Policy, pod: PodView, enforce: bool, warnings: &mut Vec<String>) -> Result<(), ApiError> {
+    /// `EvaluatePod`: the enforce level refuses a pod (`enforce`), the audit level's
+    /// violations are noted, then the warn level warns of an admitted one. `label_errors`: what
+    /// is wrong with the namespace's labels.
+    fn evaluate(
+        &self,
+        a: &Attributes,
+        (policy, label_errors): (&Policy, Option<String>),
+        pod: PodView,
+        enforce: bool,
+        warnings: &mut Vec<String>,
+    ) -> Result<(), ApiError> {
         if self.exempt_runtime_class(pod.spec) {
+            annotate(a, "exempt", "runtimeClass".into());
             return Ok(());
         }
-        let mut enforced: Option<(LevelVersion, Verdict)> = None;
-        if enforce {
-            let verdict = checks::evaluate(policy.enforce, pod);
-            if !verdict.allowed() {
-                return Err(a.forbidden(&format!("violates PodSecurity {}: {}", quote(&policy.enforce.to_string()), verdict.details())));
-            }
-            enforced = Some((policy.enforce, verdict));
+        if let Some(errors) = label_errors {
+            annotate(a, "error", format!("Failed to parse policy: {errors}"));
         }
-        let verdict = match enforced {
-            Some((lv, v)) if lv == policy.warn => v,
-            _ => checks::evaluate(policy.warn, pod),
+        // Each level and version is evaluated once.
+        let mut verdicts: Vec<(LevelVersion, Verdict)> = Vec::new();
+        let mut verdict = |lv: LevelVersion| -> Verdict {
+            if let Some((_, v)) = verdicts.iter().find(|(l, _)| *l == lv) {
+                return v.clone();
+            }
+            let v = checks::evaluate(lv, pod);
+            verdicts.push((lv, v.clone()));
+            v
         };
-        if !verdict.allowed() {
-            warnings.push(format!("would violate PodSecurity {}: {}", quote(&policy.warn.to_string()), verdict.details()));
+        let mut refused = None;
+        if enforce {
+            annotate(a, "enforce-policy", policy.enforce.to_string());
+            let enforced = verdict(policy.enforce);
+            if !enforced.allowed() {
+                refused = Some(a.forbidden(&format!("violates PodSecurity {}: {}", quote(&policy.enforce.to_string()), enforced.details())));
+            }
+        }
+        let audited = verdict(policy.audit);
+        if !audited.allowed() {
+            annotate(a, "audit-violations", format!("would violate PodSecurity {}: {}", quote(&policy.audit.to_string()), audited.details()));
+        }
+        if let Some(refused) = refused {
+            return Err(refused);
+        }
+        let warned = verdict(policy.warn);
+        if !warned.allowed() {
+            warnings.push(format!("would violate PodSecurity {}: {}", quote(&policy.warn.to_string()), warned.details()));
         }
         Ok(())
     }

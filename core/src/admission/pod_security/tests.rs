@@ -189,3 +189,49 @@ fn each_check_says_what_kube_says() {
     let windows = json!({"os": {"name": "windows"}, "securityContext": {"runAsNonRoot": true}, "containers": [{"name": "w", "image": "x"}]});
     assert_eq!(detail(RESTRICTED, windows, json!({})), "");
 }
+
+/// The audit annotations PodSecurity adds validating `obj` (a pod, or a `resource`) in `dev`
+/// labelled `labels`, by `user`.
+fn annotations(plugin: &PodSecurity, resource: &str, obj: &Value, labels: Value, user: &str) -> Vec<(String, String)> {
+    let cat = catalog(&Settings::default());
+    let info = &cat.resources().find(|r| r.info.resource == resource).unwrap().info;
+    let found = Found { namespace: Some(("dev".into(), Some(std::sync::Arc::new(namespace(labels))))), ..Found::default() };
+    let user = UserInfo { name: user.into(), ..UserInfo::default() };
+    let name = crate::meta::name(obj).to_string();
+    let a = Attributes::of(Operation::Create, info, "dev", &name, &user, None, &found);
+    let _ = plugin.validate(&a, Some(obj), &mut Vec::new());
+    a.annotations.take()
+}
+
+#[test]
+fn the_audit_level_and_the_enforced_policy_annotate_the_request_as_kube_does() {
+    let plugin = PodSecurity::new(None).unwrap();
+    let key = |k: &str| format!("pod-security.kubernetes.io/{k}");
+    let labels = json!({"pod-security.kubernetes.io/enforce": "baseline", "pod-security.kubernetes.io/audit": "restricted"});
+    assert_eq!(
+        annotations(&plugin, "pods", &plain_pod(), labels.clone(), "alice"),
+        [
+            (key("enforce-policy"), "baseline:latest".to_string()),
+            (key("audit-violations"), format!("would violate PodSecurity \"restricted:latest\": {RESTRICTED_DETAIL}"))
+        ]
+    );
+    // A refused pod is noted too; a workload's template only for the audit level.
+    let mut privileged = plain_pod();
+    privileged["spec"]["containers"][0]["securityContext"] = json!({"privileged": true});
+    let noted = annotations(&plugin, "pods", &privileged, labels.clone(), "alice");
+    assert_eq!(noted[0], (key("enforce-policy"), "baseline:latest".to_string()));
+    assert!(noted[1].1.starts_with("would violate PodSecurity \"restricted:latest\": privileged"), "{noted:?}");
+    let deployment = json!({"metadata": {"name": "d"}, "spec": {"template": plain_pod()}});
+    let noted = annotations(&plugin, "deployments", &deployment, labels.clone(), "alice");
+    assert_eq!(noted.len(), 1);
+    assert_eq!(noted[0].0, key("audit-violations"));
+    // Exemptions and bad labels say so.
+    let config = b"apiVersion: pod-security.admission.config.k8s.io/v1\nkind: PodSecurityConfiguration\nexemptions: {usernames: [ci]}\n";
+    let exempting = PodSecurity::new(Some(config)).unwrap();
+    assert_eq!(annotations(&exempting, "pods", &plain_pod(), labels, "ci"), [(key("exempt"), "user".to_string())]);
+    let bad = annotations(&plugin, "pods", &restricted_pod(), json!({"pod-security.kubernetes.io/enforce": "strict"}), "alice");
+    assert_eq!(
+        bad[0],
+        (key("error"), "Failed to parse policy: metadata.labels[pod-security.kubernetes.io/enforce]: Invalid value: \"strict\": must be one of privileged, baseline, restricted".to_string())
+    );
+}
