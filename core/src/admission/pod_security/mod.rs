@@ -63,7 +63,7 @@ impl PodSecurity {
     /// Whether the request's namespace or user is exempt (noted as kube notes it).
     fn exempt(&self, a: &Attributes) -> bool {
         let ns = self.exempt_namespace(a.namespace);
-        let user = !a.user.name.is_empty() && self.config.exempt_usernames.iter().any(|u| *u == a.user.name);
+        let user = !a.user.name.is_empty() && self.config.exempt_usernames.contains(&a.user.name);
         match (ns, user) {
             (true, _) => annotate(a, "exempt", "namespace".into()),
             (false, true) => annotate(a, "exempt", "user".into()),
