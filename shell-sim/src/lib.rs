@@ -109,6 +109,8 @@ pub struct World {
     pub webhook: Option<WebhookServer>,
     /// The audit log: each line the requests wrote, in order.
     pub audit_log: Vec<Bytes>,
+    /// The recorders of the watches open, whose last lines come when they stop.
+    watch_audits: BTreeMap<WatcherId, Box<kapi_core::audit::Recorder>>,
 }
 
 /// A stand-in for webhooks: the answer each call gets, or the transport's error.
@@ -298,6 +300,7 @@ impl World {
             unreadable: None,
             webhook: None,
             audit_log: Vec::new(),
+            watch_audits: BTreeMap::new(),
         };
         for (key, cache) in watch_caches(&w.server, &w.served.catalog, DEFAULT_HISTORY) {
             w.stirred.insert(key.clone());
@@ -683,6 +686,9 @@ impl World {
                 Some(Effect::Watch { resource, params, head }) => {
                     let id = WatcherId(self.next());
                     self.streams.insert(id, Stream::default());
+                    if let Some(recorder) = m.take_audit() {
+                        self.watch_audits.insert(id, recorder);
+                    }
                     let k = slot_key(&resource);
                     self.cache_event(&k, CacheEvent::Register { id, params });
                     self.watch_slots.insert(id, k);
@@ -739,6 +745,9 @@ impl World {
     /// The client of a watch goes away: its cache forgets it.
     pub fn stop_watch(&mut self, id: WatcherId) {
         self.streams.remove(&id);
+        if let Some(mut recorder) = self.watch_audits.remove(&id) {
+            self.audit_log.extend(recorder.complete(self.now));
+        }
         if let Some(k) = self.watch_slots.remove(&id) {
             self.cache_event(&k, CacheEvent::Unregister { id });
             self.pump();

@@ -48,7 +48,8 @@ fn each_request_is_logged_at_the_level_and_stages_its_rule_gives() {
         (&e["stage"], &e["level"], &e["verb"], &e["auditID"]),
         (&json!("ResponseComplete"), &json!("RequestResponse"), &json!("create"), &json!(audit_id(&r)))
     );
-    assert_eq!(e["objectRef"], json!({"resource": "configmaps", "namespace": "default", "apiVersion": "v1"}));
+    // The object the request carries names it.
+    assert_eq!(e["objectRef"], json!({"resource": "configmaps", "namespace": "default", "name": "c", "apiVersion": "v1"}));
     assert_eq!(e["responseStatus"], json!({"metadata": {}, "code": 201}));
     assert_eq!((&e["requestObject"]["data"], &e["responseObject"]["metadata"]["name"]), (&json!({"k": "v"}), &json!("c")));
     assert_eq!(e["user"]["username"], "admin");
@@ -72,12 +73,14 @@ fn each_request_is_logged_at_the_level_and_stages_its_rule_gives() {
     assert_eq!(w.call("GET", "/api/v1/namespaces", "", None, "").head.status, 200);
     assert!(events(&w, from).is_empty());
 
-    // A watch: received, then started.
+    // A watch: received, started, then complete when it ends.
     let from = w.audit_log.len();
     let r = w.call("GET", "/api/v1/namespaces/default/pods", "watch=true", None, "");
     assert_eq!(r.head.status, 200);
-    let stages: Vec<Value> = events(&w, from).iter().map(|e| e["stage"].clone()).collect();
-    assert_eq!(stages, [json!("RequestReceived"), json!("ResponseStarted")]);
+    let stages = |w: &World| events(w, from).iter().map(|e| e["stage"].clone()).collect::<Vec<Value>>();
+    assert_eq!(stages(&w), [json!("RequestReceived"), json!("ResponseStarted")]);
+    w.stop_watch(r.watch.expect("a watch"));
+    assert_eq!(stages(&w), [json!("RequestReceived"), json!("ResponseStarted"), json!("ResponseComplete")]);
 }
 
 #[test]
@@ -116,7 +119,8 @@ fn admission_annotates_the_events_of_the_writes_it_admits() {
         std::collections::BTreeMap::from([("/annotate", annotated), ("/mutate", Box::new(webhook_world::allow) as webhook_world::Answer)]),
     );
     webhook_world::configure(&mut w, webhook_world::VALIDATING, "v", vec![webhook_world::hook("annotate.example.com", "/annotate", json!({}))]);
-    webhook_world::configure(&mut w, webhook_world::MUTATING, "m", vec![webhook_world::hook("mutate.example.com", "/mutate", json!({}))]);
+    let broken = webhook_world::hook("broken.example.com", "/gone", json!({"failurePolicy": "Ignore"}));
+    webhook_world::configure(&mut w, webhook_world::MUTATING, "m", vec![webhook_world::hook("mutate.example.com", "/mutate", json!({})), broken]);
     let rules = json!({"resourceRules": [{"operations": ["CREATE"], "apiGroups": [""], "apiVersions": ["v1"], "resources": ["configmaps"]}]});
     let policy = json!({"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicy", "metadata": {"name": "sized"},
         "spec": {"matchConstraints": rules, "validations": [{"expression": "true"}, {"expression": "size(object.data) < 2", "message": "too big"}],
@@ -138,4 +142,6 @@ fn admission_annotates_the_events_of_the_writes_it_admits() {
     assert_eq!(annotations["validation.policy.admission.k8s.io/validation_failure"], failure);
     assert_eq!(annotations["annotate.example.com/checked-by"], "team-a");
     assert_eq!(annotations["mutation.webhook.admission.k8s.io/round_0_index_0"], r#"{"configuration":"m","webhook":"mutate.example.com","mutated":false}"#);
+    // A webhook that could not be asked, and whose policy ignores it, failed open.
+    assert_eq!(annotations["failed-open.mutation.webhook.admission.k8s.io/round_0_index_1"], "true");
 }

@@ -1,6 +1,8 @@
 //! The audit flags (`--audit-policy-file`, `--audit-log-path`) and the log backend: the core
 //! makes each event's line (`kapi_core::audit`); this appends them to the file (or standard
-//! output, `-`), from a thread of its own, flushed whenever it has caught up.
+//! output, `-`), from a thread of its own, flushed whenever it has caught up. At most
+//! [`QUEUED_LINES`] wait for it; beyond them a line is dropped and counted, as kube's batch
+//! backend drops what its buffer cannot hold, so that a stalled disk costs no memory.
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -23,16 +25,24 @@ pub struct AuditArgs {
     audit_log_path: Option<String>,
 }
 
+/// The lines that may wait for the writer.
+const QUEUED_LINES: usize = 10_000;
+
 /// Where the requests' audit lines go: nowhere when the server does not audit.
 #[derive(Clone, Default)]
 pub struct AuditLog {
-    lines: Option<std::sync::mpsc::Sender<Bytes>>,
+    lines: Option<std::sync::mpsc::SyncSender<Bytes>>,
+    dropped: Arc<std::sync::atomic::AtomicU64>,
 }
 
 impl AuditLog {
     pub fn write(&self, line: Bytes) {
-        if let Some(tx) = &self.lines {
-            let _ = tx.send(line);
+        let Some(tx) = &self.lines else { return };
+        if let Err(std::sync::mpsc::TrySendError::Full(_)) = tx.try_send(line) {
+            let n = self.dropped.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
+            if n.is_power_of_two() {
+                tracing::error!("the audit log's writer is behind: {n} events dropped so far");
+            }
         }
     }
 }
@@ -48,7 +58,7 @@ impl AuditArgs {
             "-" => Box::new(std::io::stdout()),
             path => Box::new(std::fs::OpenOptions::new().create(true).append(true).open(path).with_context(|| format!("opening the audit log {path}"))?),
         };
-        let (tx, rx) = std::sync::mpsc::channel::<Bytes>();
+        let (tx, rx) = std::sync::mpsc::sync_channel::<Bytes>(QUEUED_LINES);
         std::thread::Builder::new().name("audit-log".into()).spawn(move || {
             let mut buffered = std::io::BufWriter::new(&mut out);
             while let Ok(line) = rx.recv() {
@@ -62,6 +72,6 @@ impl AuditArgs {
             }
         })?;
         tracing::info!("Auditing to {path} by the policy in {}", file.display());
-        Ok((Some(Arc::new(policy)), AuditLog { lines: Some(tx) }))
+        Ok((Some(Arc::new(policy)), AuditLog { lines: Some(tx), dropped: Arc::default() }))
     }
 }

@@ -42,11 +42,12 @@ fn whole(bytes: Bytes) -> Body {
 }
 
 /// An extension server's answer, relayed until the request's deadline (if it has one); the
-/// request's machine, and so its place in flight, is held until the answer ends.
+/// request's machine, and so its place in flight, is held until the answer ends (when its
+/// last audit line is written).
 struct Relayed {
     upstream: Incoming,
     deadline: Option<Pin<Box<tokio::time::Sleep>>>,
-    _machine: std::sync::Mutex<Box<RequestMachine>>,
+    _machine: std::sync::Mutex<Answer>,
 }
 
 impl hyper::body::Body for Relayed {
@@ -227,8 +228,10 @@ pub async fn call(state: Arc<State>, request: Request, switch: Option<OnUpgrade>
     if request.method != "GET" {
         admission_read(&state).await;
     }
-    // Boxed, as the stores' large futures are: the request's future stays small to move.
-    let mut m = Box::new(RequestMachine::new(state.server.clone(), state.served.load_full(), request, now(), seed()));
+    // Boxed, as the stores' large futures are: the request's future stays small to move. Held
+    // as an Answer, whose last audit line is written however the request ends.
+    let mut m =
+        Answer { m: Box::new(RequestMachine::new(state.server.clone(), state.served.load_full(), request, now(), seed())), log: state.audit_log.clone() };
     let run = |m: &mut RequestMachine, event: Option<Event>| {
         let go = || {
             if let Some(e) = event {
@@ -242,13 +245,13 @@ pub async fn call(state: Arc<State>, request: Request, switch: Option<OnUpgrade>
     // What follows an extension server's answer's head, once that is in.
     let mut upstream = None;
     loop {
-        match run(&mut m, event.take()) {
-            Some(Effect::Kv(req)) => event = within(m.deadline(), state.store.call(req)).await.map(Event::Kv),
-            Some(Effect::Cache { resource, request }) => event = within(m.deadline(), state.caches.read(&resource, request)).await.map(Event::Cache),
-            Some(Effect::Health) => event = within(m.deadline(), state.health()).await.map(Event::Health),
-            Some(Effect::Probe(probes)) => event = within(m.deadline(), crate::probe::probe_all(probes)).await.map(Event::Probed),
+        match run(&mut m.m, event.take()) {
+            Some(Effect::Kv(req)) => event = within(m.m.deadline(), state.store.call(req)).await.map(Event::Kv),
+            Some(Effect::Cache { resource, request }) => event = within(m.m.deadline(), state.caches.read(&resource, request)).await.map(Event::Cache),
+            Some(Effect::Health) => event = within(m.m.deadline(), state.health()).await.map(Event::Health),
+            Some(Effect::Probe(probes)) => event = within(m.m.deadline(), crate::probe::probe_all(probes)).await.map(Event::Probed),
             Some(Effect::Proxy(req)) => {
-                event = match within(m.deadline(), state.proxy.send(*req)).await {
+                event = match within(m.m.deadline(), state.proxy.send(*req)).await {
                     Some(Ok((head, rest))) => {
                         upstream = Some(rest);
                         Some(Event::Proxied(Ok(head)))
@@ -257,27 +260,34 @@ pub async fn call(state: Arc<State>, request: Request, switch: Option<OnUpgrade>
                     None => None,
                 }
             }
-            Some(Effect::Call(call)) => event = within(m.deadline(), state.webhooks.call(*call)).await.map(Event::Called),
+            Some(Effect::Call(call)) => event = within(m.m.deadline(), state.webhooks.call(*call)).await.map(Event::Called),
             Some(Effect::Calls(calls)) => {
                 let all = futures_util::future::join_all(calls.into_iter().map(|c| state.webhooks.call(c)));
-                event = within(m.deadline(), all).await.map(Event::CalledAll);
+                event = within(m.m.deadline(), all).await.map(Event::CalledAll);
             }
             Some(Effect::Loopback(request)) => spawn_call(state.clone(), *request),
             Some(Effect::Audit(line)) => state.audit_log.write(line),
             Some(Effect::Respond(head)) => {
-                let answer = Answer { m, log: state.audit_log.clone() };
                 return match upstream.take() {
                     Some(Upstream { switched: Some(server), .. }) if head.status == 101 => match switch {
-                        Some(client) => join(answer, head, client, server),
+                        Some(client) => join(m, head, client, server),
                         None => internal_error(),
                     },
-                    Some(upstream) => relay(answer, head, upstream.body),
-                    None => respond(answer, head),
+                    Some(upstream) => relay(m, head, upstream.body),
+                    None => respond(m, head),
                 };
             }
             Some(Effect::Watch { resource, params, head }) => {
+                // The watch's last audit line is written when its stream ends.
+                let ended = WatchEnd { recorder: m.m.take_audit(), log: state.audit_log.clone() };
                 return match state.caches.watch(&resource, params) {
-                    Ok(rx) => response(head, streaming(rx)),
+                    Ok(rx) => response(
+                        head,
+                        streaming(rx.map(move |frame| {
+                            let _held = &ended;
+                            frame
+                        })),
+                    ),
                     Err(e) => {
                         let body = Bytes::from(serde_json::to_vec(&e.to_status()).expect("JSON trees serialize"));
                         response(Head::new(e.code, "application/json"), whole(body))
@@ -286,7 +296,7 @@ pub async fn call(state: Arc<State>, request: Request, switch: Option<OnUpgrade>
             }
             // A machine that ends without answering (it cannot: it answers 504 at its deadline).
             Some(Effect::Body(_) | Effect::End | Effect::Relay) => return internal_error(),
-            None => match m.poll_timeout() {
+            None => match m.m.poll_timeout() {
                 Some(t) => tokio::time::sleep_until(instant_of(t)).await,
                 None => return internal_error(),
             },
@@ -328,6 +338,28 @@ struct Answer {
     log: crate::audit_log::AuditLog,
 }
 
+impl Drop for Answer {
+    fn drop(&mut self) {
+        if let Some(line) = self.m.finish_audit(now()) {
+            self.log.write(line);
+        }
+    }
+}
+
+/// A watch's recorder, whose `ResponseComplete` line is written when the watch's stream goes.
+struct WatchEnd {
+    recorder: Option<Box<kapi_core::audit::Recorder>>,
+    log: crate::audit_log::AuditLog,
+}
+
+impl Drop for WatchEnd {
+    fn drop(&mut self) {
+        if let Some(line) = self.recorder.as_mut().and_then(|r| r.complete(now())) {
+            self.log.write(line);
+        }
+    }
+}
+
 impl Answer {
     /// The machine's next effect that is not an audit line (those are written).
     fn poll(&mut self) -> Option<Effect> {
@@ -364,7 +396,7 @@ fn relay(mut m: Answer, head: Head, upstream: Incoming) -> hyper::Response<Body>
     match m.poll() {
         Some(Effect::Relay) => {
             let deadline = m.m.relay_deadline().map(|t| Box::pin(tokio::time::sleep_until(instant_of(t))));
-            response(head, Relayed { upstream, deadline, _machine: std::sync::Mutex::new(m.m) }.boxed())
+            response(head, Relayed { upstream, deadline, _machine: std::sync::Mutex::new(m) }.boxed())
         }
         Some(Effect::Body(b)) => response(head, whole(b)),
         _ => response(head, whole(Bytes::new())),

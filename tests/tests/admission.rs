@@ -536,7 +536,7 @@ fn the_audit_log_records_each_request_as_its_policy_asks() {
     let all = events();
     let create = all.iter().find(|e| e["verb"] == "create" && e["requestObject"]["metadata"]["name"] == "c1").unwrap_or_else(|| panic!("{all:?}"));
     assert_eq!((&create["stage"], &create["level"]), (&serde_json::json!("ResponseComplete"), &serde_json::json!("RequestResponse")));
-    assert_eq!(create["objectRef"], serde_json::json!({"resource": "configmaps", "namespace": "default", "apiVersion": "v1"}));
+    assert_eq!(create["objectRef"], serde_json::json!({"resource": "configmaps", "namespace": "default", "name": "c1", "apiVersion": "v1"}));
     assert_eq!(create["responseStatus"]["code"], 201);
     assert_eq!(create["requestObject"]["data"]["k"], "v");
     assert_eq!(create["responseObject"]["metadata"]["name"], "c1");

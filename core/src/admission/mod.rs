@@ -319,9 +319,12 @@ impl<'a> Attributes<'a> {
 }
 
 impl Attributes<'_> {
-    /// An audit annotation (kube's `AddAnnotation`): the request's audit events carry it.
+    /// An audit annotation (kube's `AddAnnotation`): the request's audit events carry it; a key
+    /// that is not a qualified name with a prefix is dropped, as kube drops it.
     pub fn annotate(&self, key: String, value: String) {
-        self.annotations.borrow_mut().push((key, value));
+        if key.matches('/').count() == 1 && crate::validation::names::qualified_name(&key).is_empty() {
+            self.annotations.borrow_mut().push((key, value));
+        }
     }
 
     /// Whether the request writes `resource` of the core group itself (not a subresource).

@@ -51,9 +51,13 @@ pub struct ObjectRef {
     #[serde(skip_serializing_if = "String::is_empty")]
     pub name: String,
     #[serde(skip_serializing_if = "String::is_empty")]
+    pub uid: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
     pub api_group: String,
     #[serde(skip_serializing_if = "String::is_empty")]
     pub api_version: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub resource_version: String,
     #[serde(skip_serializing_if = "String::is_empty")]
     pub subresource: String,
 }
@@ -119,8 +123,6 @@ pub struct Received {
     pub source_ips: Vec<String>,
     pub user_agent: String,
     pub object_ref: Option<ObjectRef>,
-    /// The request's body, recorded at `Request` and above when it is JSON.
-    pub body: Option<Value>,
     pub at: Timestamp,
 }
 
@@ -128,6 +130,8 @@ pub struct Received {
 pub struct Recorder {
     config: Config,
     request: Received,
+    /// The object the request carries, once its handler has it (`Request` and above).
+    request_object: Option<Value>,
     impersonated: Option<UserInfo>,
     annotations: BTreeMap<String, String>,
     /// The answer's status code, once it is known.
@@ -140,17 +144,20 @@ pub struct Recorder {
     done: bool,
 }
 
-/// The source addresses of a request (kube's `SourceIPs`): those of `X-Forwarded-For`, then
-/// `X-Real-Ip`, then the connection's, each once.
+/// The source addresses of a request (kube's `SourceIPs`): the addresses of
+/// `X-Forwarded-For` (what is not one left out), then `X-Real-Ip`'s unless it is the last of
+/// those, then the connection's unless it is the last.
 pub fn source_ips(forwarded_for: Option<&str>, real_ip: Option<&str>, remote_addr: &str) -> Vec<String> {
-    let mut ips: Vec<String> = forwarded_for.into_iter().flat_map(|f| f.split(',')).map(str::trim).filter(|s| !s.is_empty()).map(str::to_string).collect();
-    ips.extend(real_ip.map(str::trim).filter(|s| !s.is_empty()).map(str::to_string));
-    let remote = match remote_addr.rsplit_once(':') {
-        Some((host, port)) if port.chars().all(|c| c.is_ascii_digit()) => host.trim_start_matches('[').trim_end_matches(']'),
-        _ => remote_addr,
+    let ip = |s: &str| s.trim().parse::<std::net::IpAddr>().ok().map(|ip| ip.to_string());
+    let mut ips: Vec<String> = forwarded_for.into_iter().flat_map(|f| f.split(',')).filter_map(ip).collect();
+    let remote = match remote_addr.parse::<std::net::SocketAddr>() {
+        Ok(addr) => Some(addr.ip().to_string()),
+        Err(_) => ip(remote_addr),
     };
-    if !remote.is_empty() && !ips.iter().any(|ip| ip == remote) {
-        ips.push(remote.to_string());
+    for next in [real_ip.and_then(ip), remote].into_iter().flatten() {
+        if ips.last() != Some(&next) {
+            ips.push(next);
+        }
     }
     ips
 }
@@ -158,18 +165,48 @@ pub fn source_ips(forwarded_for: Option<&str>, real_ip: Option<&str>, remote_add
 impl Recorder {
     /// The recorder of a request the policy gives `config`, if it records anything, with its
     /// `RequestReceived` line (at `now`) unless that stage is omitted.
-    pub fn start(config: Config, mut request: Received, now: Timestamp) -> Option<(Recorder, Option<Bytes>)> {
+    pub fn start(config: Config, request: Received, now: Timestamp) -> Option<(Recorder, Option<Bytes>)> {
         if config.level == Level::None {
             return None;
         }
-        if config.level < Level::Request {
-            request.body = None;
-        } else if config.omit_managed_fields {
-            request.body.as_mut().map(strip_managed_fields);
-        }
-        let r = Recorder { config, request, impersonated: None, annotations: BTreeMap::new(), code: None, content_type: None, body: Vec::new(), done: false };
+        let r = Recorder {
+            config,
+            request,
+            request_object: None,
+            impersonated: None,
+            annotations: BTreeMap::new(),
+            code: None,
+            content_type: None,
+            body: Vec::new(),
+            done: false,
+        };
         let line = r.line(Stage::RequestReceived, now);
         Some((r, line))
+    }
+
+    /// Whether the request's object is recorded (`Request` and above).
+    pub fn records_request(&self) -> bool {
+        self.config.level >= Level::Request
+    }
+
+    /// The object the request carries, as its handler has it (kube's `LogRequestObject`): its
+    /// name, namespace, uid and resourceVersion complete the `objectRef`; it is recorded at
+    /// `Request` and above (a patch as written).
+    pub fn request_object(&mut self, mut obj: Value) {
+        if let Some(r) = self.request.object_ref.as_mut() {
+            let meta = |k: &str| crate::meta::str_at(&obj, &["metadata", k]).unwrap_or_default().to_string();
+            for (field, key) in [(&mut r.namespace, "namespace"), (&mut r.name, "name"), (&mut r.uid, "uid"), (&mut r.resource_version, "resourceVersion")] {
+                if field.is_empty() {
+                    *field = meta(key);
+                }
+            }
+        }
+        if self.records_request() {
+            if self.config.omit_managed_fields {
+                strip_managed_fields(&mut obj);
+            }
+            self.request_object = Some(obj);
+        }
     }
 
     /// The user the request acts as (impersonation).
@@ -236,7 +273,7 @@ impl Recorder {
             user_agent: &r.user_agent,
             object_ref: r.object_ref.as_ref(),
             response_status: response_status.filter(|_| stage != Stage::RequestReceived),
-            request_object: r.body.as_ref(),
+            request_object: self.request_object.as_ref().filter(|_| stage != Stage::RequestReceived),
             response_object: response_object.as_ref(),
             request_received_timestamp: format_time(r.at, true),
             stage_timestamp: format_time(now, true),

@@ -76,7 +76,7 @@ rules:
     assert!(p.evaluate(&on(&bob, "get", ("", "secrets", ""), "dev", "s1")).omit_managed_fields);
 }
 
-fn received(body: Option<Value>) -> Received {
+fn received() -> Received {
     Received {
         audit_id: "id-1".into(),
         request_uri: "/api/v1/namespaces/dev/configmaps?fieldManager=kubectl".into(),
@@ -85,7 +85,6 @@ fn received(body: Option<Value>) -> Received {
         source_ips: source_ips(Some("10.0.0.1, 10.0.0.2"), None, "127.0.0.1:50000"),
         user_agent: "kubectl/v1.32".into(),
         object_ref: Some(ObjectRef { resource: "configmaps".into(), namespace: "dev".into(), api_version: "v1".into(), ..ObjectRef::default() }),
-        body,
         at: Timestamp::from_second(1_800_000_000).unwrap(),
     }
 }
@@ -100,7 +99,7 @@ fn a_request_has_an_event_at_each_stage_the_policy_keeps() {
     let now = Timestamp::from_second(1_800_000_001).unwrap();
     let config = |level: Level, omit: &[Stage]| Config { level, omit_stages: omit.to_vec(), omit_managed_fields: false };
     let body = json!({"kind": "ConfigMap", "metadata": {"name": "c", "managedFields": [{"manager": "kubectl"}]}});
-    let (mut r, line) = Recorder::start(config(Level::Metadata, &[]), received(Some(body.clone())), now).unwrap();
+    let (mut r, line) = Recorder::start(config(Level::Metadata, &[]), received(), now).unwrap();
     let first = event(&line.unwrap());
     assert_eq!(
         first,
@@ -110,6 +109,8 @@ fn a_request_has_an_event_at_each_stage_the_policy_keeps() {
             "userAgent": "kubectl/v1.32", "objectRef": {"resource": "configmaps", "namespace": "dev", "apiVersion": "v1"},
             "requestReceivedTimestamp": "2027-01-15T08:00:00.000000Z", "stageTimestamp": "2027-01-15T08:00:01.000000Z"})
     );
+    // The object the handler decoded names it, at every level.
+    r.request_object(body.clone());
     r.annotate("authorization.k8s.io/decision", "allow");
     r.annotate("authorization.k8s.io/decision", "forbid");
     r.impersonated(&user("alice", &[]));
@@ -120,13 +121,15 @@ fn a_request_has_an_event_at_each_stage_the_policy_keeps() {
     assert_eq!(done["responseStatus"], json!({"metadata": {}, "code": 201}));
     assert_eq!(done["annotations"], json!({"authorization.k8s.io/decision": "allow"}));
     assert_eq!(done["impersonatedUser"], json!({"username": "alice"}));
+    assert_eq!(done["objectRef"]["name"], "c");
     assert!(done.get("requestObject").is_none() && done.get("responseObject").is_none(), "{done}");
     assert!(r.complete(now).is_none(), "once");
 
     // A Status answer is the event's status; RequestResponse records both objects.
     let strip = Config { omit_managed_fields: true, ..config(Level::RequestResponse, &[Stage::RequestReceived]) };
-    let (mut r, line) = Recorder::start(strip, received(Some(body)), now).unwrap();
+    let (mut r, line) = Recorder::start(strip, received(), now).unwrap();
     assert!(line.is_none());
+    r.request_object(body);
     r.responded(&Head::new(409, "application/json"), false, now);
     let status = json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure", "message": "configmaps \"c\" already exists",
         "reason": "AlreadyExists", "details": {"name": "c", "kind": "configmaps"}, "code": 409});
@@ -141,8 +144,10 @@ fn a_request_has_an_event_at_each_stage_the_policy_keeps() {
     assert_eq!(done["responseObject"], status);
 
     // A watch's answer starts; None records nothing.
-    let (mut r, _) = Recorder::start(config(Level::Request, &[]), received(None), now).unwrap();
+    let (mut r, _) = Recorder::start(config(Level::Request, &[]), received(), now).unwrap();
     assert_eq!(event(&r.responded(&Head::new(200, "application/json"), true, now).unwrap())["stage"], "ResponseStarted");
-    assert!(Recorder::start(config(Level::None, &[]), received(None), now).is_none());
-    assert_eq!(source_ips(None, Some("10.1.1.1"), "[::1]:443"), ["10.1.1.1", "::1"]);
+    assert!(Recorder::start(config(Level::None, &[]), received(), now).is_none());
+    // kube's SourceIPs: what is not an address left out, the last repeated not again.
+    assert_eq!(source_ips(Some("bogus, 10.0.0.1"), Some("10.1.1.1"), "[::1]:443"), ["10.0.0.1", "10.1.1.1", "::1"]);
+    assert_eq!(source_ips(Some("10.0.0.1"), Some("10.0.0.1"), "10.0.0.1:5"), ["10.0.0.1"]);
 }

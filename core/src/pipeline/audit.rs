@@ -29,8 +29,6 @@ impl RequestMachine {
         if config.level == audit::Level::None {
             return;
         }
-        let recorded = config.level >= audit::Level::Request && !self.req.body.is_empty();
-        let body = recorded.then(|| audit::decoded(&self.req.body, self.req.header("Content-Type"))).flatten();
         let object_ref = info.is_resource_request.then(|| ObjectRef {
             resource: info.resource.clone(),
             namespace: info.namespace.clone(),
@@ -38,6 +36,7 @@ impl RequestMachine {
             api_group: info.api_group.clone(),
             api_version: info.api_version.clone(),
             subresource: info.subresource.clone(),
+            ..ObjectRef::default()
         });
         let received = Received {
             audit_id: self.audit_id.clone(),
@@ -47,12 +46,23 @@ impl RequestMachine {
             source_ips: audit::source_ips(self.req.header("X-Forwarded-For"), self.req.header("X-Real-Ip"), &self.req.peer.remote_addr),
             user_agent: self.req.header("User-Agent").unwrap_or_default().to_string(),
             object_ref,
-            body,
             at: self.received_at,
         };
         if let Some((recorder, line)) = Recorder::start(config, received, now) {
             self.audit = Some(Box::new(recorder));
             self.out.extend(line.map(Effect::Audit));
+        }
+    }
+
+    /// The object an authorized resource request carries, for its events (kube logs it as its
+    /// handler decodes it): decoded for a level that records it, or to name a create's or an
+    /// update's object.
+    pub(super) fn audit_request_object(&mut self, verb: &str) {
+        let Some(r) = self.audit.as_mut().filter(|_| !self.req.body.is_empty()) else { return };
+        if (r.records_request() || matches!(verb, "create" | "update"))
+            && let Some(obj) = audit::decoded(&self.req.body, self.req.header("Content-Type"))
+        {
+            r.request_object(obj);
         }
     }
 
@@ -86,8 +96,21 @@ impl RequestMachine {
                 r.body(bytes);
                 None
             }
-            Effect::End | Effect::Relay => r.complete(now),
+            Effect::End => r.complete(now),
             _ => None,
         }
+    }
+
+    /// The request's `ResponseComplete` line, if it is due and was not written: the shell asks
+    /// when it lets the machine go (a relayed answer ended, a 101's connections closed, the
+    /// client gone before the answer), as kube writes it however the handler returns.
+    pub fn finish_audit(&mut self, now: Timestamp) -> Option<Bytes> {
+        self.audit.as_mut()?.complete(now)
+    }
+
+    /// The request's recorder, for a shell that keeps a watch's stream without its machine:
+    /// [`Recorder::complete`] gives the `ResponseComplete` line when the watch ends.
+    pub fn take_audit(&mut self) -> Option<Box<Recorder>> {
+        self.audit.take()
     }
 }

@@ -467,6 +467,7 @@ impl RequestMachine {
             let limit = self.server.max_body_bytes;
             return self.fail(&ApiError::request_entity_too_large(&format!("limit is {limit}")));
         }
+        self.audit_request_object(&info.verb);
         self.resource_request(now, info, query);
     }
 

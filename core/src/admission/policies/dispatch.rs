@@ -189,9 +189,9 @@ pub fn validate(
     if let Some(ask) = authorizer.as_ref().and_then(CelAuthorizer::wanted) {
         return Err(ask);
     }
-    if !failures.is_empty() {
-        failures.truncate(MAX_VALIDATION_FAILURES);
-        let value = serde_json::to_string(&failures).expect("failures serialize");
+    // kube v1.33 annotates each failure as a list of one, and keeps the first annotation.
+    if let Some(first) = failures.into_iter().next() {
+        let value = serde_json::to_string(&[first]).expect("failures serialize");
         a.annotate("validation.policy.admission.k8s.io/validation_failure".into(), value);
     }
     denied.map_or(Ok(()), |e| Err(Halt::Refused(e)))
@@ -230,9 +230,6 @@ struct ValidationFailure {
     expression_index: usize,
     validation_actions: Vec<String>,
 }
-
-/// kube's limit of the failures the audit annotation keeps.
-const MAX_VALIDATION_FAILURES: usize = 50;
 
 impl Write<'_, '_> {
     /// The policy of `hook` with each of its bindings that covers the write, once per

@@ -251,9 +251,9 @@ pub fn mutation(policy: &Policy, inputs: &Inputs<'_>, params: Option<&Value>, m:
 pub fn evaluate(policy: &Policy, inputs: &Inputs<'_>, params: Option<&Value>) -> Evaluated {
     let mut out = Evaluated::default();
     let closed = fails_closed(policy);
-    let fail = |out: &mut Evaluated, message: String| {
+    let fail = |out: &mut Evaluated, message: String, index: usize| {
         if closed {
-            out.denials.push(Decision { message, reason: None, index: 0 });
+            out.denials.push(Decision { message, reason: None, index });
         }
     };
     match conditions(policy, inputs, params) {
@@ -271,7 +271,7 @@ pub fn evaluate(policy: &Policy, inputs: &Inputs<'_>, params: Option<&Value>) ->
         match activation.run(&v.expression, &mut budget) {
             Ok(value) => results.push(Ok(value == Value::Bool(true))),
             Err(Failure::OutOfBudget) => {
-                fail(&mut out, OUT_OF_BUDGET.into());
+                fail(&mut out, OUT_OF_BUDGET.into(), results.len());
                 return out;
             }
             Err(Failure::Error(e)) => results.push(Err(e)),
@@ -291,8 +291,8 @@ pub fn evaluate(policy: &Policy, inputs: &Inputs<'_>, params: Option<&Value>) ->
             _ => None,
         };
         match result {
-            Err(e) => fail(&mut out, e),
-            _ if messages_spent && v.message_expression.is_some() => fail(&mut out, format!("failed messageExpression: {OUT_OF_BUDGET}")),
+            Err(e) => fail(&mut out, e, index),
+            _ if messages_spent && v.message_expression.is_some() => fail(&mut out, format!("failed messageExpression: {OUT_OF_BUDGET}"), index),
             Ok(true) => {}
             Ok(false) => {
                 let written = v.message.as_deref().map(str::trim).filter(|m| !m.is_empty()).map(str::to_string);

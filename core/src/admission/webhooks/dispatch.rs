@@ -266,10 +266,15 @@ impl Webhooks<'_> {
                 Asked::Pending(call) => return Err(Halt::Ask(vec![call])),
                 asked => asked,
             };
+            let round = usize::from(reinvocation.second_round);
+            let failed_open = || {
+                a.annotate(format!("failed-open.mutation.webhook.admission.k8s.io/round_{round}_index_{index}"), "true".into());
+                Ok(false)
+            };
             let outcome: Result<bool, Halt> = 'call: {
                 match answer {
                     Asked::Pending(_) => Ok(false),
-                    Asked::Failed(_) if hook.ignore_failures => Ok(false),
+                    Asked::Failed(_) if hook.ignore_failures => failed_open(),
                     Asked::Failed(why) => Err(ApiError::internal(why).into()),
                     Asked::Answered(r) => {
                         add_warnings(warnings, &r.warnings);
@@ -278,7 +283,7 @@ impl Webhooks<'_> {
                             break 'call Err(review::denied(hook, r.status.as_ref()).into());
                         }
                         match patched(hook, &r, seen.as_deref()) {
-                            Err(PatchError::Call(_)) if hook.ignore_failures => Ok(false),
+                            Err(PatchError::Call(_)) if hook.ignore_failures => failed_open(),
                             Err(PatchError::Call(why)) => Err(ApiError::internal(why).into()),
                             Err(PatchError::Refused(e)) => Err(e.into()),
                             Ok(None) => Ok(false),
@@ -293,7 +298,6 @@ impl Webhooks<'_> {
                 }
             };
             // kube notes each call made, whatever came of it.
-            let round = usize::from(reinvocation.second_round);
             let mutation = Mutation { configuration: &hook.configuration, webhook: &hook.name, mutated: matches!(outcome, Ok(true)) };
             let value = serde_json::to_string(&mutation).expect("a mutation serializes");
             a.annotate(format!("mutation.webhook.admission.k8s.io/round_{round}_index_{index}"), value);
@@ -318,23 +322,27 @@ impl Webhooks<'_> {
             return Err(not_ready(a).into());
         }
         let mut asked = Vec::new();
-        for hook in &self.hooks.validating {
+        for (index, hook) in self.hooks.validating.iter().enumerate() {
             let Some(invocation) = matches(&hook.matching, a, obj, self.equivalents)? else { continue };
             let (invoked, seen, old) = versioned(self.resource, invocation, a, obj);
             let request = review::request(a, invoked, seen.as_deref());
             if conditions_hold(hook, a, (seen.as_deref(), old.as_deref()), &request)? {
-                asked.push((hook, self.ask(hook, VALIDATING, a, (seen.as_deref(), old.as_deref()), &request)));
+                asked.push((index, hook, self.ask(hook, VALIDATING, a, (seen.as_deref(), old.as_deref()), &request)));
             }
         }
-        let pending: Vec<AdmissionCall> = asked.iter().filter_map(|(_, a)| if let Ok(Asked::Pending(c)) = a { Some(c.clone()) } else { None }).collect();
+        let pending: Vec<AdmissionCall> = asked.iter().filter_map(|(_, _, a)| if let Ok(Asked::Pending(c)) = a { Some(c.clone()) } else { None }).collect();
         if !pending.is_empty() {
             return Err(Halt::Ask(pending));
         }
         let mut refusal = None;
-        for (hook, outcome) in asked {
+        for (index, hook, outcome) in asked {
             let refused = match outcome {
                 Err(e) => Some(e),
-                Ok(Asked::Failed(why)) => (!hook.ignore_failures).then(|| ApiError::internal(why)),
+                Ok(Asked::Failed(_)) if hook.ignore_failures => {
+                    a.annotate(format!("failed-open.validating.webhook.admission.k8s.io/round_0_index_{index}"), "true".into());
+                    None
+                }
+                Ok(Asked::Failed(why)) => Some(ApiError::internal(why)),
                 Ok(Asked::Answered(r)) => {
                     add_warnings(warnings, &r.warnings);
                     annotate(a, hook, &r);
