@@ -148,9 +148,9 @@ pub struct Recorder {
 /// `X-Forwarded-For` (what is not one left out), then `X-Real-Ip`'s unless it is the last of
 /// those, then the connection's unless it is the last.
 pub fn source_ips(forwarded_for: Option<&str>, real_ip: Option<&str>, remote_addr: &str) -> Vec<String> {
-    let ip = |s: &str| s.trim().parse::<std::net::IpAddr>().ok().map(|ip| ip.to_string());
+    let ip = |s: &str| s.trim().parse::<core::net::IpAddr>().ok().map(|ip| ip.to_string());
     let mut ips: Vec<String> = forwarded_for.into_iter().flat_map(|f| f.split(',')).filter_map(ip).collect();
-    let remote = match remote_addr.parse::<std::net::SocketAddr>() {
+    let remote = match remote_addr.parse::<core::net::SocketAddr>() {
         Ok(addr) => Some(addr.ip().to_string()),
         Err(_) => ip(remote_addr),
     };
